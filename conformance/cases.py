@@ -1,0 +1,196 @@
+"""Case metadata: every scenario states, in one place next to its code, what it checks and why.
+
+A case has a stable id (``area.slug``), the spec rules it checks (``class.method/rule-name`` or
+``class/rule-name`` from the spec XML), the reference documents it comes from, a level (MUST,
+SHOULD, MAY from the rule text, EXTENSION for RabbitMQ extensions, INFO for cases that only
+record behaviour), a one-line description and expectation, and — where brokers legitimately
+differ — the expected value per profile, as data.
+
+Use :func:`case` to decorate a test function, or :func:`param` to build one ``pytest.param`` of a
+family generated from a table.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+
+MARKER = "conformance_case"
+ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9._-]*$")
+RULE_RE = re.compile(r"^[a-z-]+(\.[a-z-]+)?/[a-z0-9-]+$")
+
+# Profiles a case may name; ``spec`` is the AMQP 0-9-1 XML read strictly, ``rabbitmq`` is
+# RabbitMQ 3.x as its documentation describes it (see conformance/profiles/).
+PROFILES: tuple[str, ...] = ("rabbitmq", "spec")
+
+
+class Level(enum.StrEnum):
+    MUST = "MUST"
+    SHOULD = "SHOULD"
+    MAY = "MAY"
+    EXTENSION = "EXTENSION"
+    INFO = "INFO"
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<no expectation>"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    description: str
+    expectation: str
+    level: Level = Level.MUST
+    rules: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    # Expected value per profile where brokers legitimately differ; a profile not named falls
+    # back to ``default`` (and a case with neither compares nothing by profile).
+    expected: Mapping[str, Any] = field(default_factory=dict)
+    default: Any = MISSING
+    # Where a profile's expected value comes from (document + section, or an observed fact).
+    expected_sources: Mapping[str, str] = field(default_factory=dict)
+    requires: tuple[str, ...] = ()  # server capabilities, e.g. "publisher_confirms"
+    client: str = "raw"  # raw | pika | aio-pika
+    needs_restart: bool = False
+
+    def __post_init__(self) -> None:
+        if not ID_RE.match(self.id):
+            raise ValueError(f"case id {self.id!r} is not of the form area.slug")
+        for rule in self.rules:
+            if not RULE_RE.match(rule):
+                raise ValueError(f"case {self.id}: rule {rule!r} is not class.method/rule-name")
+        for name in self.expected:
+            if name not in PROFILES:
+                raise ValueError(f"case {self.id}: unknown profile {name!r}")
+        if not self.rules and not self.sources and self.level is not Level.INFO:
+            raise ValueError(f"case {self.id}: cite a spec rule or a reference document")
+
+    @property
+    def area(self) -> str:
+        return self.id.split(".", 1)[0]
+
+    def expected_for(self, profile: str) -> Any:
+        if profile in self.expected:
+            return self.expected[profile]
+        return self.default
+
+    def source_for(self, profile: str) -> str:
+        return self.expected_sources.get(profile, "; ".join(self.rules + self.sources))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "area": self.area,
+            "level": self.level.value,
+            "rules": list(self.rules),
+            "sources": list(self.sources),
+            "description": self.description,
+            "expectation": self.expectation,
+            "requires": list(self.requires),
+            "client": self.client,
+            "expected": {k: _jsonable(v) for k, v in self.expected.items()},
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if value is MISSING:
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return repr(value)
+
+
+REGISTRY: dict[str, Case] = {}
+
+
+def register(c: Case) -> Case:
+    existing = REGISTRY.get(c.id)
+    if existing is not None and existing != c:
+        raise ValueError(f"duplicate case id {c.id!r}")
+    REGISTRY[c.id] = c
+    return c
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def case(
+    id: str,
+    *,
+    description: str,
+    expectation: str,
+    level: Level | str = Level.MUST,
+    rules: Iterable[str] = (),
+    sources: Iterable[str] = (),
+    expected: Mapping[str, Any] | None = None,
+    default: Any = MISSING,
+    expected_sources: Mapping[str, str] | None = None,
+    requires: Iterable[str] = (),
+    client: str = "raw",
+    needs_restart: bool = False,
+) -> Callable[[F], F]:
+    """Decorate a test function as one conformance case."""
+    c = register(
+        Case(
+            id=id,
+            description=description,
+            expectation=expectation,
+            level=Level(level),
+            rules=tuple(rules),
+            sources=tuple(sources),
+            expected=dict(expected or {}),
+            default=default,
+            expected_sources=dict(expected_sources or {}),
+            requires=tuple(requires),
+            client=client,
+            needs_restart=needs_restart,
+        )
+    )
+
+    def deco(fn: F) -> F:
+        return getattr(pytest.mark, MARKER)(c)(fn)
+
+    return deco
+
+
+def param(c: Case, *values: Any) -> Any:
+    """One member of a case family: ``pytest.param(*values, id=c.id)`` carrying the case."""
+    register(c)
+    return pytest.param(*values, id=c.id, marks=getattr(pytest.mark, MARKER)(c))
+
+
+def case_of(item: pytest.Item) -> Case | None:
+    """The case a collected item carries (the closest marker wins: a family's param over a
+    function-level decorator)."""
+    marker = item.get_closest_marker(MARKER)
+    if marker is None or not marker.args:
+        return None
+    found = marker.args[0]
+    return found if isinstance(found, Case) else None
+
+
+def all_cases() -> list[Case]:
+    """Every case of the suite's scenario modules (importing them registers their cases)."""
+    import importlib
+    import pkgutil
+
+    from conformance import scenarios
+
+    for info in pkgutil.iter_modules(scenarios.__path__):
+        if info.name.startswith("test_"):
+            importlib.import_module(f"conformance.scenarios.{info.name}")
+    return sorted(REGISTRY.values(), key=lambda c: c.id)

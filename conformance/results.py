@@ -1,0 +1,110 @@
+"""Results: one JSON line per case execution, the report pipeline's only input.
+
+Each pytest-xdist worker appends to its own file ``<run_id>.<worker>.part.jsonl``; the
+controlling process merges the parts into ``<run_id>.jsonl`` when the session ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    run_id: str
+    time: str  # ISO 8601, UTC, when the case finished
+    target: str  # reference | url | local:rabbitmq | local:garagemq | container:IMAGE
+    broker_product: str
+    broker_version: str
+    broker_platform: str
+    client: str  # raw | pika | aio-pika
+    client_version: str
+    case_id: str
+    area: str
+    rules: list[str]
+    level: str
+    profile: str
+    verdict: str
+    expected: str
+    observed: str
+    duration_s: float
+    message: str
+    nodeid: str = ""
+    worker: str = "main"
+    schema: int = SCHEMA_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(ResultRecord))
+REQUIRED_FIELDS: tuple[str, ...] = (
+    "run_id", "time", "target", "broker_product", "broker_version", "case_id", "area", "level",
+    "profile", "verdict",
+)
+
+
+def utc_now_iso() -> str:
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}-{os.urandom(2).hex()}"
+
+
+class ResultsWriter:
+    """Appends records to one JSONL file, flushing every line so a crash loses nothing written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = path.open("a", encoding="utf-8")
+
+    def write(self, record: ResultRecord) -> None:
+        self._fh.write(record.to_json() + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def part_path(results_dir: Path, run_id: str, worker: str) -> Path:
+    return results_dir / f"{run_id}.{worker}.part.jsonl"
+
+
+def merge_parts(results_dir: Path, run_id: str) -> Path:
+    """Merge every worker's part file of ``run_id`` into ``<run_id>.jsonl`` and remove the parts."""
+    out = results_dir / f"{run_id}.jsonl"
+    parts = sorted(results_dir.glob(f"{run_id}.*.part.jsonl"))
+    with out.open("a", encoding="utf-8") as fh:
+        for part in parts:
+            with part.open(encoding="utf-8") as src:
+                for line in src:
+                    if line.strip():
+                        fh.write(line if line.endswith("\n") else line + "\n")
+    for part in parts:
+        part.unlink()
+    return out
+
+
+def read_records(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    """Plain-Python reader (the Spark pipeline has its own); skips blank lines, raises on bad JSON."""
+    for path in paths:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
