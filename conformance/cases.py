@@ -22,7 +22,7 @@ import pytest
 
 MARKER = "conformance_case"
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9._-]*$")
-RULE_RE = re.compile(r"^[a-z-]+(\.[a-z-]+)?/[a-z0-9-]+$")
+RULE_RE = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+){0,2}/[a-z0-9-]+$")
 
 # Profiles a case may name; ``spec`` is the AMQP 0-9-1 XML read strictly, ``rabbitmq`` is
 # RabbitMQ 3.x as its documentation describes it (see conformance/profiles/).

@@ -1,0 +1,170 @@
+"""``expect_*`` helpers: one place that turns broker behaviour into clear expected-vs-observed.
+
+Each helper either returns (the expectation held), raises :class:`~conformance.verdicts.Mismatch`
+(the broker did something else: FAIL or NON_STRICT by the case's level) or raises
+:class:`~conformance.verdicts.CaseTimeout` (the broker said nothing within the deadline).
+
+Where a broker could *silently accept* an invalid method (no reply is ever due), the helpers
+send a synchronous probe after it (:meth:`RawChannel.barrier`): an answer to the probe proves the
+broker processed the invalid method without the required error, which is a precise FAIL instead
+of a TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pamqp import commands as spec
+
+from conformance.clients.raw import (
+    Event,
+    RawChannel,
+    RawConnection,
+    SocketClosed,
+    UnexpectedClose,
+    method_name,
+    reply_name,
+)
+from conformance.verdicts import CaseTimeout, Mismatch
+
+# How long to keep listening for a late close after the probe has been answered.
+LATE_CLOSE_GRACE = 1.0
+
+
+def check(observed: Any, expected: Any, what: str) -> None:
+    """The one comparison every case ends in: equal, or a Mismatch naming what differed."""
+    if observed != expected:
+        raise Mismatch(what, expected=expected, observed=observed)
+
+
+def expect_channel_close(ch: RawChannel, code: int, *, what: str = "", probe: bool = True,
+                         timeout: float | None = None) -> Event:
+    """The broker closes ``ch`` with ``code`` (a soft error)."""
+    expected = f"channel.close {reply_name(code)}" + (f" ({what})" if what else "")
+    ev = _await_close(ch, expected, probe=probe, timeout=timeout)
+    if isinstance(ev, SocketClosed):
+        raise Mismatch(what or "channel close", expected=expected, observed=ev.describe())
+    if isinstance(ev.method, spec.Connection.Close):
+        raise Mismatch(what or "channel close", expected=expected,
+                       observed=f"connection closed instead: {ev.describe()}")
+    if ev.method.reply_code != code:
+        raise Mismatch(what or "channel close reply code", expected=expected, observed=ev.describe())
+    return ev
+
+
+def expect_connection_close(conn: RawConnection, code: int, *, what: str = "",
+                            probe_channel: RawChannel | None = None, timeout: float | None = None) -> Event:
+    """The broker closes the whole connection with ``code`` (a hard error)."""
+    expected = f"connection.close {reply_name(code)}" + (f" ({what})" if what else "")
+    if probe_channel is not None:
+        ev = _await_close(probe_channel, expected, probe=True, timeout=timeout, connection_level=True)
+    else:
+        ev = conn.wait_connection_close(timeout=timeout, what=expected)
+    if isinstance(ev, SocketClosed):
+        raise Mismatch(what or "connection close", expected=expected,
+                       observed=f"{ev.describe()} without connection.close")
+    if isinstance(ev.method, spec.Channel.Close):
+        raise Mismatch(what or "connection close", expected=expected,
+                       observed=f"only the channel was closed: {ev.describe()}")
+    if ev.method.reply_code != code:
+        raise Mismatch(what or "connection close reply code", expected=expected, observed=ev.describe())
+    return ev
+
+
+def _await_close(ch: RawChannel, expected: str, *, probe: bool, timeout: float | None,
+                 connection_level: bool = False) -> Event | SocketClosed:
+    conn = ch.conn
+    limit = conn.timeout if timeout is None else timeout
+
+    if probe:
+        try:
+            ch.barrier(timeout=limit)
+        except UnexpectedClose as exc:
+            return exc.event
+        except CaseTimeout as exc:
+            raise CaseTimeout(expected, limit, observed="no close and no answer to a probe") from exc
+        # The probe was answered: the broker carried on. Allow a short grace for a close
+        # that a broker sends asynchronously after the probe's answer.
+        try:
+            return _wait_any_close(conn, ch.id, min(LATE_CLOSE_GRACE, limit), expected)
+        except CaseTimeout as exc:
+            scope = "connection" if connection_level else "channel"
+            raise Mismatch(f"the {scope} stayed open", expected=expected,
+                           observed=f"{scope} still open: a probe (exchange.declare passive amq.direct) "
+                                    "was answered normally") from exc
+    return _wait_any_close(conn, ch.id, limit, expected)
+
+
+def _wait_any_close(conn: RawConnection, channel: int, limit: float, expected: str) -> Event | SocketClosed:
+    try:
+        return conn.wait_event(channel, lambda e: isinstance(e.method, spec.Channel.Close), expected,
+                               timeout=limit, close_is_error=False)
+    except UnexpectedClose as exc:
+        return exc.event
+    except CaseTimeout:
+        if conn.closed_by_broker is not None:
+            return conn.closed_by_broker
+        raise
+
+
+def expect_ok(fn: Callable[[], Any], what: str) -> Any:
+    """Run an operation that must succeed; a broker close becomes a Mismatch naming ``what``."""
+    try:
+        return fn()
+    except UnexpectedClose as exc:
+        raise Mismatch(what, expected=f"{what} succeeds", observed=exc.event.describe()) from exc
+
+
+def expect_no_delivery(ch: RawChannel, within: float, *, what: str = "no delivery") -> None:
+    """Nothing is delivered on ``ch`` for ``within`` seconds (silence is the expectation)."""
+    try:
+        ev = ch.next_delivery(timeout=within, what=what)
+    except CaseTimeout:
+        return
+    raise Mismatch(what, expected=f"no basic.deliver within {within:.1f}s", observed=ev.describe())
+
+
+def expect_get_empty(ch: RawChannel, queue: str, *, what: str = "queue is empty") -> None:
+    ev = ch.get(queue, no_ack=True)
+    if ev is not None:
+        raise Mismatch(what, expected="basic.get-empty", observed=ev.describe())
+
+
+def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: str,
+                  timeout: float | None = None,
+                  types: type | tuple[type, ...] = spec.Basic.Deliver) -> list[Event]:
+    """Collect events of ``types`` until ``stop(collected)`` holds; TIMEOUT shows what came."""
+    limit = ch.conn.timeout if timeout is None else timeout
+    deadline = time.monotonic() + limit
+    got: list[Event] = []
+    while not stop(got):
+        remaining = deadline - time.monotonic()
+        try:
+            got.append(ch.wait(types, what, timeout=max(remaining, 0.0)))
+        except CaseTimeout as exc:
+            raise CaseTimeout(what, limit, observed=f"{len(got)} events: {summarize(got)}") from exc
+    return got
+
+
+def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
+    """Collect basic.ack / basic.nack until every sequence number up to ``last_seq`` is settled."""
+    def settled(evs: list[Event]) -> bool:
+        done = 0
+        for e in evs:
+            done = max(done, int(e.method.delivery_tag))
+        return done >= last_seq
+
+    return collect_until(ch, settled, what=f"confirms up to {last_seq}", timeout=timeout,
+                         types=(spec.Basic.Ack, spec.Basic.Nack))
+
+
+def summarize(events: Sequence[Event], limit: int = 6) -> str:
+    shown = [e.describe() for e in events[:limit]]
+    more = f" (+{len(events) - limit} more)" if len(events) > limit else ""
+    return "; ".join(shown) + more if shown else "nothing"
+
+
+def names(events: Sequence[Event]) -> list[str]:
+    return [method_name(e.method) for e in events]

@@ -1,0 +1,52 @@
+"""pika and aio-pika helpers: the cases a user's code would write, with the case deadline applied."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from conformance.verdicts import CaseTimeout, HarnessError
+
+T = TypeVar("T")
+
+
+def pika_connection(url: str, timeout: float) -> Any:
+    """A pika BlockingConnection whose socket, handshake and blocked waits are bounded."""
+    import pika
+    from pika import exceptions as pex
+
+    params = pika.URLParameters(url)
+    params.socket_timeout = timeout
+    params.stack_timeout = timeout
+    params.blocked_connection_timeout = timeout
+    params.connection_attempts = 1
+    params.heartbeat = 0
+    try:
+        return pika.BlockingConnection(params)
+    except pex.AMQPConnectionError as exc:
+        raise HarnessError(f"pika could not connect: {exc!r}") from exc
+
+
+def pika_version() -> str:
+    import pika
+
+    return str(pika.__version__)
+
+
+def aio_pika_version() -> str:
+    import aio_pika
+
+    return str(aio_pika.__version__)
+
+
+def run_async(coro: Awaitable[T], timeout: float, what: str) -> T:
+    """Run an aio-pika coroutine to completion within ``timeout`` seconds (TIMEOUT otherwise)."""
+
+    async def bounded() -> T:
+        try:
+            return await asyncio.wait_for(coro, timeout)
+        except TimeoutError as exc:
+            raise CaseTimeout(what, timeout) from exc
+
+    return asyncio.run(bounded())

@@ -1,0 +1,732 @@
+"""A raw AMQP 0-9-1 frame client on the pamqp codec, for the cases client libraries hide.
+
+It gives exact control of what is sent (any method, any tag, any flag, hand-made bytes) and a
+faithful, ordered record of everything the broker sends back. A reader thread decodes frames,
+assembles content (method + header + bodies) into one :class:`Event`, answers the broker's
+``channel.close`` / ``connection.close`` with the matching ``close-ok`` (as the spec requires
+of a peer) and files every event into its channel's inbox and history.
+
+Every wait has a deadline. When a wait expires the client raises
+:class:`~conformance.verdicts.CaseTimeout`; when the broker closes the channel or connection
+while a case waits for something else, it raises :class:`UnexpectedClose` (a
+:class:`~conformance.verdicts.Mismatch`: the broker did something the case did not expect).
+Socket and decoding failures raise :class:`~conformance.verdicts.HarnessError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp import frame as pframe
+from pamqp import header as pheader
+from pamqp import heartbeat as pheartbeat
+from pamqp.base import Frame
+from pamqp.body import ContentBody
+from pamqp.exceptions import UnmarshalingException
+
+from conformance import __version__
+from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+
+PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+FRAME_END = b"\xce"
+DEFAULT_TIMEOUT = 10.0
+CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
+
+REPLY_NAMES: dict[int, str] = {
+    200: "REPLY_SUCCESS", 311: "CONTENT_TOO_LARGE", 312: "NO_ROUTE", 313: "NO_CONSUMERS",
+    320: "CONNECTION_FORCED", 402: "INVALID_PATH", 403: "ACCESS_REFUSED", 404: "NOT_FOUND",
+    405: "RESOURCE_LOCKED", 406: "PRECONDITION_FAILED", 501: "FRAME_ERROR", 502: "SYNTAX_ERROR",
+    503: "COMMAND_INVALID", 504: "CHANNEL_ERROR", 505: "UNEXPECTED_FRAME", 506: "RESOURCE_ERROR",
+    530: "NOT_ALLOWED", 540: "NOT_IMPLEMENTED", 541: "INTERNAL_ERROR",
+}
+
+
+def reply_name(code: int | None) -> str:
+    return f"{code} {REPLY_NAMES.get(code or 0, '?')}"
+
+
+def method_name(method: Any) -> str:
+    """``basic.ack`` style name of a pamqp method instance or class."""
+    return method_name_from_text(getattr(method, "name", type(method).__name__))
+
+
+@dataclass(frozen=True)
+class URL:
+    host: str
+    port: int
+    user: str
+    password: str
+    vhost: str
+
+    @classmethod
+    def parse(cls, url: str) -> URL:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("amqp", ""):
+            raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)} (use amqp://)")
+        if not parts.hostname:
+            raise ValueError(f"no host in broker URL {redact(url)!r} (expected amqp://user:pass@host:port/vhost)")
+        try:
+            port = parts.port or 5672
+        except ValueError as exc:
+            raise ValueError(f"bad port in broker URL {redact(url)!r}") from exc
+        path = parts.path[1:] if parts.path.startswith("/") else parts.path
+        vhost = urllib.parse.unquote(path) if path else "/"
+        return cls(
+            host=parts.hostname,
+            port=port,
+            user=urllib.parse.unquote(parts.username or "guest"),
+            password=urllib.parse.unquote(parts.password or "guest"),
+            vhost=vhost,
+        )
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and results."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing the broker sent: a method, with its content when it carries one."""
+
+    seq: int  # arrival order across the whole connection
+    channel: int
+    method: Any
+    properties: spec.Basic.Properties | None = None
+    body: bytes | None = None
+    at: float = 0.0  # time.monotonic() of arrival
+
+    @property
+    def name(self) -> str:
+        return method_name(self.method)
+
+    def describe(self) -> str:
+        m = self.method
+        if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
+            return (
+                f"{self.name} {reply_name(m.reply_code)} {m.reply_text!r}"
+                f" (class {m.class_id}, method {m.method_id})"
+            )
+        if isinstance(m, (spec.Basic.Ack, spec.Basic.Nack)):
+            return f"{self.name} tag={m.delivery_tag} multiple={m.multiple}"
+        if isinstance(m, spec.Basic.Deliver):
+            return f"{self.name} tag={m.delivery_tag} redelivered={m.redelivered} body={self.body!r}"
+        if isinstance(m, spec.Basic.Return):
+            return f"{self.name} {reply_name(m.reply_code)} body={self.body!r}"
+        return self.name
+
+
+@dataclass(frozen=True)
+class SocketClosed:
+    """The socket ended without a connection.close (or after it)."""
+
+    reason: str
+    at: float = 0.0
+
+    def describe(self) -> str:
+        return f"socket closed ({self.reason})"
+
+
+class UnexpectedClose(Mismatch):
+    """The broker closed the channel or connection while the case waited for something else."""
+
+    def __init__(self, waiting_for: str, event: Event | SocketClosed) -> None:
+        super().__init__(
+            f"broker closed while waiting for {waiting_for}", expected=waiting_for, observed=event.describe()
+        )
+        self.event = event
+
+    @property
+    def reply_code(self) -> int | None:
+        m = getattr(self.event, "method", None)
+        return getattr(m, "reply_code", None)
+
+
+@dataclass
+class _Inbox:
+    cond: threading.Condition
+    pending: list[Event] = field(default_factory=list)
+    history: list[Event] = field(default_factory=list)
+
+
+class RawConnection:
+    """One AMQP connection driven frame by frame. Use :meth:`open` to connect and handshake."""
+
+    def __init__(self, sock: socket.socket, url: URL, *, timeout: float) -> None:
+        self.sock = sock
+        self.url = url
+        self.timeout = timeout
+        self.server_properties: dict[str, Any] = {}
+        self.tune: spec.Connection.Tune | None = None
+        self.frame_max = 131072
+        self.channel_max = 2047
+        self._lock = threading.Condition()
+        self._send_lock = threading.Lock()
+        self._inboxes: dict[int, _Inbox] = {}
+        self._seq = itertools.count(1)
+        self._next_channel = itertools.count(1)
+        self.closed_by_broker: Event | None = None
+        self.socket_closed: SocketClosed | None = None
+        self.heartbeats_received = 0
+        self.frames_received = 0
+        self.auto_close_ok = True
+        self._reader: threading.Thread | None = None
+        self._closing = False
+
+    # -- connecting ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        url: str | URL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        vhost: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        heartbeat: int = 0,
+        frame_max: int = 131072,
+        channel_max: int = 2047,
+        client_properties: dict[str, Any] | None = None,
+        handshake: bool = True,
+    ) -> RawConnection:
+        """Connect and run the whole handshake (header, start-ok, tune-ok, open).
+
+        With ``handshake=False`` only the TCP connection is made; drive it with
+        :meth:`send_bytes` and :meth:`read_raw`.
+        """
+        u = URL.parse(url) if isinstance(url, str) else url
+        if vhost is not None or user is not None or password is not None:
+            u = URL(u.host, u.port, user if user is not None else u.user,
+                    password if password is not None else u.password, vhost if vhost is not None else u.vhost)
+        try:
+            sock = socket.create_connection((u.host, u.port), timeout=timeout)
+        except OSError as exc:
+            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = cls(sock, u, timeout=timeout)
+        if not handshake:
+            return conn
+        conn._handshake(heartbeat, frame_max, channel_max, client_properties)
+        return conn
+
+    def _handshake(
+        self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None
+    ) -> None:
+        deadline = time.monotonic() + self.timeout
+        self.send_bytes(PROTOCOL_HEADER)
+        start = self._read_handshake_frame(deadline, "connection.start")
+        if not isinstance(start, spec.Connection.Start):
+            raise HandshakeError("start", f"expected connection.start, got {describe_frame(start)}")
+        self.server_properties = dict(start.server_properties or {})
+        props = client_properties if client_properties is not None else default_client_properties()
+        self.send_method(0, spec.Connection.StartOk(
+            client_properties=props, mechanism="PLAIN",
+            response=f"\x00{self.url.user}\x00{self.url.password}", locale="en_US",
+        ))
+        tune = self._read_handshake_frame(deadline, "connection.tune")
+        if isinstance(tune, spec.Connection.Close):
+            raise HandshakeError("login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}")
+        if not isinstance(tune, spec.Connection.Tune):
+            raise HandshakeError("login", f"expected connection.tune, got {describe_frame(tune)}")
+        self.tune = tune
+        self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max else frame_max
+        self.channel_max = min(channel_max, tune.channel_max) if tune.channel_max else channel_max
+        hb = min(heartbeat, tune.heartbeat) if tune.heartbeat and heartbeat else heartbeat
+        self.send_method(0, spec.Connection.TuneOk(
+            channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=hb))
+        self.send_method(0, spec.Connection.Open(virtual_host=self.url.vhost))
+        ok = self._read_handshake_frame(deadline, "connection.open-ok")
+        if isinstance(ok, spec.Connection.Close):
+            raise HandshakeError("vhost", f"connection.close {reply_name(ok.reply_code)} {ok.reply_text!r}")
+        if not isinstance(ok, spec.Connection.OpenOk):
+            raise HandshakeError("vhost", f"expected connection.open-ok, got {describe_frame(ok)}")
+        self.sock.settimeout(None)
+        self._inboxes[0] = _Inbox(threading.Condition(self._lock))
+        self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
+        self._reader.start()
+
+    def _read_handshake_frame(self, deadline: float, waiting_for: str) -> Any:
+        buf = b""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CaseTimeout(waiting_for, self.timeout)
+            self.sock.settimeout(remaining)
+            try:
+                got = self.sock.recv(65536)
+            except TimeoutError as exc:
+                raise CaseTimeout(waiting_for, self.timeout) from exc
+            except OSError as exc:
+                raise HandshakeError(_stage(waiting_for), f"socket error: {exc}") from exc
+            if not got:
+                raise HandshakeError(_stage(waiting_for), "socket closed by the broker")
+            buf += got
+            if buf.startswith(b"AMQP") and len(buf) >= 8:
+                raise HandshakeError("header", f"broker answered with protocol header {buf[:8]!r}")
+            try:
+                _consumed, _channel, frm = pframe.unmarshal(buf)
+            except UnmarshalingException:
+                continue
+            if isinstance(frm, pheartbeat.Heartbeat):
+                buf = buf[_consumed:]
+                continue
+            self._pending_handshake_bytes = buf[_consumed:]
+            return frm
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send_bytes(self, data: bytes) -> None:
+        with self._send_lock:
+            try:
+                self.sock.sendall(data)
+            except OSError as exc:
+                raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
+
+    def send_frame(self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat) -> None:
+        self.send_bytes(pframe.marshal(frm, channel))
+
+    def send_method(self, channel: int, method: Frame) -> None:
+        self.send_frame(channel, method)
+
+    def send_content(
+        self,
+        channel: int,
+        method: Frame,
+        body: bytes = b"",
+        properties: spec.Basic.Properties | None = None,
+        *,
+        frame_max: int | None = None,
+    ) -> None:
+        """A content-bearing method, its header and body frames, written in one send."""
+        fmax = (frame_max or self.frame_max) - 8
+        frames = [pframe.marshal(method, channel),
+                  pframe.marshal(pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties()), channel)]
+        for i in range(0, len(body), max(fmax, 1)):
+            frames.append(pframe.marshal(ContentBody(body[i:i + fmax]), channel))
+        self.send_bytes(b"".join(frames))
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def _inbox(self, channel: int) -> _Inbox:
+        with self._lock:
+            box = self._inboxes.get(channel)
+            if box is None:
+                box = self._inboxes[channel] = _Inbox(self._lock)
+            return box
+
+    def _read_loop(self) -> None:
+        buf = getattr(self, "_pending_handshake_bytes", b"")
+        partial: dict[int, tuple[Any, pheader.ContentHeader | None, list[bytes], int]] = {}
+        reason = "closed by the broker"
+        try:
+            while True:
+                while True:
+                    if len(buf) < 7:
+                        break
+                    size = struct.unpack(">I", buf[3:7])[0]
+                    if len(buf) < size + 8:
+                        break
+                    chunk, buf = buf[: size + 8], buf[size + 8:]
+                    try:
+                        _n, channel, frm = pframe.unmarshal(chunk)
+                    except UnmarshalingException as exc:
+                        reason = f"undecodable frame from the broker: {exc}"
+                        raise _Stop from exc
+                    self._on_frame(channel, frm, partial)
+                got = self.sock.recv(262144)
+                if not got:
+                    break
+                buf += got
+        except _Stop:
+            pass
+        except OSError as exc:
+            reason = f"socket error: {exc}" if not self._closing else "closed by the client"
+        finally:
+            with self._lock:
+                self.socket_closed = SocketClosed(reason, time.monotonic())
+                self._lock.notify_all()
+
+    def _on_frame(self, channel: int, frm: Any, partial: dict[int, Any]) -> None:
+        self.frames_received += 1
+        if isinstance(frm, pheartbeat.Heartbeat):
+            self.heartbeats_received += 1
+            return
+        if isinstance(frm, pheader.ContentHeader):
+            if channel in partial:
+                method, _, bodies, _ = partial[channel]
+                partial[channel] = (method, frm, bodies, 0)
+                if frm.body_size == 0:
+                    self._file(channel, method, frm, b"")
+                    del partial[channel]
+            return
+        if isinstance(frm, ContentBody):
+            if channel in partial:
+                method, hdr, bodies, got = partial[channel]
+                bodies.append(frm.value)
+                got += len(frm.value)
+                if hdr is not None and got >= hdr.body_size:
+                    self._file(channel, method, hdr, b"".join(bodies))
+                    del partial[channel]
+                else:
+                    partial[channel] = (method, hdr, bodies, got)
+            return
+        if isinstance(frm, CONTENT_METHODS):
+            partial[channel] = (frm, None, [], 0)
+            return
+        if isinstance(frm, spec.Channel.Close) and self.auto_close_ok:
+            self._safe_send(channel, spec.Channel.CloseOk())
+        if isinstance(frm, spec.Connection.Close) and self.auto_close_ok:
+                self._safe_send(0, spec.Connection.CloseOk())
+        self._file(channel, frm, None, None)
+
+    def _safe_send(self, channel: int, method: Frame) -> None:
+        try:
+            self.send_method(channel, method)
+        except Mismatch:
+            pass
+
+    def _file(self, channel: int, method: Any, hdr: pheader.ContentHeader | None, body: bytes | None) -> None:
+        ev = Event(next(self._seq), channel, method, hdr.properties if hdr else None, body, time.monotonic())
+        with self._lock:
+            box = self._inboxes.get(channel)
+            if box is None:
+                box = self._inboxes[channel] = _Inbox(self._lock)
+            box.pending.append(ev)
+            box.history.append(ev)
+            if isinstance(method, spec.Connection.Close):
+                self.closed_by_broker = ev
+            self._lock.notify_all()
+
+    def wait_event(
+        self,
+        channel: int,
+        match: Callable[[Event], bool],
+        what: str,
+        *,
+        timeout: float | None = None,
+        close_is_error: bool = True,
+    ) -> Event:
+        """Take the first pending event on ``channel`` that ``match`` accepts.
+
+        A channel.close on this channel, a connection.close or the end of the socket that
+        arrives first raises :class:`UnexpectedClose` (unless ``match`` accepts it).
+        """
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        box = self._inbox(channel)
+        with self._lock:
+            while True:
+                for i, ev in enumerate(box.pending):
+                    if match(ev):
+                        del box.pending[i]
+                        return ev
+                if close_is_error:
+                    for ev in box.pending:
+                        if isinstance(ev.method, spec.Channel.Close):
+                            raise UnexpectedClose(what, ev)
+                    if self.closed_by_broker is not None:
+                        raise UnexpectedClose(what, self.closed_by_broker)
+                if self.socket_closed is not None:
+                    # Nothing more can arrive.
+                    raise UnexpectedClose(what, self.closed_by_broker or self.socket_closed)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CaseTimeout(what, limit)
+                self._lock.wait(remaining)
+
+    def history(self, channel: int) -> list[Event]:
+        with self._lock:
+            return list(self._inbox(channel).history)
+
+    def pending(self, channel: int) -> list[Event]:
+        with self._lock:
+            return list(self._inbox(channel).pending)
+
+    # -- channels and closing -----------------------------------------------------------------
+
+    def channel(self, channel_id: int | None = None) -> RawChannel:
+        """Open a channel (channel.open, wait for open-ok)."""
+        cid = channel_id if channel_id is not None else next(self._next_channel)
+        ch = RawChannel(self, cid)
+        ch.rpc(spec.Channel.Open())
+        return ch
+
+    def wait_connection_close(self, *, timeout: float | None = None, what: str = "connection.close") -> Event | SocketClosed:
+        """Wait until the broker closes the connection (connection.close, or the socket ends)."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        with self._lock:
+            while True:
+                if self.closed_by_broker is not None:
+                    return self.closed_by_broker
+                if self.socket_closed is not None:
+                    return self.socket_closed
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CaseTimeout(what, limit)
+                self._lock.wait(remaining)
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_by_broker is None and self.socket_closed is None and not self._closing
+
+    def close(self, *, timeout: float = 2.0) -> None:
+        """Close politely when still open (bounded), then drop the socket. Never raises."""
+        if self.is_open and self._reader is not None:
+            try:
+                self.send_method(0, spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+                self.wait_event(0, lambda e: isinstance(e.method, spec.Connection.CloseOk),
+                                "connection.close-ok", timeout=timeout, close_is_error=False)
+            except (Mismatch, CaseTimeout, OSError):
+                pass  # best effort: the socket is dropped below
+        self.abort()
+
+    def abort(self) -> None:
+        """Drop the TCP connection without any AMQP close (as a crashing client would)."""
+        self._closing = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2.0)
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Stop(Exception):
+    pass
+
+
+class HandshakeError(HarnessError):
+    """The broker refused or broke the opening handshake. ``stage`` says where:
+    header | start | login | vhost."""
+
+    def __init__(self, stage: str, detail: str) -> None:
+        super().__init__(f"handshake failed at {stage}: {detail}")
+        self.stage = stage
+        self.detail = detail
+
+
+def _stage(waiting_for: str) -> str:
+    return {"connection.start": "start", "connection.tune": "login", "connection.open-ok": "vhost"}.get(
+        waiting_for, waiting_for)
+
+
+def describe_frame(frm: Any) -> str:
+    if isinstance(frm, (spec.Connection.Close, spec.Channel.Close)):
+        return f"{method_name(frm)} {reply_name(frm.reply_code)} {frm.reply_text!r}"
+    if isinstance(frm, Frame):
+        return method_name(frm)
+    return type(frm).__name__
+
+
+def default_client_properties() -> dict[str, Any]:
+    return {
+        "product": "amqp-conformance raw client",
+        "version": __version__,
+        "platform": "Python",
+        "capabilities": {
+            "publisher_confirms": True,
+            "exchange_exchange_bindings": True,
+            "basic.nack": True,
+            "consumer_cancel_notify": True,
+            "connection.blocked": True,
+            "authentication_failure_close": True,
+            "per_consumer_qos": True,
+        },
+    }
+
+
+class RawChannel:
+    """A channel of a :class:`RawConnection`, with helpers for the common methods."""
+
+    def __init__(self, conn: RawConnection, channel_id: int) -> None:
+        self.conn = conn
+        self.id = channel_id
+        self.publish_seq = 0  # publishes sent since confirm.select (the broker's confirm sequence)
+
+    # -- primitives ---------------------------------------------------------------------------
+
+    def send(self, method: Frame) -> None:
+        self.conn.send_method(self.id, method)
+
+    def wait(self, types: type | tuple[type, ...], what: str | None = None, *, timeout: float | None = None) -> Event:
+        """Wait for the next pending event of one of ``types`` on this channel."""
+        label = what or " or ".join(method_name(t) for t in (types if isinstance(types, tuple) else (types,)))
+        return self.conn.wait_event(self.id, lambda e: isinstance(e.method, types), label, timeout=timeout)
+
+    def rpc(self, method: Frame, *, timeout: float | None = None) -> Any:
+        """Send a synchronous method and return the broker's reply method."""
+        self.send(method)
+        names = tuple(method.valid_responses or ())
+        what = " or ".join(method_name_from_text(n) for n in names) or "a reply"
+        ev = self.conn.wait_event(
+            self.id, lambda e: e.method.name in names, f"{what} (reply to {method_name(method)})", timeout=timeout)
+        return ev.method
+
+    def history(self) -> list[Event]:
+        return self.conn.history(self.id)
+
+    def pending(self) -> list[Event]:
+        return self.conn.pending(self.id)
+
+    # -- convenience ------------------------------------------------------------------------
+
+    def declare_queue(self, name: str = "", *, durable: bool = False, exclusive: bool = False,
+                      auto_delete: bool = False, passive: bool = False,
+                      arguments: dict[str, Any] | None = None) -> spec.Queue.DeclareOk:
+        return self.rpc(spec.Queue.Declare(queue=name, durable=durable, exclusive=exclusive,
+                                           auto_delete=auto_delete, passive=passive, arguments=arguments))
+
+    def declare_exchange(self, name: str, type: str = "direct", *, durable: bool = False,
+                         auto_delete: bool = False, passive: bool = False, internal: bool = False,
+                         arguments: dict[str, Any] | None = None) -> spec.Exchange.DeclareOk:
+        return self.rpc(spec.Exchange.Declare(exchange=name, exchange_type=type, durable=durable,
+                                              auto_delete=auto_delete, passive=passive, internal=internal,
+                                              arguments=arguments))
+
+    def bind(self, queue: str, exchange: str, routing_key: str = "", arguments: dict[str, Any] | None = None) -> None:
+        self.rpc(spec.Queue.Bind(queue=queue, exchange=exchange, routing_key=routing_key, arguments=arguments))
+
+    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False) -> spec.Queue.DeleteOk:
+        return self.rpc(spec.Queue.Delete(queue=name, if_unused=if_unused, if_empty=if_empty))
+
+    def purge(self, name: str) -> spec.Queue.PurgeOk:
+        return self.rpc(spec.Queue.Purge(queue=name))
+
+    def message_count(self, queue: str) -> int:
+        """Messages ready in ``queue`` (passive queue.declare)."""
+        return int(self.declare_queue(queue, passive=True).message_count)
+
+    def publish(self, exchange: str, routing_key: str, body: bytes = b"", *,
+                properties: spec.Basic.Properties | None = None, mandatory: bool = False,
+                immediate: bool = False, persistent: bool = False) -> int:
+        """Publish; returns the publish sequence number (meaningful in confirm mode)."""
+        props = properties or spec.Basic.Properties(delivery_mode=2 if persistent else None)
+        self.conn.send_content(self.id, spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
+                                                           mandatory=mandatory, immediate=immediate), body, props)
+        self.publish_seq += 1
+        return self.publish_seq
+
+    def confirm_select(self, *, nowait: bool = False) -> None:
+        if nowait:
+            self.send(spec.Confirm.Select(nowait=True))
+        else:
+            self.rpc(spec.Confirm.Select())
+        self.publish_seq = 0
+
+    def tx_select(self) -> None:
+        self.rpc(spec.Tx.Select())
+
+    def tx_commit(self) -> None:
+        self.rpc(spec.Tx.Commit())
+
+    def tx_rollback(self) -> None:
+        self.rpc(spec.Tx.Rollback())
+
+    def qos(self, prefetch_count: int, *, global_: bool = False, prefetch_size: int = 0) -> None:
+        self.rpc(spec.Basic.Qos(prefetch_size=prefetch_size, prefetch_count=prefetch_count, global_=global_))
+
+    def consume(self, queue: str, *, no_ack: bool = False, exclusive: bool = False, consumer_tag: str = "",
+                arguments: dict[str, Any] | None = None) -> str:
+        ok = self.rpc(spec.Basic.Consume(queue=queue, consumer_tag=consumer_tag, no_ack=no_ack,
+                                         exclusive=exclusive, arguments=arguments))
+        return str(ok.consumer_tag)
+
+    def cancel(self, consumer_tag: str) -> None:
+        self.rpc(spec.Basic.Cancel(consumer_tag=consumer_tag))
+
+    def get(self, queue: str, *, no_ack: bool = False, timeout: float | None = None) -> Event | None:
+        """basic.get: the get-ok event (method, properties, body), or None on get-empty."""
+        self.send(spec.Basic.Get(queue=queue, no_ack=no_ack))
+        ev = self.wait((spec.Basic.GetOk, spec.Basic.GetEmpty), "basic.get-ok or basic.get-empty", timeout=timeout)
+        return ev if isinstance(ev.method, spec.Basic.GetOk) else None
+
+    def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
+        self.send(spec.Basic.Ack(delivery_tag=delivery_tag, multiple=multiple))
+
+    def nack(self, delivery_tag: int, *, multiple: bool = False, requeue: bool = True) -> None:
+        self.send(spec.Basic.Nack(delivery_tag=delivery_tag, multiple=multiple, requeue=requeue))
+
+    def reject(self, delivery_tag: int, *, requeue: bool = True) -> None:
+        self.send(spec.Basic.Reject(delivery_tag=delivery_tag, requeue=requeue))
+
+    def recover(self, *, requeue: bool = True) -> None:
+        self.rpc(spec.Basic.Recover(requeue=requeue))
+
+    def next_delivery(self, *, timeout: float | None = None, what: str = "basic.deliver") -> Event:
+        return self.wait(spec.Basic.Deliver, what, timeout=timeout)
+
+    def deliveries(self, n: int, *, timeout: float | None = None) -> list[Event]:
+        """The next ``n`` deliveries; TIMEOUT (with how many came) if fewer arrive in time."""
+        limit = self.conn.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        got: list[Event] = []
+        while len(got) < n:
+            remaining = deadline - time.monotonic()
+            try:
+                got.append(self.next_delivery(timeout=max(remaining, 0.0),
+                                              what=f"{n} deliveries (had {len(got)})"))
+            except CaseTimeout as exc:
+                raise CaseTimeout(f"{n} deliveries", limit, observed=f"{len(got)} deliveries") from exc
+        return got
+
+    def barrier(self, *, timeout: float | None = None) -> None:
+        """A round trip that proves the broker processed everything sent before on this channel.
+
+        Uses a passive declare of ``amq.direct`` (every 0-9-1 broker has it: spec rule
+        ``exchange/required-types``); any channel.close that comes first is raised.
+        """
+        self.rpc(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True), timeout=timeout)
+
+    def close(self, *, timeout: float | None = None) -> None:
+        self.send(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        self.conn.wait_event(self.id, lambda e: isinstance(e.method, (spec.Channel.CloseOk, spec.Channel.Close)),
+                             "channel.close-ok", timeout=timeout, close_is_error=False)
+
+    def closed_event(self) -> Event | None:
+        for ev in self.history():
+            if isinstance(ev.method, spec.Channel.Close):
+                return ev
+        return None
+
+
+def method_name_from_text(name: str) -> str:
+    cls, _, meth = name.partition(".")
+    out = []
+    for i, ch in enumerate(meth):
+        if ch.isupper() and i:
+            out.append("-")
+        out.append(ch.lower())
+    return f"{cls.lower()}.{''.join(out)}"
+
+
+def tags(events: Iterable[Event]) -> list[int]:
+    return [int(e.method.delivery_tag) for e in events]
+
+
+def bodies(events: Iterable[Event]) -> list[bytes]:
+    return [e.body or b"" for e in events]

@@ -1,0 +1,165 @@
+"""Targets: where the suite points. A target gives a URL and, where it can, a controller."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+class TargetError(Exception):
+    """A target could not be started or reached; the message is one line saying what to do."""
+
+
+class Controller(Protocol):
+    """Lifecycle control of a broker process, for the durability cases."""
+
+    def stop(self) -> None: ...  # clean shutdown, data kept
+    def kill(self) -> None: ...  # kill -9, data kept as the crash left it
+    def start(self) -> None: ...  # start again on the same data dir and port; returns when ready
+    def restart(self, *, kill: bool = False) -> None: ...
+
+
+@dataclass
+class Target:
+    name: str  # reference | url | local:rabbitmq | local:garagemq | container:IMAGE
+    url: str
+    controller: Controller | None = None
+    cleanup: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        while self.cleanup:
+            fn = self.cleanup.pop()
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - shutting down: one failed cleanup must not skip the rest
+                pass
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[bytes] | None = None,
+              what: str = "broker") -> None:
+    """Wait until ``host:port`` accepts TCP connections, the process dies, or the deadline passes."""
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise TargetError(f"{what} exited with code {proc.returncode} before listening on {host}:{port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TargetError(f"{what} did not listen on {host}:{port} in time")
+        time.sleep(0.1)  # polling a port that has no event to wait on
+
+
+class ProcessController:
+    """Runs a broker command in its own process group; stop = SIGTERM, kill = SIGKILL of the group."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, host: str, port: int,
+                 log_path: Path, ready: Callable[[float], None], what: str,
+                 stop_timeout: float = 30.0, start_timeout: float = 60.0) -> None:
+        self.argv = argv
+        self.env = env
+        self.host = host
+        self.port = port
+        self.log_path = log_path
+        self.ready = ready
+        self.what = what
+        self.stop_timeout = stop_timeout
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         env=self.env, start_new_session=True)
+        except OSError as exc:
+            raise TargetError(f"cannot start {self.what} ({self.argv[0]}): {exc}") from exc
+        finally:
+            log.close()
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            wait_port(self.host, self.port, deadline, self.proc, self.what)
+            self.ready(deadline)
+        except TargetError as exc:
+            tail = self.log_tail()
+            self.kill()
+            raise TargetError(f"{exc}; log {self.log_path}: {tail}") from exc
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def _signal(self, sig: int) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self._signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self._reap_group()
+
+    def kill(self) -> None:
+        if self.proc is None:
+            return
+        self._signal(signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._reap_group()
+
+    def _reap_group(self) -> None:
+        # Children that left the group leader behind (e.g. beam.smp under a shell script).
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    pass
+            except OSError:
+                return
+            time.sleep(0.1)  # the port is released asynchronously by the kernel
+
+    def restart(self, *, kill: bool = False) -> None:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
