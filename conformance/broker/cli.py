@@ -1,0 +1,67 @@
+"""``python -m conformance.broker --host 127.0.0.1 --port 5672 --data-dir DIR``
+
+Prints ``LISTENING <host> <port>`` once the socket is bound; SIGTERM/SIGINT stop it
+cleanly (exit 0).  ``--users FILE`` is JSON::
+
+    {"users": {"guest": "guest", "alice": "s3cret"}, "vhosts": ["/", "test"]}
+
+(both keys optional; default user guest/guest, vhost "/").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+
+from .server import BrokerServer, load_users, new_event_loop
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
+    p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")
+    p.add_argument("--users", default=None, help='JSON file: {"users": {"name": "pw"}, "vhosts": ["/"]}')
+    p.add_argument("--heartbeat", type=int, default=60, help="heartbeat offered in connection.tune (s)")
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    users, vhosts = load_users(args.users)
+    tmp = None
+    data_dir = args.data_dir
+    if data_dir is None:
+        tmp = tempfile.mkdtemp(prefix="amqp-ref-")
+        data_dir = tmp
+
+    async def run() -> None:
+        server = BrokerServer(data_dir, host=args.host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat)
+        await server.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"LISTENING {args.host} {server.port}", flush=True)
+        await stop.wait()
+        await server.stop()
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        loop.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

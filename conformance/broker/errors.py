@@ -1,0 +1,90 @@
+"""AMQP reply codes and the two kinds of protocol error (soft = channel, hard = connection).
+
+Spec (amqp0-9-1.xml, constants): reply codes 3xx/4xx of class "soft-error" close the
+channel, those of class "hard-error" close the connection.  RabbitMQ renders every
+reply-text as ``"<NAME> - <explanation>"``; we do the same so clients and the suite see
+the same strings.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ReplyCode(IntEnum):
+    REPLY_SUCCESS = 200
+    CONTENT_TOO_LARGE = 311
+    NO_ROUTE = 312
+    NO_CONSUMERS = 313
+    CONNECTION_FORCED = 320
+    INVALID_PATH = 402
+    ACCESS_REFUSED = 403
+    NOT_FOUND = 404
+    RESOURCE_LOCKED = 405
+    PRECONDITION_FAILED = 406
+    FRAME_ERROR = 501
+    SYNTAX_ERROR = 502
+    COMMAND_INVALID = 503
+    CHANNEL_ERROR = 504
+    UNEXPECTED_FRAME = 505
+    RESOURCE_ERROR = 506
+    NOT_ALLOWED = 530
+    NOT_IMPLEMENTED = 540
+    INTERNAL_ERROR = 541
+
+
+#: spec: ``<constant name="..." value="..." class="soft-error"/>``
+SOFT_ERRORS = frozenset(
+    {
+        ReplyCode.CONTENT_TOO_LARGE,
+        ReplyCode.NO_ROUTE,
+        ReplyCode.NO_CONSUMERS,
+        ReplyCode.ACCESS_REFUSED,
+        ReplyCode.NOT_FOUND,
+        ReplyCode.RESOURCE_LOCKED,
+        ReplyCode.PRECONDITION_FAILED,
+    }
+)
+
+
+class AMQPError(Exception):
+    """A protocol error raised by a method handler.
+
+    ``class_id``/``method_id`` name the offending method (spec: connection.close and
+    channel.close carry them "when the close is provoked by a method exception").
+    Whether it closes the channel or the connection follows from the reply code.
+    """
+
+    def __init__(self, code: ReplyCode, explanation: str, class_id: int = 0, method_id: int = 0) -> None:
+        self.code = ReplyCode(code)
+        self.explanation = explanation
+        self.class_id = class_id
+        self.method_id = method_id
+        super().__init__(self.reply_text)
+
+    @property
+    def reply_text(self) -> str:
+        text = f"{self.code.name} - {self.explanation}"
+        # reply-text is a shortstr: at most 255 octets on the wire.
+        return text.encode("utf-8")[:255].decode("utf-8", "ignore")
+
+    @property
+    def is_hard(self) -> bool:
+        return self.code not in SOFT_ERRORS
+
+    def with_method(self, class_id: int, method_id: int) -> AMQPError:
+        if not self.class_id and not self.method_id:
+            self.class_id, self.method_id = class_id, method_id
+        return self
+
+
+def soft(code: ReplyCode, explanation: str) -> AMQPError:
+    return AMQPError(code, explanation)
+
+
+def not_found(kind: str, name: str, vhost: str) -> AMQPError:
+    return AMQPError(ReplyCode.NOT_FOUND, f"no {kind} '{name}' in vhost '{vhost}'")
+
+
+def precondition(explanation: str) -> AMQPError:
+    return AMQPError(ReplyCode.PRECONDITION_FAILED, explanation)

@@ -1,0 +1,312 @@
+"""asyncio shell: moves bytes between sockets and ``ConnectionCore``s, drives timers and
+group commit.  All protocol decisions live in the sans-IO core."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from .core import CloseTransport, ConnectionCore
+from .errors import ReplyCode
+from .model import Broker
+from .store import Store
+
+log = logging.getLogger("conformance.broker")
+
+TICK_INTERVAL = 0.02
+GROUP_COMMIT_INTERVAL = 0.002
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is optional
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+class AMQPProtocol(asyncio.Protocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self.server = server
+        self.core: ConnectionCore | None = None
+        self.transport: asyncio.Transport | None = None
+        self._flush_scheduled = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, only duck-typed alike
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.core = ConnectionCore(self.server.broker, heartbeat=self.server.heartbeat, peer=str(peer))
+        self.core.wake = self.schedule_flush
+        self.server.protocols.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.core is not None
+        self.core.receive_data(data)
+        self.flush()
+        self.server.after_activity()
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.protocols.discard(self)
+        if self.core is not None:
+            self.core.connection_lost()
+            self.core.events()
+        self.server.after_activity()
+
+    def schedule_flush(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.server.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._flush_scheduled = False
+        core, transport = self.core, self.transport
+        if core is None or transport is None or transport.is_closing():
+            return
+        # Anything a client can observe must at least be in the OS page cache, so a
+        # kill -9 of the broker never "forgets" state a client has already seen.
+        self.server.store.write_pending()
+        data = core.data_to_send()
+        if data:
+            transport.write(data)
+        for ev in core.events():
+            if isinstance(ev, CloseTransport):
+                log.debug("closing %s: %s", core.peer, ev.reason)
+                transport.close()
+
+
+class BrokerServer:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        users: dict[str, str] | None = None,
+        vhosts: list[str] | None = None,
+        heartbeat: int = 60,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self.port = port
+        self.heartbeat = heartbeat
+        self.store = Store(data_dir)
+        self.broker = Broker(self.store, users=users, vhosts=vhosts or ["/"])
+        self.protocols: set[AMQPProtocol] = set()
+        self.loop = asyncio.get_event_loop()
+        self._server: asyncio.base_events.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._sync_in_flight = False
+        self._sync_scheduled = False
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(
+            lambda: AMQPProtocol(self), self.host, self.requested_port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ticker = self.loop.create_task(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_INTERVAL)
+            try:
+                self.broker.tick()
+                for p in list(self.protocols):
+                    if p.core is not None:
+                        p.core.tick()
+                        p.flush()
+                if self.store.should_compact() and not self._sync_in_flight:
+                    self.broker.compact()
+                self.after_activity()
+            except Exception:  # pragma: no cover - keep the broker alive, but say so
+                log.exception("timer tick failed")
+
+    # -- group commit -----------------------------------------------------------------------
+    def after_activity(self) -> None:
+        if self.store.needs_sync and not self._sync_scheduled and not self._sync_in_flight:
+            self._sync_scheduled = True
+            self.loop.call_later(GROUP_COMMIT_INTERVAL, self._start_sync)
+
+    def _start_sync(self) -> None:
+        self._sync_scheduled = False
+        if self._sync_in_flight or not self.store.needs_sync:
+            return
+        self.store.write_pending()
+        target = self.store.written_lsn
+        self._sync_in_flight = True
+        fut = self.loop.run_in_executor(None, self.store.fsync)
+        fut.add_done_callback(lambda f: self._sync_done(f, target))
+
+    def _sync_done(self, fut: asyncio.Future[None], target: int) -> None:
+        self._sync_in_flight = False
+        if fut.exception() is not None:  # pragma: no cover - disk failure
+            log.error("fsync failed: %s", fut.exception())
+            return
+        self.store.mark_synced(target)
+        self.broker.on_synced()
+        self.after_activity()
+
+    # -- shutdown ---------------------------------------------------------------------------
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for p in list(self.protocols):
+            if p.core is not None:
+                p.core.close(ReplyCode.CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'")
+                p.flush()
+        deadline = self.loop.time() + 1.0
+        while self.protocols and self.loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        for p in list(self.protocols):
+            if p.transport is not None:
+                p.transport.abort()
+        while self._sync_in_flight:
+            await asyncio.sleep(0.001)
+        self.store.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+
+def load_users(path: str | os.PathLike[str] | None) -> tuple[dict[str, str], list[str]]:
+    """``{"users": {"name": "password", ...}, "vhosts": ["/", ...]}`` (both keys optional;
+    defaults: guest/guest and "/")."""
+    import json
+
+    if path is None:
+        return {"guest": "guest"}, ["/"]
+    data: dict[str, Any] = json.loads(Path(path).read_text())
+    users = {str(k): str(v) for k, v in data.get("users", {"guest": "guest"}).items()}
+    vhosts = [str(v) for v in data.get("vhosts", ["/"])]
+    return users, vhosts
+
+
+class EmbeddedBroker:
+    """The broker in a background thread, for tests::
+
+        with EmbeddedBroker() as b:
+            pika.BlockingConnection(pika.URLParameters(b.url))
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        users: dict[str, str] | None = None,
+        vhosts: list[str] | None = None,
+        heartbeat: int = 60,
+    ) -> None:
+        self._own_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="amqp-ref-"))
+        self.host = host
+        self.port = port
+        self.users = users
+        self.vhosts = vhosts
+        self.heartbeat = heartbeat
+        self.server: BrokerServer | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@{self.host}:{self.port}/"
+
+    @property
+    def broker(self) -> Broker:
+        assert self.server is not None
+        return self.server.broker
+
+    def start(self, timeout: float = 10.0) -> EmbeddedBroker:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+
+            async def main() -> None:
+                self._stopped = asyncio.Event()
+                self.server = BrokerServer(
+                    self.data_dir,
+                    host=self.host,
+                    port=self.port,
+                    users=self.users,
+                    vhosts=self.vhosts,
+                    heartbeat=self.heartbeat,
+                )
+                await self.server.start()
+                self.port = self.server.port
+                ready.set()
+                await self._stopped.wait()
+                await self.server.stop()
+
+            try:
+                loop.run_until_complete(main())
+            except BaseException as exc:  # noqa: BLE001 - surfaced to start()
+                errors.append(exc)
+                ready.set()
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="amqp-reference-broker", daemon=True)
+        self._thread.start()
+        if not ready.wait(timeout):
+            raise TimeoutError("reference broker did not start listening")
+        if errors:
+            raise RuntimeError("reference broker failed to start") from errors[0]
+        return self
+
+    def call(self, fn: Any, timeout: float = 10.0) -> Any:
+        """Run ``fn()`` on the broker's loop thread and return its result."""
+        assert self._loop is not None
+        fut = asyncio.run_coroutine_threadsafe(_as_coro(fn), self._loop)
+        return fut.result(timeout)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stopped.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError("reference broker did not stop")
+        self._thread = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def cleanup(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self.cleanup()
+
+
+async def _as_coro(fn: Any) -> Any:
+    return fn()

@@ -1,0 +1,124 @@
+"""Connection and channel states and the ONE transition table that drives both.
+
+``TRANSITIONS[(state, method class)]`` gives the state after the method has been handled
+successfully.  A pair that is missing from the table is a protocol error; ``violation``
+turns it into the reply code the spec (or, where the spec is silent, RabbitMQ 3.10)
+prescribes.  Handlers may still raise errors of their own (e.g. 404 on a missing queue);
+the table only decides whether a method may be *considered* in a state.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pamqp import base
+from pamqp import commands as spec
+
+from .errors import AMQPError, ReplyCode
+
+
+class ConnectionState(Enum):
+    AWAITING_HEADER = "awaiting-protocol-header"
+    AWAITING_START_OK = "starting"
+    AWAITING_TUNE_OK = "tuning"
+    AWAITING_OPEN = "opening"
+    OPEN = "running"
+    CLOSING = "closing"  # we sent connection.close, waiting for close-ok
+    CLOSED = "closed"
+
+
+class ChannelState(Enum):
+    CLOSED = "closed"  # never opened, or close handshake finished: the id is free
+    OPEN = "open"
+    CLOSING = "closing"  # we sent channel.close, waiting for close-ok
+
+
+class Disposition(Enum):
+    """What to do with a method that is not in the table."""
+
+    DISCARD = "discard"
+
+
+C, Ch = ConnectionState, ChannelState
+
+#: methods a client may send on an open channel; all leave it open (errors aside).
+_CHANNEL_METHODS: tuple[type[base.Frame], ...] = (
+    spec.Channel.Flow,
+    spec.Exchange.Declare,
+    spec.Exchange.Delete,
+    spec.Exchange.Bind,
+    spec.Exchange.Unbind,
+    spec.Queue.Declare,
+    spec.Queue.Bind,
+    spec.Queue.Purge,
+    spec.Queue.Delete,
+    spec.Queue.Unbind,
+    spec.Basic.Qos,
+    spec.Basic.Consume,
+    spec.Basic.Cancel,
+    spec.Basic.Publish,
+    spec.Basic.Get,
+    spec.Basic.Ack,
+    spec.Basic.Reject,
+    spec.Basic.RecoverAsync,
+    spec.Basic.Recover,
+    spec.Basic.Nack,
+    spec.Tx.Select,
+    spec.Tx.Commit,
+    spec.Tx.Rollback,
+    spec.Confirm.Select,
+)
+
+TRANSITIONS: dict[tuple[Enum, type[base.Frame]], Enum] = {
+    # -- connection (channel 0) --------------------------------------------------------
+    (C.AWAITING_START_OK, spec.Connection.StartOk): C.AWAITING_TUNE_OK,
+    (C.AWAITING_TUNE_OK, spec.Connection.TuneOk): C.AWAITING_OPEN,
+    (C.AWAITING_OPEN, spec.Connection.Open): C.OPEN,
+    (C.AWAITING_OPEN, spec.Connection.Close): C.CLOSED,
+    (C.OPEN, spec.Connection.Close): C.CLOSED,
+    # spec connection.close: "After sending this method, any received methods except
+    # Close and Close-OK MUST be discarded."  A crossing close counts as close-ok.
+    (C.CLOSING, spec.Connection.CloseOk): C.CLOSED,
+    (C.CLOSING, spec.Connection.Close): C.CLOSED,
+    # -- channels ------------------------------------------------------------------------
+    (Ch.CLOSED, spec.Channel.Open): Ch.OPEN,
+    (Ch.OPEN, spec.Channel.Close): Ch.CLOSED,
+    # spec channel.close: same discard rule as the connection.  RabbitMQ answers a
+    # crossing channel.close with close-ok and keeps waiting for the client's close-ok.
+    (Ch.CLOSING, spec.Channel.CloseOk): Ch.CLOSED,
+    (Ch.CLOSING, spec.Channel.Close): Ch.CLOSING,
+    **{(Ch.OPEN, m): Ch.OPEN for m in _CHANNEL_METHODS},
+}
+
+
+def transition(state: Enum, method: base.Frame) -> Enum | Disposition:
+    """The next state for ``method`` in ``state``, DISCARD, or raise the spec's error."""
+    key = (state, type(method))
+    if key in TRANSITIONS:
+        return TRANSITIONS[key]
+    if state in (C.CLOSING, Ch.CLOSING):
+        return Disposition.DISCARD
+    raise violation(state, method)
+
+
+def violation(state: Enum, method: base.Frame) -> AMQPError:
+    class_id, method_id = method.index >> 16, method.index & 0xFFFF
+    if state is Ch.CLOSED:
+        # spec 4.2.3 / RabbitMQ: a frame on a channel that is not open is a connection
+        # error CHANNEL_ERROR ("expected 'channel.open'").
+        err = AMQPError(ReplyCode.CHANNEL_ERROR, "expected 'channel.open'")
+    elif state is Ch.OPEN and isinstance(method, spec.Channel.Open):
+        err = AMQPError(ReplyCode.CHANNEL_ERROR, "second 'channel.open' seen")
+    elif isinstance(state, ChannelState):
+        # spec: "COMMAND_INVALID - The client sent an invalid sequence of frames,
+        # attempting to perform an operation that was considered invalid by the server."
+        # (RabbitMQ: "unimplemented method" for server-to-client methods.)
+        err = AMQPError(ReplyCode.COMMAND_INVALID, f"unimplemented method {method.name}")
+    else:
+        # RabbitMQ rabbit_reader: "unexpected method in connection state ~w" (504).
+        err = AMQPError(ReplyCode.CHANNEL_ERROR, f"unexpected method in connection state {state.value}")
+    return err.with_method(class_id, method_id)
+
+
+def is_connection_method(method: base.Frame) -> bool:
+    return method.index >> 16 == spec.Connection.frame_id
