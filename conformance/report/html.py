@@ -1,0 +1,400 @@
+"""The self-contained ``index.html``: inline CSS, inline SVG charts, no script, no network.
+
+Rendering is pure Python over the bounded view :func:`conformance.report.pipeline.collect_view`
+builds; every value is escaped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from importlib import resources
+from typing import Any
+
+from conformance.report import tx_table
+from conformance.report.schema import LEVELS, VERDICTS
+
+COLORS: dict[str, str] = {
+    "PASS": "#2e7d32",
+    "FAIL": "#c62828",
+    "NON_STRICT": "#ef8f00",
+    "UNSUPPORTED": "#90a4ae",
+    "INFORMATIONAL": "#1565c0",
+    "TIMEOUT": "#6a1b9a",
+    "ERROR": "#4e342e",
+}
+SHORT: dict[str, str] = {
+    "PASS": "P",
+    "FAIL": "F",
+    "NON_STRICT": "NS",
+    "UNSUPPORTED": "U",
+    "INFORMATIONAL": "I",
+    "TIMEOUT": "T",
+    "ERROR": "E",
+}
+
+
+def e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def css() -> str:
+    return resources.files("conformance.report").joinpath("report.css").read_text(encoding="utf-8")
+
+
+def verdict_chip(v: str | None) -> str:
+    if not v:
+        return ""
+    return f'<span class="v v-{e(v)}" title="{e(v)}">{e(v)}</span>'
+
+
+def pct(score: float | None) -> str:
+    return "–" if score is None else f"{score * 100:.1f}%"
+
+
+def score_bar(score: float | None) -> str:
+    if score is None:
+        return "–"
+    w = round(80 * score)
+    return f'<span class="bar-bg"><span class="bar" style="width:{w}px"></span></span>{pct(score)}'
+
+
+def table(headers: Sequence[str], body: Iterable[str], num: Sequence[int] = ()) -> str:
+    head = "".join(f'<th{" class=num" if i in num else ""}>{h}</th>' for i, h in enumerate(headers))
+    rows = "".join(body)
+    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
+
+
+def td(value: Any, cls: str = "") -> str:
+    c = f' class="{cls}"' if cls else ""
+    return f"<td{c}>{value}</td>"
+
+
+# ------------------------------------------------------------------------------------ sections
+
+
+def section_summary(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    brokers = view["brokers"]
+    best = {p["broker"]: p for p in view["profile"] if p["best"]}
+    body = []
+    for b in brokers:
+        p = best.get(b["broker"])
+        prof = "–" if p is None else f'{e(tx_table.COLUMN_LABELS.get(p["column"], p["column"]))}' + (
+            f' <small>(profile {e(p["profile"])})</small>' if p["profile"] else ""
+        ) + f" {pct(p['score'])}"
+        counts = " ".join(
+            f'<span class="v v-{v}" title="{v}">{SHORT[v]} {b[f"n_{v.lower()}"]}</span>'
+            for v in VERDICTS
+            if b[f"n_{v.lower()}"]
+        )
+        body.append(
+            "<tr>"
+            + td(f"<b>{e(b['broker'])}</b>")
+            + td(b["n_runs"], "num")
+            + td(f"{b['n_executions']:,}", "num")
+            + td(b["n_cases"], "num")
+            + td(counts)
+            + td(score_bar(b["score"]))
+            + td(b["n_must_failures"], "num")
+            + td(prof)
+            + td(e(b["clients"]))
+            + td(e(str(b["last_ts"])[:19]))
+            + "</tr>"
+        )
+    more = ""
+    if view["n_brokers"] > len(brokers):
+        more = f'<p class="note">Showing the {len(brokers)} most recent of {view["n_brokers"]} broker versions; all are in tables/brokers.</p>'
+    legend = " ".join(f'<span class="v v-{v}">{SHORT[v]}</span> {v}' for v in VERDICTS)
+    return (
+        '<section id="summary"><h2>Summary per broker</h2>'
+        f'<p class="note">Latest verdict per case. Score = PASS / (PASS + FAIL + NON_STRICT + TIMEOUT). {legend}</p>'
+        + more
+        + table(
+            ["Broker", "Runs", "Executions", "Cases", "Latest verdicts", "Score", "MUST failures", "tx profile (best column)", "Clients", "Last run (UTC)"],
+            body,
+            num=(1, 2, 3, 6),
+        )
+        + "</section>"
+    )
+
+
+def svg_area_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
+    """Horizontal stacked bars: one per area, segments = latest verdict counts."""
+    label_w, bar_w, row_h, top = 96, 260, 18, 22
+    height = top + row_h * len(scores) + 8
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 50}" height="{height}" role="img" '
+        f'aria-label="verdicts per area for {e(broker)}">',
+        f'<text x="4" y="15" font-size="13" font-weight="600">{e(broker)}</text>',
+    ]
+    for i, s in enumerate(scores):
+        y = top + i * row_h
+        total = max(1, int(s["n_cases"]))
+        parts.append(f'<text x="4" y="{y + 12}" font-size="11">{e(s["area"])}</text>')
+        x = float(label_w)
+        for v in VERDICTS:
+            n = int(s[f"n_{v.lower()}"])
+            if not n:
+                continue
+            w = bar_w * n / total
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{COLORS[v]}">'
+                f"<title>{e(s['area'])}: {n} {v}</title></rect>"
+            )
+            x += w
+        parts.append(f'<text x="{label_w + bar_w + 4}" y="{y + 12}" font-size="11">{int(s["n_cases"])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def section_chart(view: Mapping[str, Any]) -> str:
+    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for s in view["scores_area"]:
+        by_broker[s["broker"]].append(s)
+    charts = "".join(
+        f'<div class="chart">{svg_area_chart(b, by_broker[b])}</div>' for b in view["chart_brokers"] if b in by_broker
+    )
+    legend = "".join(
+        f'<span><svg width="10" height="10"><rect width="10" height="10" fill="{COLORS[v]}"/></svg> {v}</span>'
+        for v in VERDICTS
+    )
+    levels = _level_table(view)
+    return (
+        '<section id="plot"><h2>Verdicts per area per broker</h2>'
+        f'<p class="legend">{legend}</p><div class="charts">{charts}</div>'
+        f"<h3>Score per level</h3>{levels}</section>"
+    )
+
+
+def _level_table(view: Mapping[str, Any]) -> str:
+    cell: dict[tuple[str, str], Mapping[str, Any]] = {(s["broker"], s["level"]): s for s in view["scores_level"]}
+    levels = [lv for lv in LEVELS if any(k[1] == lv for k in cell)]
+    body = []
+    for b in view["chart_brokers"]:
+        tds = []
+        for lv in levels:
+            s = cell.get((b, lv))
+            tds.append(td("" if s is None else f"{pct(s['score'])} <small>({s['n_pass']}/{s['n_scored']})</small>", "num"))
+        body.append(f"<tr>{td(e(b))}{''.join(tds)}</tr>")
+    return table(["Broker", *levels], body)
+
+
+def section_matrix(view: Mapping[str, Any]) -> str:
+    brokers: list[str] = [b for b in view["matrix_brokers"]]
+    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
+    meta: dict[str, tuple[str, str]] = {}
+    for m in view["matrix"]:
+        cells[(m["case_id"], m["broker"])] = m
+        meta[m["case_id"]] = (m["area"], m["level"])
+    cases = sorted(meta, key=lambda c: (meta[c][0], c))
+    body = []
+    for c in cases:
+        tds = []
+        for b in brokers:
+            m = cells.get((c, b))
+            if m is None:
+                tds.append('<td class="cell c-none"></td>')
+                continue
+            v = m["verdict"]
+            detail = (
+                f"<b>{e(v)}</b> on {e(b)}\nexpected: {e(m['expected'])}\nobserved: {e(m['observed'])}"
+                + (f"\n{e(m['message'])}" if m["message"] else "")
+            )
+            tds.append(
+                f'<td class="cell c-{e(v)}"><details><summary title="{e(v)}">{SHORT.get(v, e(v))}</summary>'
+                f'<div class="detail">{detail}</div></details></td>'
+            )
+        area, level = meta[c]
+        body.append(f"<tr>{td(f'<code>{e(c)}</code>')}{td(e(area))}{td(e(level))}{''.join(tds)}</tr>")
+    shown = len(cases)
+    note = (
+        f"{shown} of {view['n_matrix_cases']} cases (cases with any non-PASS verdict first) × the {len(brokers)} most recent broker versions; "
+        "click a cell for expected vs observed. The full matrix is tables/matrix."
+    )
+    heads = ["Case", "Area", "Level", *[f"<small>{e(b)}</small>" for b in brokers]]
+    return f'<section id="matrix"><h2>Compliance matrix</h2><p class="note">{note}</p>{table(heads, body)}</section>'
+
+
+def section_tx(view: Mapping[str, Any]) -> str:
+    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in view["tx"]:
+        by_broker[r["broker"]].append(r)
+    if not by_broker:
+        return '<section id="tx"><h2>tx table</h2><p class="note">No tx case observations (extra.tx_row / extra.tx_observed) in the inputs.</p></section>'
+    out = ['<section id="tx"><h2>tx table per broker</h2><p class="note">Observed values from the tx cases beside the '
+           "seed's columns (RabbitMQ “Broker Semantics”, Semantics of tx). Green: the column agrees (its “undefined” agrees with anything); red: it does not.</p>"]
+    heads = ["Feature", "Observed", "Cases", *[e(tx_table.COLUMN_LABELS[c]) for c in tx_table.COLUMNS]]
+    for b, rows in by_broker.items():
+        body = []
+        for r in sorted(rows, key=lambda r: r["row_order"]):
+            tds = []
+            for c in tx_table.COLUMNS:
+                f = tx_table.COLUMN_FIELD[c]
+                ok = r[f"{f}_match"]
+                cls = "unknown" if ok is None else ("match" if ok else "mismatch")
+                tds.append(td(e(r[f]), cls))
+            observed = r["observed"] if r["observed"] is not None else "not observed"
+            body.append(
+                f"<tr>{td(e(tx_table.ROW_LABELS.get(r['tx_row'], r['tx_row'])))}{td(f'<b>{e(observed)}</b>')}"
+                f"{td(r['n_cases'], 'num')}{''.join(tds)}</tr>"
+            )
+        out.append(f"<h3>{e(b)}</h3>{table(heads, body)}")
+    out.append("</section>")
+    return "".join(out)
+
+
+def section_profile(view: Mapping[str, Any]) -> str:
+    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for p in view["profile"]:
+        by_broker[p["broker"]].append(p)
+    body = []
+    for b, ps in by_broker.items():
+        ps = sorted(ps, key=lambda p: p["rank"])
+        best = ps[0]
+        scores = " · ".join(
+            f'<span class="{"best" if p["best"] else ""}">{e(tx_table.COLUMN_LABELS[p["column"]])} {p["n_match"]}/{p["n_compared"]}</span>'
+            for p in sorted(ps, key=lambda p: p["column_order"])
+        )
+        dis = "<br>".join(e(d) for d in best["disagreements"]) or "none"
+        body.append(
+            "<tr>"
+            + td(f"<b>{e(b)}</b>")
+            + td(f'<span class="best">{e(tx_table.COLUMN_LABELS[best["column"]])}</span>')
+            + td(e(best["profile"] or "—"))
+            + td(pct(best["score"]), "num")
+            + td(scores)
+            + td(dis)
+            + "</tr>"
+        )
+    note = (
+        "Which column of the tx table each broker behaves like, from its tx cases' observations. "
+        "A column's “undefined” matches anything; unobservable rows are not compared; ties go to more exact matches."
+    )
+    return (
+        f'<section id="profile"><h2>Profile inference</h2><p class="note">{note}</p>'
+        + table(["Broker", "Best column", "Profile", "Match", "All columns (matched/compared)", "Rows that disagree with the best column"], body)
+        + "</section>"
+    )
+
+
+def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    cov = summary["rule_coverage"]
+    body = []
+    for r in view["rules"]:
+        status = verdict_chip(r["worst_verdict"]) if r["n_brokers"] else '<span class="v v-UNSUPPORTED">not covered</span>'
+        rid = f"<code>{e(r['rule_id'])}</code>" + ("" if r["in_spec"] else " <small>(not in the spec XML)</small>")
+        body.append(
+            "<tr>"
+            + td(rid)
+            + td(e(r["rule_level"] or ""))
+            + td(r["n_elements"], "num")
+            + td(r["n_brokers"], "num")
+            + td(status)
+            + td(f'{r["n_pass"]} / {r["n_pass"] + r["n_other"]}', "num")
+            + td(f"<small>{e(r['cases'])}</small>")
+            + "</tr>"
+        )
+    note = (
+        f"{cov['covered']} of {cov['rule_ids']} rule ids ({cov['rule_elements']} &lt;rule&gt; elements) are cited by at least one case; "
+        "status is the worst latest verdict over all brokers."
+    )
+    return (
+        f'<section id="rules"><h2>Spec-rule coverage</h2><p class="note">{note}</p>'
+        + table(["Rule", "Level", "Elements", "Brokers", "Worst verdict", "PASS / executions", "Cases"], body, num=(2, 3, 5))
+        + "</section>"
+    )
+
+
+def section_flaky(view: Mapping[str, Any]) -> str:
+    body = [
+        "<tr>"
+        + td(e(f["broker"]))
+        + td(e(f["broker_platform"]))
+        + td(f"<code>{e(f['case_id'])}</code>")
+        + td(f["n_runs"], "num")
+        + td(" ".join(f'{verdict_chip(v)}&nbsp;{f[f"n_{v.lower()}"]}' for v in VERDICTS if f[f"n_{v.lower()}"]))
+        + "</tr>"
+        for f in view["flaky"]
+    ]
+    note = f"{view['n_flaky']} case × broker build pair(s) with different verdicts across runs" + (
+        f"; the first {len(body)} shown." if view["n_flaky"] > len(body) else "."
+    )
+    return f'<section id="flaky"><h2>Flaky cases</h2><p class="note">{note}</p>' + (
+        table(["Broker", "Platform", "Case", "Runs", "Verdicts"], body) if body else ""
+    ) + "</section>"
+
+
+def section_regressions(view: Mapping[str, Any]) -> str:
+    body = [
+        "<tr>"
+        + td(e(r["baseline"]))
+        + td(e(r["candidate"]))
+        + td(f"<code>{e(r['case_id'])}</code>")
+        + td(e(r["kind"]))
+        + td(verdict_chip(r["baseline_verdict"]) or "new case")
+        + td(verdict_chip(r["candidate_verdict"]))
+        + td(f"<small>expected: {e(r['expected'])}<br>observed: {e(r['observed'])}</small>")
+        + "</tr>"
+        for r in view["regressions"]
+    ]
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(view["regression_kinds"].items())) or "none"
+    note = f"Between consecutive versions of each product: PASS → FAIL/TIMEOUT/ERROR, and new NON_STRICT. {kinds}."
+    return f'<section id="regressions"><h2>Regressions</h2><p class="note">{note}</p>' + (
+        table(["Baseline", "Candidate", "Case", "Kind", "Was", "Now", "Expected vs observed"], body) if body else ""
+    ) + "</section>"
+
+
+def section_malformed(view: Mapping[str, Any]) -> str:
+    if not view["n_malformed"]:
+        return ""
+    body = [
+        f"<tr>{td(e(m['file']))}{td(m['line'], 'num')}{td(e(m['reason']))}{td('<code>' + e(m['value']) + '</code>')}</tr>"
+        for m in view["malformed"]
+    ]
+    return (
+        f'<section id="malformed"><h2>Malformed input lines</h2><p class="note">{view["n_malformed"]} line(s) skipped.</p>'
+        + table(["File", "Line", "Problem", "Text (first 200 chars)"], body, num=(1,))
+        + "</section>"
+    )
+
+
+def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    inputs = summary["inputs"]
+    sub = (
+        f"{inputs['n_rows']:,} case executions from {inputs['n_files']} file(s) · {summary['n_brokers']} broker versions · "
+        f"{summary['n_cases']} cases · {inputs['n_malformed']} malformed line(s) · generated {e(summary['generated_at'])}"
+    )
+    nav = "".join(
+        f'<a href="#{i}">{t}</a>'
+        for i, t in (
+            ("summary", "Summary"),
+            ("plot", "Plot"),
+            ("matrix", "Matrix"),
+            ("tx", "tx table"),
+            ("profile", "Profiles"),
+            ("rules", "Rule coverage"),
+            ("flaky", "Flaky"),
+            ("regressions", "Regressions"),
+        )
+    )
+    body = "".join(
+        [
+            section_summary(summary, view),
+            section_chart(view),
+            section_matrix(view),
+            section_tx(view),
+            section_profile(view),
+            section_rules(summary, view),
+            section_flaky(view),
+            section_regressions(view),
+            section_malformed(view),
+        ]
+    )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>AMQP conformance report — {e(summary['name'])}</title><style>{css()}</style></head>"
+        f"<body><header><h1>AMQP 0-9-1 conformance — {e(summary['name'])}</h1><p>{sub}</p></header>"
+        f"<nav>{nav}</nav><main>{body}</main></body></html>\n"
+    )

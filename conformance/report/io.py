@@ -1,0 +1,136 @@
+"""The pipeline's edges: which files to read, reading them, the reference frames, writing tables."""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from conformance.report import stages, tx_table
+from conformance.report.schema import RULES_SCHEMA, TX_SEED_SCHEMA
+from conformance.spec import Rule, load_rules
+
+RESULT_SUFFIXES: tuple[str, ...] = (".jsonl", ".jsonl.gz", ".json")
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+MALFORMED_EXAMPLES = 50
+
+
+class InputProblem(ValueError):
+    """The inputs cannot be used (nothing matched, not a results file, …); one line to print."""
+
+
+def resolve_inputs(inputs: Iterable[str]) -> list[str]:
+    """Files to read: each input is a file, a folder (its ``*.jsonl`` files, recursively), a glob,
+    or a URI Spark reads itself (``hdfs://``, ``s3a://`` … on a cluster)."""
+    out: list[str] = []
+    given = list(inputs)
+    if not given:
+        raise InputProblem("no results inputs given (pass files, folders or globs)")
+    for item in given:
+        if _URI.match(item) and not item.startswith("file://"):
+            out.append(item)
+            continue
+        local = item.removeprefix("file://")
+        path = Path(local)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES))
+            if not files:
+                raise InputProblem(f"no results files (*.jsonl) in folder {item}")
+        elif path.is_file():
+            files = [path]
+        elif glob.has_magic(local):
+            files = sorted(Path(p) for p in glob.glob(local, recursive=True) if Path(p).is_file())
+            if not files:
+                raise InputProblem(f"no results file matches {item}")
+        else:
+            raise InputProblem(f"no such results file or folder: {item}")
+        out.extend(str(p.resolve()) for p in files)
+    return list(dict.fromkeys(out))
+
+
+def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+    """The raw lines of ``files`` (:data:`~conformance.report.schema.LINES_SCHEMA`)."""
+    return spark.read.text(files).select(
+        "value",
+        F.input_file_name().alias("file"),
+        F.input_file_block_start().alias("block_start"),
+        F.monotonically_increasing_id().alias("row_id"),
+    )
+
+
+@dataclass
+class Loaded:
+    parsed: DataFrame  # persisted; unpersist when done
+    results: DataFrame
+    files: list[dict[str, object]]
+    n_valid: int
+    n_malformed: int
+    malformed: DataFrame  # with file and line
+    examples: list[dict[str, object]] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.parsed.unpersist()
+
+
+def load_results(spark: SparkSession, files: list[str]) -> Loaded:
+    """Read and parse ``files``; raise InputProblem when a file holds no result record at all."""
+    lines = read_lines(spark, files)
+    parsed = stages.parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        per_file = [r.asDict() for r in stages.file_stats(parsed).collect()]  # one row per file
+        not_results = [f for f in per_file if f["n_valid"] == 0 and f["n_malformed"] > 0]
+        malformed = stages.with_line_numbers(stages.malformed_lines(parsed), stages.split_stats(lines))
+        n_malformed = sum(int(f["n_malformed"]) for f in per_file)  # type: ignore[call-overload]
+        n_valid = sum(int(f["n_valid"]) for f in per_file)  # type: ignore[call-overload]
+        examples: list[dict[str, object]] = []
+        if n_malformed:
+            examples = [r.asDict() for r in malformed.orderBy("file", "line").limit(MALFORMED_EXAMPLES).collect()]
+        if not_results:
+            bad = str(not_results[0]["file"])
+            first = next((e for e in examples if e["file"] == bad), None)
+            detail = f" (line {first['line']}: {first['reason']})" if first else ""
+            raise InputProblem(
+                f"{bad} is not a results file: none of its {not_results[0]['n_malformed']} lines is a result record{detail}"
+            )
+        if n_valid == 0:
+            raise InputProblem(f"no result records in {len(files)} input file(s)")
+    except BaseException:
+        parsed.unpersist()
+        raise
+    return Loaded(
+        parsed=parsed,
+        results=stages.valid_results(parsed),
+        files=per_file,
+        n_valid=n_valid,
+        n_malformed=n_malformed,
+        malformed=malformed,
+        examples=examples,
+    )
+
+
+def tx_seed_frame(spark: SparkSession) -> DataFrame:
+    rows = [
+        (row, ri, col, ci, tx_table.TX_TABLE[row][col])
+        for ri, row in enumerate(tx_table.ROWS)
+        for ci, col in enumerate(tx_table.COLUMNS)
+    ]
+    return spark.createDataFrame(rows, TX_SEED_SCHEMA)
+
+
+def rules_frame(spark: SparkSession, rules: list[Rule] | None = None) -> DataFrame:
+    rules = rules if rules is not None else load_rules()
+    rows = [(r.id, r.class_name or r.domain, r.method, r.field, r.name, r.level, r.on_failure) for r in rules]
+    return spark.createDataFrame(rows, RULES_SCHEMA)
+
+
+def write_table(df: DataFrame, out_dir: Path, name: str) -> int:
+    """Write ``df`` as ``<out_dir>/tables/<name>`` (Parquet) and return its row count."""
+    path = out_dir / "tables" / name
+    df.write.mode("overwrite").parquet(str(path))
+    return df.sparkSession.read.parquet(str(path)).count()

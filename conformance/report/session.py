@@ -1,0 +1,159 @@
+"""The Spark session: Java check first, then a quiet session (local[*] unless told otherwise)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "4g"  # a quarter of the 24 GiB these machines have; override: SPARK_DRIVER_MEMORY
+INSTALL_HINT = "install a Java 17+ runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME to one"
+
+_VERSION_RE = re.compile(r'version "(\d+)(?:\.(\d+))?[^"]*"')
+
+# Errors only, to stderr: progress lines are ours, stdout carries only results.
+_LOG4J2 = """\
+status = error
+# PySpark counts as a REPL: Spark prints "Setting default log level" at startup unless the REPL
+# logger (under org.apache.spark) has its own level equal to the root's.
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.sparkproject.name = org.sparkproject
+logger.sparkproject.level = error
+"""
+
+
+class EnvironmentProblem(RuntimeError):
+    """Something outside the inputs prevents the pipeline from running (e.g. no usable Java)."""
+
+
+def java_binary() -> str | None:
+    """The ``java`` Spark will use: ``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else PATH's."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = Path(home) / "bin" / "java"
+        return str(candidate) if candidate.exists() else None
+    return shutil.which("java")
+
+
+def parse_java_major(version_output: str) -> int | None:
+    """The major version from ``java -version`` output (``1.8.0_x`` → 8, ``17.0.15`` → 17)."""
+    m = _VERSION_RE.search(version_output)
+    if m is None:
+        return None
+    major = int(m.group(1))
+    if major == 1 and m.group(2) is not None:
+        return int(m.group(2))
+    return major
+
+
+def check_java(java: str | None = None) -> int:
+    """Return the Java major version, or raise EnvironmentProblem with one line saying what to do."""
+    java = java if java is not None else java_binary()
+    if java is None:
+        where = "JAVA_HOME/bin/java" if os.environ.get("JAVA_HOME") else "java on PATH"
+        raise EnvironmentProblem(f"Spark needs Java {MIN_JAVA}+ but no {where} was found; {INSTALL_HINT}")
+    try:
+        proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot run {java} -version ({exc.strerror}); {INSTALL_HINT}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise EnvironmentProblem(f"{java} -version did not answer in 60s; {INSTALL_HINT}") from exc
+    major = parse_java_major(proc.stderr + proc.stdout)
+    if proc.returncode != 0 or major is None:
+        raise EnvironmentProblem(f"{java} -version failed or printed no version; {INSTALL_HINT}")
+    if major < MIN_JAVA:
+        raise EnvironmentProblem(f"Spark needs Java {MIN_JAVA}+ but {java} is Java {major}; {INSTALL_HINT}")
+    return major
+
+
+def is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def local_cores(master: str) -> int:
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
+    if master == "local":
+        return 1
+    if m is None or m.group(1) == "*":
+        return os.cpu_count() or 2
+    return int(m.group(1))
+
+
+def _log_config() -> Path:
+    path = Path(tempfile.gettempdir()) / f"amqp-conformance-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text(encoding="utf-8") != _LOG4J2:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2, encoding="utf-8")
+        tmp.replace(path)
+    return path
+
+
+def build_session(master: str | None = None, app_name: str = "amqp-conformance-report") -> SparkSession:
+    """A new (or the already active) SparkSession, configured quiet and small for local mode."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    check_java()
+    master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+    log_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", log_opts)
+        .config("spark.executor.extraJavaOptions", log_opts)
+        .config("spark.sql.adaptive.enabled", "true")
+    )
+    if is_local(master):
+        cores = local_cores(master)
+        builder = (
+            builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY))
+            .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+            .config("spark.default.parallelism", str(max(2, 2 * cores)))
+        )
+    # The JVM's own chatter ("Using Spark's default log4j profile", native-hadoop warnings) goes
+    # to stderr before our log config applies; PySpark's gateway keeps stdout clean.
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextmanager
+def spark_session(master: str | None = None) -> Iterator[SparkSession]:
+    """A session for one command; stopped at the end only if this call started it."""
+    from pyspark.sql import SparkSession
+
+    existed = SparkSession.getActiveSession() is not None
+    spark = build_session(master)
+    try:
+        yield spark
+    finally:
+        if not existed:
+            spark.stop()
