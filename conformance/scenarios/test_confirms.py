@@ -1,0 +1,664 @@
+"""Publisher confirms (RabbitMQ's ``confirm`` class extension, with basic.ack / basic.nack sent by
+the broker).
+
+Covers ``000_cd470977c809f5f5.txt`` (RabbitMQ guide "Confirms (aka Publisher Acknowledgements)":
+confirm.select, sequence numbers, multiple, negative acknowledgment, when messages are confirmed,
+confirms and guaranteed delivery) and the spec rules a publish in confirm mode still obeys
+(``basic.publish/must-exist``). The tx/confirm mutual exclusion comes from the same guide and
+DESIGN.md's measured facts.
+
+Sections cited as ``000_cd470977c809f5f5.txt#<section>``: ``confirms`` (the opening section),
+``negative-acknowledgment``, ``when-will-messages-be-confirmed``, ``confirms-and-guaranteed-delivery``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients.expect import check, expect_channel_close, summarize
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import Event, RawChannel, UnexpectedClose
+from conformance.verdicts import CaseTimeout, Mismatch
+
+DOC = "000_cd470977c809f5f5.txt"
+CONFIRMS = f"{DOC}#confirms"
+NACK = f"{DOC}#negative-acknowledgment"
+WHEN = f"{DOC}#when-will-messages-be-confirmed"
+GUARANTEED = f"{DOC}#confirms-and-guaranteed-delivery"
+CONFIRM_CAPS = ("publisher_confirms",)
+NACK_CAPS = ("publisher_confirms", "basic.nack")
+CONFIRM_TYPES = (spec.Basic.Ack, spec.Basic.Nack)
+
+
+# -- confirm bookkeeping ---------------------------------------------------------------------------
+
+
+@dataclass
+class Settlement:
+    """Which publish sequence numbers the broker's confirms settled, read with the guide's
+    semantics: a ``multiple=true`` confirm with tag T settles every still-outstanding seq <= T."""
+
+    published: int
+    events: list[Event] = field(default_factory=list)
+    acked: Counter[int] = field(default_factory=Counter)
+    nacked: Counter[int] = field(default_factory=Counter)
+    anomalies: list[str] = field(default_factory=list)
+
+    def add(self, ev: Event) -> None:
+        self.events.append(ev)
+        tag = int(ev.method.delivery_tag)
+        kind = self.nacked if isinstance(ev.method, spec.Basic.Nack) else self.acked
+        if tag < 1 or tag > self.published:
+            self.anomalies.append(f"{ev.describe()}: tag outside the published range 1..{self.published}")
+            return
+        if ev.method.multiple:
+            covered = [s for s in range(1, tag + 1) if s not in self.acked and s not in self.nacked]
+            if not covered:
+                self.anomalies.append(f"{ev.describe()}: covers no outstanding publish (all <= {tag} settled)")
+                kind[tag] += 1  # counted as a second settlement of its own tag
+            for s in covered:
+                kind[s] += 1
+        else:
+            kind[tag] += 1
+
+    @property
+    def settled(self) -> set[int]:
+        return set(self.acked) | set(self.nacked)
+
+    def missing(self) -> list[int]:
+        done = self.settled
+        return [s for s in range(1, self.published + 1) if s not in done]
+
+    def twice(self) -> list[str]:
+        out = []
+        for s in range(1, self.published + 1):
+            a, n = self.acked.get(s, 0), self.nacked.get(s, 0)
+            if a + n > 1:
+                out.append(f"seq {s}: {a} ack(s), {n} nack(s)")
+        return out
+
+    def summary(self) -> str:
+        multiples = sum(1 for e in self.events if e.method.multiple)
+        return (f"{len(self.events)} confirm frames ({multiples} multiple=true) for {self.published} publishes; "
+                f"{len(self.acked)} seqs acked, {len(self.nacked)} nacked, missing {_short(self.missing())}")
+
+
+def _short(seqs: list[int], limit: int = 8) -> str:
+    if not seqs:
+        return "none"
+    head = ", ".join(map(str, seqs[:limit]))
+    return f"[{head}{', …' if len(seqs) > limit else ''}] ({len(seqs)})"
+
+
+def settle_all(ch: RawChannel, published: int, timeout: float, *, quiet: float) -> Settlement:
+    """Collect confirms until every seq 1..published is settled, then listen ``quiet`` seconds more
+    for stray (duplicate) confirms. TIMEOUT names what was and was not settled."""
+    st = Settlement(published)
+    deadline = time.monotonic() + timeout
+    while st.missing():
+        remaining = deadline - time.monotonic()
+        try:
+            st.add(ch.wait(CONFIRM_TYPES, f"confirms for seqs 1..{published}", timeout=max(remaining, 0.0)))
+        except CaseTimeout as exc:
+            raise CaseTimeout(f"confirms for all {published} publishes", timeout,
+                              expected=f"every seq 1..{published} acked or nacked",
+                              observed=st.summary()) from exc
+    end = time.monotonic() + quiet
+    while True:
+        remaining = end - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            st.add(ch.wait(CONFIRM_TYPES, "no further confirms", timeout=remaining))
+        except CaseTimeout:
+            break
+    return st
+
+
+def quiet_window(timeout: float) -> float:
+    """How long to listen for confirms that must not come (short, scaled from the case timeout)."""
+    return min(0.5, max(0.1, timeout / 20))
+
+
+def confirm_channel(amqp: Any) -> RawChannel:
+    ch = amqp.channel()
+    ch.confirm_select()
+    return ch
+
+
+def first_confirm(ch: RawChannel, what: str) -> Event:
+    return ch.wait(CONFIRM_TYPES, what)
+
+
+# -- confirm.select ---------------------------------------------------------------------------------
+
+
+@case(
+    "confirms.select-ok",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="confirm.select without no-wait on a fresh channel",
+    expectation="the broker answers confirm.select-ok and keeps the channel open",
+)
+def test_select_ok(amqp, ctx):
+    ch = amqp.channel()
+    ch.send(spec.Confirm.Select())
+    ev = ch.wait((spec.Confirm.SelectOk,), "confirm.select-ok")
+    ctx.observe("reply", ev.describe())
+    ch.barrier()
+
+
+@case(
+    "confirms.select-nowait-no-reply",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="confirm.select with no-wait=true",
+    expectation="no confirm.select-ok is sent (a probe after it is answered with nothing before it)",
+)
+def test_select_nowait_no_reply(amqp, ctx):
+    ch = amqp.channel()
+    ch.confirm_select(nowait=True)
+    ch.barrier()
+    replies = [e.describe() for e in ch.history() if isinstance(e.method, spec.Confirm.SelectOk)]
+    ctx.check(replies, [], "confirm.select-ok frames after confirm.select(no-wait)")
+
+
+@case(
+    "confirms.select-nowait-confirms-publishes",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="Publishing after confirm.select with no-wait=true",
+    expectation="the channel is in confirm mode: the first publish is acked with delivery-tag 1",
+)
+def test_select_nowait_confirms(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.confirm_select(nowait=True)
+    ch.publish("", q, b"m1")
+    ev = first_confirm(ch, "a confirm for the publish after confirm.select(no-wait)")
+    ctx.check(ev.describe(), "basic.ack tag=1 multiple=False", "first confirm")
+
+
+@case(
+    "confirms.seq-starts-at-1",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="The first publish after confirm.select",
+    expectation="its confirm is a basic.ack with delivery-tag 1 (counting starts at 1)",
+)
+def test_seq_starts_at_1(amqp, ctx, cleanup):
+    ch = confirm_channel(amqp)
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"m1")
+    ev = first_confirm(ch, "the confirm of the first publish")
+    ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "first confirm (method, delivery-tag)")
+
+
+@case(
+    "confirms.seq-counts-every-publish",
+    sources=[CONFIRMS, WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="Ten publishes in confirm mode, alternately routable and unroutable",
+    expectation="every publish counts: the confirms settle exactly seqs 1..10, routed or not",
+)
+def test_seq_counts_every_publish(amqp, ctx, cleanup):
+    ch = confirm_channel(amqp)
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    for i in range(10):
+        ch.publish("", q if i % 2 == 0 else ctx.name("nowhere"), b"m%d" % i)
+    st = settle_all(ch, 10, ctx.timeout, quiet=quiet_window(ctx.timeout))
+    ctx.observe("confirms", st.summary())
+    ctx.check(sorted(st.settled), list(range(1, 11)), "seqs settled by the confirms")
+    ctx.check(st.anomalies, [], "confirms outside the published range")
+
+
+# -- invariants over thousands of publishes --------------------------------------------------------
+
+INVARIANT_PUBLISHES = 5000
+
+
+def _invariant_run(amqp: Any, ctx: Any, cleanup: Any, arguments: dict[str, Any] | None) -> Settlement:
+    ch = confirm_channel(amqp)
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q, arguments=arguments)
+    for i in range(INVARIANT_PUBLISHES):
+        ch.publish("", q, b"%d" % (i + 1))
+    # Thousands of confirms: allow the whole case budget, at least 10 s.
+    st = settle_all(ch, INVARIANT_PUBLISHES, max(ctx.timeout, 10.0), quiet=quiet_window(ctx.timeout))
+    ctx.observe("confirms", st.summary())
+    return st
+
+
+def _inv_settled_once(st: Settlement, ctx: Any) -> None:
+    ctx.check(st.twice() + st.anomalies, [], "publishes settled more than once (or stray confirms)")
+
+
+def _inv_never_backwards(st: Settlement, ctx: Any) -> None:
+    backwards = []
+    last = 0
+    for e in st.events:
+        tag = int(e.method.delivery_tag)
+        if tag <= last:
+            backwards.append(f"{e.describe()} after tag {last}")
+        last = max(last, tag)
+    ctx.check(backwards[:5], [], "confirms whose tag does not exceed an earlier confirm's tag")
+
+
+def _inv_multiple_covers(st: Settlement, ctx: Any) -> None:
+    multiples = [e for e in st.events if e.method.multiple]
+    if not multiples:
+        # The guide says the broker *may* set multiple; with none sent there is nothing to judge.
+        ctx.informational(f"no multiple=true confirm among {len(st.events)} confirms", "broker sent no multiple acks")
+        return
+    late = []
+    for i, e in enumerate(st.events):
+        if not e.method.multiple:
+            continue
+        tag = int(e.method.delivery_tag)
+        late.extend(f"{later.describe()} after {e.describe()}" for later in st.events[i + 1:]
+                    if int(later.method.delivery_tag) <= tag)
+    ctx.check(late[:5], [], "confirms for tags already covered by an earlier multiple=true confirm")
+
+
+def _inv_not_both(st: Settlement, ctx: Any) -> None:
+    both = sorted(set(st.acked) & set(st.nacked))
+    ctx.observe("acked/nacked seqs", f"{len(st.acked)}/{len(st.nacked)}")
+    ctx.check(_short(both), "none", "seqs both acked and nacked")
+
+
+@dataclass(frozen=True)
+class Invariant:
+    check: Callable[[Settlement, Any], None]
+    arguments: dict[str, Any] | None = None
+
+
+INVARIANTS = [
+    param(Case(
+        id="confirms.invariant-settled-exactly-once", sources=[CONFIRMS, NACK], level=Level.EXTENSION,
+        requires=CONFIRM_CAPS,
+        description=f"{INVARIANT_PUBLISHES} publishes to one queue, confirms read with multiple semantics",
+        expectation="every seq 1..N is settled exactly once (no confirm settles an already settled seq)",
+    ), Invariant(_inv_settled_once)),
+    param(Case(
+        id="confirms.invariant-tags-never-backwards", sources=[CONFIRMS], level=Level.EXTENSION,
+        requires=CONFIRM_CAPS,
+        description=f"{INVARIANT_PUBLISHES} publishes to one queue; the order of the confirm frames",
+        expectation="each confirm's delivery-tag is greater than every earlier confirm's tag",
+    ), Invariant(_inv_never_backwards)),
+    param(Case(
+        id="confirms.multiple-covers-range", sources=[CONFIRMS], level=Level.EXTENSION,
+        requires=CONFIRM_CAPS,
+        description=f"{INVARIANT_PUBLISHES} publishes to one queue; every basic.ack with multiple=true",
+        expectation="a multiple=true confirm with tag T settles every outstanding seq <= T: no later "
+                    "confirm names a tag <= T (INFORMATIONAL when the broker never sets multiple)",
+    ), Invariant(_inv_multiple_covers)),
+    param(Case(
+        id="confirms.invariant-never-acked-and-nacked", sources=[NACK], level=Level.EXTENSION,
+        requires=NACK_CAPS,
+        description=f"{INVARIANT_PUBLISHES} publishes to a queue with x-max-length 1000 and "
+                    "x-overflow reject-publish (so both acks and nacks are due)",
+        expectation="no seq is both acked and nacked (\"No message will be both confirmed and nack'd\")",
+    ), Invariant(_inv_not_both, {"x-max-length": 1000, "x-overflow": "reject-publish"})),
+]
+
+
+@pytest.mark.parametrize("inv", INVARIANTS)
+def test_confirm_invariants(amqp, ctx, cleanup, inv: Invariant):
+    st = _invariant_run(amqp, ctx, cleanup, inv.arguments)
+    inv.check(st, ctx)
+
+
+# -- when messages are confirmed -------------------------------------------------------------------
+
+
+@case(
+    "confirms.unroutable-acked",
+    sources=[WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="A publish (not mandatory) that amq.direct routes to no queue",
+    expectation="it is confirmed with basic.ack (not nack) once the exchange finds no queue",
+)
+def test_unroutable_acked(amqp, ctx):
+    ch = confirm_channel(amqp)
+    ch.publish("amq.direct", ctx.name("unbound-key"), b"m1")
+    ev = first_confirm(ch, "the confirm of an unroutable publish")
+    ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "confirm of the unroutable publish")
+
+
+@case(
+    "confirms.mandatory-return-before-ack",
+    rules=["basic.publish.mandatory/01"],
+    sources=[WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="A mandatory publish that routes to no queue, in confirm mode",
+    expectation="basic.return (312 NO_ROUTE) arrives before the basic.ack for its seq",
+)
+def test_mandatory_return_before_ack(amqp, ctx):
+    ch = confirm_channel(amqp)
+    ch.publish("amq.direct", ctx.name("unbound-key"), b"m1", mandatory=True)
+    ack = first_confirm(ch, "the confirm of a mandatory unroutable publish")
+    ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish")
+    order = [e.describe() for e in sorted((ret, ack), key=lambda e: e.seq)]
+    ctx.check(order, [ret.describe(), ack.describe()], "arrival order of basic.return and its confirm")
+
+
+@case(
+    "confirms.fanout-three-queues-one-ack",
+    sources=[WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="Three publishes to a fanout exchange bound to three queues",
+    expectation="each publish is confirmed exactly once (once accepted by all queues, not once per queue)",
+)
+def test_fanout_one_ack(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(x, "fanout")
+    for i in range(3):
+        q = cleanup.queue(ctx.name(f"q{i}"))
+        ch.declare_queue(q)
+        ch.bind(q, x)
+    ch.confirm_select()
+    for i in range(3):
+        ch.publish(x, "", b"m%d" % i)
+    st = settle_all(ch, 3, ctx.timeout, quiet=quiet_window(ctx.timeout))
+    ctx.observe("confirms", summarize(st.events))
+    ctx.check({s: st.acked.get(s, 0) + st.nacked.get(s, 0) for s in (1, 2, 3)}, {1: 1, 2: 1, 3: 1},
+              "confirms per seq")
+
+
+@case(
+    "confirms.persistent-durable-survives-restart",
+    rules=["queue.declare/persistence"],
+    sources=[WHEN, GUARANTEED],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    needs_restart=True,
+    description="A persistent message to a durable queue, acked in confirm mode, then the broker is "
+                "killed (kill -9) and started again",
+    expectation="the acked message is in the queue after the restart (the ack is sent after it is on disk)",
+)
+def test_persistent_survives_restart(amqp, ctx, restartable):
+    url = restartable.url
+    ch = amqp.channel(url)
+    q = ctx.name("durable")
+    ch.declare_queue(q, durable=True)
+    ch.confirm_select()
+    ch.publish("", q, b"precious", persistent=True)
+    ev = first_confirm(ch, "the confirm of the persistent publish")
+    ctx.check(ev.name, "basic.ack", "confirm of the persistent publish")
+    restartable.controller.restart(kill=True)
+    ch2 = amqp.channel(url)
+    try:
+        got = ch2.get(q, no_ack=True)
+    except UnexpectedClose as exc:
+        raise Mismatch("queue after restart", expected=f"durable queue {q} with the message",
+                       observed=exc.event.describe()) from exc
+    try:
+        ctx.check(got.body if got else None, b"precious", "message in the durable queue after restart")
+    finally:
+        try:
+            ch2.delete_queue(q)
+        except (UnexpectedClose, CaseTimeout):
+            pass
+
+
+def _outstanding_then(op: str, amqp: Any, ctx: Any, cleanup: Any) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q, durable=True)
+    ch.confirm_select()
+    n = 500
+    for i in range(n):
+        ch.publish("", q, b"%d" % i, persistent=True)
+    # Same channel: the broker handles the queue operation after routing every publish above,
+    # while (for persistent messages to a durable queue) their confirms are typically outstanding.
+    if op == "delete":
+        ch.delete_queue(q)
+    else:
+        ch.purge(q)
+    ch.publish("", q, b"after")  # routed nowhere (deleted) or to the empty queue (purged)
+    st = settle_all(ch, n + 1, ctx.timeout, quiet=quiet_window(ctx.timeout))
+    ctx.observe("confirms", st.summary())
+    ctx.check(st.twice() + st.anomalies, [], f"publishes settled more than once around queue.{op}")
+
+
+@case(
+    "confirms.queue-deleted-while-outstanding",
+    sources=[CONFIRMS, WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="500 persistent publishes to a durable queue, then queue.delete on the same channel "
+                "before their confirms arrive, then one more publish",
+    expectation="every publish is still settled (ack or nack) exactly once",
+)
+def test_queue_deleted_outstanding(amqp, ctx, cleanup):
+    _outstanding_then("delete", amqp, ctx, cleanup)
+
+
+@case(
+    "confirms.queue-purged-while-outstanding",
+    sources=[CONFIRMS, WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="500 persistent publishes to a durable queue, then queue.purge on the same channel "
+                "before their confirms arrive, then one more publish",
+    expectation="every publish is still settled (ack or nack) exactly once",
+)
+def test_queue_purged_outstanding(amqp, ctx, cleanup):
+    _outstanding_then("purge", amqp, ctx, cleanup)
+
+
+@case(
+    "confirms.reject-publish-overflow-nack",
+    sources=[NACK],
+    level=Level.EXTENSION,
+    requires=NACK_CAPS,
+    description="Two publishes to a queue declared with x-max-length 1 and x-overflow reject-publish",
+    expectation="the first is acked, the second (refused by the full queue) is nacked",
+)
+def test_reject_publish_nack(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.confirm_select()
+    ch.publish("", q, b"m1")
+    ch.publish("", q, b"m2")
+    st = settle_all(ch, 2, ctx.timeout, quiet=0.0)
+    verdicts = {s: ("ack" if s in st.acked else "nack") for s in (1, 2)}
+    ctx.observe("confirms", summarize(st.events))
+    ctx.check(verdicts, {1: "ack", 2: "nack"}, "confirm per seq")
+
+
+# -- mutual exclusion with tx, errors in confirm mode ----------------------------------------------
+
+
+@case(
+    "confirms.select-on-tx-channel-406",
+    sources=[CONFIRMS, "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="confirm.select on a channel already in tx mode",
+    expectation="the channel is closed with 406 PRECONDITION_FAILED (a transactional channel cannot "
+                "be put into confirm mode)",
+)
+def test_confirm_on_tx_channel(amqp, ctx):
+    ch = amqp.channel()
+    ch.tx_select()
+    ch.send(spec.Confirm.Select())
+    expect_channel_close(ch, 406, what="confirm.select on a tx channel")
+
+
+@case(
+    "confirms.tx-select-on-confirm-channel-406",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    description="tx.select on a channel already in confirm mode",
+    expectation="the channel is closed with 406 PRECONDITION_FAILED (a channel in confirm mode "
+                "cannot be made transactional)",
+)
+def test_tx_on_confirm_channel(amqp, ctx):
+    ch = confirm_channel(amqp)
+    ch.send(spec.Tx.Select())
+    expect_channel_close(ch, 406, what="tx.select on a confirm channel")
+
+
+@case(
+    "confirms.publish-missing-exchange-404",
+    rules=["basic.publish/must-exist"],
+    sources=[CONFIRMS],
+    level=Level.MUST,
+    requires=CONFIRM_CAPS,
+    description="A publish to an exchange that does not exist, on a channel in confirm mode",
+    expectation="the channel is closed with 404 NOT_FOUND",
+)
+def test_publish_missing_exchange(amqp, ctx):
+    ch = confirm_channel(amqp)
+    ch.publish(ctx.name("no-such-x"), "k", b"m1")
+    expect_channel_close(ch, 404, what="publish to a missing exchange in confirm mode")
+
+
+# -- the two client libraries ----------------------------------------------------------------------
+
+
+def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Run a blocking pika interaction in a helper thread so a broker that never answers ends in
+    TIMEOUT instead of hanging the run (pika's blocking waits have no deadline of their own)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise CaseTimeout(what, timeout)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+@case(
+    "confirms.pika-publish-returns",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    client="pika",
+    description="pika BlockingChannel.confirm_delivery(), then basic_publish of a routable message",
+    expectation="basic_publish returns normally (the broker acked) and the message is in the queue",
+)
+def test_pika_publish_returns(broker_url, ctx, cleanup):
+    from pika import exceptions as pex
+
+    q = cleanup.queue(ctx.name("q"))
+
+    def run() -> int:
+        conn = pika_connection(broker_url, ctx.timeout)
+        try:
+            ch = conn.channel()
+            ch.queue_declare(q)
+            ch.confirm_delivery()
+            try:
+                ch.basic_publish("", q, b"m1", mandatory=True)
+            except (pex.NackError, pex.UnroutableError, pex.AMQPChannelError) as exc:
+                raise Mismatch("pika basic_publish in confirm mode", expected="returns (broker acked)",
+                               observed=repr(exc)) from exc
+            return int(ch.queue_declare(q, passive=True).method.message_count)
+        finally:
+            if conn.is_open:
+                conn.close()
+
+    count = bounded(run, ctx.timeout, "pika confirmed publish")
+    ctx.check(count, 1, "messages in the queue after the confirmed publish")
+
+
+@case(
+    "confirms.pika-unroutable-mandatory-raises",
+    rules=["basic.publish.mandatory/01"],
+    sources=[WHEN],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    client="pika",
+    description="pika confirm_delivery(), then basic_publish(mandatory=True) to a routing key no "
+                "queue is bound to",
+    expectation="pika raises UnroutableError (it saw the basic.return before the ack)",
+)
+def test_pika_unroutable_raises(broker_url, ctx):
+    from pika import exceptions as pex
+
+    def run() -> str:
+        conn = pika_connection(broker_url, ctx.timeout)
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            try:
+                ch.basic_publish("amq.direct", ctx.name("unbound-key"), b"m1", mandatory=True)
+            except pex.UnroutableError as exc:
+                return f"UnroutableError ({len(exc.messages)} returned)"
+            except pex.AMQPError as exc:
+                return repr(exc)
+            return "returned normally"
+        finally:
+            if conn.is_open:
+                conn.close()
+
+    outcome = bounded(run, ctx.timeout, "pika mandatory unroutable publish")
+    ctx.check(outcome, "UnroutableError (1 returned)", "pika basic_publish outcome")
+
+
+@case(
+    "confirms.aio-pika-publish-acked",
+    sources=[CONFIRMS],
+    level=Level.EXTENSION,
+    requires=CONFIRM_CAPS,
+    client="aio-pika",
+    description="aio-pika channel(publisher_confirms=True), then await exchange.publish to a queue",
+    expectation="the awaited publish returns the broker's basic.ack confirmation",
+)
+def test_aio_pika_publish_acked(broker_url, ctx, cleanup):
+    import aio_pika
+
+    q = cleanup.queue(ctx.name("q"))
+
+    async def run() -> str:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel(publisher_confirms=True)
+            await channel.declare_queue(q)
+            confirmation = await channel.default_exchange.publish(aio_pika.Message(b"m1"), routing_key=q)
+            return type(confirmation).__name__ if confirmation is not None else "None"
+        finally:
+            await conn.close()
+
+    try:
+        got = run_async(run(), ctx.timeout, "aio-pika confirmed publish")
+    except (aio_pika.exceptions.DeliveryError, aio_pika.exceptions.ChannelClosed) as exc:
+        # aio-pika surfaces a nack, a return or a channel close as these: the broker's doing.
+        raise Mismatch("aio-pika publish with publisher_confirms", expected="Ack",
+                       observed=f"{type(exc).__name__}: {exc}") from exc
+    check(got, "Ack", "type of the confirmation aio-pika returns")
+
