@@ -1,0 +1,219 @@
+"""``amqp-conformance``: run, cases, broker, report, gate, bench.
+
+``amqp-conformance run`` is the main job: it runs the suite (default target: the built-in
+reference broker), writes results, prints the area × verdict table, builds the compliance report
+of the run and exits per ``--fail-on``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from conformance import __version__
+
+EXIT_BAD_INPUT = 2
+
+
+def _err(message: str) -> None:
+    print(f"amqp-conformance: {message}", file=sys.stderr)
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="amqp-conformance run",
+                                description="Run the conformance suite and build the report of the run.")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--broker", default=None,
+                        help="reference (default) | local:rabbitmq | local:garagemq | container:IMAGE")
+    target.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
+    p.add_argument("-n", "--workers", default="0",
+                   help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
+    p.add_argument("--profile", default=None, help="rabbitmq (default) | spec")
+    p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
+    p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
+    p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
+    p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
+    p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
+    p.add_argument("--no-report", action="store_true", help="skip the compliance report")
+    p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
+    p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    p.add_argument("--area", action="append", default=[],
+                   help="only these areas (scenario modules), e.g. --area confirms --area tx")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    return p
+
+
+def run_main(argv: Sequence[str]) -> int:
+    args = _run_parser().parse_args(list(argv))
+    import pytest
+
+    from conformance.results import new_run_id
+
+    run_id = new_run_id()
+    os.environ["AMQP_CONFORMANCE_RUN_ID"] = run_id
+    results_dir = Path(args.results).resolve()
+    pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
+    targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
+    pyargs += ["--pyargs", *targets]
+    for flag, value in (("--broker", args.broker), ("--broker-url", args.broker_url),
+                        ("--profile", args.profile), ("--case-timeout", args.case_timeout),
+                        ("--fail-on", args.fail_on), ("--restart-cmd", args.restart_cmd)):
+        if value is not None:
+            pyargs += [flag, str(value)]
+    pyargs += ["--results", str(results_dir)]
+    reports = Path(args.report_out).resolve()
+    pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
+               "--alluredir", str(reports / "allure-results")]
+    if args.workers not in ("0", ""):
+        pyargs += ["-n", args.workers]
+    if args.keyword:
+        pyargs += ["-k", args.keyword]
+    pyargs += args.pytest_args
+    started = time.monotonic()
+    code = int(pytest.main(pyargs))
+    results_file = results_dir / f"{run_id}.jsonl"
+    if code in (2, 3, 4) or not results_file.exists():
+        if code == 5 or (code == 0 and not results_file.exists()):
+            _err("no case ran (check --area / -k)")
+            return 5
+        return code or 1
+    print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
+    if not args.no_report:
+        rc = _build_run_report(results_file, reports / run_id, args.master)
+        if rc != 0:
+            return rc
+    return code
+
+
+def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
+    try:
+        report = importlib.import_module("conformance.report")
+    except ImportError as exc:
+        _err(f"report pipeline not available ({exc}); results kept in {results_file}")
+        return 1
+    build = getattr(report, "build_report", None)
+    if build is None:
+        _err(f"report pipeline has no build_report; results kept in {results_file}")
+        return 1
+    try:
+        summary = build([str(results_file)], out, master=master, name=out.name,
+                        progress=lambda msg: print(f"[report] {msg}", file=sys.stderr, flush=True))
+    except Exception as exc:  # noqa: BLE001 - one clear line; the results file is kept
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _err(f"report failed: {first}; results kept in {results_file}")
+        return 3
+    html = out / "index.html"
+    print(f"report: {html if html.exists() else out}", file=sys.stderr)
+    if isinstance(summary, dict) and summary.get("brokers"):
+        print(json.dumps({"brokers": summary.get("brokers")}, default=str)[:2000], file=sys.stderr)
+    return 0
+
+
+# -- cases -----------------------------------------------------------------------------------
+
+
+def cases_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.")
+    p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--area", default=None, help="only this area")
+    args = p.parse_args(list(argv))
+    from conformance.cases import all_cases
+
+    cases = [c for c in all_cases() if args.area in (None, c.area)]
+    if args.rules:
+        return _print_rule_coverage(cases, as_json=args.json)
+    if args.json:
+        print(json.dumps([c.as_dict() for c in cases], indent=1))
+        return 0
+    width = max((len(c.id) for c in cases), default=10)
+    for c in cases:
+        print(f"{c.id:<{width}}  {c.level.value:<9} {','.join(c.rules) or '-'}")
+    areas = sorted({c.area for c in cases})
+    print(f"{len(cases)} cases in {len(areas)} areas: {', '.join(areas)}")
+    return 0
+
+
+def _print_rule_coverage(cases: Sequence[object], *, as_json: bool) -> int:
+    from conformance.coverage import rule_coverage
+
+    rows = rule_coverage(cases)  # type: ignore[arg-type]
+    checked = sum(1 for r in rows if r.cases)
+    uncheckable = sum(1 for r in rows if not r.cases and r.reason)
+    missing = [r for r in rows if not r.cases and not r.reason]
+    if as_json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1))
+    else:
+        width = max(len(r.rule.id) for r in rows)
+        for r in rows:
+            status = ", ".join(r.cases[:4]) + (f" (+{len(r.cases) - 4})" if len(r.cases) > 4 else "") \
+                if r.cases else (f"not checkable: {r.reason}" if r.reason else "NOT COVERED")
+            print(f"{r.rule.id:<{width}}  {r.rule.level:<6} {status}")
+        total = len(rows)
+        print(f"rules: {total}; checked by cases: {checked} ({100 * checked / total:.0f}%); "
+              f"not checkable from a client: {uncheckable}; not covered: {len(missing)}")
+    return 1 if missing else 0
+
+
+# -- dispatch --------------------------------------------------------------------------------
+
+
+def _lazy(module: str, func: str) -> Callable[[Sequence[str]], int]:
+    def call(argv: Sequence[str]) -> int:
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            _err(f"{module} is not available: {exc}")
+            return 1
+        return int(getattr(mod, func)(list(argv)) or 0)
+
+    return call
+
+
+COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
+    "run": (run_main, "run the suite (default: against the built-in reference broker) and build its report"),
+    "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
+    "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
+    "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
+    "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
+    "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
+}
+
+
+def _usage() -> str:
+    lines = [f"usage: amqp-conformance COMMAND [options]   (version {__version__})", "", "commands:"]
+    lines += [f"  {name:<8} {help_text}" for name, (_f, help_text) in COMMANDS.items()]
+    lines += ["", "amqp-conformance COMMAND --help for a command's options"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if args else EXIT_BAD_INPUT
+    if args[0] == "--version":
+        print(__version__)
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        _err(f"unknown command {name!r}\n{_usage()}")
+        return EXIT_BAD_INPUT
+    try:
+        return COMMANDS[name][0](rest)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

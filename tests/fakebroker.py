@@ -1,0 +1,176 @@
+"""A scripted AMQP 0-9-1 peer for testing the harness: it behaves well, or breaks on purpose.
+
+Modes (``FakeBroker(mode=...)``):
+- ``ok``: handshake, channel.open, queue.declare, exchange.declare (passive), basic.publish is
+  swallowed, queue names starting ``silent`` are never answered, ``close406`` closes the channel
+  with 406, ``conn540`` closes the connection with 540.
+- ``refuse-login``: answers start-ok with connection.close 403.
+- ``refuse-vhost``: answers connection.open with connection.close 530.
+- ``wrong-header``: answers the protocol header with ``AMQP\\x00\\x00\\x09\\x00`` and closes.
+- ``silent``: accepts TCP and never says anything.
+- ``http``: answers with an HTTP error line and closes.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp import frame as pframe
+from pamqp.header import ContentHeader, ProtocolHeader
+
+
+class FakeBroker:
+    def __init__(self, mode: str = "ok", capabilities: dict[str, bool] | None = None) -> None:
+        self.mode = mode
+        self.capabilities = capabilities if capabilities is not None else {"publisher_confirms": True}
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        self.received: list[Any] = []
+        self._clients: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
+
+    def __enter__(self) -> FakeBroker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for c in self._clients:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self._thread.join(timeout=2)
+
+    def _accept_loop(self) -> None:
+        self.sock.settimeout(0.1)  # accept() is not woken by close() from another thread
+        while not self._stop.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            self._clients.append(client)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    @staticmethod
+    def _send(client: socket.socket, channel: int, frm: Any) -> None:
+        client.sendall(pframe.marshal(frm, channel))
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            header = self._recv_exact(client, 8)
+            if self.mode == "silent":
+                self._stop.wait(60)
+                return
+            if self.mode == "http":
+                client.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                return
+            if self.mode == "wrong-header" or header != b"AMQP\x00\x00\x09\x01":
+                client.sendall(b"AMQP\x00\x00\x09\x00")
+                return
+            props = {"product": "fakebroker", "version": "9.9", "platform": "test",
+                     "capabilities": dict(self.capabilities)}
+            self._send(client, 0, spec.Connection.Start(server_properties=props, mechanisms="PLAIN",
+                                                        locales="en_US"))
+            buf = b""
+            while not self._stop.is_set():
+                got = client.recv(65536)
+                if not got:
+                    return
+                buf += got
+                while len(buf) >= 7:
+                    size = struct.unpack(">I", buf[3:7])[0]
+                    if len(buf) < size + 8:
+                        break
+                    chunk, buf = buf[: size + 8], buf[size + 8:]
+                    _n, channel, frm = pframe.unmarshal(chunk)
+                    self.received.append(frm)
+                    if not self._on_frame(client, channel, frm):
+                        return
+        except OSError:
+            return
+        finally:
+            try:
+                client.close()
+            except OSError:
+                pass
+
+    def _recv_exact(self, client: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            got = client.recv(n - len(data))
+            if not got:
+                raise OSError("closed")
+            data += got
+        return data
+
+    def _on_frame(self, client: socket.socket, channel: int, frm: Any) -> bool:
+        if isinstance(frm, spec.Connection.StartOk):
+            if self.mode == "refuse-login":
+                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
+                                                            class_id=10, method_id=11))
+                return False
+            self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
+        elif isinstance(frm, spec.Connection.Open):
+            if self.mode == "refuse-vhost":
+                self._send(client, 0, spec.Connection.Close(reply_code=530, reply_text="NOT_ALLOWED - vhost",
+                                                            class_id=10, method_id=40))
+                return False
+            self._send(client, 0, spec.Connection.OpenOk())
+        elif isinstance(frm, spec.Connection.Close):
+            self._send(client, 0, spec.Connection.CloseOk())
+            return False
+        elif isinstance(frm, spec.Channel.Open):
+            self._send(client, channel, spec.Channel.OpenOk())
+        elif isinstance(frm, spec.Channel.Close):
+            self._send(client, channel, spec.Channel.CloseOk())
+        elif isinstance(frm, spec.Queue.Declare):
+            name = frm.queue
+            if name.startswith("silent"):
+                return True
+            if name.startswith("close406"):
+                self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
+                                                               class_id=50, method_id=10))
+                return True
+            if name.startswith("conn540"):
+                self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
+                                                             class_id=50, method_id=10))
+                return True
+            self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
+                                                            consumer_count=0))
+        elif isinstance(frm, spec.Exchange.Declare):
+            self._send(client, channel, spec.Exchange.DeclareOk())
+        elif isinstance(frm, spec.Queue.Delete):
+            self._send(client, channel, spec.Queue.DeleteOk(message_count=0))
+        elif isinstance(frm, spec.Basic.Get):
+            # One message with a two-frame body, to exercise content assembly.
+            self._send(client, channel, spec.Basic.GetOk(delivery_tag=1, redelivered=False, exchange="",
+                                                         routing_key=frm.queue, message_count=0))
+            self._send(client, channel, ContentHeader(0, 6, spec.Basic.Properties(content_type="text/plain")))
+            from pamqp.body import ContentBody
+
+            self._send(client, channel, ContentBody(b"hel"))
+            self._send(client, channel, ContentBody(b"lo!"))
+        return True
+
+
+__all__ = ["FakeBroker", "ProtocolHeader"]

@@ -1,0 +1,135 @@
+"""The pytest plugin end to end, against a scripted peer: verdicts, results, exit codes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.targets.base import free_port
+from tests.fakebroker import FakeBroker
+
+CASES = '''
+from pamqp import commands as spec
+from conformance.cases import case, Level
+from conformance.clients.expect import expect_channel_close
+from conformance.verdicts import Unsupported
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.pass", description="d", expectation="declare-ok", sources=DOC)
+def test_pass(amqp, ctx):
+    ch = amqp.channel()
+    ctx.check(ch.declare_queue(ctx.name()).message_count, 0, "message_count")
+
+@case("demo.fail", description="d", expectation="406", rules=["basic.ack/exists"])
+def test_fail(amqp, ctx):
+    ch = amqp.channel()
+    ch.send(spec.Queue.Declare(queue="fine"))
+    expect_channel_close(ch, 406)
+
+@case("demo.non-strict", description="d", expectation="x", level=Level.SHOULD, sources=DOC)
+def test_non_strict(ctx):
+    ctx.check(1, 2, "a SHOULD")
+
+@case("demo.timeout", description="d", expectation="declare-ok", sources=DOC)
+def test_timeout(amqp):
+    amqp.channel().declare_queue("silent-q")
+
+@case("demo.unsupported", description="d", expectation="x", sources=DOC, requires=["basic.nack"])
+def test_unsupported():
+    raise AssertionError("never runs")
+
+@case("demo.error", description="d", expectation="x", sources=DOC)
+def test_error():
+    raise RuntimeError("harness bug")
+
+@case("demo.info", description="d", expectation="x", level=Level.INFO, sources=DOC)
+def test_info(ctx):
+    ctx.informational("same consumer")
+
+def test_not_a_case():
+    pass
+'''
+
+
+def _records(results: Path) -> dict[str, dict[str, object]]:
+    files = list(results.glob("*.jsonl"))
+    assert len(files) == 1, files
+    assert not list(results.glob("*.part.jsonl"))
+    return {r["case_id"]: r for r in map(json.loads, files[0].read_text().splitlines())}
+
+
+EXPECTED = {"demo.pass": "PASS", "demo.fail": "FAIL", "demo.non-strict": "NON_STRICT", "demo.timeout": "TIMEOUT",
+            "demo.unsupported": "UNSUPPORTED", "demo.error": "ERROR", "demo.info": "INFORMATIONAL"}
+
+
+def test_every_verdict_is_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out", "-v")
+    out = res.stdout.str()
+    assert res.ret == 1, out
+    for word in ("PASS", "FAIL", "NON_STRICT", "TIMEOUT", "UNSUPPORTED", "ERROR", "INFORMATIONAL"):
+        assert word in out
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == EXPECTED
+    fail = recs["demo.fail"]
+    assert "406" in str(fail["expected"]) and "still open" in str(fail["observed"])
+    assert fail["rules"] == ["basic.ack/exists"] and fail["broker_product"] == "fakebroker"
+    assert fail["target"] == "url" and "guest:***@" in str(fail["extra"]["url"])  # type: ignore[index]
+    assert "amqp-conformance verdicts" in out and "demo" in out
+
+
+def test_fail_on_decides_the_exit_code(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--fail-on", "none")
+    assert res.ret == 0, res.stdout.str()
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out2",
+                                            "--fail-on", "NON_STRICT", "-k", "non_strict or pass")
+    assert res.ret == 1
+
+
+def test_xdist_workers_merge_into_one_results_file(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "-n", "2", "--fail-on", "none")
+    assert res.ret == 0, res.stdout.str()
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == EXPECTED
+    assert {r["worker"] for r in recs.values()} <= {"gw0", "gw1"}
+    assert len({r["run_id"] for r in recs.values()}) == 1
+
+
+@pytest.mark.parametrize(("mode", "needle"), [(None, "unreachable"), ("refuse-login", "login refused"),
+                                              ("refuse-vhost", "vhost"), ("silent", "no AMQP answer")])
+def test_unusable_target_is_one_line_and_nonzero_fast(pytester: pytest.Pytester, mode: str | None,
+                                                      needle: str) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    t0 = time.monotonic()
+    if mode is None:
+        res = pytester.runpytest_subprocess("--broker-url", f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+                                            "--case-timeout", "3")
+    else:
+        with FakeBroker(mode) as fb:
+            res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "3")
+    assert time.monotonic() - t0 < 10
+    assert res.ret == 4
+    text = res.stdout.str() + res.stderr.str()
+    assert needle in text, text
+    assert "passed" not in text and "skipped" not in text
+    lines = [ln for ln in text.splitlines() if "amqp-conformance:" in ln]
+    assert len(lines) == 1, text
+
+
+def test_machinery_tests_do_not_start_a_target(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 0
+    assert "amqp-conformance verdicts" not in res.stdout.str()

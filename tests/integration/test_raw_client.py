@@ -1,0 +1,114 @@
+"""The raw client and the probe against a scripted peer (loopback sockets)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.clients.expect import expect_channel_close, expect_connection_close
+from conformance.clients.raw import URL, RawConnection, UnexpectedClose, redact
+from conformance.probe import ProbeError, probe
+from conformance.targets.base import free_port
+from conformance.verdicts import CaseTimeout, Mismatch
+from tests.fakebroker import FakeBroker
+
+
+def test_url_parsing_and_redaction() -> None:
+    u = URL.parse("amqp://u%40x:p%2Fw@host:5673/v%2Fh")
+    assert (u.user, u.password, u.host, u.port, u.vhost) == ("u@x", "p/w", "host", 5673, "v/h")
+    assert URL.parse("amqp://h").vhost == "/"
+    assert redact("amqp://guest:secret@h:1/") == "amqp://guest:***@h:1/"
+    with pytest.raises(ValueError, match="scheme"):
+        URL.parse("http://h/")
+
+
+def test_handshake_content_assembly_and_history() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=3)
+        assert conn.server_properties["product"] == "fakebroker"
+        ch = conn.channel()
+        ev = ch.get("q1")
+        assert ev is not None and ev.body == b"hello!"
+        assert ev.properties is not None and ev.properties.content_type == "text/plain"
+        assert [e.name for e in ch.history()] == ["channel.open-ok", "basic.get-ok"]
+        conn.close()
+
+
+def test_silent_method_times_out_within_the_deadline() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=3)
+        ch = conn.channel()
+        t0 = time.monotonic()
+        with pytest.raises(CaseTimeout) as exc:
+            ch.declare_queue("silent-q", )
+        assert 0.0 < time.monotonic() - t0 < 3.5
+        assert "queue.declare-ok" in exc.value.waiting_for
+        conn.close()
+
+
+def test_channel_close_is_answered_and_reported() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=3)
+        ch = conn.channel()
+        with pytest.raises(UnexpectedClose) as exc:
+            ch.declare_queue("close406-q")
+        assert exc.value.reply_code == 406
+        deadline = time.monotonic() + 2
+        while not any(isinstance(f, spec.Channel.CloseOk) for f in fb.received):
+            assert time.monotonic() < deadline, "the client must answer channel.close with close-ok"
+            time.sleep(0.01)
+        conn.close()
+
+
+def test_expect_channel_close_code_mismatch_and_still_open() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=3)
+        ch = conn.channel()
+        ch.send(spec.Queue.Declare(queue="close406-x"))
+        with pytest.raises(Mismatch) as exc:
+            expect_channel_close(ch, 404)
+        assert "406" in str(exc.value.observed)
+        ch2 = conn.channel()
+        ch2.send(spec.Queue.Declare(queue="fine"))
+        with pytest.raises(Mismatch) as exc2:
+            expect_channel_close(ch2, 406)
+        assert "still open" in str(exc2.value.observed)
+        ch3 = conn.channel()
+        ch3.send(spec.Queue.Declare(queue="conn540"))
+        ev = expect_connection_close(conn, 540, probe_channel=ch3)
+        assert ev.method.reply_code == 540
+        conn.close()
+
+
+@pytest.mark.parametrize(("mode", "kind"), [
+    ("refuse-login", "login"), ("refuse-vhost", "vhost"), ("wrong-header", "not-amqp"), ("http", "not-amqp"),
+])
+def test_probe_failures_say_which(mode: str, kind: str) -> None:
+    with FakeBroker(mode) as fb:
+        with pytest.raises(ProbeError) as exc:
+            probe(fb.url, timeout=3)
+        assert exc.value.kind == kind, exc.value.message
+
+
+def test_probe_silent_broker_times_out_quickly() -> None:
+    with FakeBroker("silent") as fb:
+        t0 = time.monotonic()
+        with pytest.raises(ProbeError) as exc:
+            probe(fb.url, timeout=1.5)
+        assert exc.value.kind == "timeout"
+        assert time.monotonic() - t0 < 3
+
+
+def test_probe_unreachable() -> None:
+    with pytest.raises(ProbeError) as exc:
+        probe(f"amqp://guest:guest@127.0.0.1:{free_port()}/", timeout=2)
+    assert exc.value.kind == "unreachable"
+
+
+def test_probe_reads_capabilities() -> None:
+    with FakeBroker(capabilities={"basic.nack": True}) as fb:
+        info = probe(fb.url, timeout=3)
+        assert (info.product, info.version) == ("fakebroker", "9.9")
+        assert info.supports("basic.nack") and not info.supports("publisher_confirms")

@@ -1,0 +1,46 @@
+"""Spawned targets start on a free loopback port, restart on the same data, and stop."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.clients.raw import RawConnection
+from conformance.targets import spawn_private
+
+
+def _roundtrip_after_restart(kind: str, kill: bool) -> None:
+    target = spawn_private(kind)
+    try:
+        assert target.url.startswith("amqp://guest:guest@127.0.0.1:")
+        conn = RawConnection.open(target.url, timeout=10)
+        ch = conn.channel()
+        ch.declare_queue("amqpc-target-test", durable=True)
+        ch.confirm_select()
+        ch.publish("", "amqpc-target-test", b"persist me", persistent=True)
+        ch.wait(spec.Basic.Ack)
+        conn.close()
+        assert target.controller is not None
+        target.controller.restart(kill=kill)
+        conn = RawConnection.open(target.url, timeout=10)
+        ch = conn.channel()
+        ev = ch.get("amqpc-target-test", no_ack=True)
+        assert ev is not None and ev.body == b"persist me"
+        conn.close()
+    finally:
+        target.close()
+    assert target.controller is not None and not target.controller.running  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(shutil.which("garagemq") is None, reason="garagemq is not installed (apt-get install garagemq)")
+def test_garagemq_target_restart_keeps_persistent_messages() -> None:
+    _roundtrip_after_restart("local:garagemq", kill=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("rabbitmq-server") is None and not __import__("os").path.exists(
+    "/usr/lib/rabbitmq/bin/rabbitmq-server"), reason="rabbitmq-server is not installed")
+def test_rabbitmq_target_survives_kill_9() -> None:
+    _roundtrip_after_restart("local:rabbitmq", kill=True)

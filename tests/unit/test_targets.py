@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.targets import TargetError, open_target
+from conformance.targets.container import docker_available, start_container
+from conformance.targets.local import garagemq_config
+from conformance.targets.url import url_target
+
+
+def test_unknown_kinds_are_one_clear_error() -> None:
+    with pytest.raises(TargetError, match="unknown --broker 'qpid'"):
+        open_target("qpid")
+    with pytest.raises(TargetError, match="unknown local broker 'qpid'"):
+        open_target("local:qpid")
+    with pytest.raises(TargetError, match="needs --broker-url"):
+        open_target("url")
+
+
+def test_url_target_has_a_controller_only_with_a_restart_command() -> None:
+    assert open_target("", "amqp://h/").controller is None
+    t = url_target("amqp://h/", "true")
+    assert t.controller is not None and t.name == "url"
+
+
+def test_garagemq_config_binds_loopback_on_our_ports(tmp_path: Path) -> None:
+    cfg = garagemq_config(5999, 15999, tmp_path / "db")
+    assert cfg["tcp"]["ip"] == "127.0.0.1" and cfg["tcp"]["port"] == 5999  # type: ignore[index]
+    assert cfg["admin"] == {"ip": "127.0.0.1", "port": 15999}
+    assert cfg["db"]["defaultPath"] == str(tmp_path / "db")  # type: ignore[index]
+    assert any(u["username"] == "guest" for u in cfg["users"])  # type: ignore[union-attr,index]
+
+
+def test_container_target_without_an_engine_says_so() -> None:
+    reason = docker_available()
+    if reason is None:
+        pytest.skip("a Docker engine is running here; the no-engine path cannot be shown")
+    with pytest.raises(TargetError) as exc:
+        start_container("rabbitmq:3.10")
+    msg = str(exc.value)
+    assert "needs a running Docker engine" in msg and "\n" not in msg

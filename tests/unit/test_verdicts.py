@@ -1,0 +1,88 @@
+"""The verdict mapping: each way a case can end → exactly one verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.cases import Case, Level
+from conformance.plugin import CaseContext, decide
+from conformance.verdicts import (
+    CaseTimeout,
+    HarnessError,
+    Mismatch,
+    Unsupported,
+    Verdict,
+    parse_fail_on,
+)
+
+
+def mk(level: Level = Level.MUST, **kw: object) -> Case:
+    return Case(id="area.slug", description="d", expectation="e", level=level, sources=("doc",), **kw)  # type: ignore[arg-type]
+
+
+def info(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
+    try:
+        raise exc
+    except BaseException as e:  # noqa: BLE001 - capturing for ExceptionInfo
+        return pytest.ExceptionInfo.from_exception(e)
+
+
+def test_parse_fail_on() -> None:
+    assert parse_fail_on("FAIL,TIMEOUT,ERROR") == {Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR}
+    assert parse_fail_on(" fail , non-strict ") == {Verdict.FAIL, Verdict.NON_STRICT}
+    assert parse_fail_on("none") == frozenset()
+    with pytest.raises(ValueError, match="unknown verdict 'BOGUS'"):
+        parse_fail_on("FAIL,BOGUS")
+
+
+def test_pass_and_informational() -> None:
+    assert decide(mk(), None, None).verdict is Verdict.PASS
+    assert decide(mk(Level.INFO), None, None).verdict is Verdict.INFORMATIONAL
+    ctx = CaseContext(mk(), "rabbitmq", 1.0, "main")
+    ctx.informational("redelivered to the same consumer")
+    d = decide(mk(), None, ctx)
+    assert d.verdict is Verdict.INFORMATIONAL and "same consumer" in d.observed
+
+
+@pytest.mark.parametrize(("level", "verdict"), [
+    (Level.MUST, Verdict.FAIL), (Level.EXTENSION, Verdict.FAIL),
+    (Level.SHOULD, Verdict.NON_STRICT), (Level.MAY, Verdict.NON_STRICT), (Level.INFO, Verdict.INFORMATIONAL),
+])
+def test_mismatch_by_level(level: Level, verdict: Verdict) -> None:
+    d = decide(mk(level), info(Mismatch("code", expected=406, observed=404)), None)
+    assert d.verdict is verdict
+    assert (d.expected, d.observed) == ("406", "404")
+
+
+def test_profile_mismatch_is_fail_even_for_should() -> None:
+    d = decide(mk(Level.SHOULD), info(Mismatch("x", expected=1, observed=2, verdict=Verdict.FAIL)), None)
+    assert d.verdict is Verdict.FAIL
+
+
+def test_plain_assert_is_a_mismatch() -> None:
+    d = decide(mk(), info(AssertionError("assert 1 == 2")), None)
+    assert d.verdict is Verdict.FAIL and "assert 1 == 2" in d.observed
+
+
+def test_timeout_unsupported_error() -> None:
+    d = decide(mk(), info(CaseTimeout("basic.ack", 2.0)), None)
+    assert d.verdict is Verdict.TIMEOUT and "basic.ack" in d.expected and "2.0s" in d.observed
+    assert decide(mk(), info(Unsupported("no nack")), None).verdict is Verdict.UNSUPPORTED
+    assert decide(mk(), info(HarnessError("socket")), None).verdict is Verdict.ERROR
+    d = decide(mk(), info(KeyError("bug")), None)
+    assert d.verdict is Verdict.ERROR and "KeyError" in d.message
+
+
+def test_failure_in_setup_is_error_not_fail() -> None:
+    d = decide(mk(), info(AssertionError("fixture broke")), None, phase="setup")
+    assert d.verdict is Verdict.ERROR
+
+
+def test_profile_expectation_recorded_as_expected() -> None:
+    c = mk(expected={"rabbitmq": 540, "spec": "redeliver"})
+    ctx = CaseContext(c, "spec", 1.0, "main")
+    assert ctx.expected == "redeliver"
+    assert decide(c, None, ctx).expected == "redeliver"
+    with pytest.raises(Mismatch) as exc:
+        ctx.check_profile(540, "recover(requeue=false)")
+    assert exc.value.explicit_verdict is Verdict.FAIL
