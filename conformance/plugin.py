@@ -213,7 +213,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     _start_target(state)
     if state.failed_to_start:
-        pytest.exit(state.failed_to_start, returncode=4)
+        # pytest prints a UsageError once, as "ERROR: <line>", and exits 4 before any case.
+        raise pytest.UsageError(state.failed_to_start)
 
 
 def pytest_configure_node(node: Any) -> None:
