@@ -136,6 +136,13 @@ def content_frames(channel: int, msg: Message, frame_max: int) -> list[bytes]:
     return frames
 
 
+def _snippet(payload: bytes) -> str:
+    """RabbitMQ's payload_snippet: the first 16 octets as an Erlang binary."""
+    part = payload[:16]
+    label = "all octets" if len(payload) <= 16 else "first 16 octets"
+    return f"{label} = <<{','.join(str(b) for b in part)}>>"
+
+
 def _ids(method: base.Frame) -> tuple[int, int]:
     return method.index >> 16, method.index & 0xFFFF
 
@@ -247,10 +254,12 @@ class ChannelCore:
         if nxt is Disposition.DISCARD:
             return
         if self.content is not ContentState.METHOD:
+            # RabbitMQ blames the publish whose content was interrupted
+            pending = self.pending.method if self.pending is not None else method
             raise AMQPError(
                 ReplyCode.UNEXPECTED_FRAME,
                 "expected content header for class 60, got non content header frame instead",
-                *_ids(method),
+                *_ids(pending),
             )
         handler = _CHANNEL_HANDLERS[type(method)]
         try:
@@ -458,7 +467,9 @@ class ChannelCore:
         if not m.nowait:
             self.send(spec.Queue.DeclareOk(queue=q.name, message_count=q.message_count, consumer_count=len(q.consumers)))
 
-    def _queue_bind_common(self, queue: str, exchange: str, routing_key: str) -> tuple[Exchange, Queue, str]:
+    def _queue_bind_common(
+        self, queue: str, exchange: str, routing_key: str, *, check_exclusive: bool = True
+    ) -> tuple[Exchange, Queue, str]:
         vh = self.vhost
         qname = self._queue_name(queue)
         if routing_key == "" and queue == "":
@@ -467,7 +478,8 @@ class ChannelCore:
             raise AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
         x = vh.lookup_exchange(exchange)
         q = vh.lookup_queue(qname)
-        q.check_exclusive(self.conn)
+        if check_exclusive:
+            q.check_exclusive(self.conn)
         return x, q, routing_key
 
     def _queue_bind(self, m: spec.Queue.Bind) -> None:
@@ -477,8 +489,12 @@ class ChannelCore:
             self.send(spec.Queue.BindOk())
 
     def _queue_unbind(self, m: spec.Queue.Unbind) -> None:
-        x, q, rk = self._queue_bind_common(m.queue, m.exchange, m.routing_key)
-        self.vhost.remove_binding(x, "q", q.name, rk, m.arguments or {})
+        # RabbitMQ checks exclusivity only when the binding exists (unbinding a missing
+        # binding is a no-op that succeeds).
+        x, q, rk = self._queue_bind_common(m.queue, m.exchange, m.routing_key, check_exclusive=False)
+        if self.vhost.has_binding(x, "q", q.name, rk, m.arguments or {}):
+            q.check_exclusive(self.conn)
+            self.vhost.remove_binding(x, "q", q.name, rk, m.arguments or {})
         self.send(spec.Queue.UnbindOk())
 
     def _queue_purge(self, m: spec.Queue.Purge) -> None:
@@ -498,10 +514,13 @@ class ChannelCore:
                 raise precondition(f"{where} in use")
             if m.if_empty and q.ready:
                 raise precondition(f"{where} not empty")
-            count = vh.delete_queue(q)
-            self.conn.exclusive_queues.discard(q)
+            count = q.message_count
+        # RabbitMQ: delete-ok goes out before the basic.cancel notifications
         if not m.nowait:
             self.send(spec.Queue.DeleteOk(message_count=count))
+        if q is not None:
+            vh.delete_queue(q)
+            self.conn.exclusive_queues.discard(q)
 
     # -- basic class ----------------------------------------------------------------------------
     def _basic_qos(self, m: spec.Basic.Qos) -> None:
@@ -594,8 +613,10 @@ class ChannelCore:
         self.conn.send_frames(frames)
 
     def flush_confirms(self) -> None:
-        """Send basic.ack/nack for every publish whose fate is settled, coalescing runs of
-        acks into one ``multiple=true`` ack where that is unambiguous."""
+        """Send basic.ack/nack for every publish whose fate is settled.
+
+        Like RabbitMQ's coalesce_and_send: acks first, then nacks; everything below the
+        lowest still-unconfirmed sequence number goes out as one ``multiple`` frame."""
         if not self.confirm or self.state is not ChannelState.OPEN:
             return
         if self.confirm_pending:
@@ -606,29 +627,24 @@ class ChannelCore:
                     self.confirm_ready.append((seq, True))
         if not self.confirm_ready:
             return
-        ready = sorted(self.confirm_ready)
+        acks = sorted(seq for seq, ok in self.confirm_ready if ok)
+        nacks = sorted(seq for seq, ok in self.confirm_ready if not ok)
         self.confirm_ready.clear()
-        low = min(self.confirm_pending) if self.confirm_pending else None
-        run: list[int] = []
-
-        def flush_run() -> None:
-            if run:
-                self.send(spec.Basic.Ack(delivery_tag=run[-1], multiple=len(run) > 1))
-                run.clear()
-
-        for seq, ok in ready:
-            if low is not None and seq > low:
-                flush_run()
-                if ok:
-                    self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
-                else:
-                    self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
-            elif ok:
-                run.append(seq)
-            else:
-                flush_run()
+        pending_low = min(self.confirm_pending) if self.confirm_pending else None
+        if acks:
+            cutoff = min(x for x in (pending_low, nacks[0] if nacks else None, acks[-1] + 1) if x is not None)
+            below = [s for s in acks if s < cutoff]
+            if below:
+                self.send(spec.Basic.Ack(delivery_tag=below[-1], multiple=len(below) > 1))
+            for seq in acks[len(below) :]:
+                self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
+        if nacks:
+            cutoff = min(x for x in (pending_low, acks[0] if acks else None, nacks[-1] + 1) if x is not None)
+            below = [s for s in nacks if s < cutoff]
+            if below:
+                self.send(spec.Basic.Nack(delivery_tag=below[-1], multiple=True, requeue=False))
+            for seq in nacks[len(below) :]:
                 self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
-        flush_run()
 
     def _basic_get(self, m: spec.Basic.Get) -> None:
         q = self._queue(m.queue)
@@ -1014,13 +1030,16 @@ class ConnectionCore:
                 if self.frame_max and size + 8 > self.frame_max:
                     raise AMQPError(
                         ReplyCode.FRAME_ERROR,
-                        f"type {ftype}, first 16 octets: frame size {size + 8} exceeds frame_max {self.frame_max}",
+                        f"type {ftype}, all octets = <<>>: {{frame_too_large,{size},{self.frame_max - 8}}}",
                     )
                 end = pos + 7 + size
                 if len(buf) < end + 1:
                     return
                 if buf[end] != FRAME_END:
-                    raise AMQPError(ReplyCode.FRAME_ERROR, f"type {ftype}: invalid frame end marker {buf[end]}")
+                    raise AMQPError(
+                        ReplyCode.FRAME_ERROR,
+                        f"type {ftype}, {_snippet(bytes(buf[pos + 7 : end]))}: {{invalid_frame_end_marker,{buf[end]}}}",
+                    )
                 payload = bytes(buf[pos + 7 : end])
                 pos = end + 1
                 self._on_frame(ftype, channel, payload)
@@ -1068,7 +1087,7 @@ class ConnectionCore:
             else:
                 self._on_channel_frame(channel, lambda ch: ch.on_body(payload), None)
             return
-        raise AMQPError(ReplyCode.FRAME_ERROR, f"unknown frame type {ftype}")
+        raise AMQPError(ReplyCode.FRAME_ERROR, f"type {ftype}, {_snippet(payload)}: unknown_frame")
 
     def _decode_method(self, payload: bytes) -> base.Frame:
         if len(payload) < 4:
@@ -1107,7 +1126,9 @@ class ConnectionCore:
             else:  # Connection.CloseOk while CLOSING
                 self._close_transport("close handshake complete")
         except AMQPError as err:
-            raise err.with_method(*_ids(method)) from None
+            if not isinstance(method, spec.Connection.StartOk):  # RabbitMQ: 0/0 for login failures
+                err.with_method(*_ids(method))
+            raise
         self.state = nxt
 
     def _on_start_ok(self, m: spec.Connection.StartOk) -> None:
@@ -1179,7 +1200,9 @@ class ConnectionCore:
         notify = not pre_open
         if self.state is ConnectionState.AWAITING_START_OK and err.code is ReplyCode.ACCESS_REFUSED:
             notify = self.capability("authentication_failure_close")
-        elif self.state in (ConnectionState.AWAITING_TUNE_OK, ConnectionState.AWAITING_OPEN) and err.code is ReplyCode.NOT_ALLOWED:
+        elif self.state is ConnectionState.AWAITING_OPEN and err.code is ReplyCode.NOT_ALLOWED:
+            # RabbitMQ 3.10 answers an unknown/forbidden vhost with connection.close, but
+            # a failed tune negotiation with a silent close.
             notify = True
         self._cleanup()
         self.emit(ConnectionClosed(int(err.code), err.reply_text, by_peer=False))
@@ -1220,7 +1243,7 @@ class ConnectionCore:
         if self.state is not ConnectionState.OPEN:
             raise AMQPError(ReplyCode.CHANNEL_ERROR, "channel frame before connection.open")
         if method is not None and is_connection_method(method):
-            raise AMQPError(ReplyCode.COMMAND_INVALID, f"{method.name} on channel {number}", *_ids(method))
+            raise AMQPError(ReplyCode.COMMAND_INVALID, "unimplemented method", *_ids(method))
         ch = self.channels.get(number)
         if ch is None:
             if method is None:

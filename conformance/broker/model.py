@@ -77,7 +77,17 @@ def _amqp_type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "signedint" if -(2**31) <= value < 2**31 else "long"
+        # the type pamqp (and so most Python clients) picks for the value
+        for low, high, name in (
+            (-(2**7), 2**7 - 1, "byte"),
+            (-(2**15), 2**15 - 1, "short"),
+            (0, 2**16 - 1, "unsignedshort"),
+            (-(2**31), 2**31 - 1, "signedint"),
+            (0, 2**32 - 1, "unsignedint"),
+        ):
+            if low <= value <= high:
+                return name
+        return "long"
     if isinstance(value, str):
         return "longstr"
     if isinstance(value, float):
@@ -94,6 +104,16 @@ def _fmt_arg(value: Any) -> str:
         return "none"
     shown = str(value).lower() if isinstance(value, bool) else value
     return f"the value '{shown}' of type '{_amqp_type_name(value)}'"
+
+
+def _inequivalent(key: str, where: str, got: Any, have: Any) -> AMQPError:
+    # RabbitMQ 3.10: "received '2000' but current is '1000'" when both are set, the
+    # typed form when one side is missing.
+    if got is not None and have is not None:
+        g = str(got).lower() if isinstance(got, bool) else got
+        h = str(have).lower() if isinstance(have, bool) else have
+        return precondition(f"inequivalent arg '{key}' for {where}: received '{g}' but current is '{h}'")
+    return precondition(f"inequivalent arg '{key}' for {where}: received {_fmt_arg(got)} but current is {_fmt_arg(have)}")
 
 
 def _b(value: bool) -> str:
@@ -557,7 +577,7 @@ def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
             return
         value = args[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            raise bad(key, f"{{unacceptable_type,{_amqp_type_name(value)}}}")
+            raise bad(key, f'"expected integer, got {_amqp_type_name(value)}"')
         if value < 0:
             raise bad(key, f"{{value_negative,{value}}}")
         if positive and value == 0:
@@ -622,10 +642,7 @@ class VHost:
                 raise precondition(f"inequivalent arg '{field_name}' for {where}: received '{got}' but current is '{have}'")
         key = "alternate-exchange"
         if arguments.get(key) != x.arguments.get(key):
-            raise precondition(
-                f"inequivalent arg '{key}' for {where}: received {_fmt_arg(arguments.get(key))} "
-                f"but current is {_fmt_arg(x.arguments.get(key))}"
-            )
+            raise _inequivalent(key, where, arguments.get(key), x.arguments.get(key))
         return x
 
     def delete_exchange(self, x: Exchange) -> None:
@@ -657,6 +674,9 @@ class VHost:
         x.bindings[b.key] = b
         if x.durable and self._dest_durable(kind, dest):
             self.broker.log(("b", self.name, x.name, kind, dest, routing_key, dict(arguments)))
+
+    def has_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> bool:
+        return Binding(x.name, kind, dest, routing_key, arguments).key in x.bindings
 
     def remove_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> bool:
         b = x.bindings.get(Binding(x.name, kind, dest, routing_key, arguments).key)
@@ -703,10 +723,7 @@ class VHost:
                 if arguments.get(key) != q.arguments.get(key) or (
                     key in arguments and type(arguments[key]) is not type(q.arguments.get(key))
                 ):
-                    raise precondition(
-                        f"inequivalent arg '{key}' for {where}: received {_fmt_arg(arguments.get(key))} "
-                        f"but current is {_fmt_arg(q.arguments.get(key))}"
-                    )
+                    raise _inequivalent(key, where, arguments.get(key), q.arguments.get(key))
             q.touch()
             return q, False
         validate_queue_args(self.name, name, arguments)

@@ -113,7 +113,7 @@ def violation(state: Enum, method: base.Frame) -> AMQPError:
         # spec: "COMMAND_INVALID - The client sent an invalid sequence of frames,
         # attempting to perform an operation that was considered invalid by the server."
         # (RabbitMQ: "unimplemented method" for server-to-client methods.)
-        err = AMQPError(ReplyCode.COMMAND_INVALID, f"unimplemented method {method.name}")
+        err = AMQPError(ReplyCode.COMMAND_INVALID, "unimplemented method")
     else:
         # RabbitMQ rabbit_reader: "unexpected method in connection state ~w" (504).
         err = AMQPError(ReplyCode.CHANNEL_ERROR, f"unexpected method in connection state {state.value}")
