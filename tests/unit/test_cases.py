@@ -8,9 +8,9 @@ from conformance.rules import load_rules
 
 
 def test_case_id_and_rules_are_validated() -> None:
-    with pytest.raises(ValueError, match="area.slug"):
+    with pytest.raises(ValueError, match=r"area\.slug"):
         Case(id="NoDot", description="d", expectation="e", sources=("x",))
-    with pytest.raises(ValueError, match="class.method/rule-name"):
+    with pytest.raises(ValueError, match=r"class\.method/rule-name"):
         Case(id="a.b", description="d", expectation="e", rules=("not a rule",))
     with pytest.raises(ValueError, match="unknown profile"):
         Case(id="a.b", description="d", expectation="e", sources=("x",), expected={"qpid": 1})
