@@ -1,0 +1,292 @@
+"""Error codes and their scope: soft errors close one channel, hard errors the whole connection,
+and every close names the offending class and method.
+
+Documents: the spec XML's reply-code constants (``amqp0-9-1.xml#constants``: soft-error /
+hard-error classes), ``channel.close`` / ``connection.close`` (reply-code, class-id, method-id) and
+``channel.open/state``.
+
+This module also holds :func:`outcome` / :func:`check_outcome`, the helpers the connection,
+channel, exchange and queue modules use to turn "what did the broker do with this method" into
+one short, comparable string (``queue.declare-ok``, ``channel.close 404``,
+``connection.close 504``, ``socket closed``, ``no reply …``) and to compare it with the case's
+expected value — per profile where brokers legitimately differ, with ``*`` wildcards where the
+spec requires *an* error but names no code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from typing import Any
+
+from pamqp import commands as spec
+
+from conformance.cases import Level, case
+from conformance.clients.expect import check, expect_channel_close, expect_connection_close
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose, method_name
+from conformance.verdicts import CaseTimeout, Mismatch, Verdict
+
+# A synchronous probe sent right after the method under test: AMQP processes a channel's methods
+# in order, so an answer to the probe *before* any reply proves the method was dropped.
+PROBE_EXCHANGE = "amq.direct"
+SPEC_CONSTANTS = "amqp0-9-1.xml#constants"
+
+
+def _probe() -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(exchange=PROBE_EXCHANGE, exchange_type="direct", passive=True)
+
+
+def short(ev: Event | SocketClosed) -> str:
+    """``channel.close 404`` / ``connection.close 504`` / ``queue.declare-ok`` / ``socket closed``."""
+    if isinstance(ev, SocketClosed):
+        return "socket closed"
+    m = ev.method
+    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
+        return f"{method_name(m)} {m.reply_code}"
+    return method_name(m)
+
+
+def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,
+            timeout: float | None = None) -> tuple[str, str]:
+    """Send ``method`` (or the hand-made ``raw`` frame bytes) and a probe; return (short, detail).
+
+    The first of: a reply of type ``ok``, a channel.close, a connection.close or the socket's
+    end decides. If the probe is answered first the method was silently dropped (or, for an
+    asynchronous method with ``ok=()``, accepted): ``no reply (probe answered)``.
+    """
+    conn = ch.conn
+    oks = ok if isinstance(ok, tuple) else (ok,)
+    # Only what arrives after this send counts (an earlier close may still be pending).
+    after = max((e.seq for e in ch.history()), default=0)
+    try:
+        if raw is not None:
+            conn.send_bytes(raw)
+        else:
+            ch.send(method)
+        ch.send(_probe())
+    except UnexpectedClose as exc:
+        return short(exc.event), exc.event.describe()
+    probe_answer_is_reply = spec.Exchange.DeclareOk in oks
+
+    def match(e: Event) -> bool:
+        return e.seq > after and isinstance(e.method, (*oks, spec.Channel.Close, spec.Exchange.DeclareOk))
+
+    name = method_name(method) if method is not None else "the frame"
+    what = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
+    limit = conn.timeout if timeout is None else timeout
+    deadline = time.monotonic() + limit
+    while True:
+        # Short slices so a connection.close (filed on channel 0) ends the wait promptly even
+        # when the broker keeps the socket open after close-ok.
+        closed = conn.closed_by_broker
+        if closed is not None and closed.seq > after:
+            return short(closed), closed.describe()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CaseTimeout(f"{what} (reply to {name})", limit)
+        try:
+            ev = conn.wait_event(ch.id, match, f"{what} (reply to {name})", timeout=min(0.2, remaining),
+                                 close_is_error=False)
+            break
+        except UnexpectedClose as exc:
+            return short(exc.event), exc.event.describe()
+        except CaseTimeout:
+            continue
+    if isinstance(ev.method, spec.Exchange.DeclareOk) and not probe_answer_is_reply:
+        if not oks:
+            return "accepted (probe answered)", f"no error for {name}; the probe was answered"
+        return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
+                                              f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
+    return short(ev), ev.describe()
+
+
+def check_outcome(ctx: Any, observed: tuple[str, str], what: str) -> None:
+    """Compare an :func:`outcome` with the case's expected value for this profile.
+
+    The expected value is a pattern (``fnmatch``: ``channel.close *`` = any channel error) or a
+    tuple of patterns. A difference from profile data (the case names this profile) is a FAIL;
+    otherwise the case's level decides (FAIL for MUST, NON_STRICT for SHOULD/MAY).
+    """
+    short_text, detail = observed
+    expected = ctx.expected
+    patterns = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+    ctx.observed[what] = detail
+    if any(fnmatch.fnmatchcase(short_text, p) for p in patterns):
+        return
+    case_ = ctx.case
+    profile_data = case_ is not None and ctx.profile in case_.expected
+    source = case_.source_for(ctx.profile) if case_ else ""
+    raise Mismatch(f"{what} (profile {ctx.profile}: {source})", expected=" or ".join(patterns),
+                   observed=detail, verdict=Verdict.FAIL if profile_data else None)
+
+
+def code_of(ev: Event) -> int:
+    return int(ev.method.reply_code)
+
+
+# -- cases ---------------------------------------------------------------------------------------
+
+
+@case(
+    "errors.soft-error-keeps-other-channels",
+    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
+    rules=["exchange.declare/not-found"],
+    level=Level.MUST,
+    description="A 404 on one channel leaves the other channels of the same connection working",
+    expectation="channel 1 is closed with 404; channel 2 of the same connection still answers queue.declare",
+)
+def test_soft_error_scope(amqp, ctx, cleanup):
+    conn = amqp()
+    ch1, ch2 = conn.channel(), conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch1.send(spec.Exchange.Declare(exchange=ctx.name("missing"), exchange_type="direct", passive=True))
+    expect_channel_close(ch1, 404, what="passive declare of a missing exchange")
+    ok = outcome(ch2, spec.Queue.Declare(queue=q), spec.Queue.DeclareOk)
+    ctx.observe("channel 2 after the soft error on channel 1", ok[1])
+    check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
+
+
+@case(
+    "errors.hard-error-ends-all-channels",
+    rules=["channel.open/state"],
+    sources=[f"{SPEC_CONSTANTS} (channel-error 504: hard-error)"],
+    level=Level.MUST,
+    description="A connection exception (504 from a second channel.open) ends every channel of the connection",
+    expectation="connection.close 504; a queue.declare then sent on the other channel is never answered",
+)
+def test_hard_error_scope(amqp, ctx, cleanup):
+    conn = amqp()
+    ch1, ch2 = conn.channel(), conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    conn.send_method(ch1.id, spec.Channel.Open())
+    expect_connection_close(conn, 504, what="channel.open on an open channel", probe_channel=ch1)
+    # Spec connection.close: after sending close the broker discards every method but
+    # close/close-ok, so the declare on channel 2 must never be answered.
+    try:
+        ch2.send(spec.Queue.Declare(queue=q))
+    except UnexpectedClose:
+        return  # the socket is already gone: nothing can arrive on channel 2
+    try:
+        ev = conn.wait_event(ch2.id, lambda e: True, "anything on channel 2 after connection.close",
+                             timeout=min(1.0, ctx.timeout), close_is_error=False)
+    except (UnexpectedClose, CaseTimeout):
+        return  # the socket ended, or silence: channel 2 is gone
+    raise Mismatch("channel 2 after a connection exception", expected="nothing on channel 2",
+                   observed=f"channel 2 received {ev.describe()}")
+
+
+@case(
+    "errors.channel-close-names-method",
+    rules=["queue.declare/passive"],
+    sources=["amqp0-9-1.xml#channel.close (class-id, method-id)"],
+    level=Level.MUST,
+    description="A channel.close names the method that caused it",
+    expectation="passive queue.declare of a missing queue → channel.close 404 with class-id 50, method-id 10",
+)
+def test_channel_close_names_method(amqp, ctx):
+    ch = amqp.channel()
+    ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
+    ev = expect_channel_close(ch, 404, what="passive declare of a missing queue")
+    check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
+
+
+@case(
+    "errors.connection-close-names-method",
+    rules=["channel.open/state"],
+    sources=["amqp0-9-1.xml#connection.close (class-id, method-id)"],
+    level=Level.MUST,
+    description="A connection.close names the method that caused it",
+    expectation="a second channel.open → connection.close 504 with class-id 20, method-id 10",
+)
+def test_connection_close_names_method(amqp, ctx):
+    conn = amqp()
+    ch = conn.channel()
+    conn.send_method(ch.id, spec.Channel.Open())
+    ev = expect_connection_close(conn, 504, what="second channel.open", probe_channel=ch)
+    check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
+
+
+@case(
+    "errors.channel-reusable-after-close",
+    rules=["channel.open/state"],
+    sources=["amqp0-9-1.xml#channel.close-ok"],
+    level=Level.MUST,
+    description="After a channel exception and close-ok, the same channel number can be opened again",
+    expectation="channel.open on the closed channel's number is answered with channel.open-ok",
+)
+def test_channel_reusable_after_close(amqp, ctx):
+    conn = amqp()
+    ch = conn.channel()
+    ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
+    expect_channel_close(ch, 404, what="passive declare of a missing queue")
+    got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
+    check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
+
+
+@case(
+    "errors.pika-soft-error-keeps-connection",
+    rules=["exchange.declare/not-found"],
+    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
+    level=Level.MUST,
+    client="pika",
+    description="pika: a 404 closes only the channel; the connection opens a new channel and works",
+    expectation="exchange_declare(passive=True) raises ChannelClosedByBroker(404); a new channel declares a queue",
+)
+def test_pika_soft_error(broker_url, ctx, cleanup):
+    from pika import exceptions as pex
+
+    conn = pika_connection(broker_url, ctx.timeout)
+    try:
+        ch = conn.channel()
+        try:
+            ch.exchange_declare(ctx.name("missing"), exchange_type="direct", passive=True)
+            raise Mismatch("passive exchange_declare of a missing exchange",
+                           expected="ChannelClosedByBroker 404", observed="declare-ok")
+        except pex.ChannelClosedByBroker as exc:
+            check(exc.reply_code, 404, "pika ChannelClosedByBroker reply code")
+        q = cleanup.queue(ctx.name("q"))
+        ok = conn.channel().queue_declare(q)
+        check(ok.method.queue, q, "queue declared on a new channel of the same connection")
+        check(conn.is_open, True, "pika connection still open")
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+@case(
+    "errors.aio-pika-soft-error-keeps-connection",
+    rules=["queue.declare/passive"],
+    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
+    level=Level.MUST,
+    client="aio-pika",
+    description="aio-pika: a 404 on one channel leaves another channel of the same connection usable",
+    expectation="declare_queue(passive=True) raises ChannelNotFoundEntity; another channel publishes and gets a message",
+)
+def test_aio_pika_soft_error(broker_url, ctx, cleanup):
+    import aio_pika
+    from aiormq import exceptions as aex
+
+    q = cleanup.queue(ctx.name("q"))
+
+    async def scenario() -> tuple[str, bytes | None]:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            good = await conn.channel()
+            bad = await conn.channel()
+            try:
+                await bad.declare_queue(ctx.name("missing"), passive=True)
+                raised = "declare-ok"
+            except aex.ChannelNotFoundEntity as exc:
+                raised = f"ChannelNotFoundEntity {exc.args[:1]}"
+            queue = await good.declare_queue(q)
+            await good.default_exchange.publish(aio_pika.Message(b"still-works"), routing_key=q)
+            msg = await queue.get(timeout=ctx.timeout, fail=False)
+            return raised, (msg.body if msg else None)
+        finally:
+            await conn.close()
+
+    raised, body = run_async(scenario(), ctx.timeout * 2, "aio-pika soft error scenario")
+    ctx.observe("passive declare of a missing queue", raised)
+    check(raised.startswith("ChannelNotFoundEntity"), True, "passive declare of a missing queue raised 404")
+    check(body, b"still-works", "message published and got on the other channel")
