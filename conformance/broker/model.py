@@ -555,12 +555,15 @@ class Queue:
     def check_exclusive(self, owner: object) -> None:
         """405 RESOURCE_LOCKED if ``owner`` may not use this exclusive queue."""
         if self.exclusive_owner is not None and self.exclusive_owner is not owner:
-            raise AMQPError(
-                ReplyCode.RESOURCE_LOCKED,
-                f"cannot obtain exclusive access to locked {rs_queue(self.vhost.name, self.name)}. "
-                "It could be originally declared on another connection or the exclusive property "
-                "value does not match that of the original declaration.",
-            )
+            raise self.locked()
+
+    def locked(self) -> AMQPError:
+        return AMQPError(
+            ReplyCode.RESOURCE_LOCKED,
+            f"cannot obtain exclusive access to locked {rs_queue(self.vhost.name, self.name)}. "
+            "It could be originally declared on another connection or the exclusive property "
+            "value does not match that of the original declaration.",
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -710,9 +713,9 @@ class VHost:
         """Create or check a queue; returns (queue, created)."""
         q = self.queues.get(name)
         if q is not None:
-            q.check_exclusive(exclusive_owner)
-            if exclusive_owner is None and q.exclusive_owner is not None:
-                q.check_exclusive(None)
+            # RabbitMQ's "strict" check: the exclusive flag (owner) must match too
+            if q.exclusive_owner is not exclusive_owner:
+                raise q.locked()
             where = rs_queue(self.name, name)
             for field_name, got, have in (("durable", durable, q.durable), ("auto_delete", auto_delete, q.auto_delete)):
                 if got != have:
