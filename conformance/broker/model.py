@@ -419,11 +419,14 @@ class Queue:
         self.ready_bytes -= len(qm.msg.body)
         return qm
 
-    def expire_head(self, now: float) -> None:
-        """Expire messages at the head (RabbitMQ only expires at the head of the queue)."""
+    def expire_head(self, now: float, *, grace: bool = False) -> None:
+        """Expire messages at the head (RabbitMQ only expires at the head of the queue).
+
+        With ``grace`` a message whose TTL ends exactly now survives: RabbitMQ delivers
+        TTL=0 messages that a consumer can take at once."""
         while self.ready:
             qm = self.ready[0]
-            if qm.expires_at is None or qm.expires_at > now:
+            if qm.expires_at is None or qm.expires_at > now or (grace and qm.expires_at == now):
                 return
             self._pop_head()
             self.broker.dead_letter(self, qm, "expired")
@@ -451,7 +454,7 @@ class Queue:
     def _dispatch_once(self) -> None:
         now = self.broker.clock()
         while self.ready and self.consumers and not self.deleted:
-            self.expire_head(now)
+            self.expire_head(now, grace=True)
             if not self.ready:
                 return
             for _ in range(len(self.consumers)):
@@ -1013,8 +1016,5 @@ class Broker:
             q.expire_head(now)
             if q.expires is not None and not q.consumers and now >= q.last_used + q.expires / 1000.0:
                 q.vhost.delete_queue(q)
-            elif q.ready:
-                # a later message may now be at the head; redispatch in case credit freed.
-                q.dispatch()
-            elif not q.timed:
+            elif not q.timed and not any(m.expires_at is not None for m in q.ready):
                 self.timed_queues.discard(q)

@@ -227,7 +227,7 @@ class Link:
     def get(self, queue: str, channel: int = 1, no_ack: bool = False) -> Content | None:
         self.send(spec.Basic.Get(queue=queue, no_ack=no_ack), channel)
         self.pump()
-        ch, obj = self.frames.pop(0)
+        _ch, obj = self.frames.pop(0)
         if isinstance(obj, spec.Basic.GetEmpty):
             return None
         assert isinstance(obj, Content), obj

@@ -29,10 +29,11 @@ def test_confirm_select_and_sequence(link: Link) -> None:
     assert acks(link) == [("Basic.Ack", 1, False)]
     # several publishes in one read are coalesced into one multiple ack
     link.core.receive_data(b"")
-    from conformance.broker.core import marshal_method
     from pamqp import frame as pframe
     from pamqp import header as pheader
     from pamqp.body import ContentBody
+
+    from conformance.broker.core import marshal_method
 
     blob = b""
     for i in range(3):
