@@ -1,0 +1,441 @@
+"""Exchange class: standard types, pre-declared instances, the default exchange, declare/delete
+rules and their error codes.
+
+Documents: the spec XML's ``exchange`` class rules (``exchange/*``, ``exchange.declare*``,
+``exchange.delete/*``); RabbitMQ 3.10.8 behaviour measured with the raw client where it differs
+from the XML (kept as per-profile data); exchange-to-exchange bindings from the RabbitMQ-extended
+XML (``/usr/share/amqp/specs/0-9-1-rabbit/amqp0-9-1.stripped.extended.xml``, class exchange,
+method bind).
+"""
+
+from __future__ import annotations
+
+import pytest
+from pamqp import commands as spec
+from pamqp import frame as pframe
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import RawChannel
+from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.verdicts import CaseOutcome, Mismatch, Unsupported
+
+RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
+RABBIT_EXT_XML = "amqp0-9-1.stripped.extended.xml#exchange.bind"
+
+
+def _delete(name: str, if_unused: bool = False) -> spec.Exchange.Delete:
+    return spec.Exchange.Delete(exchange=name, if_unused=if_unused)
+
+
+def _declare(name: str, type_: str = "direct", **kw: bool) -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(exchange=name, exchange_type=type_, **kw)
+
+
+def _routed(ch: RawChannel, q: str) -> bytes | None:
+    ev = ch.get(q, no_ack=True)
+    return ev.body if ev is not None else None
+
+
+# -- standard types ------------------------------------------------------------------------------
+
+# (exchange type, binding key, binding arguments, publish key, headers)
+TYPES = [
+    param(Case("exchange.required-type-direct", rules=("exchange/required-types",), level=Level.MUST,
+               description="A direct exchange can be declared and routes by exact key",
+               expectation="declare-ok; a message published with the bound key reaches the queue"),
+          "direct", "k1", None, "k1", None),
+    param(Case("exchange.required-type-fanout", rules=("exchange/required-types",), level=Level.MUST,
+               description="A fanout exchange can be declared and routes regardless of the key",
+               expectation="declare-ok; a message published with another key reaches the bound queue"),
+          "fanout", "bound-key", None, "other-key", None),
+    param(Case("exchange.recommended-type-topic", rules=("exchange/recommended-types",), level=Level.SHOULD,
+               description="A topic exchange can be declared and routes by pattern",
+               expectation="declare-ok; a message with key a.b reaches a queue bound with a.*"),
+          "topic", "a.*", None, "a.b", None),
+    param(Case("exchange.recommended-type-headers", rules=("exchange/recommended-types",), level=Level.SHOULD,
+               description="A headers exchange can be declared and routes by headers",
+               expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v"),
+          "headers", "", {"x-match": "all", "h": "v"}, "", {"h": "v"}),
+]
+
+
+@pytest.mark.parametrize("type_,bind_key,bind_args,key,headers", TYPES)
+def test_exchange_type(amqp, ctx, cleanup, type_, bind_key, bind_args, key, headers):
+    ch = amqp.channel()
+    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
+    got = outcome(ch, _declare(x, type_), spec.Exchange.DeclareOk)
+    check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
+    ch.declare_queue(q)
+    ch.bind(q, x, bind_key, arguments=bind_args)
+    ch.publish(x, key, b"typed", properties=spec.Basic.Properties(headers=headers))
+    ch.barrier()
+    check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
+
+
+# -- pre-declared instances ----------------------------------------------------------------------
+
+INSTANCES = [
+    param(Case(f"exchange.pre-declared-{name.replace('.', '-')}", rules=("exchange/required-instances",),
+               level=Level.MUST, description=f"{name} is pre-declared (type {type_})",
+               expectation=f"passive declare of {name} succeeds and a queue can bind to it"
+                           + ("" if required else f" (required when the {type_} type is implemented)")),
+          name, type_, required)
+    for name, type_, required in [("amq.direct", "direct", True), ("amq.fanout", "fanout", True),
+                                  ("amq.topic", "topic", False), ("amq.headers", "headers", False)]
+]
+
+
+@pytest.mark.parametrize("name,type_,required", INSTANCES)
+def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
+    conn = amqp()
+    if not required:
+        # "amq." + type name is required only for the types the server implements.
+        probe_ch = conn.channel()
+        x = cleanup.exchange(ctx.name("typeprobe"))
+        got = outcome(probe_ch, _declare(x, type_), spec.Exchange.DeclareOk)
+        if got[0] != "exchange.declare-ok":
+            raise Unsupported(f"the broker does not implement the {type_} exchange type",
+                              expected=f"{type_} type", observed=got[1])
+    ch = conn.channel()
+    got = outcome(ch, _declare(name, type_, passive=True), spec.Exchange.DeclareOk)
+    check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    args = {"x-match": "all", "h": "v"} if type_ == "headers" else None
+    got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
+    check(got[0], "queue.bind-ok", f"queue.bind to {name}")
+
+
+@case(
+    "exchange.pre-declared-amq-match", level=Level.INFO,
+    sources=["amqp0-9-1.stripped.extended.xml#exchange (amq.match: the 0-8 name of the headers instance)"],
+    description="Whether amq.match (the AMQP 0-8 headers instance, kept by RabbitMQ) exists",
+    expectation="recorded only: 0-9-1 requires amq.headers, not amq.match",
+)
+def test_amq_match(amqp, ctx):
+    ch = amqp.channel()
+    got = outcome(ch, _declare("amq.match", "headers", passive=True), spec.Exchange.DeclareOk)
+    ctx.informational(got[1])
+
+
+# -- the default exchange ------------------------------------------------------------------------
+
+
+@case(
+    "exchange.default-exchange-routes-by-queue-name", rules=["exchange/default-exchange"], level=Level.MUST,
+    description="The nameless default exchange routes a publish to the queue named by the routing key",
+    expectation="a message published to exchange '' with routing key = queue name is in that queue",
+)
+def test_default_exchange(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"via-default")
+    ch.barrier()
+    check(_routed(ch, q), b"via-default", "message via the default exchange")
+
+
+DEFAULT_ACCESS = [
+    param(Case("exchange.default-access-declare", rules=("exchange/default-access",), level=Level.MUST,
+               description="exchange.declare naming the default exchange ('') is refused",
+               expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
+               default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
+               expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+                                 "spec": "exchange/default-access (no reply code named)"}),
+          _declare("", "direct"), spec.Exchange.DeclareOk),
+    param(Case("exchange.default-access-delete", rules=("exchange/default-access",), level=Level.MUST,
+               description="exchange.delete of the default exchange ('') is refused",
+               expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
+               default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
+               expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+                                 "spec": "exchange/default-access (no reply code named)"}),
+          _delete(""), spec.Exchange.DeleteOk),
+]
+
+
+@pytest.mark.parametrize("method,ok", DEFAULT_ACCESS)
+def test_default_access(amqp, ctx, method, ok):
+    ch = amqp.channel()
+    check_outcome(ctx, outcome(ch, method, ok), f"{method.name} of the default exchange")
+
+
+# -- declare rules -------------------------------------------------------------------------------
+
+
+@case(
+    "exchange.reserved-name-403", rules=["exchange.declare/reserved"], level=Level.MAY,
+    description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
+    expectation="channel.close 403 ACCESS_REFUSED",
+)
+def test_reserved(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange("amq." + ctx.name("x"))
+    ch.send(_declare(x))
+    expect_channel_close(ch, 403, what="declare of a new amq.* exchange")
+
+
+def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
+    """A method frame carrying a name pamqp refuses to encode (it validates names): encode a
+    same-length placeholder and swap the bytes."""
+    placeholder = "z" * len(bad.encode())
+    data = pframe.marshal(make(placeholder), ch.id)
+    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
+    return data.replace(placeholder.encode(), bad.encode())
+
+
+@case(
+    "exchange.name-syntax-406", rules=["exchange.declare/syntax"], level=Level.MAY,
+    description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
+    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+    expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
+    expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
+                      "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"},
+)
+def test_exchange_syntax(amqp, ctx):
+    ch = amqp.channel()
+    bad = ctx.name("x") + " bad!*"  # not given to cleanup: pamqp cannot encode it
+    raw = _bad_name_frame(ch, bad, lambda n: _declare(n))
+    try:
+        check_outcome(ctx, outcome(ch, _declare("x"), spec.Exchange.DeclareOk, raw=raw),
+                      "declare with an illegal name")
+    finally:
+        drop_bad_name(amqp, bad, lambda n: _delete(n), spec.Exchange.DeleteOk)
+
+
+def drop_bad_name(amqp, bad: str, make, ok: type) -> None:
+    """Best-effort delete of an entity whose name pamqp refuses to encode (bounded, never raises)."""
+    try:
+        ch = amqp.channel()
+        outcome(ch, None, ok, raw=_bad_name_frame(ch, bad, make), timeout=min(3.0, ch.conn.timeout))
+    except (CaseOutcome, OSError):
+        pass
+
+
+@case(
+    "exchange.redeclare-other-type", rules=["exchange.declare/typed"], level=Level.MUST,
+    description="Redeclaring an existing exchange with a different type",
+    expectation="spec: connection.close 530 NOT_ALLOWED; RabbitMQ: channel.close 406 PRECONDITION_FAILED",
+    expected={"spec": "connection.close 530", "rabbitmq": "channel.close 406"},
+    expected_sources={"spec": "exchange.declare/typed (on-failure not-allowed, a hard error)",
+                      "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'type'\""},
+)
+def test_typed(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(x, "direct")
+    check_outcome(ctx, outcome(ch, _declare(x, "fanout"), spec.Exchange.DeclareOk), "redeclare direct as fanout")
+
+
+@case(
+    "exchange.unknown-type-503", rules=["exchange.declare.type/support"], level=Level.MUST,
+    description="Declaring an exchange of a type the server does not implement",
+    expectation="connection.close 503 COMMAND_INVALID (RabbitMQ 3.10.8 does the same)",
+    default="connection.close 503",
+    expected_sources={"rabbitmq": f"{RMQ}: connection.close 503 \"unknown exchange type\""},
+)
+def test_unknown_type(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    check_outcome(ctx, outcome(ch, _declare(x, "x-no-such-type-amqpc"), spec.Exchange.DeclareOk),
+                  "declare with an unknown type")
+
+
+@case(
+    "exchange.passive-missing-404", rules=["exchange.declare/not-found"], level=Level.MUST,
+    description="Passive declare of an exchange that does not exist",
+    expectation="channel.close 404 NOT_FOUND",
+)
+def test_passive_missing(amqp, ctx):
+    ch = amqp.channel()
+    ch.send(_declare(ctx.name("missing"), passive=True))
+    expect_channel_close(ch, 404, what="passive declare of a missing exchange")
+
+
+EQUIVALENCE = [
+    param(Case("exchange.equivalent-durable", rules=("exchange.declare/equivalent",), level=Level.MUST,
+               description="Redeclaring a transient exchange as durable",
+               expectation="a channel exception (RabbitMQ: channel.close 406)",
+               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
+               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
+                                 "spec": "exchange.declare/equivalent (a channel exception, no code named)"}),
+          {}, {"durable": True}),
+    param(Case("exchange.equivalent-same-fields-ok", rules=("exchange.declare/equivalent",), level=Level.MUST,
+               description="Redeclaring an exchange with the same type, durable and arguments",
+               expectation="exchange.declare-ok", default="exchange.declare-ok"),
+          {"durable": False}, {"durable": False}),
+]
+
+
+@pytest.mark.parametrize("first,second", EQUIVALENCE)
+def test_equivalent(amqp, ctx, cleanup, first, second):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(x, "direct", **first)
+    check_outcome(ctx, outcome(ch, _declare(x, "direct", **second), spec.Exchange.DeclareOk),
+                  f"redeclare {first} as {second}")
+
+
+@case(
+    "exchange.durable-and-transient", rules=["exchange.declare.durable/support"], level=Level.MUST,
+    description="Declaring one durable and one transient exchange",
+    expectation="both declares are answered with declare-ok and both exchanges exist (passive declare)",
+)
+def test_durable_and_transient(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    results = []
+    for durable in (True, False):
+        x = cleanup.exchange(ctx.name(f"x-durable-{durable}"))
+        results.append(outcome(ch, _declare(x, durable=durable), spec.Exchange.DeclareOk)[0])
+        results.append(outcome(ch, _declare(x, durable=durable, passive=True), spec.Exchange.DeclareOk)[0])
+    check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
+
+
+@case(
+    "exchange.minimum-16", rules=["exchange.declare/minimum"], level=Level.SHOULD,
+    description="Declaring 16 exchanges in one virtual host",
+    expectation="all 16 declares are answered with declare-ok",
+)
+def test_minimum_exchanges(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    names = [cleanup.exchange(ctx.name(f"x{i}")) for i in range(16)]
+    for n in names:
+        ch.send(_declare(n, "fanout"))
+    oks = 0
+    for _ in names:
+        ch.wait(spec.Exchange.DeclareOk, f"declare-ok for 16 exchanges (had {oks})")
+        oks += 1
+    check(oks, 16, "exchanges declared")
+
+
+# -- delete rules --------------------------------------------------------------------------------
+
+
+@case(
+    "exchange.delete-missing-404", rules=["exchange.delete/exists"], level=Level.MUST,
+    description="Deleting an exchange that does not exist",
+    expectation="spec: channel.close 404 NOT_FOUND; RabbitMQ 3.x: exchange.delete-ok (delete is idempotent)",
+    expected={"spec": "channel.close 404", "rabbitmq": "exchange.delete-ok"},
+    expected_sources={"spec": "exchange.delete/exists (on-failure not-found)",
+                      "rabbitmq": f"{RMQ}: exchange.delete of a missing exchange → exchange.delete-ok"},
+)
+def test_delete_missing(amqp, ctx):
+    ch = amqp.channel()
+    check_outcome(ctx, outcome(ch, _delete(ctx.name("missing")), spec.Exchange.DeleteOk),
+                  "exchange.delete of a missing exchange")
+
+
+@case(
+    "exchange.delete-if-unused-in-use-406", rules=["exchange.delete/in-use"], level=Level.MUST,
+    description="exchange.delete with if-unused on an exchange that has a binding",
+    expectation="channel.close 406 PRECONDITION_FAILED",
+    default="channel.close 406",
+)
+def test_delete_in_use(amqp, ctx, cleanup):
+    conn = amqp()
+    ch = conn.channel()
+    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(x, "direct")
+    ch.declare_queue(q)
+    ch.bind(q, x, "k")
+    check_outcome(ctx, outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk),
+                  "exchange.delete if-unused of a bound exchange")
+
+
+@case(
+    "exchange.delete-unused-ok", rules=["exchange.delete/in-use"], level=Level.MUST,
+    description="exchange.delete with if-unused on an exchange without bindings",
+    expectation="exchange.delete-ok; a passive declare then fails with 404",
+)
+def test_delete_unused(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(x, "direct")
+    got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
+    check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
+    ch.send(_declare(x, passive=True))
+    expect_channel_close(ch, 404, what="passive declare of the deleted exchange")
+
+
+# -- RabbitMQ extension --------------------------------------------------------------------------
+
+
+@case(
+    "exchange.exchange-to-exchange-binding", level=Level.EXTENSION, sources=[RABBIT_EXT_XML],
+    requires=["exchange_exchange_bindings"],
+    description="exchange.bind: a message published to the source exchange reaches a queue bound to the destination",
+    expectation="exchange.bind-ok, and the message is in the queue bound to the destination exchange",
+)
+def test_e2e_binding(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    src, dst = cleanup.exchange(ctx.name("src")), cleanup.exchange(ctx.name("dst"))
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(src, "direct")
+    ch.declare_exchange(dst, "fanout")
+    ch.declare_queue(q)
+    ch.bind(q, dst, "")
+    got = outcome(ch, spec.Exchange.Bind(destination=dst, source=src, routing_key="k"), spec.Exchange.BindOk)
+    check(got[0], "exchange.bind-ok", "exchange.bind")
+    ch.publish(src, "k", b"e2e")
+    ch.barrier()
+    check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
+
+
+# -- client libraries ----------------------------------------------------------------------------
+
+
+@case(
+    "exchange.pika-fanout-routes", rules=["exchange/required-types"], level=Level.MUST, client="pika",
+    description="pika: exchange_declare(fanout), bind two queues, publish once",
+    expectation="each bound queue holds the message (basic_get returns it)",
+)
+def test_pika_fanout(broker_url, ctx, cleanup):
+    conn = pika_connection(broker_url, ctx.timeout)
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        x = cleanup.exchange(ctx.name("x"))
+        qs = [cleanup.queue(ctx.name(f"q{i}")) for i in range(2)]
+        ch.exchange_declare(x, exchange_type="fanout")
+        for q in qs:
+            ch.queue_declare(q)
+            ch.queue_bind(q, x)
+        ch.basic_publish(x, "any", b"fan")  # confirmed: routed before we look
+        bodies = []
+        for q in qs:
+            _m, _p, body = ch.basic_get(q, auto_ack=True)
+            bodies.append(body)
+        check(bodies, [b"fan", b"fan"], "message in each queue bound to the fanout exchange")
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+@case(
+    "exchange.aio-pika-passive-missing", rules=["exchange.declare/not-found"], level=Level.MUST,
+    client="aio-pika",
+    description="aio-pika: declare_exchange(passive=True) of a missing exchange",
+    expectation="raises ChannelNotFoundEntity (channel.close 404)",
+)
+def test_aio_pika_passive_missing(broker_url, ctx):
+    import aio_pika
+    from aiormq import exceptions as aex
+
+    async def scenario() -> str:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            ch = await conn.channel()
+            try:
+                await ch.declare_exchange(ctx.name("missing"), passive=True)
+            except aex.ChannelNotFoundEntity as exc:
+                return f"ChannelNotFoundEntity {exc}"
+            return "declare-ok"
+        finally:
+            await conn.close()
+
+    got = run_async(scenario(), ctx.timeout * 2, "aio-pika passive exchange declare")
+    ctx.observe("aio-pika", got)
+    if not got.startswith("ChannelNotFoundEntity"):
+        raise Mismatch("passive declare of a missing exchange", expected="ChannelNotFoundEntity", observed=got)
+
