@@ -124,10 +124,13 @@ class RawClient:
                     del self.pending[ch]
                     return ch, Content(p[0], p[1].properties, b"".join(p[2]))
                 continue
-            if isinstance(fr, spec.Connection.Close):
-                self.send(spec.Connection.CloseOk())
-            elif isinstance(fr, spec.Channel.Close):
-                self.send(spec.Channel.CloseOk(), ch)
+            try:  # answer like a well-behaved peer; the broker may already be gone
+                if isinstance(fr, spec.Connection.Close):
+                    self.send(spec.Connection.CloseOk())
+                elif isinstance(fr, spec.Channel.Close):
+                    self.send(spec.Channel.CloseOk(), ch)
+            except OSError:
+                pass
             return ch, fr
 
     def expect(self, cls: type, channel: int | None = None, timeout: float | None = None) -> Any:

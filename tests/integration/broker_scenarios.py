@@ -4,6 +4,11 @@ broker and on RabbitMQ 3.10.  Each returns a list of event descriptions.
 Run side by side by hand::
 
     python -m tests.integration.broker_scenarios 127.0.0.1:5672 127.0.0.1:25672
+
+Re-record the RabbitMQ golden file used by ``test_broker_vs_rabbitmq.py``::
+
+    python -m tests.integration.broker_scenarios --record 127.0.0.1:25672 \
+        tests/integration/broker_rabbitmq_3_10_golden.json
 """
 
 from __future__ import annotations
@@ -470,7 +475,21 @@ def run(name: str, host: str, port: int) -> list[str]:
     return [line.replace(uid, "<uid>") for line in out]
 
 
+def record(target: str, path: str) -> None:
+    """Record every scenario's outcome on ``target`` (e.g. RabbitMQ) as the golden file."""
+    import json
+
+    host, port = target.rsplit(":", 1)
+    data = {name: run(name, host, int(port)) for name in SCENARIOS}
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--record":
+        record(argv[1], argv[2])
+        return 0
     (h1, p1), (h2, p2) = (a.rsplit(":", 1) for a in argv[:2])
     names = argv[2:] or list(SCENARIOS)
     bad = 0
