@@ -149,14 +149,23 @@ def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: 
 
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
-    """Collect basic.ack / basic.nack until every sequence number up to ``last_seq`` is settled."""
-    def settled(evs: list[Event]) -> bool:
-        done = 0
-        for e in evs:
-            done = max(done, int(e.method.delivery_tag))
-        return done >= last_seq
+    """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled.
 
-    return collect_until(ch, settled, what=f"confirms up to {last_seq}", timeout=timeout,
+    A multiple=true confirm settles every tag up to its own; a single one only its own, so a
+    gap left by a missing single confirm keeps the wait going (and ends in TIMEOUT).
+    """
+    def settled(evs: list[Event]) -> bool:
+        covered_to = 0
+        singles: set[int] = set()
+        for e in evs:
+            tag = int(e.method.delivery_tag)
+            if e.method.multiple:
+                covered_to = max(covered_to, tag)
+            else:
+                singles.add(tag)
+        return all(t <= covered_to or t in singles for t in range(1, last_seq + 1))
+
+    return collect_until(ch, settled, what=f"confirms of publishes 1..{last_seq}", timeout=timeout,
                          types=(spec.Basic.Ack, spec.Basic.Nack))
 
 
