@@ -414,7 +414,10 @@ class Connections:
 
 
 @pytest.fixture
-def amqp(broker_url: str, case_timeout: float) -> Iterator[Connections]:
+def amqp(broker_url: str, case_timeout: float, cleanup: Cleanup) -> Iterator[Connections]:
+    # Depends on ``cleanup`` so that, whatever order a case names its fixtures in, the case's
+    # connections are closed *before* its entities are deleted: deleting a queue while the case's
+    # own consumer still holds unacked deliveries is a different scenario (and wedges garagemq).
     conns = Connections(broker_url, case_timeout)
     yield conns
     conns.close_all()
