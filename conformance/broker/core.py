@@ -32,6 +32,7 @@ from .model import (
     Queue,
     QueuedMessage,
     VHost,
+    _amqp_type_name,
     decode_properties,
     rs_exchange,
     rs_queue,
@@ -412,8 +413,22 @@ class ChannelCore:
         dst = vh.lookup_exchange(destination)
         return src, dst
 
+    @staticmethod
+    def _check_binding_args(x: Exchange, arguments: dict[str, Any]) -> None:
+        """RabbitMQ rabbit_exchange_type_headers:validate_binding."""
+        if x.type != "headers" or "x-match" not in arguments:
+            return
+        value = arguments["x-match"]
+        if not isinstance(value, str):
+            raise precondition(f"Invalid x-match field type {_amqp_type_name(value)} (value {value}); expected longstr")
+        if value not in ("all", "any", "all-with-x", "any-with-x"):
+            raise precondition(
+                f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
+            )
+
     def _exchange_bind(self, m: spec.Exchange.Bind) -> None:
         src, dst = self._exchange_bind_common(m.destination, m.source)
+        self._check_binding_args(src, m.arguments or {})
         self.vhost.add_binding(src, "e", dst.name, m.routing_key, m.arguments or {})
         if not m.nowait:
             self.send(spec.Exchange.BindOk())
@@ -484,6 +499,7 @@ class ChannelCore:
 
     def _queue_bind(self, m: spec.Queue.Bind) -> None:
         x, q, rk = self._queue_bind_common(m.queue, m.exchange, m.routing_key)
+        self._check_binding_args(x, m.arguments or {})
         self.vhost.add_binding(x, "q", q.name, rk, m.arguments or {})
         if not m.nowait:
             self.send(spec.Queue.BindOk())
@@ -1254,8 +1270,7 @@ class ConnectionCore:
                     raise AMQPError(
                         ReplyCode.NOT_ALLOWED,
                         f"number of channels opened ({len(self.channels)}) has reached the negotiated channel_max ({self.channel_max})",
-                        *_ids(method),
-                    )
+                    )  # RabbitMQ reports class/method 0/0 here
                 ch = ChannelCore(self, number)
                 self.channels[number] = ch
                 ch.send(spec.Channel.OpenOk())

@@ -392,3 +392,13 @@ def test_get_content_helper(link: Link) -> None:
     link.publish(b"", routing_key=q)
     m = link.get(q)
     assert isinstance(m, Content) and m.body == b""
+
+
+def test_headers_binding_x_match_validated(link: Link) -> None:
+    link.send(spec.Queue.Declare(queue="hq"))
+    link.expect(spec.Queue.DeclareOk)
+    link.send(spec.Queue.Bind(queue="hq", exchange="amq.headers", arguments={"x-match": "some"}))
+    assert "Invalid x-match field value" in link.channel_closed(406).reply_text
+    link.open(1)
+    link.send(spec.Exchange.Bind(destination="amq.direct", source="amq.match", arguments={"x-match": 1}))
+    assert link.channel_closed(406).reply_text.endswith("Invalid x-match field type byte (value 1); expected longstr")
