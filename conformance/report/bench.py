@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.report import synth
-from conformance.report.session import build_session
+from conformance.report.session import spark_session
 
 
 def run_bench(
@@ -29,23 +29,22 @@ def run_bench(
     base = Path(tempfile.mkdtemp(prefix="amqp-conformance-bench-")) if work is None else work
     data, out = base / "results", base / "report"
     t0 = time.perf_counter()
-    spark = build_session(master, app_name="amqp-conformance-bench")
-    startup = time.perf_counter() - t0
     try:
-        say(f"bench: Spark up in {startup:.1f}s ({spark.sparkContext.master}); generating {rows:,} rows → {data}")
-        t1 = time.perf_counter()
-        cores = spark.sparkContext.defaultParallelism
-        synth.write_jsonl(synth.generate(spark, rows, seed=seed), data, files=max(1, cores))
-        generate_s = time.perf_counter() - t1
-        files = sorted(data.glob("*.jsonl"))
-        size_mb = sum(f.stat().st_size for f in files) / 1e6
-        say(f"bench: generated {size_mb:.0f} MB in {len(files)} files in {generate_s:.1f}s; building the report")
-        t2 = time.perf_counter()
-        summary = run_report(spark, [str(data)], out, name=f"bench-{rows}", progress=say)
-        report_s = time.perf_counter() - t2
+        with spark_session(master) as spark:
+            startup = time.perf_counter() - t0
+            master_url = spark.sparkContext.master
+            say(f"bench: Spark up in {startup:.1f}s ({master_url}); generating {rows:,} rows → {data}")
+            t1 = time.perf_counter()
+            cores = spark.sparkContext.defaultParallelism
+            synth.write_jsonl(synth.generate(spark, rows, seed=seed), data, files=max(1, cores))
+            generate_s = time.perf_counter() - t1
+            files = sorted(data.glob("*.jsonl"))
+            size_mb = sum(f.stat().st_size for f in files) / 1e6
+            say(f"bench: generated {size_mb:.0f} MB in {len(files)} files in {generate_s:.1f}s; building the report")
+            t2 = time.perf_counter()
+            summary = run_report(spark, [str(data)], out, name=f"bench-{rows}", progress=say)
+            report_s = time.perf_counter() - t2
     finally:
-        master_url = spark.sparkContext.master
-        spark.stop()
         if own_work:
             shutil.rmtree(base, ignore_errors=True)
     n = int(summary["inputs"]["n_rows"])

@@ -195,7 +195,11 @@ def case_history(results: DataFrame, recent: int = 10) -> DataFrame:
         F.array_sort(F.array_distinct(F.transform("_l", lambda x: x["verdict"]))).alias("verdicts"),
         F.element_at(ordered, 1)["ts"].alias("first_ts"),
         F.element_at(ordered, -1)["ts"].alias("last_ts"),
-        F.array_join(F.transform(F.slice(ordered, -recent, recent), lambda x: x["verdict"]), " ").alias("recent_verdicts"),
+        # slice() with a start before the first element gives an empty array, so clamp it.
+        F.array_join(
+            F.transform(F.slice(ordered, F.greatest(F.size("_l") - recent + 1, F.lit(1)), F.lit(recent)), lambda x: x["verdict"]),
+            " ",
+        ).alias("recent_verdicts"),
     )
 
 
@@ -428,13 +432,17 @@ def latest_per_case(results: DataFrame) -> DataFrame:
     )
 
 
+def side_label(results: DataFrame) -> DataFrame:
+    """One row: the brokers a side of a gate comparison holds, as ``a@1, b@2``."""
+    return results.agg(F.array_join(F.array_sort(F.collect_set("broker")), ", ").alias("label"))
+
+
 def gate_regressions(baseline: DataFrame, candidate: DataFrame) -> DataFrame:
     """Regressions from ``baseline`` results to ``candidate`` results, matched by case id (the
     latest execution of each case on each side)."""
     b = latest_per_case(baseline).select(
         "case_id",
         F.col("verdict").alias("baseline_verdict"),
-        F.concat_ws("@", "broker_product", "broker_version").alias("_baseline"),
     )
     c = latest_per_case(candidate).select(
         "case_id",
@@ -443,7 +451,7 @@ def gate_regressions(baseline: DataFrame, candidate: DataFrame) -> DataFrame:
         F.col("verdict").alias("candidate_verdict"),
         *[F.col(x).alias(f"c_{x}") for x in _CASE_FIELDS if x != "verdict"],
     )
-    joined = c.join(b, "case_id", "left")
+    joined = c.join(b, "case_id", "left").crossJoin(side_label(baseline).select(F.col("label").alias("_baseline")))
     return _regression_columns(classify_transitions(joined), F.col("_baseline"), F.col("_candidate"))
 
 
