@@ -1,0 +1,388 @@
+"""basic.nack (RabbitMQ extension): single, multiple with gaps, tag 0, requeue, dead-lettering.
+
+Documents: 003_50388870ec53b6aa.txt (basic.nack: multiple, requeue=true/false, dead-lettering;
+delivery tags), 004_ba6059c7056f3c65.txt (Reject vs Nack: nack is a RabbitMQ-only extension that
+adds ``multiple``) and 001_27f7ea2622bbc99f.txt#ordering (requeued messages keep publication
+order). basic.nack is not in the AMQP 0-9-1 XML, so every case is EXTENSION level and requires
+the ``basic.nack`` capability; the semantics of ``multiple`` and of tag 0 follow basic.ack's
+field doc in the spec XML, which RabbitMQ's extension reuses.
+
+As in test_reject.py, a basic.get on the nacking channel (not a message count) is the barrier
+proving the broker processed the nack.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any
+
+from pamqp import commands as spec
+
+from conformance.cases import Level, case
+from conformance.clients.expect import expect_channel_close, expect_get_empty
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import Event, RawChannel, UnexpectedClose
+from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+
+R001 = "001_27f7ea2622bbc99f.txt"
+R003 = "003_50388870ec53b6aa.txt"
+R004 = "004_ba6059c7056f3c65.txt"
+SRC_NACK = f"{R003}#basic-nack"
+SRC_TAG = f"{R003}#the-delivery-tag"
+SRC_REJECTION = f"{R004}#dealing-with-rejection"
+SRC_ORDER = f"{R001}#ordering"
+NACK = ["basic.nack"]
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def publish_confirmed(ch: RawChannel, queue: str, bodies: Sequence[bytes]) -> None:
+    """Publish ``bodies`` to ``queue`` on a separate confirm-mode channel and wait for the confirms,
+    so the messages are known to be enqueued before the case goes on."""
+    pub = ch.conn.channel()
+    pub.confirm_select()
+    for body in bodies:
+        pub.publish("", queue, body)
+    want = set(range(1, len(bodies) + 1))
+    acked: set[int] = set()
+    nacked: set[int] = set()
+    while not want <= acked | nacked:
+        ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
+        tag = int(ev.method.delivery_tag)
+        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
+        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
+    if nacked:
+        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
+                       observed=f"basic.nack for publishes {sorted(nacked)}")
+    pub.close()
+
+
+def get_n(ch: RawChannel, queue: str, n: int) -> list[Event]:
+    """``n`` messages by basic.get with manual ack (tags 1..n on a fresh channel)."""
+    got: list[Event] = []
+    for i in range(n):
+        ev = ch.get(queue)
+        if ev is None:
+            raise Mismatch("setup basic.get", expected=f"{n} messages", observed=f"get-empty after {i}")
+        got.append(ev)
+    return got
+
+
+def drain(ch: RawChannel, queue: str, limit: int = 100) -> list[Event]:
+    """Every ready message of ``queue`` by basic.get with auto-ack, until get-empty."""
+    got: list[Event] = []
+    for _ in range(limit):
+        ev = ch.get(queue, no_ack=True)
+        if ev is None:
+            break
+        got.append(ev)
+    return got
+
+
+def body_list(events: Sequence[Event]) -> list[str]:
+    return [(e.body or b"").decode() for e in events]
+
+
+def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bool) -> None:
+    """Send basic.nack; a 540 NOT_IMPLEMENTED close on the next round trip means the broker has
+    no basic.nack (an optional extension): UNSUPPORTED rather than a failure."""
+    ch.nack(tag, multiple=multiple, requeue=requeue)
+    try:
+        ch.barrier()
+    except UnexpectedClose as exc:
+        if exc.reply_code == 540:
+            raise Unsupported("basic.nack answered with 540 NOT_IMPLEMENTED",
+                              expected="basic.nack processed", observed=exc.event.describe()) from exc
+        raise
+
+
+# -- capability ------------------------------------------------------------------------------------
+
+
+@case(
+    "nack.capability-advertised",
+    sources=[SRC_NACK, SRC_REJECTION],
+    level=Level.EXTENSION,
+    description="A broker that processes basic.nack announces it in server-properties",
+    expectation="after a basic.nack is accepted, connection.start's capabilities table has basic.nack=true",
+)
+def test_capability_advertised(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1"])
+    (ev,) = get_n(ch, q, 1)
+    nack_or_unsupported(ch, int(ev.method.delivery_tag), multiple=False, requeue=True)
+    caps = ch.conn.server_properties.get("capabilities") or {}
+    ctx.check(bool(caps.get("basic.nack", False)), True, "server-properties capabilities['basic.nack']")
+
+
+# -- single ----------------------------------------------------------------------------------------
+
+
+@case(
+    "nack.single-requeue",
+    sources=[SRC_NACK, SRC_REJECTION],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
+    expectation="exactly that message is back in the queue (the other stays unacked)",
+)
+def test_single_requeue(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1", b"n2"])
+    evs = get_n(ch, q, 2)
+    ch.nack(evs[1].method.delivery_tag, multiple=False, requeue=True)
+    ctx.check(body_list(drain(ch, q)), ["n2"], "messages in the queue after the single nack")
+
+
+@case(
+    "nack.requeue-redelivered-flag",
+    rules=["redelivered/implementation"],
+    sources=[SRC_NACK, SRC_TAG],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="A consumer nacks a delivery with requeue=true and receives it again",
+    expectation="the redelivery carries redelivered=true",
+)
+def test_requeue_redelivered_flag(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1"])
+    ch.consume(q)
+    first = ch.next_delivery(what="the first delivery")
+    ch.nack(first.method.delivery_tag, requeue=True)
+    again = ch.next_delivery(what="the redelivery after nack(requeue=true)")
+    ctx.observe("redelivery", again.describe())
+    ctx.check(bool(again.method.redelivered), True, "redelivered flag of the redelivery")
+
+
+@case(
+    "nack.requeue-false-discards",
+    sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
+    expectation="the message is discarded: the queue is empty afterwards",
+)
+def test_requeue_false_discards(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1"])
+    (ev,) = get_n(ch, q, 1)
+    ch.nack(ev.method.delivery_tag, requeue=False)
+    expect_get_empty(ch, q, what="queue after nack(requeue=false)")
+    ctx.observe("queue", "empty")
+
+
+# -- multiple --------------------------------------------------------------------------------------
+
+
+@case(
+    "nack.multiple-with-gaps",
+    sources=[SRC_NACK, SRC_TAG],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="Tags 1..5 unacked; ack 2 and 4; then basic.nack(5, multiple=true, requeue=true)",
+    expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 and the "
+                "channel stays open",
+)
+def test_multiple_with_gaps(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
+    evs = get_n(ch, q, 5)
+    ch.ack(evs[1].method.delivery_tag)
+    ch.ack(evs[3].method.delivery_tag)
+    ch.nack(evs[4].method.delivery_tag, multiple=True, requeue=True)
+    ctx.check(sorted(body_list(drain(ch, q))), ["n1", "n3", "n5"], "messages requeued by the multiple nack")
+
+
+@case(
+    "nack.zero-multiple-all-outstanding",
+    sources=[SRC_NACK, SRC_TAG],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
+    expectation="tag 0 with multiple means all outstanding: all three are back in the queue",
+)
+def test_zero_multiple(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1", b"n2", b"n3"])
+    get_n(ch, q, 3)
+    ch.nack(0, multiple=True, requeue=True)
+    ctx.check(sorted(body_list(drain(ch, q))), ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)")
+
+
+@case(
+    "nack.multiple-requeue-order",
+    sources=[SRC_ORDER, SRC_NACK],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="A consumer (prefetch 4) holds n1..n4 of n1..n8 and nacks them with one "
+                "basic.nack(4, multiple=true, requeue=true)",
+    expectation="the consumer's next deliveries are n1..n8, in publication order",
+)
+def test_multiple_requeue_order(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    bodies = [f"n{i}".encode() for i in range(1, 9)]
+    publish_confirmed(ch, q, bodies)
+    ch.qos(4)
+    ch.consume(q)
+    first = ch.deliveries(4)
+    ch.nack(first[-1].method.delivery_tag, multiple=True, requeue=True)
+    after: list[Event] = []
+    while len(after) < 8:
+        ev = ch.next_delivery(what=f"8 deliveries after the nack (had {len(after)})")
+        after.append(ev)
+        ch.ack(ev.method.delivery_tag)  # keep the prefetch window moving
+    ctx.observe("redelivered flags", [bool(e.method.redelivered) for e in after])
+    ctx.check(body_list(after), [f"n{i}" for i in range(1, 9)], "delivery order after the multiple nack")
+
+
+# -- dead-lettering and errors ---------------------------------------------------------------------
+
+
+@case(
+    "nack.requeue-false-dead-letters",
+    sources=[SRC_NACK],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
+    expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
+)
+def test_requeue_false_dead_letters(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    dlx = cleanup.exchange(ctx.name("dlx"))
+    dlq = cleanup.queue(ctx.name("dlq"))
+    src = cleanup.queue(ctx.name("src"))
+    ch.declare_exchange(dlx, "fanout")
+    ch.declare_queue(dlq)
+    ch.bind(dlq, dlx)
+    ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
+    publish_confirmed(ch, src, [b"n1"])
+    (ev,) = get_n(ch, src, 1)
+    ch.consume(dlq, no_ack=True)
+    ch.nack(ev.method.delivery_tag, requeue=False)
+    wait = min(ctx.timeout, 5.0)
+    try:
+        dead = ch.next_delivery(timeout=wait, what="the dead-lettered message")
+    except CaseTimeout as exc:
+        raise Mismatch("dead-lettering", expected="the message arrives in the dead-letter queue",
+                       observed=f"nothing in the dead-letter queue within {wait:.1f}s") from exc
+    ctx.observe("dead-lettered", dead.describe())
+    headers = (dead.properties.headers if dead.properties else None) or {}
+    deaths = headers.get("x-death") or []
+    reason = deaths[0].get("reason") if deaths else f"no x-death header (headers {sorted(headers)})"
+    ctx.check(reason.decode() if isinstance(reason, bytes) else reason, "rejected", "x-death[0].reason")
+
+
+@case(
+    "nack.unknown-tag-406",
+    rules=["basic.ack/exists"],
+    sources=[SRC_TAG, SRC_NACK],
+    level=Level.EXTENSION,
+    requires=NACK,
+    description="basic.nack of a delivery tag that was never delivered on the channel",
+    expectation="channel.close 406 PRECONDITION_FAILED (as basic.ack/exists requires for ack)",
+)
+def test_unknown_tag(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    publish_confirmed(ch, q, [b"n1"])
+    get_n(ch, q, 1)
+    ch.nack(99, requeue=True)
+    ev = expect_channel_close(ch, 406, what="basic.nack of unknown tag 99")
+    ctx.observe("close", ev.describe())
+
+
+# -- client libraries ------------------------------------------------------------------------------
+
+
+@case(
+    "nack.pika-multiple-requeue",
+    sources=[SRC_NACK, SRC_REJECTION],
+    level=Level.EXTENSION,
+    requires=NACK,
+    client="pika",
+    description="pika: basic_get three messages, then basic_nack(last tag, multiple=True, requeue=True)",
+    expectation="all three are back in the queue: draining it with basic_get returns p0, p1, p2",
+)
+def test_pika_multiple_requeue(broker_url, ctx, cleanup):
+    from pika import exceptions as pex
+
+    q = cleanup.queue(ctx.name("q"))
+    conn = pika_connection(broker_url, ctx.timeout)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
+        for i in range(3):
+            ch.basic_publish("", q, f"p{i}".encode())
+        tags = []
+        for _ in range(3):
+            method, _props, _body = ch.basic_get(q)
+            if method is None:
+                raise Mismatch("pika basic_get", expected="3 messages", observed=f"get-empty after {len(tags)}")
+            tags.append(method.delivery_tag)
+        ch.basic_nack(tags[-1], multiple=True, requeue=True)
+        got = []
+        while True:
+            method, _props, body = ch.basic_get(q, auto_ack=True)
+            if method is None:
+                break
+            got.append(body.decode())
+    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
+        raise Mismatch("pika nack", expected="no broker error", observed=f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+    ctx.check(sorted(got), ["p0", "p1", "p2"], "messages back in the queue after basic_nack(multiple)")
+
+
+@case(
+    "nack.aio-pika-requeue-false-discards",
+    sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
+    level=Level.EXTENSION,
+    requires=NACK,
+    client="aio-pika",
+    description="aio-pika: queue.get() then message.nack(requeue=False)",
+    expectation="the message is discarded: a following queue.get() finds the queue empty",
+)
+def test_aio_pika_nack_discards(broker_url, ctx, cleanup):
+    q = cleanup.queue(ctx.name("q"))
+
+    async def scenario() -> Any:
+        import aio_pika
+        from aiormq.exceptions import AMQPError
+
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel()
+            queue = await channel.declare_queue(q)
+            await channel.default_exchange.publish(aio_pika.Message(b"a1"), routing_key=q)
+            msg = await queue.get(timeout=ctx.timeout, fail=False)
+            if msg is None:
+                raise Mismatch("queue.get()", expected="the published message", observed="queue empty")
+            await msg.nack(requeue=False)
+            again = await queue.get(timeout=ctx.timeout, fail=False)
+            return "queue empty" if again is None else f"message {again.body!r} redelivered={again.redelivered}"
+        except AMQPError as exc:
+            raise Mismatch("aio-pika nack", expected="no broker error", observed=repr(exc)) from exc
+        finally:
+            await conn.close()
+
+    observed = run_async(scenario(), ctx.timeout * 3, "the aio-pika nack scenario")
+    ctx.check(observed, "queue empty", "queue.get() after message.nack(requeue=False)")
