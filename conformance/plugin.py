@@ -9,6 +9,7 @@ word, written as one JSON line to ``reports/results/`` and counted in an area ×
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import time
@@ -63,6 +64,8 @@ OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
      "verdicts that fail the run (default FAIL,TIMEOUT,ERROR; 'none' for none)"),
     ("--restart-cmd", "AMQP_CONFORMANCE_RESTART_CMD", None,
      "shell command that restarts the --broker-url broker (enables restart cases for url targets)"),
+    ("--case", "AMQP_CONFORMANCE_CASE", None,
+     "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')"),
 )
 
 VERDICT_KEY = "verdict"
@@ -75,6 +78,21 @@ STATUS: dict[Verdict, tuple[str, str, str]] = {
     Verdict.TIMEOUT: ("timeout", "T", "TIMEOUT"),
     Verdict.ERROR: ("error", "E", "ERROR"),
 }
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--case GLOBS``: keep only the conformance cases whose id matches (others deselected)."""
+    wanted = [g.strip() for g in (config.getoption("--case") or "").split(",") if g.strip()]
+    if not wanted:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        c = case_of(item)
+        (keep if c is not None and any(fnmatch.fnmatchcase(c.id, g) for g in wanted) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

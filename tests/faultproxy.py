@@ -99,6 +99,17 @@ class ExclusiveIgnored(Fault):
         return [(channel, frm)]
 
 
+class RejectRequeueDropped(Fault):
+    """reject: basic.reject(requeue=true) from the client is carried out with requeue=false."""
+
+    name = "reject-requeue-dropped"
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Basic.Reject) and frm.requeue:
+            return [(channel, spec.Basic.Reject(delivery_tag=frm.delivery_tag, requeue=False))]
+        return [(channel, frm)]
+
+
 class NackMultipleIgnored(Fault):
     """nack: basic.nack(multiple=true) from the client settles only the tag it names."""
 
@@ -145,7 +156,8 @@ class SwapDeliveries(Fault):
 
 
 FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, RollbackCommits, NoRedeliveredFlag,
-                                                     ExclusiveIgnored, NackMultipleIgnored, SwapDeliveries)}
+                                                     ExclusiveIgnored, NackMultipleIgnored, SwapDeliveries,
+                                                     RejectRequeueDropped)}
 
 
 @dataclass
