@@ -1,0 +1,431 @@
+"""Message ordering: one path keeps publication order; requeued messages go back to their place.
+
+Documents: 001_27f7ea2622bbc99f.txt#ordering ("Message ordering guarantees": section 4.7 of the
+AMQP 0-9-1 core specification guarantees order for one channel → one exchange → one queue → one
+outgoing channel; since RabbitMQ 2.7.0 "messages are always held in the queue in publication
+order, even in the presence of requeueing or channel closure"; individual consumers of a queue
+with several subscribers may still observe messages out of order) and the spec XML rule
+``basic/08`` (same-priority messages in order irrespective of persistence).
+
+The position of a requeued message is not defined by the AMQP 0-9-1 XML, so the requeue cases
+carry per-profile data: ``rabbitmq`` expects publication order (001#ordering), ``spec`` records
+what happened (INFORMATIONAL).
+
+Waiting: a basic.get on the channel that requeued is ordered after the requeue in RabbitMQ (a
+passive queue.declare is not: the queue answers it ahead of queued requeues), so the queue is read
+with basic.get on that channel; after a channel close the queue is read once its message count
+shows every message back (a bounded poll).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import Event, RawChannel
+from conformance.verdicts import CaseTimeout, Mismatch
+
+R001 = "001_27f7ea2622bbc99f.txt"
+R003 = "003_50388870ec53b6aa.txt"
+R004 = "004_ba6059c7056f3c65.txt"
+SRC_ORDER = f"{R001}#ordering"
+IN_ORDER = "publication order"
+UNDEFINED = "undefined (recorded)"
+# Where a requeued message goes, per profile (see the module docstring).
+REQUEUE_EXPECTED = {"rabbitmq": IN_ORDER, "spec": UNDEFINED}
+REQUEUE_SOURCES = {
+    "rabbitmq": f"{SRC_ORDER}: 'From RabbitMQ release 2.7.0, messages are always held in the queue in "
+                "publication order, even in the presence of requeueing or channel closure'",
+    "spec": "the AMQP 0-9-1 XML does not say where a requeued message goes (basic.reject/basic.recover "
+            "field requeue); recorded as INFORMATIONAL",
+}
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, bodies: Sequence[bytes]) -> None:
+    """Publish ``bodies`` on one separate confirm-mode channel and wait until every publish is
+    confirmed, so the messages are known to be enqueued (in this order) before the case goes on."""
+    pub = ch.conn.channel()
+    pub.confirm_select()
+    for body in bodies:
+        pub.publish(exchange, routing_key, body)
+    want = set(range(1, len(bodies) + 1))
+    acked: set[int] = set()
+    nacked: set[int] = set()
+    while not want <= acked | nacked:
+        try:
+            ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
+        except CaseTimeout as exc:
+            pending = sorted(want - acked - nacked)
+            raise CaseTimeout(f"setup: publisher confirms for {len(bodies)} messages", exc.seconds,
+                              observed=f"{len(pending)} unconfirmed, first {pending[:5]}") from exc
+        tag = int(ev.method.delivery_tag)
+        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
+        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
+    if nacked:
+        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
+                       observed=f"basic.nack for {len(nacked)} publishes")
+    pub.close()
+
+
+def names(events: Sequence[Event]) -> list[str]:
+    return [(e.body or b"").decode() for e in events]
+
+
+def order_verdict(observed: Sequence[str], expected: Sequence[str]) -> str:
+    """``publication order`` or a short description of the first difference (lists can be long)."""
+    if list(observed) == list(expected):
+        return IN_ORDER
+    if sorted(observed) == sorted(expected):
+        i = next(i for i, (a, b) in enumerate(zip(observed, expected, strict=True)) if a != b)
+        return f"out of order from position {i}: got {list(observed[i:i + 5])}, expected {list(expected[i:i + 5])}"
+    missing = sorted(set(expected) - set(observed))
+    extra = sorted(set(observed) - set(expected))
+    return f"different messages: {len(observed)} of {len(expected)}, missing {missing[:5]}, extra {extra[:5]}"
+
+
+def drain(ch: RawChannel, queue: str, limit: int) -> list[Event]:
+    """Every ready message of ``queue`` by basic.get with auto-ack, until get-empty."""
+    got: list[Event] = []
+    for _ in range(limit):
+        ev = ch.get(queue, no_ack=True)
+        if ev is None:
+            break
+        got.append(ev)
+    return got
+
+
+def wait_ready(ch: RawChannel, queue: str, count: int, timeout: float) -> None:
+    """Poll the ready count until it reaches ``count`` (requeue on channel close is asynchronous);
+    a count that stays short is the broker not requeueing: a Mismatch with the last count."""
+    deadline = time.monotonic() + timeout
+    last = ch.message_count(queue)
+    while last < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+        last = ch.message_count(queue)
+    if last < count:
+        raise Mismatch("requeue on channel close", expected=f"{count} ready messages",
+                       observed=f"{last} ready after {timeout:.1f}s")
+
+
+def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[str], what: str) -> None:
+    """Compare with the profile's expectation; where the profile leaves it undefined, record it."""
+    verdict = order_verdict(observed, expected)
+    ctx.observe("order", list(observed))
+    if ctx.expected == UNDEFINED:
+        ctx.informational(verdict, note=f"{what}: position of requeued messages is not defined by this profile")
+        return
+    ctx.check_profile(verdict, what)
+
+
+# -- one path --------------------------------------------------------------------------------------
+
+
+@case(
+    "ordering.single-path-1000",
+    rules=["basic/08"],
+    sources=[SRC_ORDER],
+    level=Level.MUST,
+    description="1000 messages, alternately transient and persistent, from one channel through one direct "
+                "exchange into one queue, consumed by one consumer",
+    expectation="the consumer receives all 1000 in publication order",
+)
+def test_single_path_1000(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x = cleanup.exchange(ctx.name("x"))
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(x, "direct")
+    ch.declare_queue(q)
+    ch.bind(q, x, "k")
+    bodies = [f"m{i:04d}".encode() for i in range(1000)]
+    consumer = amqp.channel()
+    consumer.consume(q)
+    # No confirms needed: the consumer waits for all 1000 (and confirms are another area's subject).
+    for i, body in enumerate(bodies):
+        ch.publish(x, "k", body, persistent=i % 2 == 1)
+    got = consumer.deliveries(1000)
+    consumer.ack(got[-1].method.delivery_tag, multiple=True)
+    ctx.check(order_verdict(names(got), [b.decode() for b in bodies]), IN_ORDER, "order of 1000 deliveries")
+
+
+# -- requeue family ------------------------------------------------------------------------------
+
+
+def _reject_each(ch: RawChannel, held: list[Event]) -> None:
+    for ev in reversed(held):
+        ch.reject(ev.method.delivery_tag, requeue=True)
+
+
+def _nack_each(ch: RawChannel, held: list[Event]) -> None:
+    for ev in reversed(held):
+        ch.nack(ev.method.delivery_tag, requeue=True)
+
+
+def _nack_multiple(ch: RawChannel, held: list[Event]) -> None:
+    ch.nack(max(int(e.method.delivery_tag) for e in held), multiple=True, requeue=True)
+
+
+def _recover(ch: RawChannel, held: list[Event]) -> None:
+    ch.recover(requeue=True)
+
+
+def _close(ch: RawChannel, held: list[Event]) -> None:
+    ch.close()
+
+
+Requeue = Callable[[RawChannel, list[Event]], None]
+
+
+def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequence[str] = (),
+                  extra_sources: Sequence[str] = ()) -> Case:
+    return Case(
+        id=f"ordering.requeue-{slug}",
+        description=f"m0..m9 in a queue; a channel holds m0..m5 unacked, acks m1 and m4, then {how}",
+        expectation="reading the queue afterwards gives m0 m2 m3 m5 m6 m7 m8 m9 (publication order)",
+        level=Level.MUST,
+        rules=tuple(rules),
+        sources=(SRC_ORDER, *extra_sources),
+        expected=REQUEUE_EXPECTED,
+        expected_sources=REQUEUE_SOURCES,
+        requires=tuple(requires),
+    )
+
+
+REQUEUE_ROWS = [
+    param(_requeue_case("reject", "rejects m5, m3, m2, m0 (in that order) with basic.reject(requeue=true)",
+                        extra_sources=["002_4ef6b84472723893.txt#requeue-true"]),
+          _reject_each, False),
+    param(_requeue_case("nack-single", "nacks m5, m3, m2, m0 one by one with basic.nack(requeue=true)",
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+          _nack_each, False),
+    param(_requeue_case("nack-multiple", "sends one basic.nack(tag of m5, multiple=true, requeue=true)",
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+          _nack_multiple, False),
+    param(_requeue_case("recover", "sends basic.recover(requeue=true)", rules=["basic.recover/01"],
+                        extra_sources=[f"{R004}#resurfacing-messages-in-limbo"]),
+          _recover, False),
+    param(_requeue_case("channel-close", "closes the channel (the basic.get deliveries are requeued)",
+                        extra_sources=[f"{R003}#what-happens-to-unacknowledged-messages"]),
+          _close, False),
+    param(_requeue_case("consumer-cancel", "(a consumer, prefetch 6) cancels with basic.cancel and then "
+                        "closes the channel — basic.cancel alone leaves deliveries unacked (spec XML "
+                        "basic.cancel: 'This does not affect already delivered messages')",
+                        extra_sources=[f"{R003}#consumer-cancellation"]),
+          _close, True),
+]
+
+
+@pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
+def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool):
+    conn = amqp()
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    bodies = [f"m{i}".encode() for i in range(10)]
+    publish_confirmed(ch, "", q, bodies)
+    if via_consumer:
+        ch.qos(6)
+        tag = ch.consume(q)
+        held = ch.deliveries(6)
+        ch.cancel(tag)
+    else:
+        held = []
+        for _ in range(6):
+            ev = ch.get(q)
+            if ev is None:
+                raise Mismatch("setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}")
+            held.append(ev)
+    if names(held) != [f"m{i}" for i in range(6)]:
+        raise Mismatch("setup: first six messages", expected="m0..m5", observed=names(held))
+    ch.ack(held[1].method.delivery_tag)
+    ch.ack(held[4].method.delivery_tag)
+    requeued = [held[0], held[2], held[3], held[5]]
+    requeue(ch, requeued)
+    expected = ["m0", "m2", "m3", "m5", "m6", "m7", "m8", "m9"]
+    if requeue is _close:
+        reader = conn.channel()
+        wait_ready(reader, q, len(expected), ctx.timeout)
+    else:
+        reader = ch  # basic.get on the requeueing channel is ordered after the requeue
+    got = names(drain(reader, q, limit=len(expected) + 2))
+    judge_requeue_order(ctx, got, expected, "queue order after the requeue")
+
+
+@case(
+    "ordering.survivor-gets-requeued-in-order",
+    sources=[SRC_ORDER, f"{R003}#what-happens-to-unacknowledged-messages"],
+    level=Level.MUST,
+    description="Consumer A (prefetch 5) holds m0..m4, consumer B holds m5..m9 (both unacked); A's "
+                "channel closes",
+    expectation="the surviving consumer B receives m0..m4 again, in publication order",
+    expected=REQUEUE_EXPECTED,
+    expected_sources=REQUEUE_SOURCES,
+)
+def test_survivor_in_order(amqp, ctx, cleanup):
+    a = amqp.channel()
+    b = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    a.declare_queue(q)
+    publish_confirmed(a, "", q, [f"m{i}".encode() for i in range(10)])
+    a.qos(5)
+    a.consume(q)
+    got_a = a.deliveries(5)
+    b.consume(q)
+    got_b = b.deliveries(5)
+    if names(got_a) + names(got_b) != [f"m{i}" for i in range(10)]:
+        raise Mismatch("setup: split between consumers", expected="A m0..m4, B m5..m9",
+                       observed=f"A {names(got_a)}, B {names(got_b)}")
+    a.close()
+    redelivered = b.deliveries(5)
+    judge_requeue_order(ctx, names(redelivered), [f"m{i}" for i in range(5)],
+                        "order in which the survivor receives the requeued messages")
+
+
+@case(
+    "ordering.several-consumers-observed",
+    sources=[SRC_ORDER],
+    level=Level.INFO,
+    description="Two consumers (prefetch 2) share a queue of 20 messages; A requeues (basic.reject) every "
+                "message the first time it sees it, B acks everything",
+    expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
+                "messages out of order; the queue keeps publication order)",
+)
+def test_several_consumers_observed(amqp, ctx, cleanup):
+    a = amqp.channel()
+    b = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    a.declare_queue(q)
+    a.qos(2)
+    b.qos(2)
+    a.consume(q)
+    b.consume(q)
+    publish_confirmed(a, "", q, [f"m{i:02d}".encode() for i in range(20)])
+    seen: dict[str, list[str]] = {"A": [], "B": []}
+    rejected: set[str] = set()
+    done: set[str] = set()
+    deadline = time.monotonic() + ctx.timeout
+    while len(done) < 20:
+        if time.monotonic() > deadline:
+            raise CaseTimeout("every message acked by one of the consumers", ctx.timeout,
+                              observed=f"{len(done)} acked; A saw {seen['A']}, B saw {seen['B']}")
+        for label, ch in (("A", a), ("B", b)):
+            try:
+                ev = ch.next_delivery(timeout=0.02)
+            except CaseTimeout:
+                continue
+            body = (ev.body or b"").decode()
+            seen[label].append(body)
+            if label == "A" and body not in rejected:
+                rejected.add(body)
+                ch.reject(ev.method.delivery_tag, requeue=True)
+            else:
+                ch.ack(ev.method.delivery_tag)
+                done.add(body)
+    ctx.informational({
+        "A saw": seen["A"], "B saw": seen["B"],
+        "A in order": seen["A"] == sorted(seen["A"]), "B in order": seen["B"] == sorted(seen["B"]),
+    })
+
+
+# -- client libraries ------------------------------------------------------------------------------
+
+
+@case(
+    "ordering.pika-consume-200",
+    rules=["basic/08"],
+    sources=[SRC_ORDER],
+    level=Level.MUST,
+    client="pika",
+    description="pika: 200 messages published on one channel with confirm_delivery, consumed by one "
+                "consumer loop",
+    expectation="the pika consumer receives the 200 messages in publication order",
+)
+def test_pika_consume_order(broker_url, ctx, cleanup):
+    from pika import exceptions as pex
+
+    q = cleanup.queue(ctx.name("q"))
+    bodies = [f"p{i:03d}" for i in range(200)]
+    seen: list[str] = []
+    conn = pika_connection(broker_url, ctx.timeout)
+    try:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
+        for body in bodies:
+            ch.basic_publish("", q, body.encode())
+        ch.basic_qos(prefetch_count=50)
+        for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
+            if method is None:
+                raise CaseTimeout("200 deliveries in the pika consumer loop", ctx.timeout,
+                                  observed=f"{len(seen)} deliveries")
+            seen.append(body.decode())
+            ch.basic_ack(method.delivery_tag)
+            if len(seen) == len(bodies):
+                break
+        ch.cancel()
+    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
+        raise Mismatch("pika publish/consume", expected="no broker error",
+                       observed=f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        with contextlib.suppress(Exception):
+            conn.close()
+    ctx.check(order_verdict(seen, bodies), IN_ORDER, "order of the 200 pika deliveries")
+
+
+@case(
+    "ordering.aio-pika-reject-requeue",
+    sources=[SRC_ORDER, "002_4ef6b84472723893.txt#requeue-true"],
+    level=Level.MUST,
+    client="aio-pika",
+    description="aio-pika: a0..a5 in a queue; queue.get() a0..a2, then message.reject(requeue=True) for "
+                "a2, a1, a0 (in that order)",
+    expectation="reading the queue afterwards gives a0..a5 (publication order)",
+    expected=REQUEUE_EXPECTED,
+    expected_sources=REQUEUE_SOURCES,
+)
+def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
+    q = cleanup.queue(ctx.name("q"))
+    bodies = [f"a{i}" for i in range(6)]
+
+    async def scenario() -> list[str]:
+        import aio_pika
+        from aiormq.exceptions import AMQPError
+
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel()
+            queue = await channel.declare_queue(q)
+            for body in bodies:
+                await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
+            held = []
+            for _ in range(3):
+                msg = await queue.get(timeout=ctx.timeout, fail=False)
+                if msg is None:
+                    raise Mismatch("queue.get()", expected="3 messages", observed=f"empty after {len(held)}")
+                held.append(msg)
+            for msg in reversed(held):
+                await msg.reject(requeue=True)
+            got = []
+            for _ in range(len(bodies) + 2):
+                msg = await queue.get(timeout=ctx.timeout, fail=False, no_ack=True)
+                if msg is None:
+                    break
+                got.append(msg.body.decode())
+            return got
+        except AMQPError as exc:
+            raise Mismatch("aio-pika reject", expected="no broker error", observed=repr(exc)) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    got = run_async(scenario(), ctx.timeout * 3, "the aio-pika requeue-order scenario")
+    judge_requeue_order(ctx, got, bodies, "queue order after aio-pika rejects")
