@@ -98,6 +98,14 @@ def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, ra
             return "accepted (probe answered)", f"no error for {name}; the probe was answered"
         return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
                                               f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
+    if isinstance(ev.method, spec.Channel.Close):
+        return short(ev), ev.describe()  # the broker discards the probe after its close
+    # Take the probe's own answer too, so it cannot be mistaken for a reply by a later call.
+    try:
+        conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Exchange.DeclareOk),
+                        "the probe's answer", timeout=limit)
+    except UnexpectedClose as exc:
+        return f"{short(ev)} then {short(exc.event)}", f"{ev.describe()}, then {exc.event.describe()}"
     return short(ev), ev.describe()
 
 

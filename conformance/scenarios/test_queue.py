@@ -1,0 +1,508 @@
+"""Queue class (except exclusive queues, see test_exclusive.py): declare, bind, unbind, purge,
+delete — their rules, error codes and minimum counts.
+
+Documents: the spec XML's ``queue`` class rules (``queue.declare/*``, ``queue.bind/*``,
+``queue.unbind*``, ``queue.purge/*``, ``queue.delete/*``), ``basic.consume/01`` (16 consumers);
+``004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo`` (passive queue.declare for counts).
+RabbitMQ 3.10.8 behaviour measured with the raw client where it differs from the XML is kept as
+per-profile data with its source.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pamqp import commands as spec
+from pamqp import frame as pframe
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.raw import RawChannel
+from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.verdicts import CaseOutcome, Mismatch
+
+RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
+PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
+
+
+def _declare(name: str, **kw) -> spec.Queue.Declare:
+    return spec.Queue.Declare(queue=name, **kw)
+
+
+def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
+    """A method frame with a queue name pamqp refuses to encode: a same-length placeholder swapped."""
+    placeholder = "z" * len(bad.encode())
+    data = pframe.marshal(make(placeholder), ch.id)
+    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
+    return data.replace(placeholder.encode(), bad.encode())
+
+
+# -- declare -------------------------------------------------------------------------------------
+
+
+@case(
+    "queue.default-binding", rules=["queue.declare/default-binding"], level=Level.MUST,
+    description="A new queue is bound to the default exchange with its name as key, without any queue.bind",
+    expectation="a message published to exchange '' with routing key = queue name is in the queue",
+)
+def test_default_binding(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"default-binding")
+    ch.barrier()
+    ev = ch.get(q, no_ack=True)
+    check(ev.body if ev else None, b"default-binding", "message via the default binding")
+
+
+@case(
+    "queue.server-named", rules=["queue.declare/default-name"], level=Level.MUST,
+    description="Declaring two queues with an empty name",
+    expectation="each declare-ok carries a non-empty, distinct server-generated name",
+)
+def test_server_named(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    names = []
+    for _ in range(2):
+        got = outcome(ch, _declare("", exclusive=False, auto_delete=False), spec.Queue.DeclareOk)
+        if got[0] != "queue.declare-ok":
+            raise Mismatch("queue.declare with an empty name", expected="queue.declare-ok", observed=got[1])
+        ev = [e for e in ch.history() if isinstance(e.method, spec.Queue.DeclareOk)][-1]
+        names.append(cleanup.queue(ev.method.queue))
+    ctx.observe("names", names)
+    check(bool(names[0]) and bool(names[1]) and names[0] != names[1], True,
+          f"two non-empty distinct generated names (got {names})")
+
+
+@case(
+    "queue.reserved-name-403", rules=["queue.declare/reserved"], level=Level.MAY,
+    description="Declaring a new queue whose name starts with 'amq.' (not passive)",
+    expectation="channel.close 403 ACCESS_REFUSED",
+)
+def test_reserved(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue("amq." + ctx.name("q"))
+    ch.send(_declare(q))
+    expect_channel_close(ch, 403, what="declare of a new amq.* queue")
+
+
+@case(
+    "queue.name-syntax-406", rules=["queue.declare/syntax"], level=Level.MAY,
+    description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
+    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+    expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
+    expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
+                      "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"},
+)
+def test_queue_syntax(amqp, ctx):
+    ch = amqp.channel()
+    bad = ctx.name("q") + " bad!*"  # not given to cleanup: pamqp cannot encode it
+    try:
+        check_outcome(ctx, outcome(ch, _declare("q"), spec.Queue.DeclareOk,
+                                   raw=_bad_name_frame(ch, bad, lambda n: _declare(n))),
+                      "declare with an illegal name")
+    finally:
+        try:
+            ch2 = amqp.channel()
+            outcome(ch2, None, spec.Queue.DeleteOk, timeout=min(3.0, ctx.timeout),
+                    raw=_bad_name_frame(ch2, bad, lambda n: spec.Queue.Delete(queue=n)))
+        except (CaseOutcome, OSError):
+            pass
+
+
+@case(
+    "queue.passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST,
+    description="Passive declare of a queue that does not exist",
+    expectation="channel.close 404 NOT_FOUND",
+)
+def test_passive_missing(amqp, ctx):
+    ch = amqp.channel()
+    ch.send(_declare(ctx.name("missing"), passive=True))
+    expect_channel_close(ch, 404, what="passive declare of a missing queue")
+
+
+@case(
+    "queue.passive-existing-counts", rules=["queue.declare/passive"], sources=[PASSIVE_DOC], level=Level.MUST,
+    description="Passive declare of an existing queue holding 2 messages",
+    expectation="queue.declare-ok with message-count 2 (the queue is not created or changed)",
+)
+def test_passive_existing(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"1")
+    ch.publish("", q, b"2")
+    ch.barrier()
+    ok = ch.declare_queue(q, passive=True)
+    check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
+
+
+EQUIVALENCE = [
+    param(Case("queue.equivalent-durable", rules=("queue.declare/equivalent",), level=Level.MUST,
+               description="Redeclaring a transient queue as durable",
+               expectation="a channel exception (RabbitMQ: channel.close 406)",
+               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
+               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
+                                 "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
+          {}, {"durable": True}),
+    param(Case("queue.equivalent-arguments", rules=("queue.declare/equivalent",), level=Level.MUST,
+               description="Redeclaring a queue with a different x-max-length argument",
+               expectation="a channel exception (RabbitMQ: channel.close 406)",
+               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
+               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'x-max-length'\"",
+                                 "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
+          {"arguments": {"x-max-length": 10}}, {"arguments": {"x-max-length": 20}}),
+    param(Case("queue.equivalent-same-fields-ok", rules=("queue.declare/equivalent",), level=Level.MUST,
+               description="Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
+               expectation="queue.declare-ok", default="queue.declare-ok"),
+          {"durable": False}, {"durable": False}),
+    # queue.declare/pre-existence: "The server MUST ignore the auto-delete field if the queue
+    # already exists" — RabbitMQ instead checks it like the other fields (equivalent).
+    param(Case("queue.pre-existence-ignores-auto-delete", rules=("queue.declare/pre-existence",),
+               level=Level.MUST,
+               description="Redeclaring an existing queue with auto-delete reversed",
+               expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
+               expected={"spec": "queue.declare-ok", "rabbitmq": "channel.close 406"},
+               expected_sources={"spec": "queue.declare/pre-existence",
+                                 "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'auto_delete'\" (RabbitMQ applies "
+                                             "queue.declare/equivalent to auto-delete)"}),
+          {"auto_delete": False}, {"auto_delete": True}),
+]
+
+
+@pytest.mark.parametrize("first,second", EQUIVALENCE)
+def test_equivalent(amqp, ctx, cleanup, first, second):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q, **first)
+    check_outcome(ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}")
+
+
+@case(
+    "queue.durable-and-transient", rules=["queue.declare.durable/types"], level=Level.MUST,
+    description="Declaring one durable and one transient queue",
+    expectation="both are answered with declare-ok and exist afterwards (passive declare)",
+)
+def test_durable_and_transient(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    results = []
+    for durable in (True, False):
+        q = cleanup.queue(ctx.name(f"q-durable-{durable}"))
+        results.append(outcome(ch, _declare(q, durable=durable), spec.Queue.DeclareOk)[0])
+        results.append(outcome(ch, _declare(q, passive=True), spec.Queue.DeclareOk)[0])
+    check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
+
+
+@case(
+    "queue.minimum-256", rules=["queue.declare/minimum-queues"], level=Level.SHOULD,
+    description="Declaring 256 queues in one virtual host",
+    expectation="all 256 declares are answered with declare-ok",
+)
+def test_minimum_queues(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    names = [cleanup.queue(ctx.name(f"q{i}")) for i in range(256)]
+    for n in names:
+        ch.send(_declare(n))
+    oks = 0
+    for _ in names:
+        ch.wait(spec.Queue.DeclareOk, f"declare-ok for 256 queues (had {oks})")
+        oks += 1
+    check(oks, 256, "queues declared")
+    for n in names:  # delete here, pipelined; cleanup's deletes then find nothing (fast)
+        ch.send(spec.Queue.Delete(queue=n))
+    ch.barrier()
+
+
+# -- bind ----------------------------------------------------------------------------------------
+
+
+@case(
+    "queue.bind-duplicate-ok", rules=["queue.bind/duplicates"], level=Level.MUST,
+    description="Binding a queue twice with identical arguments",
+    expectation="both queue.bind calls are answered with bind-ok",
+)
+def test_bind_duplicates(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    got = [outcome(ch, spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk)[0]
+           for _ in range(2)]
+    check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
+
+
+@case(
+    "queue.bind-unique-delivery", rules=["queue.bind/unique"], level=Level.MUST,
+    description="A queue bound three times to amq.topic with patterns that all match one message",
+    expectation="the queue holds the message once (message-count 1)",
+)
+def test_bind_unique(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    key = ctx.name("k").replace("-", "_")
+    for pattern in (f"{key}.*", f"*.{key}b", "#"):
+        ch.bind(q, "amq.topic", pattern)
+    ch.publish("amq.topic", f"{key}.{key}b", b"once")
+    ch.barrier()
+    check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
+
+
+@case(
+    "queue.bind-durable-queue-transient-exchange", rules=["queue.bind/transient-exchange"], level=Level.MUST,
+    description="Binding a durable queue to a transient exchange",
+    expectation="queue.bind-ok",
+)
+def test_bind_transient_exchange(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(x, "direct", durable=False)
+    ch.declare_queue(q, durable=True)
+    got = outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)
+    check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
+
+
+@case(
+    "queue.binding-count-4", rules=["queue.bind/binding-count"], level=Level.SHOULD,
+    description="Binding one queue to 4 different exchanges",
+    expectation="four bind-ok",
+)
+def test_binding_count(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    got = []
+    for i in range(4):
+        x = cleanup.exchange(ctx.name(f"x{i}"))
+        ch.declare_exchange(x, "direct")
+        got.append(outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)[0])
+    check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
+
+
+@case(
+    "queue.direct-key-matching", rules=["queue.bind/direct-exchange-key-matching"], level=Level.MUST,
+    description="A queue bound to a direct exchange with key K; a message published with key K",
+    expectation="the message is in the queue",
+)
+def test_direct_key_matching(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(x, "direct")
+    ch.declare_queue(q)
+    ch.bind(q, x, "key-K")
+    ch.publish(x, "key-K", b"K")
+    ch.barrier()
+    ev = ch.get(q, no_ack=True)
+    check(ev.body if ev else None, b"K", "message routed by K = R")
+
+
+DEFAULT_EXCHANGE = [
+    param(Case("queue.bind-default-exchange", rules=("queue.bind/default-exchange",), level=Level.MUST,
+               description="queue.bind with a blank exchange name (the default exchange)",
+               expectation="spec: queue.bind-ok; RabbitMQ: channel.close 403 (no binding to the default exchange)",
+               expected={"spec": "queue.bind-ok", "rabbitmq": "channel.close 403"},
+               expected_sources={"spec": "queue.bind/default-exchange, exchange/default-access",
+                                 "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'"}),
+          "bind"),
+    param(Case("queue.unbind-default-exchange", rules=("queue.unbind/default-exchange",), level=Level.MUST,
+               description="queue.unbind with a blank exchange name (the default exchange)",
+               expectation="spec: queue.unbind-ok; RabbitMQ: channel.close 403",
+               expected={"spec": "queue.unbind-ok", "rabbitmq": "channel.close 403"},
+               expected_sources={"spec": "queue.unbind/default-exchange",
+                                 "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'"}),
+          "unbind"),
+]
+
+
+@pytest.mark.parametrize("op", DEFAULT_EXCHANGE)
+def test_default_exchange_blank(amqp, ctx, cleanup, op):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    if op == "bind":
+        got = outcome(ch, spec.Queue.Bind(queue=q, exchange="", routing_key=q), spec.Queue.BindOk)
+    else:
+        got = outcome(ch, spec.Queue.Unbind(queue=q, exchange="", routing_key=q), spec.Queue.UnbindOk)
+    check_outcome(ctx, got, f"queue.{op} with exchange ''")
+
+
+# -- missing entities: 404 -------------------------------------------------------------------------
+
+
+def _missing_case(id_: str, rule: str, description: str, *, rabbitmq: str | None = None) -> Case:
+    if rabbitmq is None:
+        return Case(id_, rules=(rule,), level=Level.MUST, description=description,
+                    expectation="channel.close 404 NOT_FOUND", default="channel.close 404")
+    return Case(id_, rules=(rule,), level=Level.MUST, description=description,
+                expectation=f"spec: channel.close 404 NOT_FOUND; RabbitMQ 3.x: {rabbitmq} (idempotent)",
+                expected={"spec": "channel.close 404", "rabbitmq": rabbitmq},
+                expected_sources={"spec": f"{rule} (on-failure not-found)",
+                                  "rabbitmq": f"{RMQ}: answered {rabbitmq}"})
+
+
+# (what to send, given a fresh queue name q that may or may not be declared): declared?, method, ok
+MISSING = [
+    param(_missing_case("queue.bind-unnamed-404", "queue.bind/queue-known",
+                        "queue.bind with an empty queue name on a channel that declared no queue"),
+          False, lambda q, x: spec.Queue.Bind(queue="", exchange="amq.direct", routing_key="k"), spec.Queue.BindOk),
+    param(_missing_case("queue.unbind-unnamed-404", "queue.unbind/queue-known",
+                        "queue.unbind with an empty queue name on a channel that declared no queue"),
+          False, lambda q, x: spec.Queue.Unbind(queue="", exchange="amq.direct", routing_key="k"),
+          spec.Queue.UnbindOk),
+    param(_missing_case("queue.purge-unnamed-404", "queue.purge/queue-known",
+                        "queue.purge with an empty queue name on a channel that declared no queue"),
+          False, lambda q, x: spec.Queue.Purge(queue=""), spec.Queue.PurgeOk),
+    param(_missing_case("queue.delete-unnamed-404", "queue.delete/queue-known",
+                        "queue.delete with an empty queue name on a channel that declared no queue"),
+          False, lambda q, x: spec.Queue.Delete(queue=""), spec.Queue.DeleteOk),
+    param(_missing_case("queue.bind-missing-queue-404", "queue.bind/must-exist", "queue.bind of a missing queue"),
+          False, lambda q, x: spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk),
+    param(_missing_case("queue.bind-missing-exchange-404", "queue.bind/exchange-existence",
+                        "queue.bind of an existing queue to a missing exchange"),
+          True, lambda q, x: spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk),
+    param(_missing_case("queue.unbind-missing-queue-404", "queue.unbind.queue/must-exist",
+                        "queue.unbind of a missing queue", rabbitmq="queue.unbind-ok"),
+          False, lambda q, x: spec.Queue.Unbind(queue=q, exchange="amq.direct", routing_key="k"),
+          spec.Queue.UnbindOk),
+    param(_missing_case("queue.unbind-missing-exchange-404", "queue.unbind.exchange/must-exist",
+                        "queue.unbind of an existing queue from a missing exchange", rabbitmq="queue.unbind-ok"),
+          True, lambda q, x: spec.Queue.Unbind(queue=q, exchange=x, routing_key="k"), spec.Queue.UnbindOk),
+    param(_missing_case("queue.purge-missing-404", "queue.purge/must-exist", "queue.purge of a missing queue"),
+          False, lambda q, x: spec.Queue.Purge(queue=q), spec.Queue.PurgeOk),
+    param(_missing_case("queue.delete-missing-404", "queue.delete/must-exist", "queue.delete of a missing queue",
+                        rabbitmq="queue.delete-ok"),
+          False, lambda q, x: spec.Queue.Delete(queue=q), spec.Queue.DeleteOk),
+]
+
+
+@pytest.mark.parametrize("declared,make,ok", MISSING)
+def test_missing(amqp, ctx, cleanup, declared, make, ok):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    if declared:
+        ch.declare_queue(q)
+    method = make(q, ctx.name("missing-x"))
+    check_outcome(ctx, outcome(ch, method, ok), method_name_of(method))
+
+
+def method_name_of(method) -> str:
+    from conformance.clients.raw import method_name
+
+    return method_name(method)
+
+
+# -- purge and delete ------------------------------------------------------------------------------
+
+
+@case(
+    "queue.purge-returns-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
+    rules=["queue.purge/must-exist"], level=Level.MUST,
+    description="Purging a queue holding 3 ready messages",
+    expectation="queue.purge-ok with message-count 3, and the queue is then empty",
+)
+def test_purge_count(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    for i in range(3):
+        ch.publish("", q, f"m{i}".encode())
+    ch.barrier()
+    ok = ch.purge(q)
+    after = ch.message_count(q)
+    check((ok.message_count, after), (3, 0), "(purge-ok message-count, messages left)")
+
+
+DELETE_GUARDS = [
+    param(Case("queue.delete-if-unused-406", rules=("queue.delete/in-use",), level=Level.MUST,
+               description="queue.delete with if-unused on a queue that has a consumer",
+               expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406"),
+          "consumer", {"if_unused": True}),
+    param(Case("queue.delete-if-empty-406", rules=("queue.delete/not-empty",), level=Level.MUST,
+               description="queue.delete with if-empty on a queue holding a message",
+               expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406"),
+          "message", {"if_empty": True}),
+]
+
+
+@pytest.mark.parametrize("setup,flags", DELETE_GUARDS)
+def test_delete_guards(amqp, ctx, cleanup, setup, flags):
+    conn = amqp()
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    if setup == "consumer":
+        conn.channel().consume(q)  # the consumer lives on another channel of this connection
+    else:
+        ch.publish("", q, b"keep-me")
+        ch.barrier()
+    check_outcome(ctx, outcome(ch, spec.Queue.Delete(queue=q, **flags), spec.Queue.DeleteOk),
+                  f"queue.delete {flags} with a {setup}")
+
+
+@case(
+    "queue.consumers-16", rules=["basic.consume/01"], level=Level.SHOULD,
+    description="16 consumers on one queue",
+    expectation="all 16 basic.consume calls are answered with consume-ok",
+)
+def test_sixteen_consumers(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    for i in range(16):
+        ch.send(spec.Basic.Consume(queue=q, consumer_tag=f"c{i}"))
+    oks = 0
+    for _ in range(16):
+        ch.wait(spec.Basic.ConsumeOk, f"consume-ok for 16 consumers (had {oks})")
+        oks += 1
+    check(oks, 16, "consumers accepted")
+
+
+# -- client libraries ----------------------------------------------------------------------------
+
+
+@case(
+    "queue.pika-passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST, client="pika",
+    description="pika: queue_declare(passive=True) of a missing queue",
+    expectation="raises ChannelClosedByBroker with reply code 404",
+)
+def test_pika_passive_missing(broker_url, ctx):
+    from pika import exceptions as pex
+
+    conn = pika_connection(broker_url, ctx.timeout)
+    try:
+        ch = conn.channel()
+        try:
+            ch.queue_declare(ctx.name("missing"), passive=True)
+            observed: object = "declare-ok"
+        except pex.ChannelClosedByBroker as exc:
+            observed = exc.reply_code
+        check(observed, 404, "pika ChannelClosedByBroker reply code")
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
+@case(
+    "queue.aio-pika-purge-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
+    rules=["queue.declare/default-binding"], level=Level.MUST, client="aio-pika",
+    description="aio-pika: publish 3 messages via the default exchange, then queue.purge()",
+    expectation="purge reports message_count 3",
+)
+def test_aio_pika_purge(broker_url, ctx, cleanup):
+    import aio_pika
+
+    q = cleanup.queue(ctx.name("q"))
+
+    async def scenario() -> int:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            ch = await conn.channel(publisher_confirms=True)
+            queue = await ch.declare_queue(q)
+            for i in range(3):
+                await ch.default_exchange.publish(aio_pika.Message(f"m{i}".encode()), routing_key=q)
+            ok = await queue.purge()
+            return int(ok.message_count)
+        finally:
+            await conn.close()
+
+    count = run_async(scenario(), ctx.timeout * 2, "aio-pika purge scenario")
+    check(count, 3, "purge-ok message-count")
