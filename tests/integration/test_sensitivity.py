@@ -32,10 +32,10 @@ from tests.faultproxy import (
 ROWS = [
     ("confirms", "confirms.invariant-never-acked-and-nacked", DoubleConfirm, "FAIL"),
     ("tx", "tx.publish.rollback", RollbackCommits, "FAIL"),
-    ("ordering", "ordering.single-consumer-1000", SwapDeliveries, "FAIL"),
+    ("ordering", "ordering.single-path-1000", SwapDeliveries, "FAIL"),
     ("reject", "reject.requeue-true-requeues", RejectRequeueDropped, "FAIL"),
     ("nack", "nack.multiple-with-gaps", NackMultipleIgnored, "FAIL"),
-    ("recover", "recover.requeue-true-redelivers-flag", NoRedeliveredFlag, "FAIL"),
+    ("recover", "recover.requeue-redelivers-consumer", NoRedeliveredFlag, "FAIL"),
     ("exclusive", "exclusive.other-connection-declare-405", ExclusiveIgnored, "FAIL"),
 ]
 
