@@ -24,10 +24,10 @@ def build_report(
 ) -> dict[str, Any]:
     """Build the report for ``inputs`` (files, folders, globs) into ``out_dir``; return the summary.
 
-    Raises :class:`conformance.report.io.InputProblem` for unusable inputs and
+    Raises :class:`conformance.report.edges.InputProblem` for unusable inputs and
     :class:`conformance.report.session.EnvironmentProblem` when Java 17+ is missing.
     """
-    from conformance.report.io import resolve_inputs
+    from conformance.report.edges import resolve_inputs
     from conformance.report.pipeline import run_report
     from conformance.report.session import spark_session
 

@@ -48,7 +48,7 @@ def report_parser() -> argparse.ArgumentParser:
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     from conformance.report import build_report
-    from conformance.report.io import InputProblem
+    from conformance.report.edges import InputProblem
     from conformance.report.session import EnvironmentProblem
 
     try:
@@ -128,7 +128,7 @@ def gate_main(argv: list[str]) -> int:
     except ValueError as exc:
         _err("gate", str(exc))
         return EXIT_BAD_INPUT
-    from conformance.report.io import InputProblem
+    from conformance.report.edges import InputProblem
     from conformance.report.session import EnvironmentProblem
 
     try:
@@ -142,20 +142,20 @@ def _gate(args: argparse.Namespace, base_sel: Selector, cand_sel: Selector) -> i
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from conformance.report import io, stages
+    from conformance.report import edges, stages
     from conformance.report.session import spark_session
 
     # Resolve every path first, so a typo fails before a JVM starts.
-    paths = {s.text: io.resolve_inputs([s.value]) for s in (base_sel, cand_sel) if s.kind == "path"}
-    shared = io.resolve_inputs(args.results) if any(s.kind != "path" for s in (base_sel, cand_sel)) else []
+    paths = {s.text: edges.resolve_inputs([s.value]) for s in (base_sel, cand_sel) if s.kind == "path"}
+    shared = edges.resolve_inputs(args.results) if any(s.kind != "path" for s in (base_sel, cand_sel)) else []
     _progress("gate: starting Spark")
     with spark_session(args.master) as spark:
-        loaded: list[io.Loaded] = []
+        loaded: list[edges.Loaded] = []
 
-        def side(sel: Selector, cache: dict[str, io.Loaded]) -> DataFrame:
+        def side(sel: Selector, cache: dict[str, edges.Loaded]) -> DataFrame:
             key = sel.text if sel.kind == "path" else "\0shared"
             if key not in cache:
-                cache[key] = io.load_results(spark, paths[sel.text] if sel.kind == "path" else shared)
+                cache[key] = edges.load_results(spark, paths[sel.text] if sel.kind == "path" else shared)
                 loaded.append(cache[key])
                 if cache[key].n_malformed:
                     ex = cache[key].examples[0]
@@ -170,14 +170,14 @@ def _gate(args: argparse.Namespace, base_sel: Selector, cand_sel: Selector) -> i
             return df
 
         try:
-            cache: dict[str, io.Loaded] = {}
+            cache: dict[str, edges.Loaded] = {}
             base, cand = side(base_sel, cache), side(cand_sel, cache)
             counts = {}
             for label, sel, df in (("baseline", base_sel, base), ("candidate", cand_sel, cand)):
                 n = df.select("case_id").distinct().count()
                 if n == 0:
                     where = " ".join(args.results) if sel.kind != "path" else sel.text
-                    raise io.InputProblem(f"{label} selector {sel.text} matched no result records in {where}")
+                    raise edges.InputProblem(f"{label} selector {sel.text} matched no result records in {where}")
                 counts[label] = n
             regressions = stages.gate_regressions(base, cand).orderBy("kind", "case_id")
             rows = [r.asDict() for r in regressions.limit(10_000).collect()]

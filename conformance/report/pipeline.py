@@ -18,7 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import html, io, stages, tx_table
+from conformance.report import edges, page, stages, tx_table
 from conformance.report.schema import VERDICTS
 from conformance.spec import load_rules
 
@@ -79,16 +79,16 @@ def run_report(
     """Build the whole report with ``spark``; return the summary (also written as summary.json)."""
     say = progress or _noop
     timer = Timer(say)
-    files = io.resolve_inputs(inputs)
+    files = edges.resolve_inputs(inputs)
     say(f"report: {len(files)} input file(s)")
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or out_dir.name
     tables: dict[str, int] = {}
 
-    holder: dict[str, io.Loaded] = {}
+    holder: dict[str, edges.Loaded] = {}
 
     def load() -> int:
-        holder["loaded"] = io.load_results(spark, files)
+        holder["loaded"] = edges.load_results(spark, files)
         return holder["loaded"].n_valid
 
     timer.stage("read+parse", load)
@@ -102,7 +102,7 @@ def run_report(
 
         def write(table: str, df: DataFrame) -> Callable[[], int]:
             def go() -> int:
-                tables[table] = io.write_table(df, out_dir, table)
+                tables[table] = edges.write_table(df, out_dir, table)
                 return tables[table]
 
             return go
@@ -114,14 +114,14 @@ def run_report(
         timer.stage("broker summary", write("brokers", stages.broker_summary(results, latest)))
         timer.stage("scores per area", write("scores_area", stages.scores(latest, "area")))
         timer.stage("scores per level", write("scores_level", stages.scores(latest, "level")))
-        seed = io.tx_seed_frame(spark)
+        seed = edges.tx_seed_frame(spark)
         tx_obs = stages.tx_observations(latest)
         timer.stage("tx table", write("tx_table", stages.tx_comparison(tx_obs, seed)))
         timer.stage("profile inference", write("profile_inference", stages.profile_inference(tx_obs, seed)))
         timer.stage("flaky cases", write("flaky", stages.flaky_cases(spark.read.parquet(str(out_dir / "tables" / "history")))))
         timer.stage("regressions", write("regressions", stages.release_regressions(latest)))
         rules = load_rules()
-        coverage = stages.rule_coverage(io.rules_frame(spark, rules), latest)
+        coverage = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
         timer.stage("rule coverage", write("rule_coverage", coverage))
         timer.stage("malformed lines", write("malformed", loaded.malformed))
         latest.unpersist()
@@ -139,9 +139,9 @@ def run_report(
     summary["timings_s"] = dict(timer.timings)
 
     def render() -> int:
-        page = html.render_report(summary, view)
-        (out_dir / "index.html").write_text(page, encoding="utf-8")
-        return len(page.encode("utf-8"))
+        text = page.render_report(summary, view)
+        (out_dir / "index.html").write_text(text, encoding="utf-8")
+        return len(text.encode("utf-8"))
 
     timer.stage("html", render, "bytes")
     summary["timings_s"] = dict(timer.timings)
@@ -202,7 +202,7 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
 def make_summary(
     name: str,
     files: list[str],
-    loaded: io.Loaded,
+    loaded: edges.Loaded,
     tables: dict[str, int],
     view: dict[str, Any],
     n_rule_elements: int,

@@ -43,7 +43,7 @@ RESULT_SCHEMA: Final = T.StructType(
 )
 
 # The raw lines as the edge reads them: the text, which file, where the file split starts and a
-# per-partition increasing id (see conformance.report.io for how line numbers come from these).
+# per-partition increasing id (see conformance.report.edges for how line numbers come from these).
 LINES_SCHEMA: Final = T.StructType(
     [
         T.StructField("value", STR),

@@ -119,11 +119,14 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
     if active is not None:
         return active
     check_java()
+    # Under spark-submit the JVM is already up with spark-submit's --master and settings: keep
+    # them unless a master is named here.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ and master is None
     master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
     log_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
+    builder = SparkSession.builder if submitted else SparkSession.builder.master(master)
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -131,7 +134,7 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
         .config("spark.executor.extraJavaOptions", log_opts)
         .config("spark.sql.adaptive.enabled", "true")
     )
-    if is_local(master):
+    if is_local(master) and not submitted:
         cores = local_cores(master)
         builder = (
             builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY))

@@ -1,7 +1,7 @@
 """The pipeline's stages: pure ``DataFrame -> DataFrame`` functions, no I/O, no actions.
 
 Every function here only builds a plan; reading and writing happen at the edges
-(:mod:`conformance.report.io`, :mod:`conformance.report.pipeline`). Inputs are named by what they
+(:mod:`conformance.report.edges`, :mod:`conformance.report.pipeline`). Inputs are named by what they
 must hold:
 
 - ``lines``: :data:`~conformance.report.schema.LINES_SCHEMA` — raw text lines with their file;

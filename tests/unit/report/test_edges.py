@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import io, synth, tx_table
+from conformance.report import edges, synth, tx_table
 from conformance.report.cli import parse_selector
 from conformance.report.schema import RESULT_SCHEMA
 from conformance.report.session import EnvironmentProblem, check_java, local_cores, parse_java_major
@@ -47,18 +47,18 @@ def test_resolve_inputs(tmp_path: Path) -> None:
     (tmp_path / "a" / "deep" / "r2.jsonl").write_text("{}\n", encoding="utf-8")
     (tmp_path / "a" / "notes.txt").write_text("x\n", encoding="utf-8")
     a1, a2 = str(tmp_path / "a" / "r1.jsonl"), str(tmp_path / "a" / "deep" / "r2.jsonl")
-    assert io.resolve_inputs([str(tmp_path / "a")]) == [a2, a1]
-    assert io.resolve_inputs([str(tmp_path / "a" / "*.jsonl"), a1]) == [a1]
-    assert io.resolve_inputs(["hdfs://nn/results/"]) == ["hdfs://nn/results/"]
+    assert edges.resolve_inputs([str(tmp_path / "a")]) == [a2, a1]
+    assert edges.resolve_inputs([str(tmp_path / "a" / "*.jsonl"), a1]) == [a1]
+    assert edges.resolve_inputs(["hdfs://nn/results/"]) == ["hdfs://nn/results/"]
     (tmp_path / "empty").mkdir()
-    with pytest.raises(io.InputProblem, match="no results files"):
-        io.resolve_inputs([str(tmp_path / "empty")])
-    with pytest.raises(io.InputProblem, match=r"^no such results file or folder: .*missing\.jsonl$"):
-        io.resolve_inputs([str(tmp_path / "missing.jsonl")])
-    with pytest.raises(io.InputProblem, match="no results file matches"):
-        io.resolve_inputs([str(tmp_path / "*.nothing")])
-    with pytest.raises(io.InputProblem, match="no results inputs given"):
-        io.resolve_inputs([])
+    with pytest.raises(edges.InputProblem, match="no results files"):
+        edges.resolve_inputs([str(tmp_path / "empty")])
+    with pytest.raises(edges.InputProblem, match=r"^no such results file or folder: .*missing\.jsonl$"):
+        edges.resolve_inputs([str(tmp_path / "missing.jsonl")])
+    with pytest.raises(edges.InputProblem, match="no results file matches"):
+        edges.resolve_inputs([str(tmp_path / "*.nothing")])
+    with pytest.raises(edges.InputProblem, match="no results inputs given"):
+        edges.resolve_inputs([])
 
 
 def test_selectors() -> None:
@@ -127,7 +127,7 @@ def test_synthetic_results_parse_and_hold_flaky_cases_and_regressions(spark: Spa
     }
     assert {c.tx_row for c in cases if c.tx_row} == set(tx_table.ROWS)
     synth.write_jsonl(synth.generate(spark, 6000, cases=cases, malformed=2), tmp_path / "r", files=2)
-    loaded = io.load_results(spark, io.resolve_inputs([str(tmp_path / "r")]))
+    loaded = edges.load_results(spark, edges.resolve_inputs([str(tmp_path / "r")]))
     try:
         assert (loaded.n_valid, loaded.n_malformed) == (5998, 2)
         row = loaded.results.agg(

@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from conformance.report import io, stages
+from conformance.report import edges, stages
 from conformance.report.schema import LATEST_SCHEMA, LINES_SCHEMA, REGRESSION_SCHEMA
 from conformance.spec import Rule
 
@@ -248,7 +248,7 @@ def test_tx_observations_merge_variants(spark: SparkSession) -> None:
 
 def test_profile_inference_picks_the_best_column_and_lists_disagreements(spark: SparkSession) -> None:
     obs = stages.tx_observations(_tx_latest(spark))
-    prof = stages.profile_inference(obs, io.tx_seed_frame(spark))
+    prof = stages.profile_inference(obs, edges.tx_seed_frame(spark))
     # RabbitMQ: publish yes, reject yes, no-route on commit, error immediate (effect-visibility
     # unobservable → not compared): 4 rows.
     # garagemq: publish yes, reject conflict, no-route immediate, atomicity no, effect on commit: 5 rows;
@@ -280,7 +280,7 @@ def test_profile_inference_picks_the_best_column_and_lists_disagreements(spark: 
 
 def test_tx_comparison_lays_every_seed_row_beside_the_observation(spark: SparkSession) -> None:
     obs = stages.tx_observations(_tx_latest(spark)).where(F.col("broker_product") == "RabbitMQ")
-    table = stages.tx_comparison(obs, io.tx_seed_frame(spark))
+    table = stages.tx_comparison(obs, edges.tx_seed_frame(spark))
     assert table.count() == 10
     expect(
         spark,
@@ -395,7 +395,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
             ],
         )
     )
-    cov = stages.rule_coverage(io.rules_frame(spark, rules), latest)
+    cov = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
     expect(
         spark,
         cov,
