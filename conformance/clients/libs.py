@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 from conformance.verdicts import CaseTimeout, HarnessError
@@ -26,6 +27,29 @@ def pika_connection(url: str, timeout: float) -> Any:
         return pika.BlockingConnection(params)
     except pex.AMQPConnectionError as exc:
         raise HarnessError(f"pika could not connect: {exc!r}") from exc
+
+
+@contextlib.contextmanager
+def pika_session(url: str, timeout: float, what: str = "the pika scenario") -> Iterator[Any]:
+    """A pika BlockingConnection whose *every* blocking call is bounded, closed on exit.
+
+    pika's blocking RPCs (queue_declare, basic_get, ...) wait without a deadline when a broker
+    never answers. pika runs its timers inside those waits, so one ``call_later`` that raises
+    :class:`CaseTimeout` ends whichever call is waiting at the deadline (TIMEOUT, not a hang).
+    """
+    conn = pika_connection(url, timeout)
+
+    def expire() -> None:
+        raise CaseTimeout(what, timeout)
+
+    conn.call_later(timeout, expire)
+    try:
+        yield conn
+    finally:
+        if conn.is_open:
+            conn.call_later(min(timeout, 2.0), expire)  # the close is bounded too
+            with contextlib.suppress(Exception):
+                conn.close()
 
 
 def pika_version() -> str:
