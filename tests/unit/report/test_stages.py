@@ -389,7 +389,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
             spark,
             [
                 record(case_id="acks.a", rules=["basic.ack/exists"], verdict="PASS"),
-                record(case_id="acks.b", rules=["basic.ack/exists", "basic.reject/01"], verdict="FAIL"),
+                record(case_id="acks.b", rules=["basic.ack/exists", "basic.reject.requeue/01"], verdict="FAIL"),
                 record(case_id="confirms.x", rules=["confirm.select/nowait"], verdict="PASS"),
                 record(case_id="acks.a", rules=["basic.ack/exists"], verdict="PASS", broker_version="3.12.0"),
             ],
