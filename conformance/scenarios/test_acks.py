@@ -1,0 +1,557 @@
+"""Consume, get and acknowledgements: delivery tags, ack/auto-ack, requeue on close, cancel.
+
+Covers: the spec XML's ``delivery-tag`` and ``redelivered`` domains (``delivery-tag/non-zero``,
+``delivery-tag/channel-local``, ``redelivered/implementation``), ``basic/09`` (no-ack delivery),
+``basic/10`` (explicitly acknowledged delivery), ``basic.ack/exists``,
+``basic.consume.consumer-tag/01``, ``basic.cancel/01``, ``queue.purge/02`` and
+``basic.publish/default-exchange``; the book chapter on consumer acknowledgements
+(``003_50388870ec53b6aa.txt``: the delivery tag, basic.get, auto-ack, what happens to unacked
+messages, consumer cancellation) and DESIGN.md's facts measured on RabbitMQ 3.10.8 (double ack →
+406, ack(0, multiple=true) acks all outstanding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.cases import Level, case
+from conformance.clients.expect import expect_channel_close, expect_no_delivery
+from conformance.clients.raw import (
+    Event,
+    RawChannel,
+    SocketClosed,
+    UnexpectedClose,
+    bodies,
+    default_client_properties,
+    method_name,
+    reply_name,
+    tags,
+)
+from conformance.verdicts import CaseTimeout, Unsupported
+
+DOC = "003_50388870ec53b6aa.txt"
+TAG = f"{DOC}#the-delivery-tag"
+GET = f"{DOC}#basic-get"
+UNACKED = f"{DOC}#what-happens-to-unacknowledged-messages"
+AUTO = f"{DOC}#auto-acknowledgment-mode"
+CANCEL = f"{DOC}#consumer-cancellation"
+MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
+
+
+def _quiet(ctx: Any) -> float:
+    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
+    return min(0.5, ctx.timeout / 10)
+
+
+def _short(ev: Event | SocketClosed) -> str:
+    if isinstance(ev, SocketClosed):
+        return "socket closed"
+    m = ev.method
+    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
+        return f"{method_name(m)} {reply_name(m.reply_code)}"
+    return method_name(m)
+
+
+def _reply(ctx: Any, ch: RawChannel, method: Any) -> str:
+    """Send a synchronous method; the broker's answer (reply or close), short form."""
+    ch.send(method)
+    names = tuple(method.valid_responses or ())
+    try:
+        ev: Event | SocketClosed = ch.conn.wait_event(
+            ch.id, lambda e: e.method.name in names, f"reply to {method_name(method)}")
+    except UnexpectedClose as exc:
+        ev = exc.event
+    ctx.observe("broker answer", ev.describe())
+    return _short(ev)
+
+
+def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m") -> list[bytes]:
+    """Publish ``n`` messages to ``queue`` and prove the broker has routed them (barrier)."""
+    sent = [f"{prefix}{i}".encode() for i in range(1, n + 1)]
+    for body in sent:
+        ch.publish("", queue, body)
+    ch.barrier()
+    return sent
+
+
+@pytest.fixture
+def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[str, Any]]:
+    """(url, controller) of a broker private to this worker where the suite can spawn one, else
+    the target itself. For cases that delete a queue under an active consumer: some brokers
+    (garagemq) stop answering everything afterwards, which must not cascade into other cases.
+    A private broker left unresponsive is restarted after the case."""
+    try:
+        target = request.getfixturevalue("restartable")
+    except Unsupported:
+        yield broker_url, None
+        return
+    state: dict[str, bool] = {"healthy": False}
+    yield target.url, state
+    if not state["healthy"]:
+        target.controller.restart()
+
+
+# -- delivery tags -------------------------------------------------------------------------------
+
+
+@case(
+    "acks.delivery-tags-start-at-one",
+    rules=["delivery-tag/non-zero"],
+    sources=[TAG],
+    level=Level.MUST,
+    description="Three messages consumed on a fresh channel",
+    expectation="their delivery tags are 1, 2, 3 (non-zero, increasing by one per delivery)",
+)
+def test_delivery_tags_start_at_one(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 3)
+    ch.consume(q)
+    ctx.check(tags(ch.deliveries(3)), [1, 2, 3], "delivery tags")
+
+
+@case(
+    "acks.delivery-tags-per-channel",
+    rules=["delivery-tag/channel-local"],
+    sources=[TAG],
+    level=Level.MUST,
+    description="Two channels of one connection each consume two messages, interleaved",
+    expectation="each channel numbers its own deliveries 1, 2 (tags are scoped to the channel)",
+)
+def test_delivery_tags_per_channel(amqp, ctx, cleanup) -> None:
+    conn = amqp()
+    a, b = conn.channel(), conn.channel()
+    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
+    a.declare_queue(qa)
+    a.declare_queue(qb)
+    a.consume(qa)
+    b.consume(qb)
+    for i in (1, 2):
+        a.publish("", qa, f"a{i}".encode())
+        a.publish("", qb, f"b{i}".encode())
+    ctx.check([tags(a.deliveries(2)), tags(b.deliveries(2))], [[1, 2], [1, 2]], "tags on channel a, channel b")
+
+
+@case(
+    "acks.ack-on-other-channel-406",
+    rules=["delivery-tag/channel-local", "basic.ack/exists"],
+    sources=[TAG],
+    level=Level.MUST,
+    description="A message received on channel A is acknowledged on channel B of the same connection",
+    expectation="channel B (which delivered nothing) is closed with 406 PRECONDITION_FAILED",
+)
+def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
+    conn = amqp()
+    a, b = conn.channel(), conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    a.declare_queue(q)
+    _fill(a, q, 1)
+    ev = a.get(q)
+    if ev is None:
+        raise CaseTimeout("basic.get-ok for the published message", ctx.timeout, observed="basic.get-empty")
+    b.ack(int(ev.method.delivery_tag))
+    expect_channel_close(b, 406, what="ack of channel A's tag on channel B")
+
+
+# -- ack / auto-ack / requeue on close ---------------------------------------------------------
+
+
+@case(
+    "acks.unacked-requeued-on-channel-close",
+    rules=["basic/10"],
+    sources=[UNACKED],
+    level=Level.MUST,
+    description="A consumer receives a message without acking it, then its channel closes",
+    expectation="the message goes back to the queue and is delivered to another consumer",
+)
+def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
+    first = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    first.declare_queue(q)
+    _fill(first, q, 1, "unacked")
+    first.consume(q)
+    first.next_delivery()
+    second = amqp.channel()
+    second.consume(q)
+    first.close()
+    ctx.check(second.next_delivery(what="the requeued message on another consumer").body, b"unacked1",
+              "body redelivered to the second consumer")
+
+
+@case(
+    "acks.requeued-redelivered-flag",
+    rules=["redelivered/implementation"],
+    sources=[UNACKED],
+    level=Level.SHOULD,
+    description="A message delivered but not acked is requeued by a channel close and delivered again",
+    expectation="the second delivery has redelivered=true",
+)
+def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
+    first = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    first.declare_queue(q)
+    _fill(first, q, 1, "again")
+    first.consume(q)
+    ctx.observe("first delivery", first.next_delivery().describe())
+    second = amqp.channel()
+    second.consume(q)
+    first.close()
+    ev = second.next_delivery(what="the requeued message")
+    ctx.check(bool(ev.method.redelivered), True, "redelivered flag")
+
+
+@case(
+    "acks.no-ack-at-most-once",
+    rules=["basic/09"],
+    sources=[AUTO],
+    level=Level.MUST,
+    description="A no-ack consumer receives a message and its channel closes without any ack",
+    expectation="the message is not requeued: another consumer receives nothing and the queue is empty",
+)
+def test_no_ack_at_most_once(amqp, ctx, cleanup) -> None:
+    first = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    first.declare_queue(q)
+    _fill(first, q, 1)
+    first.consume(q, no_ack=True)
+    first.next_delivery()
+    second = amqp.channel()
+    second.consume(q)
+    first.close()
+    expect_no_delivery(second, _quiet(ctx), what="no redelivery of an auto-acked message")
+    ctx.check(second.message_count(q), 0, "messages left in the queue")
+
+
+@case(
+    "acks.explicit-ack-half",
+    rules=["basic/10"],
+    sources=[f"{DOC}#basic-ack"],
+    level=Level.MUST,
+    description="Spec scenario: consume four messages with explicit acks, ack two, disconnect, reconnect",
+    expectation="the new connection receives exactly the two unacknowledged messages",
+)
+def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
+    conn = amqp()
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 4)
+    ch.consume(q)
+    got = ch.deliveries(4)
+    for ev in got[:2]:
+        ch.ack(int(ev.method.delivery_tag))
+    ch.barrier()
+    conn.close(timeout=ctx.timeout)
+    again = amqp.channel()
+    again.consume(q, no_ack=True)
+    received = bodies(again.deliveries(2))
+    expect_no_delivery(again, _quiet(ctx), what="nothing beyond the two unacked messages")
+    ctx.check(received, [b"m3", b"m4"], "bodies after reconnect")
+
+
+@case(
+    "acks.ack-zero-multiple-acks-all",
+    rules=["delivery-tag/non-zero", "basic.ack/exists"],
+    sources=[MEASURED],
+    level=Level.MUST,
+    description="Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close",
+    expectation="all three are acknowledged: nothing is requeued when the channel closes",
+)
+def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
+    # delivery-tag: "Zero is reserved for client use, meaning 'all messages so far received'";
+    # basic.ack multiple: "If the multiple field is 1, and the delivery tag is zero, this
+    # indicates acknowledgement of all outstanding messages."
+    first = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    first.declare_queue(q)
+    _fill(first, q, 3)
+    for _ in range(3):
+        if first.get(q) is None:
+            raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    first.ack(0, multiple=True)
+    first.barrier()
+    second = amqp.channel()
+    second.consume(q, no_ack=True)
+    first.close()
+    expect_no_delivery(second, _quiet(ctx), what="no message requeued after ack(0, multiple=true)")
+
+
+@case(
+    "acks.double-ack-406",
+    rules=["basic.ack/exists"],
+    sources=[MEASURED],
+    level=Level.MUST,
+    description="Acknowledging the same delivery tag twice",
+    expectation="the second basic.ack closes the channel with 406 PRECONDITION_FAILED",
+)
+def test_double_ack(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 1)
+    ch.consume(q)
+    tag = int(ch.next_delivery().method.delivery_tag)
+    ch.ack(tag)
+    ch.ack(tag)
+    expect_channel_close(ch, 406, what="second ack of the same tag")
+
+
+@case(
+    "acks.unknown-tag-406",
+    rules=["basic.ack/exists"],
+    level=Level.MUST,
+    description="Acknowledging a delivery tag the channel never delivered (one delivery, ack tag 7)",
+    expectation="the channel is closed with 406 PRECONDITION_FAILED",
+)
+def test_unknown_tag(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 1)
+    ch.consume(q)
+    ch.next_delivery()
+    ch.ack(7)
+    expect_channel_close(ch, 406, what="ack of a tag never delivered")
+
+
+# -- get ------------------------------------------------------------------------------------------
+
+
+@case(
+    "acks.get-empty",
+    sources=[GET],
+    rules=["basic/10"],
+    level=Level.MUST,
+    description="basic.get on an empty queue",
+    expectation="the broker answers basic.get-empty",
+)
+def test_get_empty(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ctx.check(_reply(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
+
+
+@case(
+    "acks.get-ok-message-count",
+    sources=[GET],
+    rules=["basic/10"],
+    level=Level.MUST,
+    description="basic.get on a queue holding three messages",
+    expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
+                "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
+)
+def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 3)
+    ev = ch.get(q)
+    if ev is None:
+        raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    ctx.check((ev.body, int(ev.method.message_count)), (b"m1", 2), "(body, message-count) of get-ok")
+
+
+# -- cancel ---------------------------------------------------------------------------------------
+
+
+@case(
+    "acks.cancel-stops-deliveries",
+    sources=[CANCEL],
+    rules=["basic/10"],
+    level=Level.MUST,
+    description="The client cancels its consumer, then a message is published to the queue",
+    expectation="basic.cancel-ok echoes the tag and nothing more is delivered; the message stays queued",
+)
+def test_cancel_stops_deliveries(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    tag = ch.consume(q)
+    ok = ch.rpc(spec.Basic.Cancel(consumer_tag=tag))
+    ctx.check(str(ok.consumer_tag), tag, "consumer tag in cancel-ok")
+    _fill(ch, q, 1)
+    expect_no_delivery(ch, _quiet(ctx), what="no delivery after cancel-ok")
+    ctx.check(ch.message_count(q), 1, "messages still queued")
+
+
+@case(
+    "acks.cancel-after-queue-deleted",
+    rules=["basic.cancel/01"],
+    level=Level.MUST,
+    description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
+    expectation="the broker ignores the missing queue and answers basic.cancel-ok",
+)
+def test_cancel_after_queue_deleted(amqp, ctx, isolated) -> None:
+    url, health = isolated
+    props = default_client_properties()
+    props["capabilities"] = {k: v for k, v in props["capabilities"].items() if k != "consumer_cancel_notify"}
+    ch = amqp(url, client_properties=props).channel()
+    q = ctx.name("q")
+    ch.declare_queue(q)
+    tag = ch.consume(q)
+    admin = amqp.channel(url)
+    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    ctx.check(_reply(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel")
+    if health is not None:
+        health["healthy"] = True
+
+
+@case(
+    "acks.broker-cancel-on-queue-delete",
+    sources=[CANCEL],
+    level=Level.EXTENSION,
+    requires=["consumer_cancel_notify"],
+    description="A client advertising consumer_cancel_notify consumes; another connection deletes the queue",
+    expectation="the broker sends basic.cancel with the consumer's tag",
+)
+def test_broker_cancel_on_queue_delete(amqp, ctx, isolated) -> None:
+    url, health = isolated
+    ch = amqp.channel(url)  # the raw client advertises consumer_cancel_notify
+    q = ctx.name("q")
+    ch.declare_queue(q)
+    tag = ch.consume(q)
+    admin = amqp.channel(url)
+    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    ev = ch.wait(spec.Basic.Cancel, "basic.cancel from the broker")
+    ctx.check(str(ev.method.consumer_tag), tag, "consumer tag in the broker's basic.cancel")
+    if health is not None:
+        health["healthy"] = True
+
+
+@case(
+    "acks.duplicate-consumer-tag-530",
+    rules=["basic.consume.consumer-tag/01"],
+    level=Level.MUST,
+    description="Two basic.consume with the same explicit consumer tag on one channel",
+    expectation="the second closes the connection with 530 NOT_ALLOWED (not-allowed is a hard error)",
+)
+def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.consume(q, consumer_tag="amqpc-dup")
+    ctx.check(_reply(ctx, ch, spec.Basic.Consume(queue=q, consumer_tag="amqpc-dup")),
+              "connection.close 530 NOT_ALLOWED", "answer to the duplicate basic.consume")
+
+
+# -- purge / default exchange -------------------------------------------------------------------
+
+
+@case(
+    "acks.purge-keeps-unacked",
+    rules=["queue.purge/02"],
+    level=Level.MUST,
+    description="Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes",
+    expectation="the unacked message survived the purge: it is delivered again to another consumer",
+)
+def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
+    first = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    first.declare_queue(q)
+    _fill(first, q, 2)
+    if first.get(q) is None:
+        raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    ctx.observe("purge-ok message-count", int(first.purge(q).message_count))
+    second = amqp.channel()
+    second.consume(q, no_ack=True)
+    first.close()
+    ctx.check(second.next_delivery(what="the unacked message back after the purge").body, b"m1",
+              "body delivered after the purge")
+
+
+@case(
+    "acks.publish-default-exchange",
+    rules=["basic.publish/default-exchange"],
+    level=Level.MUST,
+    description="basic.publish with a blank exchange name and the queue's name as routing key",
+    expectation="the message lands in that queue (basic.get returns it)",
+)
+def test_publish_default_exchange(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 1, "default")
+    ev = ch.get(q, no_ack=True)
+    ctx.check(ev.body if ev else "basic.get-empty", b"default1", "message fetched from the queue")
+
+
+# -- client libraries -----------------------------------------------------------------------------
+
+
+@case(
+    "acks.pika-consume-ack-loop",
+    rules=["basic/10"],
+    sources=[f"{DOC}#basic-consume-push-delivery"],
+    level=Level.MUST,
+    client="pika",
+    description="pika: a basic_consume callback loop that basic_acks each of three messages",
+    expectation="the callback sees the three bodies in order and, once acked, none is left in the queue",
+)
+def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
+    from conformance.clients.libs import pika_session
+
+    q = cleanup.queue(ctx.name("q"))
+    seen: list[bytes] = []
+    with pika_session(broker_url, ctx.timeout, "pika consume loop") as conn:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        for i in (1, 2, 3):
+            ch.basic_publish("", q, f"p{i}".encode())
+
+        def on_message(channel: Any, method: Any, _props: Any, body: bytes) -> None:
+            seen.append(body)
+            channel.basic_ack(delivery_tag=method.delivery_tag)
+            if len(seen) == 3:
+                channel.stop_consuming()
+
+        ch.basic_consume(q, on_message, auto_ack=False)
+        ch.start_consuming()  # bounded by pika_session's deadline
+        ch.close()
+    ctx.observe("bodies", seen)
+    raw = amqp.channel()
+    ctx.check((seen, raw.message_count(q)), ([b"p1", b"p2", b"p3"], 0), "(bodies seen, messages left)")
+
+
+@case(
+    "acks.aio-pika-iterator-ack",
+    rules=["basic/10"],
+    sources=[f"{DOC}#basic-ack"],
+    level=Level.MUST,
+    client="aio-pika",
+    description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
+    expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue",
+)
+def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
+    import aio_pika
+
+    from conformance.clients.libs import run_async
+
+    q = cleanup.queue(ctx.name("q"))
+
+    async def scenario() -> list[bytes]:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel()
+            queue = await channel.declare_queue(q)
+            for i in (1, 2, 3):
+                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            seen: list[bytes] = []
+            async with queue.iterator() as it:
+                async for message in it:
+                    seen.append(message.body)
+                    await message.ack()
+                    if len(seen) == 3:
+                        break
+            return seen
+        finally:
+            await conn.close()
+
+    seen = run_async(scenario(), ctx.timeout, "aio-pika iterator over three messages")
+    raw = amqp.channel()
+    ctx.check((seen, raw.message_count(q)), ([b"a1", b"a2", b"a3"], 0), "(bodies seen, messages left)")
