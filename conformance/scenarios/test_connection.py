@@ -1,0 +1,507 @@
+"""Connection class: protocol header, server properties and locales, SASL mechanism, credentials,
+virtual hosts, frame-max / channel-max negotiation, the close handshake.
+
+Documents: the spec XML's ``connection`` class rules (``connection.start/*``,
+``connection.start-ok/*``, ``connection.tune*``, ``connection.open/*``, ``connection.close/*``)
+and its constants (``frame-min-size`` 4096, ``frame-error`` 501, ``invalid-path`` 402). The
+handshake is driven by hand on a plain socket (every read has a deadline) where the raw client's
+own handshake would hide the behaviour. RabbitMQ 3.10.8 behaviour measured that way is kept as
+per-profile data where it differs.
+
+``connection.open/separation`` needs a second virtual host the same credentials can open: give
+its name in ``AMQP_CONFORMANCE_SECOND_VHOST`` (RabbitMQ: ``rabbitmqctl add_vhost v2 &&
+rabbitmqctl set_permissions -p v2 guest '.*' '.*' '.*'``); without it the case is UNSUPPORTED.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp import frame as pframe
+from pamqp.exceptions import UnmarshalingException
+
+from conformance.cases import Level, case
+from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.libs import run_async
+from conformance.clients.raw import PROTOCOL_HEADER, URL, method_name, reply_name
+from conformance.verdicts import CaseTimeout, HarnessError, Mismatch, Unsupported
+
+RMQ = "measured on RabbitMQ 3.10.8 with a hand-driven handshake"
+FRAME_MIN_SIZE = 4096
+SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
+
+
+# -- a hand-driven handshake on a plain socket ----------------------------------------------------
+
+
+class Wire:
+    """A plain socket with deadline-bounded reads: bytes in, frames out, and how it ended."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        u = URL.parse(url)
+        self.url = u
+        self.timeout = timeout
+        try:
+            self.sock = socket.create_connection((u.host, u.port), timeout=timeout)
+        except OSError as exc:
+            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
+        self.buf = b""
+        self.ended: str | None = None  # "closed" | "reset" once the broker ended the socket
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            self.ended = self.ended or f"send failed: {exc}"
+
+    def send_method(self, method: Any, channel: int = 0) -> None:
+        self.send(pframe.marshal(method, channel))
+
+    def read(self, within: float) -> None:
+        """Read whatever arrives for up to ``within`` seconds, or until the socket ends."""
+        deadline = time.monotonic() + within
+        while self.ended is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.sock.settimeout(remaining)
+            try:
+                got = self.sock.recv(65536)
+            except TimeoutError:
+                return
+            except ConnectionResetError:
+                self.ended = "reset"
+                return
+            except OSError as exc:
+                self.ended = f"socket error: {exc}"
+                return
+            if not got:
+                self.ended = "closed"
+                return
+            self.buf += got
+
+    def next_frame(self, what: str) -> Any:
+        """The next frame (heartbeats skipped); the socket's end or the deadline raise."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while self.buf:
+                try:
+                    n, _ch, frm = pframe.unmarshal(self.buf)
+                except UnmarshalingException:
+                    break
+                self.buf = self.buf[n:]
+                if type(frm).__name__ != "Heartbeat":
+                    return frm
+            if self.ended is not None:
+                return None
+            if time.monotonic() >= deadline:
+                raise CaseTimeout(what, self.timeout)
+            self.read(deadline - time.monotonic())
+
+    def until_end(self, what: str) -> str:
+        """Wait (bounded) for the broker to end the socket; return what arrived before, described."""
+        deadline = time.monotonic() + self.timeout
+        while self.ended is None and time.monotonic() < deadline:
+            self.read(deadline - time.monotonic())
+        if self.ended is None:
+            raise CaseTimeout(what, self.timeout, observed=f"socket still open; received {self.describe_buf()}")
+        return self.describe_buf()
+
+    def describe_buf(self) -> str:
+        frames, rest = [], self.buf
+        while rest:
+            try:
+                n, _ch, frm = pframe.unmarshal(rest)
+            except UnmarshalingException:
+                frames.append(f"bytes {rest[:16]!r}")
+                break
+            rest = rest[n:]
+            frames.append(describe(frm))
+        return ", ".join(frames) or "nothing"
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # the handshake, step by step
+
+    def start(self) -> spec.Connection.Start:
+        self.send(PROTOCOL_HEADER)
+        frm = self.next_frame("connection.start")
+        if not isinstance(frm, spec.Connection.Start):
+            raise HarnessError(f"expected connection.start, got {describe(frm)}")
+        return frm
+
+    def start_ok(self, *, mechanism: str = "PLAIN", password: str | None = None,
+                 client_properties: dict[str, Any] | None = None) -> None:
+        pw = self.url.password if password is None else password
+        props = client_properties if client_properties is not None else {
+            "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
+        self.send_method(spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
+                                                 response=f"\x00{self.url.user}\x00{pw}", locale="en_US"))
+
+    def tune(self) -> spec.Connection.Tune:
+        frm = self.next_frame("connection.tune")
+        if not isinstance(frm, spec.Connection.Tune):
+            raise Mismatch("login", expected="connection.tune", observed=describe(frm) if frm else self.ended)
+        return frm
+
+    def tune_ok_open(self, tune: spec.Connection.Tune, *, frame_max: int | None = None,
+                     channel_max: int | None = None, vhost: str | None = None) -> None:
+        self.send_method(spec.Connection.TuneOk(
+            channel_max=tune.channel_max if channel_max is None else channel_max,
+            frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=0))
+        self.send_method(spec.Connection.Open(virtual_host=self.url.vhost if vhost is None else vhost))
+
+
+def describe(frm: Any) -> str:
+    if frm is None:
+        return "socket ended"
+    if isinstance(frm, (spec.Connection.Close, spec.Channel.Close)):
+        return f"{frm.name} {reply_name(frm.reply_code)} {frm.reply_text!r}"
+    return method_name(frm) if hasattr(frm, "name") else type(frm).__name__
+
+
+def wire(broker_url: str, ctx: Any, request: Any) -> Wire:
+    w = Wire(broker_url, ctx.timeout)
+    request.addfinalizer(w.close)
+    return w
+
+
+# -- protocol header -----------------------------------------------------------------------------
+
+
+@case(
+    "connection.bad-protocol-name", rules=["connection.start/protocol-name"], level=Level.MUST,
+    description="A protocol header with an invalid protocol name (XMQP 0-9-1)",
+    expectation="the broker sends a valid protocol header (AMQP 0-9-1) and closes the socket",
+)
+def test_bad_protocol_name(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.send(b"XMQP\x00\x00\x09\x01")
+    w.until_end("the broker's protocol header and socket close")
+    ctx.observe("received", w.buf[:16])
+    check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
+
+
+@case(
+    "connection.higher-version-header", rules=["connection.start/server-support"], level=Level.MUST,
+    description="A protocol header asking for version 2.0 (AMQP 0-2-0-0)",
+    expectation="the broker answers with its own protocol header (≤ the requested version) and closes the socket",
+)
+def test_higher_version(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.send(b"AMQP\x00\x02\x00\x00")
+    w.until_end("the broker's protocol header and socket close")
+    ctx.observe("received", w.buf[:16])
+    ok = len(w.buf) == 8 and w.buf[:5] == b"AMQP\x00" and tuple(w.buf[5:8]) <= (2, 0, 0)
+    check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
+
+
+# -- connection.start ----------------------------------------------------------------------------
+
+
+@case(
+    "connection.server-properties", rules=["connection.start/required-fields"], level=Level.SHOULD,
+    description="connection.start's server-properties",
+    expectation="contain host, product, version and platform",
+)
+def test_server_properties(broker_url, ctx, request):
+    start = wire(broker_url, ctx, request).start()
+    keys = sorted((start.server_properties or {}).keys())
+    ctx.observe("server-properties keys", keys)
+    missing = [k for k in ("host", "product", "version", "platform") if k not in keys]
+    check(missing, [], "required server-properties fields missing")
+
+
+@case(
+    "connection.locale-en-us", rules=["connection.start/required-support"], level=Level.MUST,
+    description="connection.start's locales",
+    expectation="include en_US",
+)
+def test_locale(broker_url, ctx, request):
+    start = wire(broker_url, ctx, request).start()
+    locales = str(start.locales).split()
+    check("en_US" in locales, True, f"en_US in locales {locales}")
+
+
+@case(
+    "connection.invalid-mechanism", rules=["connection.start-ok/validity"], level=Level.MUST,
+    description="connection.start-ok naming a mechanism the server did not offer",
+    expectation="the broker closes the socket without sending anything (no connection.close)",
+)
+def test_invalid_mechanism(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.start()
+    w.start_ok(mechanism="X-AMQPC-NO-SUCH-MECHANISM")
+    received = w.until_end("the socket to close after an invalid mechanism")
+    check(received, "nothing", "frames sent by the broker before closing the socket")
+
+
+@case(
+    "connection.bad-credentials", rules=["connection.open/security"], level=Level.SHOULD,
+    description="connection.start-ok with a wrong password (client advertises authentication_failure_close)",
+    expectation="the connection is refused: no connection.tune; RabbitMQ: connection.close 403 ACCESS_REFUSED",
+    expected={"rabbitmq": "connection.close 403", "spec": ("connection.close *", "socket ended")},
+    expected_sources={"rabbitmq": f"{RMQ}: connection.close 403 'Login was refused' (authentication_failure_close)",
+                      "spec": "connection.open/security (no reply code named for failed authentication)"},
+)
+def test_bad_credentials(broker_url, ctx, request):
+    import fnmatch
+
+    w = wire(broker_url, ctx, request)
+    w.start()
+    w.start_ok(password="amqpc-wrong-password")
+    frm = w.next_frame("the broker's answer to a wrong password")
+    observed = "socket ended" if frm is None else (
+        f"connection.close {frm.reply_code}" if isinstance(frm, spec.Connection.Close) else describe(frm))
+    ctx.observe("answer", describe(frm))
+    expected = ctx.expected
+    patterns = expected if isinstance(expected, tuple) else (expected,)
+    if not any(fnmatch.fnmatchcase(observed, p) for p in patterns):
+        raise Mismatch("answer to a wrong password", expected=" or ".join(patterns), observed=describe(frm))
+
+
+@case(
+    "connection.unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
+    description="connection.open of a virtual host that does not exist",
+    expectation="spec: connection.close 402 INVALID_PATH; RabbitMQ: connection.close 530 NOT_ALLOWED",
+    expected={"spec": 402, "rabbitmq": 530},
+    expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
+                      "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"},
+)
+def test_unknown_vhost(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.start()
+    w.start_ok()
+    w.tune_ok_open(w.tune(), vhost="amqpc-no-such-vhost")
+    frm = w.next_frame("the answer to connection.open of an unknown vhost")
+    if not isinstance(frm, spec.Connection.Close):
+        raise Mismatch("connection.open of an unknown vhost", expected="connection.close", observed=describe(frm))
+    ctx.observe("close", describe(frm))
+    ctx.check_profile(frm.reply_code, "connection.close reply code")
+
+
+@case(
+    "connection.vhost-separation", rules=["connection.open/separation"], level=Level.MUST,
+    description="A queue declared in one virtual host is invisible in another",
+    expectation=f"passive declare of it in the second vhost ({SECOND_VHOST_ENV}) → channel.close 404",
+)
+def test_vhost_separation(amqp, ctx, cleanup):
+    other = os.environ.get(SECOND_VHOST_ENV)
+    if not other:
+        raise Unsupported(f"needs a second virtual host: set {SECOND_VHOST_ENV} (see the module docstring)")
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch2 = amqp.channel(vhost=other)
+    ch2.send(spec.Queue.Declare(queue=q, passive=True))
+    expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost")
+
+
+# -- tune ----------------------------------------------------------------------------------------
+
+
+@case(
+    "connection.frame-max-above-server", rules=["connection.tune-ok.frame-max/upper-limit"], level=Level.MUST,
+    description="connection.tune-ok with frame-max above the server's connection.tune value",
+    expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
+)
+def test_frame_max_above(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.start()
+    w.start_ok()
+    tune = w.tune()
+    if not tune.frame_max or tune.frame_max >= 2**32 - 1:
+        raise Unsupported("the server imposes no frame-max limit", observed=f"frame-max {tune.frame_max}")
+    w.tune_ok_open(tune, frame_max=tune.frame_max + 1)
+    received = w.until_end("the socket to close after tune-ok above the server's frame-max")
+    check(received, "nothing", "frames sent before closing the socket")
+
+
+@case(
+    "connection.channel-max-above-server", rules=["connection.tune-ok.channel-max/upper-limit"], level=Level.MUST,
+    description="connection.tune-ok with channel-max above the server's connection.tune value",
+    expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
+)
+def test_channel_max_above(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.start()
+    w.start_ok()
+    tune = w.tune()
+    if not tune.channel_max or tune.channel_max >= 65535:
+        raise Unsupported("the server imposes no channel-max limit", observed=f"channel-max {tune.channel_max}")
+    w.tune_ok_open(tune, channel_max=tune.channel_max + 1)
+    received = w.until_end("the socket to close after tune-ok above the server's channel-max")
+    check(received, "nothing", "frames sent before closing the socket")
+
+
+@case(
+    "connection.frame-min-size-before-tune", rules=["connection.tune/minimum"], level=Level.MUST,
+    description="A connection.start-ok frame of exactly frame-min-size (4096) octets, before tuning",
+    expectation="the broker accepts it and answers connection.tune",
+)
+def test_frame_min_before_tune(broker_url, ctx, request):
+    w = wire(broker_url, ctx, request)
+    w.start()
+    props: dict[str, Any] = {"product": "amqp-conformance wire",
+                             "capabilities": {"authentication_failure_close": True}, "pad": ""}
+    base = len(pframe.marshal(_start_ok(w, props), 0))
+    props["pad"] = "p" * (FRAME_MIN_SIZE - base)
+    data = pframe.marshal(_start_ok(w, props), 0)
+    assert len(data) == FRAME_MIN_SIZE, f"start-ok frame is {len(data)} octets"
+    w.send(data)
+    frm = w.next_frame("connection.tune after a 4096-octet start-ok")
+    check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
+
+
+def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
+    return spec.Connection.StartOk(client_properties=props, mechanism="PLAIN",
+                                   response=f"\x00{w.url.user}\x00{w.url.password}", locale="en_US")
+
+
+@case(
+    "connection.frame-max-minimum-negotiated", rules=["connection.tune-ok/minimum"], level=Level.MUST,
+    description="frame-max negotiated down to frame-min-size (4096); a message body frame of exactly 4096 octets",
+    expectation="the broker accepts the connection and the message is routed intact",
+)
+def test_frame_max_minimum(amqp, ctx, cleanup):
+    conn = amqp(frame_max=FRAME_MIN_SIZE)
+    check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    body = b"b" * (FRAME_MIN_SIZE - 8)  # body frame = 7 header octets + payload + frame-end
+    ch.publish("", q, body)
+    ch.barrier()
+    ev = ch.get(q, no_ack=True)
+    check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
+
+
+@case(
+    "connection.frame-too-large-501", sources=["amqp0-9-1.xml#constants (frame-error 501)",
+                                               "amqp0-9-1.xml#connection.tune (frame-max)"],
+    level=Level.MUST,
+    description="A body frame larger than the negotiated frame-max (4096)",
+    expectation="connection.close 501 FRAME_ERROR",
+)
+def test_frame_too_large(amqp, ctx, cleanup):
+    from conformance.scenarios.test_errors import outcome
+
+    conn = amqp(frame_max=FRAME_MIN_SIZE)
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    frames = (pframe.marshal(spec.Basic.Publish(exchange="", routing_key=q), ch.id)
+              + pframe.marshal(_header(3 * FRAME_MIN_SIZE), ch.id)
+              + pframe.marshal(_body(b"x" * 3 * FRAME_MIN_SIZE), ch.id))
+    got = outcome(ch, None, (), raw=frames)
+    ctx.observe("answer", got[1])
+    check(got[0], "connection.close 501", "answer to a frame above frame-max")
+
+
+def _header(size: int) -> Any:
+    from pamqp import header as pheader
+
+    return pheader.ContentHeader(0, size, spec.Basic.Properties())
+
+
+def _body(data: bytes) -> Any:
+    from pamqp.body import ContentBody
+
+    return ContentBody(data)
+
+
+# -- close ---------------------------------------------------------------------------------------
+
+
+@case(
+    "connection.close-stability", rules=["connection.close/stability"], level=Level.MUST,
+    description="After the broker's connection.close, a method is discarded and a crossing connection.close "
+                "is answered with close-ok",
+    expectation="after the broker's connection.close only connection.close-ok arrives",
+)
+def test_close_stability(amqp, ctx, cleanup):
+    conn = amqp()
+    conn.auto_close_ok = False
+    ch = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    conn.send_method(ch.id, spec.Channel.Open())  # 504: a connection exception
+    close = conn.wait_connection_close(what="connection.close 504")
+    try:
+        ch.send(spec.Queue.Declare(queue=q))  # must be discarded
+        conn.send_method(0, spec.Connection.Close(reply_code=200, reply_text="crossing", class_id=0, method_id=0))
+    except Mismatch:
+        pass  # the socket is gone: reported below
+    try:
+        conn.wait_event(0, lambda e: isinstance(e.method, spec.Connection.CloseOk), "connection.close-ok",
+                        close_is_error=False)
+    except (Mismatch, CaseTimeout):
+        pass
+    seq = getattr(close, "seq", 0)
+    after = [e.name for c in (0, ch.id) for e in conn.history(c) if e.seq > seq]
+    check(after, ["connection.close-ok"], "methods from the broker after its connection.close")
+
+
+# -- client libraries ----------------------------------------------------------------------------
+
+
+@case(
+    "connection.pika-wrong-password", rules=["connection.open/security"], level=Level.SHOULD, client="pika",
+    description="pika: BlockingConnection with a wrong password",
+    expectation="raises an authentication / access-refused error (the connection is not opened)",
+)
+def test_pika_wrong_password(broker_url, ctx):
+    import pika
+    from pika import exceptions as pex
+
+    u = URL.parse(broker_url)
+    params = pika.ConnectionParameters(host=u.host, port=u.port, virtual_host=u.vhost,
+                                       credentials=pika.PlainCredentials(u.user, "amqpc-wrong-password"),
+                                       socket_timeout=ctx.timeout, stack_timeout=ctx.timeout,
+                                       blocked_connection_timeout=ctx.timeout, connection_attempts=1,
+                                       heartbeat=0)
+    try:
+        conn = pika.BlockingConnection(params)
+    except (pex.ProbableAuthenticationError, pex.AuthenticationError, pex.ProbableAccessDeniedError,
+            pex.ConnectionClosedByBroker) as exc:
+        ctx.observe("raised", f"{type(exc).__name__}: {exc}")
+        return
+    except pex.AMQPConnectionError as exc:
+        raise Mismatch("pika connect with a wrong password", expected="an authentication error",
+                       observed=f"{type(exc).__name__}: {exc}") from exc
+    conn.close()
+    raise Mismatch("pika connect with a wrong password", expected="an authentication error",
+                   observed="connection opened")
+
+
+@case(
+    "connection.aio-pika-unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
+    client="aio-pika",
+    description="aio-pika: connect() to a virtual host that does not exist",
+    expectation="connect raises (the connection is refused), it does not hang or open",
+)
+def test_aio_pika_unknown_vhost(broker_url, ctx):
+    import aio_pika
+
+    u = URL.parse(broker_url)
+    url = f"amqp://{u.user}:{u.password}@{u.host}:{u.port}/amqpc-no-such-vhost"
+
+    async def scenario() -> str:
+        try:
+            conn = await aio_pika.connect(url, timeout=ctx.timeout)
+        except Exception as exc:  # noqa: BLE001 - any refusal is the expectation; its type is recorded
+            return f"refused: {type(exc).__name__}: {exc}"
+        await conn.close()
+        return "opened"
+
+    got = run_async(scenario(), ctx.timeout * 2, "aio-pika connect to an unknown vhost")
+    ctx.observe("aio-pika", got)
+    check(got.startswith("refused"), True, f"connect to an unknown vhost refused ({got[:120]})")
+
