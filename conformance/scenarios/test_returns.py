@@ -1,0 +1,253 @@
+"""Mandatory and immediate publishing, basic.return, and publish errors.
+
+Covers: the spec XML's ``basic.publish`` fields and rules (``basic.publish.mandatory/01``,
+``basic.publish.immediate/01``, ``basic.publish/must-exist``, ``basic.publish/02``) and the
+``basic.return`` method ("returns an undeliverable message that was published with the
+'immediate' flag set, or an unroutable message published with the 'mandatory' flag set");
+RabbitMQ's behaviour as measured on 3.10.8 (immediate=true → connection closed with
+540 NOT_IMPLEMENTED; RabbitMQ 3.0 dropped support for the immediate flag).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pamqp import commands as spec
+
+from conformance.cases import Level, case
+from conformance.clients.expect import expect_channel_close
+from conformance.clients.raw import (
+    Event,
+    RawChannel,
+    SocketClosed,
+    UnexpectedClose,
+    method_name,
+    reply_name,
+)
+from conformance.verdicts import CaseTimeout, Mismatch
+
+MANDATORY = "basic.publish.mandatory/01"
+IMMEDIATE_540 = ("measured on RabbitMQ 3.10.8: connection.close 540 NOT_IMPLEMENTED 'NOT_IMPLEMENTED - "
+                 "immediate=true' (class 60, method 40); RabbitMQ removed the immediate flag in 3.0")
+
+
+def _quiet(ctx: Any) -> float:
+    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
+    return min(0.5, ctx.timeout / 10)
+
+
+def _props() -> spec.Basic.Properties:
+    return spec.Basic.Properties(content_type="text/plain", message_id="amqpc-return-1", delivery_mode=2,
+                                 headers={"x-amqpc": "kept"}, correlation_id="c-1")
+
+
+def _prop_view(p: spec.Basic.Properties | None) -> dict[str, Any]:
+    if p is None:
+        return {}
+    return {"content_type": p.content_type, "message_id": p.message_id, "delivery_mode": p.delivery_mode,
+            "headers": dict(p.headers or {}), "correlation_id": p.correlation_id}
+
+
+def _returns_after_barrier(ch: RawChannel, within: float) -> list[Event]:
+    """basic.return events that arrive up to ``within`` seconds after a round trip proves the
+    broker processed every publish before it."""
+    ch.barrier()
+    try:
+        ch.wait(spec.Basic.Return, "basic.return", timeout=within)
+    except CaseTimeout:
+        pass
+    return [e for e in ch.history() if isinstance(e.method, spec.Basic.Return)]
+
+
+def _first_answer(ch: RawChannel, within: float) -> str:
+    """What the broker does first after a publish: a basic.return, a close, or nothing (the
+    probe is answered and no return follows within ``within`` seconds)."""
+    def short(ev: Event | SocketClosed) -> str:
+        if isinstance(ev, SocketClosed):
+            return "socket closed"
+        m = ev.method
+        if isinstance(m, (spec.Channel.Close, spec.Connection.Close, spec.Basic.Return)):
+            return f"{method_name(m)} {reply_name(m.reply_code)}"
+        return method_name(m)
+
+    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
+    try:
+        ev: Event | SocketClosed = ch.conn.wait_event(
+            ch.id, lambda e: isinstance(e.method, (spec.Basic.Return, spec.Exchange.DeclareOk)),
+            "basic.return, a close or the probe's declare-ok")
+        if isinstance(ev.method, spec.Exchange.DeclareOk):
+            ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, spec.Basic.Return),
+                                    "a late basic.return", timeout=within)
+    except UnexpectedClose as exc:
+        ev = exc.event
+    except CaseTimeout:
+        return "no basic.return and no close (message accepted)"
+    return short(ev)
+
+
+@case(
+    "returns.mandatory-unroutable-312",
+    rules=[MANDATORY],
+    level=Level.SHOULD,
+    description="A mandatory message published to an exchange with no bindings",
+    expectation="basic.return 312 NO_ROUTE with the exchange, routing key, body and properties as published",
+)
+def test_mandatory_unroutable(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    ex = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(ex, "direct")
+    body = b"nobody routes me \x00\xff"
+    ch.publish(ex, "no-such-key", body, mandatory=True, properties=_props())
+    ev = ch.wait(spec.Basic.Return, "basic.return for the unroutable mandatory message")
+    m = ev.method
+    observed = (m.reply_code, m.exchange, m.routing_key, ev.body, _prop_view(ev.properties))
+    ctx.check(observed, (312, ex, "no-such-key", body, _prop_view(_props())),
+              "(reply-code, exchange, routing-key, body, properties) of basic.return")
+
+
+@case(
+    "returns.mandatory-routable-no-return",
+    rules=[MANDATORY],
+    level=Level.SHOULD,
+    description="A mandatory message published to a queue that exists (default exchange)",
+    expectation="no basic.return is sent, and the message is queued",
+)
+def test_mandatory_routable(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"routable", mandatory=True)
+    returned = _returns_after_barrier(ch, _quiet(ctx))
+    if returned:
+        raise Mismatch("basic.return for a routable message", expected="no basic.return",
+                       observed=returned[0].describe())
+    ctx.check(ch.message_count(q), 1, "messages in the queue")
+
+
+@case(
+    "returns.non-mandatory-unroutable-dropped",
+    rules=[MANDATORY],
+    level=Level.SHOULD,
+    description="A message without the mandatory flag published to an exchange with no bindings",
+    expectation="the message is dropped silently: no basic.return and the channel stays open "
+                "(mandatory field: 'If this flag is zero, the server silently drops the message')",
+)
+def test_non_mandatory_unroutable(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    ex = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(ex, "direct")
+    ch.publish(ex, "no-such-key", b"dropped")
+    returned = _returns_after_barrier(ch, _quiet(ctx))  # a close here is an UnexpectedClose: FAIL
+    ctx.check([e.describe() for e in returned], [], "basic.return events")
+
+
+@case(
+    "returns.immediate-no-consumer",
+    rules=["basic.publish.immediate/01"],
+    level=Level.SHOULD,
+    description="immediate=true publish to a queue that has no consumer",
+    expectation="per profile: spec → basic.return 313 NO_CONSUMERS; rabbitmq → the connection is closed with "
+                "540 NOT_IMPLEMENTED (immediate is not supported since RabbitMQ 3.0)",
+    expected={"rabbitmq": "connection.close 540 NOT_IMPLEMENTED", "spec": "basic.return 313 NO_CONSUMERS"},
+    expected_sources={"rabbitmq": IMMEDIATE_540,
+                      "spec": "basic.publish.immediate/01 + basic.return doc; constant no-consumers (313)"},
+)
+def test_immediate_no_consumer(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"now or never", immediate=True)
+    ctx.check_profile(_first_answer(ch, _quiet(ctx)), "broker's answer to immediate=true")
+
+
+@case(
+    "returns.publish-missing-exchange-404",
+    rules=["basic.publish/must-exist"],
+    level=Level.MUST,
+    description="basic.publish to an exchange that does not exist",
+    expectation="the channel is closed with 404 NOT_FOUND",
+)
+def test_publish_missing_exchange(amqp, ctx) -> None:
+    ch = amqp.channel()
+    ch.publish(ctx.name("missing-x"), "k", b"to nowhere")
+    expect_channel_close(ch, 404, what="publish to a missing exchange")
+
+
+@case(
+    "returns.internal-exchange-403",
+    rules=["basic.publish/02"],
+    level=Level.MUST,
+    description="basic.publish to an exchange declared internal",
+    expectation="the channel is closed with 403 ACCESS_REFUSED",
+)
+def test_internal_exchange(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    ex = cleanup.exchange(ctx.name("x"))
+    ch.declare_exchange(ex, "direct", internal=True)
+    ch.publish(ex, "k", b"not for clients")
+    expect_channel_close(ch, 403, what="publish to an internal exchange")
+
+
+# -- client libraries -----------------------------------------------------------------------------
+
+
+@case(
+    "returns.pika-mandatory-unroutable-error",
+    rules=[MANDATORY],
+    level=Level.SHOULD,
+    client="pika",
+    requires=["publisher_confirms"],
+    description="pika: confirm_delivery() then basic_publish(mandatory=True) to an exchange with no bindings",
+    expectation="basic_publish raises UnroutableError carrying the returned message's body",
+)
+def test_pika_mandatory_unroutable(broker_url, ctx, cleanup) -> None:
+    from pika import exceptions as pex
+
+    from conformance.clients.libs import pika_session
+
+    ex = cleanup.exchange(ctx.name("x"))
+    with pika_session(broker_url, ctx.timeout, "pika mandatory publish") as conn:
+        ch = conn.channel()
+        ch.exchange_declare(ex, "direct")
+        ch.confirm_delivery()
+        try:
+            ch.basic_publish(ex, "no-such-key", b"pika unroutable", mandatory=True)
+            observed: Any = "basic_publish returned normally"
+        except pex.UnroutableError as exc:
+            observed = [m.body for m in exc.messages]
+    ctx.check(observed, [b"pika unroutable"], "UnroutableError's returned bodies")
+
+
+@case(
+    "returns.aio-pika-mandatory-publish-error",
+    rules=[MANDATORY],
+    level=Level.SHOULD,
+    client="aio-pika",
+    requires=["publisher_confirms"],
+    description="aio-pika: channel(on_return_raises=True), publish(mandatory=True) with an unroutable key",
+    expectation="publish raises PublishError whose returned frame is basic.return 312 with the body",
+)
+def test_aio_pika_mandatory(broker_url, ctx) -> None:
+    import aio_pika
+    from aiormq import exceptions as aex
+
+    from conformance.clients.libs import run_async
+
+    key = ctx.name("no-queue")
+
+    async def scenario() -> Any:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel(on_return_raises=True)
+            try:
+                await channel.default_exchange.publish(aio_pika.Message(b"aio unroutable"), routing_key=key,
+                                                       mandatory=True)
+                return "publish completed without error"
+            except aex.PublishError as exc:
+                returned = exc.message
+                return (getattr(returned.delivery, "reply_code", None), returned.body)
+        finally:
+            await conn.close()
+
+    ctx.check(run_async(scenario(), ctx.timeout, "aio-pika mandatory publish"), (312, b"aio unroutable"),
+              "(reply-code, body) of the returned message")
