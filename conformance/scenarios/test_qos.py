@@ -1,0 +1,287 @@
+"""basic.qos: prefetch windows for acknowledged consumers.
+
+Covers: the spec XML's ``basic.qos`` (``basic.qos.prefetch-count/01``: "The server may send less
+data in advance than allowed by the client's specified prefetch windows but it MUST NOT send
+more"; ``basic.qos.prefetch-size/01``; the field texts "The prefetch-count is ignored if the no-ack
+option is set" and global "By default the QoS settings apply to the current channel only. If this
+field is set, they are applied to the entire connection"); the book chapter on acknowledgements
+(``003_50388870ec53b6aa.txt#basic-consume-push-delivery``: the broker pushes "as fast as the
+channel's prefetch limit allows"); RabbitMQ's reinterpretation of ``global`` (its "Consumer
+Prefetch" guide: global=false → the limit applies to each consumer separately, global=true →
+shared by all consumers of the channel) and its refusal of prefetch-size, both measured on
+RabbitMQ 3.10.8.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from conformance.cases import Level, case
+from conformance.clients.expect import expect_no_delivery
+from conformance.clients.raw import (
+    RawChannel,
+    UnexpectedClose,
+    bodies,
+    reply_name,
+)
+from conformance.verdicts import CaseTimeout
+
+PREFETCH = "basic.qos.prefetch-count/01"
+PUSH = "003_50388870ec53b6aa.txt#basic-consume-push-delivery"
+RABBIT_GLOBAL = ("RabbitMQ 'Consumer Prefetch' guide, measured on RabbitMQ 3.10.8: basic.qos(global=false) "
+                 "limits each consumer of the channel separately (two consumers → two unacked deliveries)")
+SPEC_GLOBAL = "basic.qos global field: 'By default the QoS settings apply to the current channel only'"
+
+
+def _quiet(ctx: Any) -> float:
+    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
+    return min(0.5, ctx.timeout / 10)
+
+
+def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m", size: int = 0) -> None:
+    for i in range(1, n + 1):
+        body = f"{prefix}{i}".encode()
+        ch.publish("", queue, body + b"." * max(0, size - len(body)))
+    ch.barrier()
+
+
+def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
+    """Deliveries that arrive until ``quiet`` seconds pass without one (at most ``limit``)."""
+    got = 0
+    while got < limit:
+        try:
+            ch.next_delivery(timeout=quiet)
+        except CaseTimeout:
+            break
+        got += 1
+    return got
+
+
+@case(
+    "qos.prefetch-count-bounds-unacked",
+    rules=[PREFETCH],
+    sources=[PUSH],
+    level=Level.MUST,
+    description="basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks",
+    expectation="exactly two messages are delivered; the third is not sent while both are unacked",
+)
+def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 5)
+    ch.qos(2)
+    ch.consume(q)
+    ch.deliveries(2)
+    expect_no_delivery(ch, _quiet(ctx), what="a third delivery beyond prefetch-count=2")
+
+
+@case(
+    "qos.ack-frees-one-slot",
+    rules=[PREFETCH],
+    sources=[PUSH],
+    level=Level.MUST,
+    description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
+    expectation="exactly one more message (the second) is delivered after the ack, then nothing",
+)
+def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 3)
+    ch.qos(1)
+    ch.consume(q)
+    first = ch.next_delivery()
+    expect_no_delivery(ch, _quiet(ctx), what="a second delivery before the first is acked")
+    ch.ack(int(first.method.delivery_tag))
+    after = [ch.next_delivery(what="the delivery freed by the ack")]
+    expect_no_delivery(ch, _quiet(ctx), what="a further delivery while the second is unacked")
+    ctx.check(bodies([first, *after]), [b"m1", b"m2"], "bodies delivered")
+
+
+@case(
+    "qos.no-ack-ignores-prefetch",
+    rules=[PREFETCH],
+    sources=[PUSH],
+    level=Level.MUST,
+    description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
+    expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
+)
+def test_no_ack_ignores_prefetch(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    _fill(ch, q, 3)
+    ch.qos(1)
+    ch.consume(q, no_ack=True)
+    ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
+
+
+@case(
+    "qos.global-false-scope",
+    rules=[PREFETCH],
+    level=Level.MUST,
+    description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
+                "channel, each on its own queue of two messages",
+    expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
+                "the window is per consumer, so 2 deliveries (one each)",
+    expected={"rabbitmq": 2, "spec": 1},
+    expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
+)
+def test_global_false_scope(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
+    for q in (qa, qb):
+        ch.declare_queue(q)
+        _fill(ch, q, 2)
+    ch.qos(1, global_=False)
+    ch.consume(qa)
+    ch.consume(qb)
+    ctx.check_profile(_count_until_quiet(ch, _quiet(ctx), 4), "unacked deliveries on the channel")
+
+
+@case(
+    "qos.global-true-shared-by-channel",
+    rules=[PREFETCH],
+    level=Level.MUST,
+    description="basic.qos(prefetch-count=1, global=true), then two acknowledged consumers on the same "
+                "channel, each on its own queue of two messages",
+    expectation="one delivery in total: the window is shared by the channel's consumers (RabbitMQ: per "
+                "channel; spec: per connection — both bound this channel to one unacked message)",
+)
+def test_global_true_shared(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
+    for q in (qa, qb):
+        ch.declare_queue(q)
+        _fill(ch, q, 2)
+    ch.qos(1, global_=True)
+    ch.consume(qa)
+    ch.consume(qb)
+    ctx.check(_count_until_quiet(ch, _quiet(ctx), 4), 1, "unacked deliveries on the channel")
+
+
+@case(
+    "qos.prefetch-size-nonzero",
+    rules=["basic.qos.prefetch-size/01"],
+    level=Level.MUST,
+    description="basic.qos(prefetch-size=10 octets), then one 100-octet message to an acknowledged consumer",
+    expectation="per profile: spec → qos-ok and the single message is still delivered (the size window "
+                "never blocks a single message); rabbitmq → connection closed with 540 NOT_IMPLEMENTED",
+    expected={"rabbitmq": "connection.close 540 NOT_IMPLEMENTED", "spec": "delivered"},
+    expected_sources={
+        "rabbitmq": "measured on RabbitMQ 3.10.8: connection.close 540 'NOT_IMPLEMENTED - prefetch_size!=0 (10)' "
+                    "(class 60, method 10)",
+        "spec": "basic.qos.prefetch-size/01 and its scenario",
+    },
+)
+def test_prefetch_size_nonzero(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    try:
+        ch.qos(0, prefetch_size=10)
+        _fill(ch, q, 1, size=100)
+        ch.consume(q)
+        try:
+            ev = ch.next_delivery(what="the single 100-octet message")
+            observed = "delivered" if len(ev.body or b"") == 100 else f"delivered {len(ev.body or b'')} octets"
+        except CaseTimeout:
+            # The window was accepted and then withheld the message: a precise mismatch, not a
+            # silent broker.
+            observed = f"basic.qos-ok, then no delivery within {ctx.timeout:.0f}s"
+    except UnexpectedClose as exc:
+        ctx.observe("close", exc.event.describe())
+        m = getattr(exc.event, "method", None)
+        observed = (f"{'connection' if m is not None and m.name.startswith('Connection') else 'channel'}.close "
+                    f"{reply_name(exc.reply_code)}") if m is not None else exc.event.describe()
+    ctx.check_profile(observed, "outcome of prefetch-size=10")
+
+
+# -- client libraries -----------------------------------------------------------------------------
+
+
+@case(
+    "qos.pika-basic-qos-one",
+    rules=[PREFETCH],
+    sources=[PUSH],
+    level=Level.MUST,
+    client="pika",
+    description="pika: basic_qos(prefetch_count=1), basic_consume without acking, three messages queued",
+    expectation="the callback is called once; after basic_ack of it, exactly once more",
+)
+def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
+    from conformance.clients.libs import pika_session
+
+    q = cleanup.queue(ctx.name("q"))
+    seen: list[Any] = []
+    counts: list[int] = []
+    with pika_session(broker_url, ctx.timeout, "pika prefetch scenario") as conn:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        for i in (1, 2, 3):
+            ch.basic_publish("", q, f"p{i}".encode())
+        ch.basic_qos(prefetch_count=1)
+        ch.basic_consume(q, lambda _c, method, _p, _b: seen.append(method.delivery_tag), auto_ack=False)
+        conn.process_data_events(time_limit=_quiet(ctx) * 2)
+        counts.append(len(seen))
+        if seen:
+            ch.basic_ack(delivery_tag=seen[0])
+        conn.process_data_events(time_limit=_quiet(ctx) * 2)
+        counts.append(len(seen))
+    ctx.check(counts, [1, 2], "callbacks before and after the ack")
+
+
+@case(
+    "qos.aio-pika-set-qos",
+    rules=[PREFETCH],
+    sources=[PUSH],
+    level=Level.MUST,
+    client="aio-pika",
+    description="aio-pika: await channel.set_qos(prefetch_count=2), consume four messages without acking",
+    expectation="two messages arrive and no third while both are unacked; after message.ack() of one, a third",
+)
+def test_aio_pika_set_qos(broker_url, ctx, cleanup) -> None:
+    import aio_pika
+
+    from conformance.clients.libs import run_async
+
+    q = cleanup.queue(ctx.name("q"))
+    quiet = _quiet(ctx)
+
+    async def scenario() -> list[int]:
+        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        try:
+            channel = await conn.channel()
+            await channel.set_qos(prefetch_count=2)
+            queue = await channel.declare_queue(q)
+            for i in range(1, 5):
+                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            got: list[Any] = []
+            arrived = asyncio.Event()
+
+            async def on_message(message: Any) -> None:
+                got.append(message)
+                arrived.set()
+
+            await queue.consume(on_message, no_ack=False)
+
+            async def until(n: int) -> None:
+                while len(got) < n:
+                    arrived.clear()
+                    await arrived.wait()
+
+            await asyncio.wait_for(until(2), ctx.timeout)
+            await asyncio.sleep(quiet)  # bounded silence: a third must not come while two are unacked
+            counts = [len(got)]
+            await got[0].ack()
+            await asyncio.wait_for(until(3), ctx.timeout)
+            await asyncio.sleep(quiet)
+            counts.append(len(got))
+            return counts
+        finally:
+            await conn.close()
+
+    ctx.check(run_async(scenario(), ctx.timeout * 2, "aio-pika set_qos scenario"), [2, 3],
+              "messages received before and after one ack")
