@@ -395,6 +395,8 @@ class Cleanup:
                     ch.rpc(method, timeout=min(3.0, self.timeout))
                 except CaseOutcome:
                     ch = None  # a 404 closed the channel; open another for the next one
+                except ValueError:
+                    continue  # a name the codec refuses to encode was never created by us
         finally:
             conn.close(timeout=1.0)
             self.items.clear()

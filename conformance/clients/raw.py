@@ -209,7 +209,7 @@ class RawConnection:
         """Connect and run the whole handshake (header, start-ok, tune-ok, open).
 
         With ``handshake=False`` only the TCP connection is made; drive it with
-        :meth:`send_bytes` and :meth:`read_raw`.
+        :meth:`send_bytes` and read ``conn.sock`` directly (no reader thread runs).
         """
         u = URL.parse(url) if isinstance(url, str) else url
         if vhost is not None or user is not None or password is not None:
