@@ -62,7 +62,7 @@ class Wire:
         self.send(pframe.marshal(method, channel))
 
     def read(self, within: float) -> None:
-        """Read whatever arrives for up to ``within`` seconds, or until the socket ends."""
+        """Wait up to ``within`` seconds for bytes; return as soon as some arrive or the socket ends."""
         deadline = time.monotonic() + within
         while self.ended is None:
             remaining = deadline - time.monotonic()
@@ -83,6 +83,7 @@ class Wire:
                 self.ended = "closed"
                 return
             self.buf += got
+            return
 
     def next_frame(self, what: str) -> Any:
         """The next frame (heartbeats skipped); the socket's end or the deadline raise."""
