@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.cases import Case
-from conformance.rules import SpecRule, load_rules
+from conformance.spec import Rule, load_rules
 
 
 @dataclass(frozen=True)
 class RuleCoverage:
-    rule: SpecRule
+    rule: Rule
     cases: tuple[str, ...]
     reason: str  # why no client can check it ("" when cases check it or nobody said)
 

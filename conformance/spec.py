@@ -4,7 +4,11 @@ Every ``<rule>`` element becomes one :class:`Rule`. Its id is how cases cite it 
 ``rules`` field:
 
 - a rule inside a method, or inside a field of a method: ``class.method/rule-name``
-  (e.g. ``basic.ack/exists`` for the rule on the ``multiple`` field of ``basic.ack``);
+  (e.g. ``basic.ack/exists`` for the rule on the ``multiple`` field of ``basic.ack``); where
+  the XML reuses a rule name within one method (three rules named ``01`` under
+  ``basic.consume``), every field rule of the clash is qualified with its field:
+  ``class.method.field/rule-name`` (``basic.consume.exclusive/01``), so each of the 115 rules
+  has an id of its own;
 - a rule at class level: ``class/rule-name`` (e.g. ``exchange/required-types``);
 - a rule of a top-level domain or constant: ``<domain-or-constant>/<rule-name>``
   (e.g. ``delivery-tag/channel-local``).
@@ -12,17 +16,15 @@ Every ``<rule>`` element becomes one :class:`Rule`. Its id is how cases cite it 
 Rule names in the XML may contain spaces (``tx``: "not multiple queues"); ids turn spaces into
 hyphens so every id matches :data:`conformance.cases.RULE_RE`.
 
-The XML reuses names within a method (three rules named ``01`` under ``basic.consume``: one on
-the method, one on ``consumer-tag``, one on ``exclusive``), so an id is not unique per element:
-115 elements share 106 ids. A case citing such an id covers every element that carries it; the
-:attr:`Rule.field` attribute tells the elements apart.
+Run ``python -m conformance.spec`` for the list of ids, levels and texts.
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -44,6 +46,12 @@ class Rule:
     scenario: str  # the ``<doc type="scenario">`` text, whitespace collapsed ("" if none)
     field: str | None = None  # the field the rule sits on, when it sits on one
     domain: str | None = None  # the domain or constant the rule sits on, for top-level rules
+
+    @property
+    def actor(self) -> str:
+        """``client`` when the rule's first sentence binds the client or application, else ``server``."""
+        head = self.doc.split(".")[0].lower()
+        return "client" if re.search(r"\b(client|applications?)\s+(must|should|may)", head) else "server"
 
     @property
     def level(self) -> str:
@@ -115,6 +123,12 @@ def parse_rules(xml_text: str) -> list[Rule]:
                 )
 
     visit(root, None, None, None, None)
+    counts = Counter(r.id for r in out)
+    out = [replace(r, id=f"{r.class_name}.{r.method}.{r.field}/{slug(r.name)}")
+           if counts[r.id] > 1 and r.field else r for r in out]
+    dupes = sorted(i for i, n in Counter(r.id for r in out).items() if n > 1)
+    if dupes:
+        raise ValueError(f"rule ids are not unique even with their fields: {dupes}")
     return out
 
 
@@ -136,5 +150,10 @@ def load_rules(path: Path | None = None) -> list[Rule]:
 
 
 def rule_ids() -> list[str]:
-    """The distinct rule ids, in document order of their first element."""
-    return list(dict.fromkeys(r.id for r in load_rules()))
+    """The rule ids, in document order (one per rule)."""
+    return [r.id for r in load_rules()]
+
+
+if __name__ == "__main__":
+    for r in load_rules():
+        print(f"{r.id:55} {r.level:6} {r.actor:6} {r.on_failure or '-':20} {r.doc[:90]}")

@@ -497,16 +497,7 @@ def rule_coverage(rules: DataFrame, latest: DataFrame) -> DataFrame:
         "n_elements",
         F.lit(True).alias("in_spec"),
     )
-    # Scenario modules also cite field rules with the field named (``basic.consume.exclusive/01``)
-    # to tell apart rules that share a name; the spec's id leaves the field out.
-    cited = latest.select(
-        *BROKER_KEYS,
-        "case_id",
-        "verdict",
-        F.explode(F.transform("rules", lambda r: F.regexp_replace(r, r"^([a-z-]+\.[a-z-]+)\.[a-z-]+/", "$1/"))).alias(
-            "rule_id"
-        ),
-    )
+    cited = latest.select(*BROKER_KEYS, "case_id", "verdict", F.explode("rules").alias("rule_id"))
     per = cited.groupBy("rule_id", *BROKER_KEYS).agg(
         F.count_distinct("case_id").alias("n_cases"),
         *verdict_counts(),

@@ -4,7 +4,7 @@ import pytest
 
 from conformance.cases import MISSING, REGISTRY, Case, Level, case_of, param, register
 from conformance.coverage import rule_coverage, unknown_rule_refs
-from conformance.rules import load_rules
+from conformance.spec import load_rules
 
 
 def test_case_id_and_rules_are_validated() -> None:

@@ -381,7 +381,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
     rules = [
         Rule("basic.ack/exists", "basic", "ack", "exists", "precondition-failed", "MUST", "", field="multiple"),
         Rule("basic.reject/01", "basic", "reject", "01", None, "SHOULD", ""),
-        Rule("basic.reject/01", "basic", "reject", "01", None, "MAY", "", field="requeue"),
+        Rule("basic.reject.requeue/01", "basic", "reject", "01", None, "MAY", "", field="requeue"),
         Rule("tx/not-mandatory", "tx", None, "not mandatory", None, "MUST", ""),
     ]
     latest = stages.latest_verdicts(
@@ -404,7 +404,8 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
         [
             ("basic.ack/exists", "MUST", 1, True, "RabbitMQ@3.13.0", 2, 1, 1, ["acks.a", "acks.b"], "FAIL"),
             ("basic.ack/exists", "MUST", 1, True, "RabbitMQ@3.12.0", 1, 1, 0, ["acks.a"], "PASS"),
-            ("basic.reject/01", "SHOULD", 2, True, "RabbitMQ@3.13.0", 1, 0, 1, ["acks.b"], "FAIL"),
+            ("basic.reject/01", "SHOULD", 1, True, None, 0, 0, 0, [], None),
+            ("basic.reject.requeue/01", "MAY", 1, True, "RabbitMQ@3.13.0", 1, 0, 1, ["acks.b"], "FAIL"),
             ("tx/not-mandatory", "MUST", 1, True, None, 0, 0, 0, [], None),
             ("confirm.select/nowait", None, 0, False, "RabbitMQ@3.13.0", 1, 1, 0, ["confirms.x"], "PASS"),
         ],
@@ -415,7 +416,8 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
         "rule_id string, n_brokers long, worst_verdict string, cases string",
         [
             ("basic.ack/exists", 2, "FAIL", "acks.a acks.b"),
-            ("basic.reject/01", 1, "FAIL", "acks.b"),
+            ("basic.reject/01", 0, None, ""),
+            ("basic.reject.requeue/01", 1, "FAIL", "acks.b"),
             ("tx/not-mandatory", 0, None, ""),
             ("confirm.select/nowait", 1, "PASS", "confirms.x"),
         ],
