@@ -9,6 +9,7 @@ from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
 from conformance.broker.core import (
+    FATAL_FRAME_CLOSE_DELAY,
     ChannelClosed,
     ChannelOpened,
     CloseTransport,
@@ -281,6 +282,12 @@ def test_oversize_frame_is_frame_error(link: Link) -> None:
     link.feed(frame(1, 1, b"\x00" * 131072))
     close = link.connection_closed(501)
     assert "frame_too_large" in close.reply_text
+    # The socket stays open for a grace period (input discarded), so the peer can read the close.
+    assert not link.transport_closed
+    link.feed(spec.Connection.CloseOk().marshal())
+    link.broker.clock.advance(FATAL_FRAME_CLOSE_DELAY + 0.1)  # type: ignore[attr-defined]
+    link.core.tick()
+    link.pump()
     assert link.transport_closed
 
 
