@@ -47,6 +47,7 @@ from conformance.verdicts import (
 )
 
 SCENARIOS_DIR = Path(__file__).parent / "scenarios"
+SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
 
 # option name, env twin, default, help
 OPTIONS: tuple[tuple[str, str, str | None, str], ...] = (
@@ -221,6 +222,9 @@ def _start_target(state: SessionState) -> None:
         return
     state.url = target.url
     state.target_name = target.name
+    if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
+        # Read by the vhost-separation case; xdist workers inherit it (they start after this).
+        os.environ[SECOND_VHOST_ENV] = target.second_vhost
 
 
 @pytest.hookimpl(tryfirst=True)

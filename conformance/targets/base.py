@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+SECOND_VHOST = "amqpc-second"
+
 
 class TargetError(Exception):
     """A target could not be started or reached; the message is one line saying what to do."""
@@ -32,6 +34,8 @@ class Target:
     url: str
     controller: Controller | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
+    # A second virtual host the target's user may open, for vhost-separation cases.
+    second_vhost: str | None = None
 
     def close(self) -> None:
         while self.cleanup:

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
 
-from conformance.targets.base import ProcessController, Target, TargetError, free_port
+from conformance.targets.base import SECOND_VHOST, ProcessController, Target, TargetError, free_port
 from conformance.targets.readiness import amqp_ready
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 GARAGEMQ_CONFIG = Path("/etc/garagemq/config.yaml")
 
 
@@ -58,7 +60,25 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> T
                             ready=lambda deadline: amqp_ready(url, deadline, "rabbitmq-server"),
                             what="rabbitmq-server", stop_timeout=60, start_timeout=120)
     ctl.start()
-    return Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
+    target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
+    target.second_vhost = _rabbitmq_add_vhost(env, node)
+    return target
+
+
+def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
+    """Create the second vhost with rabbitmqctl (None, and the vhost cases UNSUPPORTED, if that fails)."""
+    ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+    if not ctl:
+        return None
+    for argv in ([ctl, "-n", node, "add_vhost", SECOND_VHOST],
+                 [ctl, "-n", node, "set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*"]):
+        try:
+            done = subprocess.run(argv, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if done.returncode != 0:
+            return None
+    return SECOND_VHOST
 
 
 def garagemq_config(port: int, admin_port: int, db: Path, host: str = "127.0.0.1") -> dict[str, object]:
