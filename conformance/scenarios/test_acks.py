@@ -555,3 +555,39 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
     seen = run_async(scenario(), ctx.timeout, "aio-pika iterator over three messages")
     raw = amqp.channel()
     ctx.check((seen, raw.message_count(q)), ([b"a1", b"a2", b"a3"], 0), "(bodies seen, messages left)")
+
+
+@case(
+    "acks.consumer-tag-channel-local",
+    rules=["basic.consume/02"],
+    sources=[f"{DOC}#consumer-cancellation"],
+    level=Level.MUST,
+    description="basic.cancel with a consumer tag of another channel of the same connection",
+    expectation="spec: the tag is not valid there (connection.close 530 NOT_ALLOWED); rabbitmq: cancel-ok for "
+                "an unknown tag; in both, the consumer on its own channel keeps receiving",
+    expected={"spec": "connection.close 530", "rabbitmq": "basic.cancel-ok, consumer intact"},
+    expected_sources={"spec": "basic.consume/02 (on-failure not-allowed)",
+                      "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
+                                  "cancel-ok and the other channel's consumer still receives"},
+)
+def test_consumer_tag_channel_local(amqp, ctx, cleanup) -> None:
+    conn = amqp()
+    ch1 = conn.channel()
+    ch2 = conn.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch1.declare_queue(q)
+    tag = ch1.consume(q, no_ack=True, consumer_tag=ctx.name("ctag"))
+    ch2.send(spec.Basic.Cancel(consumer_tag=tag))
+    try:
+        ch2.wait(spec.Basic.CancelOk, "basic.cancel-ok on the other channel")
+    except UnexpectedClose as exc:
+        ev = exc.event
+        m = getattr(ev, "method", None)
+        observed = (f"{'connection' if isinstance(m, spec.Connection.Close) else 'channel'}.close {m.reply_code}"
+                    if m is not None else ev.describe())
+        ctx.check_profile(observed, "answer to basic.cancel of another channel's tag")
+        return
+    ch1.publish("", q, b"after-foreign-cancel")
+    ev = ch1.next_delivery(what="a delivery to the consumer whose tag was cancelled on another channel")
+    observed = "basic.cancel-ok, consumer intact" if ev.body == b"after-foreign-cancel" else f"got {ev.body!r}"
+    ctx.check_profile(observed, "answer to basic.cancel of another channel's tag")

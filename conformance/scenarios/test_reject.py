@@ -128,6 +128,7 @@ def x_death_reason(ev: Event) -> Any:
 
 @case(
     "reject.requeue-true-requeues",
+    rules=["basic.reject/02"],
     sources=[SRC_REQUEUE, SRC_SUMMARY],
     level=Level.MUST,
     description="basic.reject(requeue=true) of a message taken with basic.get",

@@ -1,0 +1,48 @@
+"""Message priority: the spec's basic class rules on priority levels.
+
+Covers ``basic/06`` (at least two priority levels, 0-4 and 5-9). RabbitMQ implements priorities
+only for queues declared with the ``x-max-priority`` argument; a plain queue delivers in
+publication order whatever the priority property says (measured on RabbitMQ 3.10.8), so the
+expected order is profile data.
+"""
+
+from __future__ import annotations
+
+from pamqp import commands as spec
+
+from conformance.cases import Level, case
+from conformance.clients.expect import drain_confirms
+
+LOW_HIGH = ((b"low-0", 0), (b"low-1", 1), (b"high-9", 9), (b"high-5", 5))
+
+
+def _publish_and_drain(ch, q: str) -> list[bytes]:  # type: ignore[no-untyped-def]
+    ch.confirm_select()
+    for body, prio in LOW_HIGH:
+        last = ch.publish("", q, body, properties=spec.Basic.Properties(priority=prio))
+    drain_confirms(ch, last)
+    got: list[bytes] = []
+    while (ev := ch.get(q, no_ack=True)) is not None:
+        got.append(ev.body or b"")
+    return got
+
+
+@case(
+    "priority.two-levels-plain-queue", rules=["basic/06"], level=Level.MUST,
+    description="Four messages with priorities 0, 1, 9, 5 published to a queue declared without arguments, "
+                "then fetched with basic.get",
+    expectation="spec: the 5-9 level before the 0-4 level; rabbitmq: publication order (priorities need "
+                "x-max-priority)",
+    expected={"spec": ["high-9", "high-5", "low-0", "low-1"], "rabbitmq": ["low-0", "low-1", "high-9", "high-5"]},
+    expected_sources={
+        "spec": "basic/06: priorities 0-4 and 5-9 are treated as two distinct levels; basic/08: same "
+                "priority in publication order",
+        "rabbitmq": "measured on RabbitMQ 3.10.8: a queue without x-max-priority delivers in publication order",
+    },
+)
+def test_two_priority_levels(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    got = [b.decode() for b in _publish_and_drain(ch, q)]
+    ctx.check_profile(got, "order of basic.get")
