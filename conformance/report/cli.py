@@ -184,14 +184,15 @@ def _gate(args: argparse.Namespace, base_sel: Selector, cand_sel: Selector) -> i
         finally:
             for ld in loaded:
                 ld.close()
-    hard = [r for r in rows if r["kind"] == "regression"]
+    hard = [r for r in rows if r["kind"] in ("regression", "new-failure")]
     soft = [r for r in rows if r["kind"] == "new-non-strict"]
     if rows:
         format_table(rows, sys.stdout)
     failing = len(hard) + (len(soft) if args.strict else 0)
     verdict = "FAIL" if failing else "PASS"
     print(
-        f"gate {verdict}: {len(hard)} regression(s), {len(soft)} new NON_STRICT"
+        f"gate {verdict}: {sum(r['kind'] == 'regression' for r in hard)} regression(s), "
+        f"{sum(r['kind'] == 'new-failure' for r in hard)} untriaged new failure(s), {len(soft)} new NON_STRICT"
         f"{' (fail with --strict)' if soft and not args.strict else ''}; "
         f"baseline {base_sel.text} ({counts['baseline']} cases) → candidate {cand_sel.text} ({counts['candidate']} cases)"
     )

@@ -109,7 +109,7 @@ REGRESSION_SCHEMA: Final = T.StructType(
         T.StructField("case_id", STR),
         T.StructField("area", STR),
         T.StructField("level", STR),
-        T.StructField("kind", STR),  # regression | new-non-strict
+        T.StructField("kind", STR),  # regression | new-failure | new-non-strict
         T.StructField("baseline_verdict", STR),
         T.StructField("candidate_verdict", STR),
         T.StructField("expected", STR),

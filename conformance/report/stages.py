@@ -387,11 +387,23 @@ def consecutive_versions(latest: DataFrame) -> DataFrame:
 
 def classify_transitions(joined: DataFrame) -> DataFrame:
     """Rows with ``baseline_verdict`` (null if the case is new) and ``candidate_verdict``, kept
-    when PASS → FAIL/TIMEOUT/ERROR (``regression``) or the candidate is NON_STRICT where the
-    baseline was not (``new-non-strict``)."""
+    when the candidate is worse than the baseline:
+
+    - ``regression``: PASS → FAIL/TIMEOUT/ERROR; FAIL → TIMEOUT (a wrong answer became no
+      answer); anything → ERROR (the harness broke where it did not);
+    - ``new-failure``: a case the baseline does not have is FAIL/TIMEOUT/ERROR (nobody triaged it);
+    - ``new-non-strict``: the candidate is NON_STRICT where the baseline was not.
+    """
     b, c = F.col("baseline_verdict"), F.col("candidate_verdict")
-    kind = F.when((b == "PASS") & c.isin(*BAD_AFTER_PASS), F.lit("regression")).when(
-        (c == "NON_STRICT") & (b.isNull() | (b != "NON_STRICT")), F.lit("new-non-strict")
+    worse = (
+        ((b == "PASS") & c.isin(*BAD_AFTER_PASS))
+        | ((b == "FAIL") & (c == "TIMEOUT"))
+        | (b.isNotNull() & (b != "ERROR") & (c == "ERROR"))
+    )
+    kind = (
+        F.when(worse, F.lit("regression"))
+        .when(b.isNull() & c.isin(*BAD_AFTER_PASS), F.lit("new-failure"))
+        .when((c == "NON_STRICT") & (b.isNull() | (b != "NON_STRICT")), F.lit("new-non-strict"))
     )
     return joined.withColumn("kind", kind).where(F.col("kind").isNotNull())
 

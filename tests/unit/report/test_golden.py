@@ -186,21 +186,21 @@ def test_gate_fails_on_a_regression(spark: SparkSession, capsys: pytest.CaptureF
     assert lines[0].split() == ["KIND", "CASE", "BASELINE", "CANDIDATE", "BASELINE", "BROKER", "CANDIDATE", "BROKER"]
     assert lines[1].split() == ["new-non-strict", "reject.requeue-head", "PASS", "NON_STRICT", "RabbitMQ@3.12.0", "RabbitMQ@3.13.0"]
     assert lines[2].split() == ["regression", "acks.double-ack-406", "PASS", "FAIL", "RabbitMQ@3.12.0", "RabbitMQ@3.13.0"]
-    assert lines[-1].startswith("gate FAIL: 1 regression(s), 1 new NON_STRICT")
+    assert lines[-1].startswith("gate FAIL: 1 regression(s), 0 untriaged new failure(s), 1 new NON_STRICT")
 
 
 def test_gate_selectors_and_strict(spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> None:
     res = ["--results", str(GOLDEN)]
     # Reversed, 3.13.0 → 3.12.0 has no PASS → FAIL and no new NON_STRICT: passes.
     rc, out, _ = gate(capsys, "--baseline", "version:3.13.0", "--candidate", "version:3.12.0", *res)
-    assert rc == 0 and out.startswith("gate PASS: 0 regression(s), 0 new NON_STRICT")
+    assert rc == 0 and out.startswith("gate PASS: 0 regression(s), 0 untriaged new failure(s), 0 new NON_STRICT")
     # Run r1 (exclusive TIMEOUT) → run r2 (all PASS): nothing; r2 → r1: a TIMEOUT regression.
     rc, out, _ = gate(capsys, "--baseline", "run:20240502T020000Z-r2", "--candidate", "run:20240501T020000Z-r1", *res)
     assert rc == 1 and "exclusive.other-connection-405" in out
     # garagemq against RabbitMQ 3.12.0: reject PASS → NON_STRICT only fails with --strict…
     rc, out, _ = gate(capsys, "--baseline", "broker:RabbitMQ@3.12.0", "--candidate", "broker:garagemq@0.1.0", *res)
     assert rc == 1  # …but the tx rows PASS → FAIL fail anyway
-    assert "gate FAIL: 3 regression(s), 1 new NON_STRICT (fail with --strict)" in out
+    assert "gate FAIL: 3 regression(s), 0 untriaged new failure(s), 1 new NON_STRICT (fail with --strict)" in out
     rc, out, _ = gate(capsys, "--baseline", "broker:RabbitMQ@3.13.0", "--candidate", "broker:RabbitMQ@3.13.0", "--strict", *res)
     assert rc == 0
 

@@ -335,6 +335,7 @@ def _two_releases(spark: SparkSession) -> DataFrame:
             record(case_id="acks.e", verdict="NON_STRICT"),
             record(case_id="acks.f", verdict="NON_STRICT"),
             record(case_id="acks.g", verdict="NON_STRICT"),
+            record(case_id="acks.h", verdict="FAIL"),
         ],
     )
 
@@ -350,8 +351,10 @@ def test_release_regressions_between_consecutive_versions(spark: SparkSession) -
         [
             ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.a", "regression", "PASS", "FAIL", "channel open"),
             ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.b", "regression", "PASS", "TIMEOUT", "406"),
+            ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.d", "regression", "FAIL", "ERROR", "406"),
             ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.e", "new-non-strict", "PASS", "NON_STRICT", "406"),
             ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.g", "new-non-strict", None, "NON_STRICT", "406"),
+            ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "acks.h", "new-failure", None, "FAIL", "406"),
         ],
     )
 
@@ -367,8 +370,10 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
         [
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.a", "regression"),
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.b", "regression"),
+            ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.d", "regression"),
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.e", "new-non-strict"),
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.g", "new-non-strict"),
+            ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.h", "new-failure"),
         ],
     )
     assert stages.gate_regressions(cand, cand).count() == 0
