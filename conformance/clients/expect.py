@@ -82,6 +82,8 @@ def _await_close(ch: RawChannel, expected: str, *, probe: bool, timeout: float |
         try:
             ch.barrier(timeout=limit)
         except UnexpectedClose as exc:
+            if isinstance(exc.event, Event):
+                conn.discard(exc.event.channel, exc.event)
             return exc.event
         except CaseTimeout as exc:
             raise CaseTimeout(expected, limit, observed="no close and no answer to a probe") from exc
@@ -102,6 +104,8 @@ def _wait_any_close(conn: RawConnection, channel: int, limit: float, expected: s
         return conn.wait_event(channel, lambda e: isinstance(e.method, spec.Channel.Close), expected,
                                timeout=limit, close_is_error=False)
     except UnexpectedClose as exc:
+        if isinstance(exc.event, Event):
+            conn.discard(exc.event.channel, exc.event)
         return exc.event
     except CaseTimeout:
         if conn.closed_by_broker is not None:

@@ -303,7 +303,19 @@ class RawConnection:
         self.send_bytes(pframe.marshal(frm, channel))
 
     def send_method(self, channel: int, method: Frame) -> None:
+        if isinstance(method, spec.Channel.Open) and channel:
+            # A (re)opened channel starts afresh: whatever is still pending belongs to its
+            # previous incarnation (e.g. the channel.close that ended it) and answers nothing now.
+            with self._lock:
+                self._inbox(channel).pending.clear()
         self.send_frame(channel, method)
+
+    def discard(self, channel: int, event: Event) -> None:
+        """Remove ``event`` from the channel's pending events (it has been dealt with)."""
+        with self._lock:
+            box = self._inbox(channel)
+            if event in box.pending:
+                box.pending.remove(event)
 
     def send_content(
         self,
