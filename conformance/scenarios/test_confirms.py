@@ -438,6 +438,8 @@ def test_persistent_survives_restart(amqp, ctx, restartable):
     ch = amqp.channel(url)
     q = ctx.name("durable")
     ch.declare_queue(q, durable=True)
+    restartable.settle_topology()  # the crash below tests the confirm, not the declaration
+    ch = amqp.channel(url)
     ch.confirm_select()
     ch.publish("", q, b"precious", persistent=True)
     ev = first_confirm(ch, "the confirm of the persistent publish")

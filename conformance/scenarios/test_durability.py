@@ -241,9 +241,11 @@ def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:
     url = restartable.url
     q = ctx.name("q")
     sent = [b"c1", b"c2", b"c3"]
+    with pika_session(url, ctx.timeout, "pika durable queue") as conn:
+        conn.channel().queue_declare(q, durable=True)
+    restartable.settle_topology()  # the crash below tests the confirms, not the declaration
     with pika_session(url, ctx.timeout, "pika confirmed publishes") as conn:
         ch = conn.channel()
-        ch.queue_declare(q, durable=True)
         ch.confirm_delivery()
         for body in sent:  # each basic_publish returns only once the broker confirmed it
             ch.basic_publish("", q, body, pika.BasicProperties(delivery_mode=2))

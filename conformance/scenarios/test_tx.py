@@ -467,6 +467,8 @@ def durable_after_commit(env: Env) -> str:
     ch = env.amqp.channel(target.url)
     q = env.ctx.name("durable")
     ch.declare_queue(q, durable=True)
+    target.settle_topology()  # the crash below tests the commit, not the declaration
+    ch = env.amqp.channel(target.url)
     tx_select(ch)
     ch.publish("", q, b"precious", persistent=True)
     ch.tx_commit()
