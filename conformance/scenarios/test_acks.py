@@ -31,6 +31,7 @@ from conformance.clients.raw import (
     reply_name,
     tags,
 )
+from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
@@ -40,11 +41,6 @@ UNACKED = f"{DOC}#what-happens-to-unacknowledged-messages"
 AUTO = f"{DOC}#auto-acknowledgment-mode"
 CANCEL = f"{DOC}#consumer-cancellation"
 MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
-
-
-def _quiet(ctx: Any) -> float:
-    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
-    return min(0.5, ctx.timeout / 10)
 
 
 def _short(ev: Event | SocketClosed) -> str:
@@ -223,7 +219,7 @@ def test_no_ack_at_most_once(amqp, ctx, cleanup) -> None:
     second = amqp.channel()
     second.consume(q)
     first.close()
-    expect_no_delivery(second, _quiet(ctx), what="no redelivery of an auto-acked message")
+    expect_no_delivery(second, quiet_window(ctx.timeout), what="no redelivery of an auto-acked message")
     ctx.check(second.message_count(q), 0, "messages left in the queue")
 
 
@@ -250,7 +246,7 @@ def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
     again = amqp.channel()
     again.consume(q, no_ack=True)
     received = bodies(again.deliveries(2))
-    expect_no_delivery(again, _quiet(ctx), what="nothing beyond the two unacked messages")
+    expect_no_delivery(again, quiet_window(ctx.timeout), what="nothing beyond the two unacked messages")
     ctx.check(received, [b"m3", b"m4"], "bodies after reconnect")
 
 
@@ -278,7 +274,7 @@ def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
     second = amqp.channel()
     second.consume(q, no_ack=True)
     first.close()
-    expect_no_delivery(second, _quiet(ctx), what="no message requeued after ack(0, multiple=true)")
+    expect_no_delivery(second, quiet_window(ctx.timeout), what="no message requeued after ack(0, multiple=true)")
 
 
 @case(
@@ -376,7 +372,7 @@ def test_cancel_stops_deliveries(amqp, ctx, cleanup) -> None:
     ok = ch.rpc(spec.Basic.Cancel(consumer_tag=tag))
     ctx.check(str(ok.consumer_tag), tag, "consumer tag in cancel-ok")
     _fill(ch, q, 1)
-    expect_no_delivery(ch, _quiet(ctx), what="no delivery after cancel-ok")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="no delivery after cancel-ok")
     ctx.check(ch.message_count(q), 1, "messages still queued")
 
 

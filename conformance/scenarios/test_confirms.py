@@ -27,6 +27,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
+from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
 
 DOC = "000_cd470977c809f5f5.txt"
@@ -122,11 +123,6 @@ def settle_all(ch: RawChannel, published: int, timeout: float, *, quiet: float) 
         except CaseTimeout:
             break
     return st
-
-
-def quiet_window(timeout: float) -> float:
-    """How long to listen for confirms that must not come (short, scaled from the case timeout)."""
-    return min(0.5, max(0.1, timeout / 20))
 
 
 def confirm_channel(amqp: Any) -> RawChannel:

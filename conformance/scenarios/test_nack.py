@@ -17,12 +17,11 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from pamqp import commands as spec
-
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_get_empty
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
+from conformance.clients.steps import drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -38,27 +37,6 @@ NACK = ["basic.nack"]
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def publish_confirmed(ch: RawChannel, queue: str, bodies: Sequence[bytes]) -> None:
-    """Publish ``bodies`` to ``queue`` on a separate confirm-mode channel and wait for the confirms,
-    so the messages are known to be enqueued before the case goes on."""
-    pub = ch.conn.channel()
-    pub.confirm_select()
-    for body in bodies:
-        pub.publish("", queue, body)
-    want = set(range(1, len(bodies) + 1))
-    acked: set[int] = set()
-    nacked: set[int] = set()
-    while not want <= acked | nacked:
-        ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
-        tag = int(ev.method.delivery_tag)
-        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
-        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
-    if nacked:
-        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
-                       observed=f"basic.nack for publishes {sorted(nacked)}")
-    pub.close()
-
-
 def get_n(ch: RawChannel, queue: str, n: int) -> list[Event]:
     """``n`` messages by basic.get with manual ack (tags 1..n on a fresh channel)."""
     got: list[Event] = []
@@ -66,17 +44,6 @@ def get_n(ch: RawChannel, queue: str, n: int) -> list[Event]:
         ev = ch.get(queue)
         if ev is None:
             raise Mismatch("setup basic.get", expected=f"{n} messages", observed=f"get-empty after {i}")
-        got.append(ev)
-    return got
-
-
-def drain(ch: RawChannel, queue: str, limit: int = 100) -> list[Event]:
-    """Every ready message of ``queue`` by basic.get with auto-ack, until get-empty."""
-    got: list[Event] = []
-    for _ in range(limit):
-        ev = ch.get(queue, no_ack=True)
-        if ev is None:
-            break
         got.append(ev)
     return got
 
@@ -112,7 +79,7 @@ def test_capability_advertised(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1"])
+    publish_confirmed(ch, "", q, [b"n1"])
     (ev,) = get_n(ch, q, 1)
     nack_or_unsupported(ch, int(ev.method.delivery_tag), multiple=False, requeue=True)
     caps = ch.conn.server_properties.get("capabilities") or {}
@@ -134,7 +101,7 @@ def test_single_requeue(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1", b"n2"])
+    publish_confirmed(ch, "", q, [b"n1", b"n2"])
     evs = get_n(ch, q, 2)
     ch.nack(evs[1].method.delivery_tag, multiple=False, requeue=True)
     ctx.check(body_list(drain(ch, q)), ["n2"], "messages in the queue after the single nack")
@@ -153,7 +120,7 @@ def test_requeue_redelivered_flag(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1"])
+    publish_confirmed(ch, "", q, [b"n1"])
     ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
     ch.nack(first.method.delivery_tag, requeue=True)
@@ -174,7 +141,7 @@ def test_requeue_false_discards(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1"])
+    publish_confirmed(ch, "", q, [b"n1"])
     (ev,) = get_n(ch, q, 1)
     ch.nack(ev.method.delivery_tag, requeue=False)
     expect_get_empty(ch, q, what="queue after nack(requeue=false)")
@@ -197,7 +164,7 @@ def test_multiple_with_gaps(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
+    publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
     evs = get_n(ch, q, 5)
     ch.ack(evs[1].method.delivery_tag)
     ch.ack(evs[3].method.delivery_tag)
@@ -217,7 +184,7 @@ def test_zero_multiple(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1", b"n2", b"n3"])
+    publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3"])
     get_n(ch, q, 3)
     ch.nack(0, multiple=True, requeue=True)
     ctx.check(sorted(body_list(drain(ch, q))), ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)")
@@ -237,7 +204,7 @@ def test_multiple_requeue_order(amqp, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     bodies = [f"n{i}".encode() for i in range(1, 9)]
-    publish_confirmed(ch, q, bodies)
+    publish_confirmed(ch, "", q, bodies)
     ch.qos(4)
     ch.consume(q)
     first = ch.deliveries(4)
@@ -271,7 +238,7 @@ def test_requeue_false_dead_letters(amqp, ctx, cleanup):
     ch.declare_queue(dlq)
     ch.bind(dlq, dlx)
     ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
-    publish_confirmed(ch, src, [b"n1"])
+    publish_confirmed(ch, "", src, [b"n1"])
     (ev,) = get_n(ch, src, 1)
     ch.consume(dlq, no_ack=True)
     ch.nack(ev.method.delivery_tag, requeue=False)
@@ -301,7 +268,7 @@ def test_unknown_tag(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"n1"])
+    publish_confirmed(ch, "", q, [b"n1"])
     get_n(ch, q, 1)
     ch.nack(99, requeue=True)
     ev = expect_channel_close(ch, 406, what="basic.nack of unknown tag 99")

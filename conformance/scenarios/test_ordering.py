@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel
+from conformance.clients.steps import drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -51,32 +51,6 @@ REQUEUE_SOURCES = {
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, bodies: Sequence[bytes]) -> None:
-    """Publish ``bodies`` on one separate confirm-mode channel and wait until every publish is
-    confirmed, so the messages are known to be enqueued (in this order) before the case goes on."""
-    pub = ch.conn.channel()
-    pub.confirm_select()
-    for body in bodies:
-        pub.publish(exchange, routing_key, body)
-    want = set(range(1, len(bodies) + 1))
-    acked: set[int] = set()
-    nacked: set[int] = set()
-    while not want <= acked | nacked:
-        try:
-            ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
-        except CaseTimeout as exc:
-            pending = sorted(want - acked - nacked)
-            raise CaseTimeout(f"setup: publisher confirms for {len(bodies)} messages", exc.seconds,
-                              observed=f"{len(pending)} unconfirmed, first {pending[:5]}") from exc
-        tag = int(ev.method.delivery_tag)
-        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
-        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
-    if nacked:
-        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
-                       observed=f"basic.nack for {len(nacked)} publishes")
-    pub.close()
-
-
 def names(events: Sequence[Event]) -> list[str]:
     return [(e.body or b"").decode() for e in events]
 
@@ -91,17 +65,6 @@ def order_verdict(observed: Sequence[str], expected: Sequence[str]) -> str:
     missing = sorted(set(expected) - set(observed))
     extra = sorted(set(observed) - set(expected))
     return f"different messages: {len(observed)} of {len(expected)}, missing {missing[:5]}, extra {extra[:5]}"
-
-
-def drain(ch: RawChannel, queue: str, limit: int) -> list[Event]:
-    """Every ready message of ``queue`` by basic.get with auto-ack, until get-empty."""
-    got: list[Event] = []
-    for _ in range(limit):
-        ev = ch.get(queue, no_ack=True)
-        if ev is None:
-            break
-        got.append(ev)
-    return got
 
 
 def wait_ready(ch: RawChannel, queue: str, count: int, timeout: float) -> None:

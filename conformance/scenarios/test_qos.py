@@ -25,6 +25,7 @@ from conformance.clients.raw import (
     bodies,
     reply_name,
 )
+from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout
 
 PREFETCH = "basic.qos.prefetch-count/01"
@@ -32,11 +33,6 @@ PUSH = "003_50388870ec53b6aa.txt#basic-consume-push-delivery"
 RABBIT_GLOBAL = ("RabbitMQ 'Consumer Prefetch' guide, measured on RabbitMQ 3.10.8: basic.qos(global=false) "
                  "limits each consumer of the channel separately (two consumers → two unacked deliveries)")
 SPEC_GLOBAL = "basic.qos global field: 'By default the QoS settings apply to the current channel only'"
-
-
-def _quiet(ctx: Any) -> float:
-    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
-    return min(0.5, ctx.timeout / 10)
 
 
 def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m", size: int = 0) -> None:
@@ -74,7 +70,7 @@ def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
     ch.qos(2)
     ch.consume(q)
     ch.deliveries(2)
-    expect_no_delivery(ch, _quiet(ctx), what="a third delivery beyond prefetch-count=2")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery beyond prefetch-count=2")
 
 
 @case(
@@ -93,10 +89,10 @@ def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
     ch.qos(1)
     ch.consume(q)
     first = ch.next_delivery()
-    expect_no_delivery(ch, _quiet(ctx), what="a second delivery before the first is acked")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a second delivery before the first is acked")
     ch.ack(int(first.method.delivery_tag))
     after = [ch.next_delivery(what="the delivery freed by the ack")]
-    expect_no_delivery(ch, _quiet(ctx), what="a further delivery while the second is unacked")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a further delivery while the second is unacked")
     ctx.check(bodies([first, *after]), [b"m1", b"m2"], "bodies delivered")
 
 
@@ -138,7 +134,7 @@ def test_global_false_scope(amqp, ctx, cleanup) -> None:
     ch.qos(1, global_=False)
     ch.consume(qa)
     ch.consume(qb)
-    ctx.check_profile(_count_until_quiet(ch, _quiet(ctx), 4), "unacked deliveries on the channel")
+    ctx.check_profile(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel")
 
 
 @case(
@@ -159,7 +155,7 @@ def test_global_true_shared(amqp, ctx, cleanup) -> None:
     ch.qos(1, global_=True)
     ch.consume(qa)
     ch.consume(qb)
-    ctx.check(_count_until_quiet(ch, _quiet(ctx), 4), 1, "unacked deliveries on the channel")
+    ctx.check(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), 1, "unacked deliveries on the channel")
 
 
 @case(
@@ -224,11 +220,11 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
             ch.basic_publish("", q, f"p{i}".encode())
         ch.basic_qos(prefetch_count=1)
         ch.basic_consume(q, lambda _c, method, _p, _b: seen.append(method.delivery_tag), auto_ack=False)
-        conn.process_data_events(time_limit=_quiet(ctx) * 2)
+        conn.process_data_events(time_limit=quiet_window(ctx.timeout) * 2)
         counts.append(len(seen))
         if seen:
             ch.basic_ack(delivery_tag=seen[0])
-        conn.process_data_events(time_limit=_quiet(ctx) * 2)
+        conn.process_data_events(time_limit=quiet_window(ctx.timeout) * 2)
         counts.append(len(seen))
     ctx.check(counts, [1, 2], "callbacks before and after the ack")
 
@@ -248,7 +244,7 @@ def test_aio_pika_set_qos(broker_url, ctx, cleanup) -> None:
     from conformance.clients.libs import run_async
 
     q = cleanup.queue(ctx.name("q"))
-    quiet = _quiet(ctx)
+    quiet = quiet_window(ctx.timeout)
 
     async def scenario() -> list[int]:
         conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)

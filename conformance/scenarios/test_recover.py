@@ -21,6 +21,7 @@ from conformance.cases import Level, case
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, method_name, reply_name
+from conformance.clients.steps import publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 R003 = "003_50388870ec53b6aa.txt"
@@ -32,32 +33,6 @@ DESIGN_540 = "DESIGN.md 'Facts measured on RabbitMQ 3.10.8': basic.recover(reque
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def quiet_window(ctx: Any) -> float:
-    """How long silence is awaited: short, scaled from the case timeout."""
-    return max(0.2, min(1.0, ctx.timeout / 10))
-
-
-def publish_confirmed(ch: RawChannel, queue: str, bodies: Sequence[bytes]) -> None:
-    """Publish ``bodies`` to ``queue`` on a separate confirm-mode channel and wait for the confirms,
-    so the messages are known to be enqueued before the case goes on."""
-    pub = ch.conn.channel()
-    pub.confirm_select()
-    for body in bodies:
-        pub.publish("", queue, body)
-    want = set(range(1, len(bodies) + 1))
-    acked: set[int] = set()
-    nacked: set[int] = set()
-    while not want <= acked | nacked:
-        ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
-        tag = int(ev.method.delivery_tag)
-        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
-        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
-    if nacked:
-        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
-                       observed=f"basic.nack for publishes {sorted(nacked)}")
-    pub.close()
 
 
 def flagged(events: Sequence[Event]) -> list[tuple[str, bool]]:
@@ -93,7 +68,7 @@ def test_requeue_redelivers_consumer(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1", b"r2", b"r3"])
+    publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3"])
     ch.consume(q)
     ch.deliveries(3)
     ch.recover(requeue=True)
@@ -113,7 +88,7 @@ def test_requeue_redelivers_get(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1", b"r2"])
+    publish_confirmed(ch, "", q, [b"r1", b"r2"])
     for _ in range(2):
         if ch.get(q) is None:
             raise Mismatch("setup basic.get", expected="2 messages", observed="basic.get-empty")
@@ -139,11 +114,11 @@ def test_no_ack_not_redelivered(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1", b"r2"])
+    publish_confirmed(ch, "", q, [b"r1", b"r2"])
     ch.consume(q, no_ack=True)
     ch.deliveries(2)
     ch.recover(requeue=True)
-    expect_no_delivery(ch, quiet_window(ctx), what="redelivery of auto-acked messages after recover")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="redelivery of auto-acked messages after recover")
     ctx.observe("redeliveries", "none")
 
 
@@ -175,11 +150,11 @@ def test_frees_prefetch(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1", b"r2", b"r3", b"r4"])
+    publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3", b"r4"])
     ch.qos(2)
     ch.consume(q)
     ch.deliveries(2)
-    expect_no_delivery(ch, quiet_window(ctx), what="a third delivery while the prefetch window is full")
+    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery while the prefetch window is full")
     ch.recover(requeue=True)
     again = redeliveries(ch, 2, ctx, "basic.recover(requeue=true) with a full prefetch window")
     ctx.check(len(again), 2, "deliveries after recover")
@@ -199,7 +174,7 @@ def test_recover_async(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1", b"r2"])
+    publish_confirmed(ch, "", q, [b"r1", b"r2"])
     ch.consume(q)
     ch.deliveries(2)
     ch.send(spec.Basic.RecoverAsync(requeue=True))
@@ -235,7 +210,7 @@ def test_requeue_false(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     tag = ch.consume(q)
     ch.next_delivery(what="the first delivery")
     try:

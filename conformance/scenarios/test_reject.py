@@ -23,12 +23,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_channel_close, expect_get_empty
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel
+from conformance.clients.steps import publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R002 = "002_4ef6b84472723893.txt"
@@ -44,48 +44,11 @@ SRC_SUMMARY = f"{R003}#delivery-guarantee-summary"
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def quiet_window(ctx: Any) -> float:
-    """How long silence is awaited: short, scaled from the case timeout."""
-    return max(0.2, min(1.0, ctx.timeout / 10))
-
-
-def publish_confirmed(ch: RawChannel, queue: str, bodies: Sequence[bytes]) -> None:
-    """Publish ``bodies`` to ``queue`` on a separate confirm-mode channel and wait for the confirms,
-    so the messages are known to be enqueued before the case goes on."""
-    pub = ch.conn.channel()
-    pub.confirm_select()
-    for body in bodies:
-        pub.publish("", queue, body)
-    want = set(range(1, len(bodies) + 1))
-    acked: set[int] = set()
-    nacked: set[int] = set()
-    while not want <= acked | nacked:
-        ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
-        tag = int(ev.method.delivery_tag)
-        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
-        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
-    if nacked:
-        raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
-                       observed=f"basic.nack for publishes {sorted(nacked)}")
-    pub.close()
-
-
 def get_one(ch: RawChannel, queue: str, what: str) -> Event:
     ev = ch.get(queue)
     if ev is None:
         raise Mismatch(what, expected="basic.get-ok", observed="basic.get-empty")
     return ev
-
-
-def drain(ch: RawChannel, queue: str, limit: int = 100) -> list[Event]:
-    """Every ready message of ``queue`` by basic.get with auto-ack, until get-empty."""
-    got: list[Event] = []
-    for _ in range(limit):
-        ev = ch.get(queue, no_ack=True)
-        if ev is None:
-            break
-        got.append(ev)
-    return got
 
 
 def next_from_any(chs: Sequence[RawChannel], timeout: float, what: str) -> tuple[int, Event]:
@@ -138,7 +101,7 @@ def test_requeue_true_requeues(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     ev = get_one(ch, q, "the published message")
     ch.reject(ev.method.delivery_tag, requeue=True)
     again = ch.get(q, no_ack=True)
@@ -157,7 +120,7 @@ def test_requeue_redelivered_flag(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
     ch.reject(first.method.delivery_tag, requeue=True)
@@ -187,12 +150,12 @@ def test_requeue_same_consumer(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     tag = ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
     ch.reject(first.method.delivery_tag, requeue=True)
     # The spec's "later stage" redelivery is allowed, so only a prompt redelivery counts as "same".
-    window = max(quiet_window(ctx), min(ctx.timeout, 2.0))
+    window = max(quiet_window(ctx.timeout), min(ctx.timeout, 2.0))
     try:
         again = ch.next_delivery(timeout=window, what="a redelivery to the rejecting consumer")
     except CaseTimeout:
@@ -223,7 +186,7 @@ def test_requeue_two_consumers(amqp, ctx, cleanup):
     b.qos(1)
     a.consume(q)
     b.consume(q)
-    publish_confirmed(a, q, [b"r1"])
+    publish_confirmed(a, "", q, [b"r1"])
     chs = [a, b]
     first_i, first = next_from_any(chs, ctx.timeout, "the first delivery")
     chs[first_i].reject(first.method.delivery_tag, requeue=True)
@@ -250,7 +213,7 @@ def test_requeue_false_discards(amqp, ctx, cleanup):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     ev = get_one(ch, q, "the published message")
     ch.reject(ev.method.delivery_tag, requeue=False)
     expect_get_empty(ch, q, what="queue after reject(requeue=false)")
@@ -267,7 +230,7 @@ def test_requeue_false_discards(amqp, ctx, cleanup):
 def test_requeue_false_dead_letters(amqp, ctx, cleanup):
     ch = amqp.channel()
     src, dlq = declare_dlx(ch, ctx, cleanup)
-    publish_confirmed(ch, src, [b"r1"])
+    publish_confirmed(ch, "", src, [b"r1"])
     ev = get_one(ch, src, "the published message")
     ch.consume(dlq, no_ack=True)
     ch.reject(ev.method.delivery_tag, requeue=False)
@@ -336,7 +299,7 @@ def test_reject_tag_errors(amqp, ctx, cleanup, setup, on_other_channel):
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    publish_confirmed(ch, q, [b"r1"])
+    publish_confirmed(ch, "", q, [b"r1"])
     tag = setup(ch, q)
     target = ch.conn.channel() if on_other_channel else ch
     target.reject(tag, requeue=False)

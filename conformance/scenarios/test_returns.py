@@ -24,16 +24,12 @@ from conformance.clients.raw import (
     method_name,
     reply_name,
 )
+from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
 
 MANDATORY = "basic.publish.mandatory/01"
 IMMEDIATE_540 = ("measured on RabbitMQ 3.10.8: connection.close 540 NOT_IMPLEMENTED 'NOT_IMPLEMENTED - "
                  "immediate=true' (class 60, method 40); RabbitMQ removed the immediate flag in 3.0")
-
-
-def _quiet(ctx: Any) -> float:
-    """How long silence is listened for (≤ 1 s, scaled from the case timeout)."""
-    return min(0.5, ctx.timeout / 10)
 
 
 def _props() -> spec.Basic.Properties:
@@ -117,7 +113,7 @@ def test_mandatory_routable(amqp, ctx, cleanup) -> None:
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     ch.publish("", q, b"routable", mandatory=True)
-    returned = _returns_after_barrier(ch, _quiet(ctx))
+    returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))
     if returned:
         raise Mismatch("basic.return for a routable message", expected="no basic.return",
                        observed=returned[0].describe())
@@ -137,7 +133,7 @@ def test_non_mandatory_unroutable(amqp, ctx, cleanup) -> None:
     ex = cleanup.exchange(ctx.name("x"))
     ch.declare_exchange(ex, "direct")
     ch.publish(ex, "no-such-key", b"dropped")
-    returned = _returns_after_barrier(ch, _quiet(ctx))  # a close here is an UnexpectedClose: FAIL
+    returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))  # a close here is an UnexpectedClose: FAIL
     ctx.check([e.describe() for e in returned], [], "basic.return events")
 
 
@@ -157,7 +153,7 @@ def test_immediate_no_consumer(amqp, ctx, cleanup) -> None:
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     ch.publish("", q, b"now or never", immediate=True)
-    ctx.check_profile(_first_answer(ch, _quiet(ctx)), "broker's answer to immediate=true")
+    ctx.check_profile(_first_answer(ch, quiet_window(ctx.timeout)), "broker's answer to immediate=true")
 
 
 @case(
