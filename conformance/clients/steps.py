@@ -4,10 +4,11 @@ out, and how long silence is listened for."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.clients.raw import Event, RawChannel
+from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose, method_name, reply_name
 from conformance.verdicts import CaseTimeout, Mismatch
 
 
@@ -52,3 +53,29 @@ def drain(ch: RawChannel, queue: str, limit: int = 100) -> list[Event]:
             break
         got.append(ev)
     return got
+
+
+def short(ev: Event | SocketClosed) -> str:
+    """``channel.close 405 RESOURCE_LOCKED`` / ``queue.declare-ok`` / ``socket closed``."""
+    if isinstance(ev, SocketClosed):
+        return "socket closed"
+    m = ev.method
+    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
+        return f"{method_name(m)} {reply_name(m.reply_code)}"
+    return method_name(m)
+
+
+def answer(ctx: Any, ch: RawChannel, method: Any) -> str:
+    """Send a synchronous method and return the broker's answer — its reply or the close it
+    sent instead — in short form; the full answer is recorded as observed."""
+    ch.send(method)
+    names = tuple(method.valid_responses or ())
+    try:
+        ev: Event | SocketClosed = ch.conn.wait_event(
+            ch.id, lambda e: e.method.name in names, f"reply to {method_name(method)}")
+    except UnexpectedClose as exc:
+        ev = exc.event
+        if isinstance(ev, Event):
+            ch.conn.discard(ev.channel, ev)  # dealt with: never read again as a later answer
+    ctx.observe("broker answer", ev.describe())
+    return short(ev)

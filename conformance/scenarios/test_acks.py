@@ -21,17 +21,13 @@ from pamqp import commands as spec
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.raw import (
-    Event,
     RawChannel,
-    SocketClosed,
     UnexpectedClose,
     bodies,
     default_client_properties,
-    method_name,
-    reply_name,
     tags,
 )
-from conformance.clients.steps import quiet_window
+from conformance.clients.steps import answer, quiet_window
 from conformance.verdicts import CaseTimeout, Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
@@ -41,28 +37,6 @@ UNACKED = f"{DOC}#what-happens-to-unacknowledged-messages"
 AUTO = f"{DOC}#auto-acknowledgment-mode"
 CANCEL = f"{DOC}#consumer-cancellation"
 MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
-
-
-def _short(ev: Event | SocketClosed) -> str:
-    if isinstance(ev, SocketClosed):
-        return "socket closed"
-    m = ev.method
-    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
-        return f"{method_name(m)} {reply_name(m.reply_code)}"
-    return method_name(m)
-
-
-def _reply(ctx: Any, ch: RawChannel, method: Any) -> str:
-    """Send a synchronous method; the broker's answer (reply or close), short form."""
-    ch.send(method)
-    names = tuple(method.valid_responses or ())
-    try:
-        ev: Event | SocketClosed = ch.conn.wait_event(
-            ch.id, lambda e: e.method.name in names, f"reply to {method_name(method)}")
-    except UnexpectedClose as exc:
-        ev = exc.event
-    ctx.observe("broker answer", ev.describe())
-    return _short(ev)
 
 
 def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m") -> list[bytes]:
@@ -330,7 +304,7 @@ def test_get_empty(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    ctx.check(_reply(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
+    ctx.check(answer(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
 
 
 @case(
@@ -393,7 +367,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated) -> None:
     tag = ch.consume(q)
     admin = amqp.channel(url)
     admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
-    ctx.check(_reply(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel")
+    ctx.check(answer(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel")
     if health is not None:
         health["healthy"] = True
 
@@ -432,7 +406,7 @@ def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     ch.consume(q, consumer_tag="amqpc-dup")
-    ctx.check(_reply(ctx, ch, spec.Basic.Consume(queue=q, consumer_tag="amqpc-dup")),
+    ctx.check(answer(ctx, ch, spec.Basic.Consume(queue=q, consumer_tag="amqpc-dup")),
               "connection.close 530 NOT_ALLOWED", "answer to the duplicate basic.consume")
 
 

@@ -25,41 +25,13 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_ok
 from conformance.clients.raw import (
-    Event,
-    RawChannel,
-    SocketClosed,
     UnexpectedClose,
-    method_name,
-    reply_name,
 )
+from conformance.clients.steps import answer, short
 from conformance.verdicts import Mismatch
 
 EXCL = "001_27f7ea2622bbc99f.txt#exclusive-durable"
 LOCKED = "channel.close 405 RESOURCE_LOCKED"
-
-
-def _short(ev: Event | SocketClosed) -> str:
-    """``channel.close 405 RESOURCE_LOCKED`` / ``queue.declare-ok`` / ``socket closed``."""
-    if isinstance(ev, SocketClosed):
-        return "socket closed"
-    m = ev.method
-    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
-        return f"{method_name(m)} {reply_name(m.reply_code)}"
-    return method_name(m)
-
-
-def _reply(ctx: Any, ch: RawChannel, method: Any) -> str:
-    """Send a synchronous method; the broker's answer (reply or close), short form. The full
-    answer is recorded as observed."""
-    ch.send(method)
-    names = tuple(method.valid_responses or ())
-    try:
-        ev: Event | SocketClosed = ch.conn.wait_event(
-            ch.id, lambda e: e.method.name in names, f"reply to {method_name(method)}")
-    except UnexpectedClose as exc:
-        ev = exc.event
-    ctx.observe("broker answer", ev.describe())
-    return _short(ev)
 
 
 def _passive_gone(amqp: Any, queue: str, timeout: float) -> str:
@@ -76,7 +48,7 @@ def _passive_gone(amqp: Any, queue: str, timeout: float) -> str:
                 ok = ch.declare_queue(queue, passive=True)
                 last = f"queue.declare-ok (queue exists, {ok.message_count} messages)"
             except UnexpectedClose as exc:
-                last = _short(exc.event)
+                last = short(exc.event)
         finally:
             conn.close(timeout=1.0)
         if last.startswith("channel.close 404") or time.monotonic() >= deadline:
@@ -125,7 +97,7 @@ def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
     owner.publish("", q, b"owned")
     owner.barrier()
     other = amqp.channel()
-    ctx.check(_reply(ctx, other, op(q, ex)), LOCKED, "answer to another connection")
+    ctx.check(answer(ctx, other, op(q, ex)), LOCKED, "answer to another connection")
 
 
 @case(
@@ -196,7 +168,7 @@ def test_durable_exclusive_is_transient(amqp, ctx, restartable) -> None:
         observed = f"queue.declare-ok (queue exists, {got.message_count} messages)"
         probe.delete_queue(q)  # keep the private broker clean for the next restart case
     except UnexpectedClose as exc:
-        observed = _short(exc.event)
+        observed = short(exc.event)
     ctx.check(observed, "channel.close 404 NOT_FOUND", "passive declare after restart")
 
 
@@ -230,7 +202,7 @@ def test_exclusive_consumer_blocks_second(amqp, ctx, cleanup) -> None:
     first.declare_queue(q)
     first.consume(q, exclusive=True)
     second = amqp.channel()
-    ctx.check(_reply(ctx, second, spec.Basic.Consume(queue=q)), "channel.close 403 ACCESS_REFUSED",
+    ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q)), "channel.close 403 ACCESS_REFUSED",
               "second consumer on an exclusively consumed queue")
 
 
@@ -247,7 +219,7 @@ def test_exclusive_consume_refused_when_consumed(amqp, ctx, cleanup) -> None:
     first.declare_queue(q)
     first.consume(q)
     second = amqp.channel()
-    ctx.check(_reply(ctx, second, spec.Basic.Consume(queue=q, exclusive=True)),
+    ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q, exclusive=True)),
               "channel.close 403 ACCESS_REFUSED", "exclusive consume on a consumed queue")
 
 
