@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import MISSING, REGISTRY, Case, Level, case_of, param, register
+from conformance.cases import MISSING, REGISTRY, Case, Level, param, register
 from conformance.coverage import rule_coverage, unknown_rule_refs
 from conformance.spec import load_rules
 
@@ -35,13 +35,21 @@ def test_register_rejects_a_different_case_under_the_same_id() -> None:
     del REGISTRY["unitarea.dup"]
 
 
-def test_param_carries_its_case(pytester: pytest.Pytester) -> None:
+def test_param_carries_its_case() -> None:
     c = Case(id="unitarea.param", description="d", expectation="e", sources=("x",), level=Level.SHOULD)
     p = param(c, 1)
     assert p.id == "unitarea.param"
-    assert p.marks[0].args[0] is c
+    assert p.values == (1,)
+    assert p.marks[0].args[0] is c and REGISTRY["unitarea.param"] is c
     del REGISTRY["unitarea.param"]
-    assert case_of  # used by the plugin; covered in the plugin tests
+
+
+def test_every_suite_case_cites_existing_rules() -> None:
+    from conformance.cases import all_cases
+
+    cases = all_cases()
+    assert len(cases) >= 250
+    assert unknown_rule_refs(cases) == {}
 
 
 def test_rule_ids_are_unique_and_complete() -> None:
