@@ -178,6 +178,7 @@ class RawConnection:
         self.channel_max = 2047
         self._lock = threading.Condition()
         self._send_lock = threading.Lock()
+        self._closed_channels: set[int] = set()  # closed by the broker, close-ok sent
         self._inboxes: dict[int, _Inbox] = {}
         self._seq = itertools.count(1)
         self._next_channel = itertools.count(1)
@@ -308,7 +309,22 @@ class RawConnection:
             # previous incarnation (e.g. the channel.close that ended it) and answers nothing now.
             with self._lock:
                 self._inbox(channel).pending.clear()
+            with self._send_lock:
+                self._closed_channels.discard(channel)
         self.send_frame(channel, method)
+
+    def send_if_open(self, channel: int, method: Frame) -> bool:
+        """Send ``method`` unless the broker has closed ``channel`` (and we answered close-ok);
+        False when it was not sent. For probes, which must never reach a closed channel."""
+        data = pframe.marshal(method, channel)
+        with self._send_lock:
+            if channel in self._closed_channels:
+                return False
+            try:
+                self.sock.sendall(data)
+            except OSError as exc:
+                raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
+        return True
 
     def discard(self, channel: int, event: Event) -> None:
         """Remove ``event`` from the channel's pending events (it has been dealt with)."""
@@ -403,7 +419,14 @@ class RawConnection:
             partial[channel] = (frm, None, [], 0)
             return
         if isinstance(frm, spec.Channel.Close) and self.auto_close_ok:
-            self._safe_send(channel, spec.Channel.CloseOk())
+            # Mark the channel closed and answer under the send lock, so no probe of ours can
+            # slip onto the wire after the close-ok (a method on a closed channel is a 504).
+            with self._send_lock:
+                self._closed_channels.add(channel)
+                try:
+                    self.sock.sendall(pframe.marshal(spec.Channel.CloseOk(), channel))
+                except OSError:
+                    pass
         if isinstance(frm, spec.Connection.Close) and self.auto_close_ok:
                 self._safe_send(0, spec.Connection.CloseOk())
         self._file(channel, frm, None, None)
@@ -712,7 +735,15 @@ class RawChannel:
         Uses a passive declare of ``amq.direct`` (every 0-9-1 broker has it: spec rule
         ``exchange/required-types``); any channel.close that comes first is raised.
         """
-        self.rpc(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True), timeout=timeout)
+        probe = spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True)
+        if not self.conn.send_if_open(self.id, probe):
+            # The broker closed this channel already: report that close (filed right after
+            # our close-ok) instead of sending a method the broker would take as a 504.
+            ev = self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Channel.Close),
+                                      "the channel.close already answered", timeout=timeout, close_is_error=False)
+            raise UnexpectedClose("exchange.declare-ok (barrier)", ev)
+        self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Exchange.DeclareOk),
+                             "exchange.declare-ok (reply to exchange.declare)", timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> None:
         self.send(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))

@@ -64,7 +64,7 @@ def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, ra
             conn.send_bytes(raw)
         else:
             ch.send(method)
-        ch.send(_probe())
+        ch.conn.send_if_open(ch.id, _probe())
     except UnexpectedClose as exc:
         return short(exc.event), exc.event.describe()
     probe_answer_is_reply = spec.Exchange.DeclareOk in oks
