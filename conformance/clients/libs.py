@@ -74,3 +74,32 @@ def run_async(coro: Awaitable[T], timeout: float, what: str) -> T:
             raise CaseTimeout(what, timeout) from exc
 
     return asyncio.run(bounded())
+
+
+async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: float) -> str:
+    """aio-pika: publish one message to ``queue``, ``queue.get()`` it, settle it with
+    ``message.<settle>(requeue=False)`` (``reject`` or ``nack``), then ``queue.get()`` again.
+
+    Returns ``"queue empty"`` or a description of what the second get returned; a broker error is a
+    Mismatch (the case expected none).
+    """
+    import aio_pika
+    from aiormq.exceptions import AMQPError
+
+    from conformance.verdicts import Mismatch
+
+    conn = await aio_pika.connect(url, timeout=timeout)
+    try:
+        channel = await conn.channel()
+        q = await channel.declare_queue(queue)
+        await channel.default_exchange.publish(aio_pika.Message(b"a1"), routing_key=queue)
+        msg = await q.get(timeout=timeout, fail=False)
+        if msg is None:
+            raise Mismatch("queue.get()", expected="the published message", observed="queue empty")
+        await getattr(msg, settle)(requeue=False)
+        again = await q.get(timeout=timeout, fail=False)
+        return "queue empty" if again is None else f"message {again.body!r} redelivered={again.redelivered}"
+    except AMQPError as exc:
+        raise Mismatch(f"aio-pika {settle}", expected="no broker error", observed=repr(exc)) from exc
+    finally:
+        await conn.close()

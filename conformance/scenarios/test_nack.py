@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_get_empty
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -330,26 +329,6 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
 )
 def test_aio_pika_nack_discards(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
-
-    async def scenario() -> Any:
-        import aio_pika
-        from aiormq.exceptions import AMQPError
-
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
-        try:
-            channel = await conn.channel()
-            queue = await channel.declare_queue(q)
-            await channel.default_exchange.publish(aio_pika.Message(b"a1"), routing_key=q)
-            msg = await queue.get(timeout=ctx.timeout, fail=False)
-            if msg is None:
-                raise Mismatch("queue.get()", expected="the published message", observed="queue empty")
-            await msg.nack(requeue=False)
-            again = await queue.get(timeout=ctx.timeout, fail=False)
-            return "queue empty" if again is None else f"message {again.body!r} redelivered={again.redelivered}"
-        except AMQPError as exc:
-            raise Mismatch("aio-pika nack", expected="no broker error", observed=repr(exc)) from exc
-        finally:
-            await conn.close()
-
-    observed = run_async(scenario(), ctx.timeout * 3, "the aio-pika nack scenario")
+    observed = run_async(aio_pika_settle_then_get(broker_url, q, "nack", ctx.timeout), ctx.timeout * 3,
+                         "the aio-pika nack scenario")
     ctx.check(observed, "queue empty", "queue.get() after message.nack(requeue=False)")
