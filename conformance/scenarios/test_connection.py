@@ -20,11 +20,12 @@ import socket
 import time
 from typing import Any
 
+import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.exceptions import UnmarshalingException
 
-from conformance.cases import Level, case
+from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import run_async
 from conformance.clients.raw import PROTOCOL_HEADER, URL, method_name, reply_name
@@ -309,37 +310,30 @@ def test_vhost_separation(amqp, ctx, cleanup):
 # -- tune ----------------------------------------------------------------------------------------
 
 
-@case(
-    "connection.frame-max-above-server", rules=["connection.tune-ok.frame-max/upper-limit"], level=Level.MUST,
-    description="connection.tune-ok with frame-max above the server's connection.tune value",
-    expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
-)
-def test_frame_max_above(broker_url, ctx, request):
+def _above_limit_case(field: str) -> Case:
+    return Case(
+        id=f"connection.{field}-above-server", rules=(f"connection.tune-ok.{field}/upper-limit",),
+        level=Level.MUST,
+        description=f"connection.tune-ok with {field} above the server's connection.tune value",
+        expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
+    )
+
+
+@pytest.mark.parametrize(("field", "unlimited"), [
+    param(_above_limit_case("frame-max"), "frame-max", 2**32 - 1),
+    param(_above_limit_case("channel-max"), "channel-max", 65535),
+])
+def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimited: int):
     w = wire(broker_url, ctx, request)
     w.start()
     w.start_ok()
     tune = w.tune()
-    if not tune.frame_max or tune.frame_max >= 2**32 - 1:
-        raise Unsupported("the server imposes no frame-max limit", observed=f"frame-max {tune.frame_max}")
-    w.tune_ok_open(tune, frame_max=tune.frame_max + 1)
-    received = w.until_end("the socket to close after tune-ok above the server's frame-max")
-    check(received, "nothing", "frames sent before closing the socket")
-
-
-@case(
-    "connection.channel-max-above-server", rules=["connection.tune-ok.channel-max/upper-limit"], level=Level.MUST,
-    description="connection.tune-ok with channel-max above the server's connection.tune value",
-    expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
-)
-def test_channel_max_above(broker_url, ctx, request):
-    w = wire(broker_url, ctx, request)
-    w.start()
-    w.start_ok()
-    tune = w.tune()
-    if not tune.channel_max or tune.channel_max >= 65535:
-        raise Unsupported("the server imposes no channel-max limit", observed=f"channel-max {tune.channel_max}")
-    w.tune_ok_open(tune, channel_max=tune.channel_max + 1)
-    received = w.until_end("the socket to close after tune-ok above the server's channel-max")
+    attr = field.replace("-", "_")
+    limit = getattr(tune, attr)
+    if not limit or limit >= unlimited:
+        raise Unsupported(f"the server imposes no {field} limit", observed=f"{field} {limit}")
+    w.tune_ok_open(tune, **{attr: limit + 1})
+    received = w.until_end(f"the socket to close after tune-ok above the server's {field}")
     check(received, "nothing", "frames sent before closing the socket")
 
 
