@@ -78,6 +78,7 @@ STATUS: dict[Verdict, tuple[str, str, str]] = {
     Verdict.INFORMATIONAL: ("informational", "i", "INFORMATIONAL"),
     Verdict.TIMEOUT: ("timeout", "T", "TIMEOUT"),
     Verdict.ERROR: ("error", "E", "ERROR"),
+    Verdict.NOT_RUN: ("not_run", "x", "NOT_RUN"),
 }
 
 

@@ -22,6 +22,9 @@ class Verdict(enum.StrEnum):
     INFORMATIONAL = "INFORMATIONAL"
     TIMEOUT = "TIMEOUT"
     ERROR = "ERROR"
+    # The case never ran: the broker had stopped answering before its turn (the record names the
+    # case after which it went silent). Neither the broker's verdict on this case nor ours.
+    NOT_RUN = "NOT_RUN"
 
 
 ALL_VERDICTS: tuple[Verdict, ...] = tuple(Verdict)

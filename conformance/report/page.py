@@ -23,6 +23,7 @@ COLORS: dict[str, str] = {
     "INFORMATIONAL": "#1565c0",
     "TIMEOUT": "#6a1b9a",
     "ERROR": "#4e342e",
+    "NOT_RUN": "#bdbdbd",
 }
 SHORT: dict[str, str] = {
     "PASS": "P",
@@ -32,6 +33,7 @@ SHORT: dict[str, str] = {
     "INFORMATIONAL": "I",
     "TIMEOUT": "T",
     "ERROR": "E",
+    "NOT_RUN": "NR",
 }
 
 

@@ -72,7 +72,8 @@ SCORED_VERDICTS: Final[tuple[str, ...]] = (
     Verdict.NON_STRICT.value,
     Verdict.TIMEOUT.value,
 )
-BAD_AFTER_PASS: Final[tuple[str, ...]] = (Verdict.FAIL.value, Verdict.TIMEOUT.value, Verdict.ERROR.value)
+BAD_AFTER_PASS: Final[tuple[str, ...]] = (
+    Verdict.FAIL.value, Verdict.TIMEOUT.value, Verdict.ERROR.value, Verdict.NOT_RUN.value)
 LEVELS: Final[tuple[str, ...]] = ("MUST", "SHOULD", "MAY", "EXTENSION", "INFO")
 
 VERDICT_COUNT_FIELDS: Final[list[T.StructField]] = [

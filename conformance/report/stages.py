@@ -27,7 +27,8 @@ from conformance.report.schema import (
 from conformance.results import REQUIRED_FIELDS
 
 # Worst first: the verdict a group of verdicts is summarised by.
-SEVERITY: tuple[str, ...] = ("FAIL", "TIMEOUT", "ERROR", "NON_STRICT", "UNSUPPORTED", "INFORMATIONAL", "PASS")
+SEVERITY: tuple[str, ...] = (
+    "FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT", "UNSUPPORTED", "INFORMATIONAL", "PASS")
 BROKER_KEYS: tuple[str, ...] = ("broker", "broker_product", "broker_version")
 
 

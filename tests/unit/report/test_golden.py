@@ -58,11 +58,11 @@ def test_broker_summaries(report: tuple[Path, dict[str, Any]]) -> None:
     b = by_broker(report[1])
     r12, r13, g = b["RabbitMQ@3.12.0"], b["RabbitMQ@3.13.0"], b["garagemq@0.1.0"]
     assert (r12["n_runs"], r12["n_executions"], r12["n_cases"]) == (2, 22, 11)
-    assert r12["verdicts"] == {"PASS": 9, "FAIL": 0, "NON_STRICT": 0, "UNSUPPORTED": 1, "INFORMATIONAL": 1, "TIMEOUT": 0, "ERROR": 0}
+    assert r12["verdicts"] == {"PASS": 9, "FAIL": 0, "NON_STRICT": 0, "UNSUPPORTED": 1, "INFORMATIONAL": 1, "TIMEOUT": 0, "ERROR": 0, "NOT_RUN": 0}
     assert (r12["score"], r12["n_must_failures"]) == (1.0, 0)
     assert r13["verdicts"]["PASS"] == 7 and r13["verdicts"]["FAIL"] == 1 and r13["verdicts"]["NON_STRICT"] == 1
     assert (r13["n_scored"], r13["score"], r13["n_must_failures"]) == (9, 0.7778, 1)
-    assert g["verdicts"] == {"PASS": 5, "FAIL": 3, "NON_STRICT": 1, "UNSUPPORTED": 1, "INFORMATIONAL": 2, "TIMEOUT": 0, "ERROR": 0}
+    assert g["verdicts"] == {"PASS": 5, "FAIL": 3, "NON_STRICT": 1, "UNSUPPORTED": 1, "INFORMATIONAL": 2, "TIMEOUT": 0, "ERROR": 0, "NOT_RUN": 0}
     assert (g["n_cases"], g["score"], g["n_must_failures"]) == (12, 0.5556, 3)
 
 
