@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from conformance.report.cli import gate_main, report_main
+from conformance.report.cli import report_main
 from conformance.report.pipeline import run_report
 
 from .conftest import chromium
@@ -168,60 +168,3 @@ def test_report_command_exit_codes(spark: SparkSession, tmp_path: Path, capsys: 
                    "(line 1: not a valid JSON object)"]
     assert report_main([str(tmp_path / "nothing-*.jsonl"), "--out", str(tmp_path / "x")]) == 2
     assert "no results file matches" in capsys.readouterr().err
-
-
-# ------------------------------------------------------------------------------------------ gate
-
-
-def gate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = gate_main(list(argv))
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def test_gate_fails_on_a_regression(spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, _ = gate(capsys, "--baseline", str(GOLDEN / "rabbitmq-3.12.0.jsonl"), "--candidate", str(GOLDEN / "rabbitmq-3.13.0.jsonl"))
-    assert rc == 1
-    lines = out.splitlines()
-    assert lines[0].split() == ["KIND", "CASE", "BASELINE", "CANDIDATE", "BASELINE", "BROKER", "CANDIDATE", "BROKER"]
-    assert lines[1].split() == ["new-non-strict", "reject.requeue-head", "PASS", "NON_STRICT", "RabbitMQ@3.12.0", "RabbitMQ@3.13.0"]
-    assert lines[2].split() == ["regression", "acks.double-ack-406", "PASS", "FAIL", "RabbitMQ@3.12.0", "RabbitMQ@3.13.0"]
-    assert lines[-1].startswith("gate FAIL: 1 regression(s), 0 untriaged new failure(s), 1 new NON_STRICT")
-
-
-def test_gate_selectors_and_strict(spark: SparkSession, capsys: pytest.CaptureFixture[str]) -> None:
-    res = ["--results", str(GOLDEN)]
-    # Reversed, 3.13.0 → 3.12.0 has no PASS → FAIL and no new NON_STRICT: passes.
-    rc, out, _ = gate(capsys, "--baseline", "version:3.13.0", "--candidate", "version:3.12.0", *res)
-    assert rc == 0 and out.startswith("gate PASS: 0 regression(s), 0 untriaged new failure(s), 0 new NON_STRICT")
-    # Run r1 (exclusive TIMEOUT) → run r2 (all PASS): nothing; r2 → r1: a TIMEOUT regression.
-    rc, out, _ = gate(capsys, "--baseline", "run:20240502T020000Z-r2", "--candidate", "run:20240501T020000Z-r1", *res)
-    assert rc == 1 and "exclusive.other-connection-405" in out
-    # garagemq against RabbitMQ 3.12.0: reject PASS → NON_STRICT only fails with --strict…
-    rc, out, _ = gate(capsys, "--baseline", "broker:RabbitMQ@3.12.0", "--candidate", "broker:garagemq@0.1.0", *res)
-    assert rc == 1  # …but the tx rows PASS → FAIL fail anyway
-    assert "gate FAIL: 3 regression(s), 0 untriaged new failure(s), 1 new NON_STRICT (fail with --strict)" in out
-    rc, out, _ = gate(capsys, "--baseline", "broker:RabbitMQ@3.13.0", "--candidate", "broker:RabbitMQ@3.13.0", "--strict", *res)
-    assert rc == 0
-
-
-def test_gate_strict_fails_on_new_non_strict_only(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rows = [json.loads(x) for x in (GOLDEN / "rabbitmq-3.13.0.jsonl").read_text(encoding="utf-8").splitlines()]
-    for r in rows:
-        if r["case_id"] == "acks.double-ack-406":
-            r["verdict"] = "PASS"
-    cand = tmp_path / "cand.jsonl"
-    cand.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    base = str(GOLDEN / "rabbitmq-3.12.0.jsonl")
-    assert gate(capsys, "--baseline", base, "--candidate", str(cand))[0] == 0
-    assert gate(capsys, "--baseline", base, "--candidate", str(cand), "--strict")[0] == 1
-
-
-def test_gate_bad_input_exits_2(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, _, err = gate(capsys, "--baseline", "version:9.9.9", "--candidate", "version:3.13.0", "--results", str(GOLDEN))
-    assert rc == 2
-    assert err.strip().splitlines()[-1] == f"amqp-conformance gate: baseline selector version:9.9.9 matched no result records in {GOLDEN}"
-    rc, _, err = gate(capsys, "--baseline", "broker:RabbitMQ", "--candidate", "version:3.13.0")
-    assert rc == 2 and "is not broker:<product>@<version>" in err
-    rc, _, err = gate(capsys, "--baseline", str(tmp_path / "missing.jsonl"), "--candidate", "version:1")
-    assert rc == 2 and "no such results file or folder" in err
