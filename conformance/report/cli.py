@@ -32,6 +32,7 @@ def _progress(line: str) -> None:
 def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance report",
+        allow_abbrev=False,
         description="Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
@@ -42,8 +43,23 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def out_dir_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be the report's folder (checked before a JVM starts), or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is an existing file, not a folder (name a folder for the report)"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the report folder {out}: {exc.strerror or exc}"
+    return None
+
+
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
+    problem = out_dir_problem(args.out)
+    if problem is not None:
+        _err("report", problem)
+        return EXIT_BAD_INPUT
     from conformance.report import build_report
     from conformance.report.edges import InputProblem
     from conformance.report.session import EnvironmentProblem
@@ -81,6 +97,7 @@ def gate_main(argv: list[str]) -> int:
 def bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance bench",
+        allow_abbrev=False,
         description="Benchmarks. 'report': generate synthetic results, then build the full report and time it.",
     )
     p.add_argument("what", choices=["report"], help="what to benchmark")
