@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from conformance import gate
+from conformance.extras import missing_extra
 
 EXIT_OK = 0
 EXIT_REGRESSIONS = 1
@@ -56,7 +57,7 @@ def out_dir_problem(out: Path) -> str | None:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    problem = out_dir_problem(args.out)
+    problem = missing_extra("report", "amqp-conformance report") or out_dir_problem(args.out)
     if problem is not None:
         _err("report", problem)
         return EXIT_BAD_INPUT
@@ -112,6 +113,10 @@ def bench_main(argv: list[str]) -> int:
     args = bench_parser().parse_args(argv)
     if args.rows < 1:
         _err("bench", "--rows must be at least 1")
+        return EXIT_BAD_INPUT
+    problem = missing_extra("report", "amqp-conformance bench report")
+    if problem is not None:
+        _err("bench", problem)
         return EXIT_BAD_INPUT
     from conformance.report.bench import run_bench
     from conformance.report.session import EnvironmentProblem

@@ -38,3 +38,30 @@ def test_entry_points_and_package_data() -> None:
     assert meta["project"]["scripts"]["amqp-conformance"] == "conformance.cli:main"
     assert meta["project"]["entry-points"]["pytest11"]["conformance"] == "conformance.plugin"
     assert (ROOT / "conformance" / "data" / "amqp0-9-1.xml").exists()
+
+
+def test_the_plain_install_is_the_suite_and_the_gate() -> None:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(meta["dependencies"]).lower()
+    assert "pyspark" not in core and "testcontainers" not in core
+    extras = meta["optional-dependencies"]
+    assert any(d.startswith("pyspark") for d in extras["report"])
+    assert any(d.startswith("testcontainers") for d in extras["containers"])
+    assert "amqp-conformance[report,containers]" in extras["dev"]
+    # The modules a plain install runs import neither.
+    from conformance.extras import EXTRAS
+
+    assert EXTRAS == {"report": "pyspark", "containers": "testcontainers"}
+
+
+def test_the_suite_and_the_gate_import_no_extra() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, conformance.cli, conformance.plugin, conformance.gate, conformance.targets, "
+            "conformance.targets.container, conformance.report, conformance.report.cli; "
+            "bad = sorted(m for m in ('pyspark', 'testcontainers', 'docker') if m in sys.modules); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr

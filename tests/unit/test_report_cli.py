@@ -39,3 +39,27 @@ def test_the_command_line_prints_no_traceback(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [[str(RESULTS), "--out", "unused-report-dir"], ["report", "--rows", "10"]])
+def test_a_missing_report_extra_is_one_line_naming_it(argv: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from conformance.report import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # as if `pip install amqp-conformance` without [report]
+    main = cli.report_main if argv[0] != "report" else cli.bench_main
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("needs the [report] extra (pyspark is not installed): "
+                                             "pip install 'amqp-conformance[report]'")
+    assert not (tmp_path / "unused-report-dir").exists()
+
+
+def test_build_report_names_the_extra_for_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from conformance.report import build_report
+    from conformance.report.session import EnvironmentProblem
+
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(EnvironmentProblem, match=r"the compliance report needs the \[report\] extra"):
+        build_report([str(RESULTS)], tmp_path / "r")
