@@ -12,6 +12,7 @@ The golden sets (see the expected numbers below, worked out by hand from the fil
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -101,7 +102,7 @@ def test_flaky_regressions_and_coverage(report: tuple[Path, dict[str, Any]]) -> 
 def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]) -> None:
     out, s = report
     expected_rows = {
-        "latest": 34, "history": 34, "matrix": 34, "brokers": 3, "scores_area": 18, "scores_level": 15,
+        "latest": 34, "history": 34, "matrix": 34, "brokers": 3, "scores_area": 18, "scores_level": 15, "scores_run": 4,
         "tx_table": 30, "profile_inference": 12, "flaky": 1, "regressions": 2, "rule_coverage": 128, "malformed": 1,
     }
     assert {k: v["rows"] for k, v in s["tables"].items()} == expected_rows
@@ -119,14 +120,32 @@ def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]
 
 def test_html_is_self_contained_and_has_every_section(report: tuple[Path, dict[str, Any]]) -> None:
     page = (report[0] / "index.html").read_text(encoding="utf-8")
-    for anchor in ("summary", "plot", "matrix", "tx", "profile", "rules", "flaky", "regressions", "malformed"):
+    for anchor in ("summary", "plot", "trend", "matrix", "tx", "profile", "rules", "flaky", "regressions", "malformed"):
         assert f'id="{anchor}"' in page
-    assert "<script" not in page
+    # Self-contained: one inline script, nothing loaded from elsewhere (links to sources are fine).
+    assert page.count("<script") == 1 and "<script>" in page and "<link" not in page
+    assert re.search(r'\ssrc="', page) is None
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
-    assert "https://" not in page
     assert page.count("<svg") >= 3 + 7  # one chart per broker, legend swatches
     assert page.count("<details>") == 34  # one expandable cell per latest verdict
+    assert page.count('<details class="case">') == 12  # one drill-down per case row (12 distinct cases)
     assert "error-detection: observed on commit, column says immediate" in page
+    # The title names the brokers, most recent first.
+    title = re.search(r"<title>(.*?)</title>", page)
+    assert title is not None and title.group(1).startswith("AMQP 0-9-1 conformance — ")
+    for broker in ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0", "garagemq@0.1.0"):
+        assert broker in title.group(1)
+    # Filters: verdict, area, level, broker and a search box over the matrix rows.
+    for name in ("verdict", "area", "level", "broker"):
+        assert f'<select name="{name}">' in page
+    assert '<input name="q" type="search"' in page
+    assert 'data-area="acks" data-level="MUST"' in page
+    # The drill-down of a case of the suite: its rule's text and its sources as public links, no file names.
+    assert "https://www.rabbitmq.com/docs/semantics#tx" in page
+    assert re.search(r"\b\d{3}_[0-9a-f]{16}\.txt", page) is None
+    # The trend: one chart per product.
+    trend = page[page.index('id="trend"'):page.index('id="matrix"')]
+    assert trend.count("<svg") == 2 and "3.12.0" in trend and "3.13.0" in trend
 
 
 @pytest.mark.skipif(chromium() is None, reason="/usr/bin/chromium is absent: cannot render the page in a browser")
