@@ -57,7 +57,7 @@ def out_dir_problem(out: Path) -> str | None:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    problem = missing_extra("report", "amqp-conformance report") or out_dir_problem(args.out)
+    problem = missing_extra("report", "the compliance report") or out_dir_problem(args.out)
     if problem is not None:
         _err("report", problem)
         return EXIT_BAD_INPUT
@@ -114,7 +114,7 @@ def bench_main(argv: list[str]) -> int:
     if args.rows < 1:
         _err("bench", "--rows must be at least 1")
         return EXIT_BAD_INPUT
-    problem = missing_extra("report", "amqp-conformance bench report")
+    problem = missing_extra("report", "bench report")
     if problem is not None:
         _err("bench", problem)
         return EXIT_BAD_INPUT

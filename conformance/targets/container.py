@@ -83,9 +83,6 @@ def container_spec(image: str, environ: Mapping[str, str] | None = None) -> Cont
 
 def docker_available() -> str | None:
     """None when a Docker engine answers, else a one-line reason."""
-    problem = missing_extra("containers", "--broker container:IMAGE")
-    if problem is not None:
-        return problem
     try:
         import docker  # testcontainers depends on the docker SDK
     except ImportError:
@@ -152,6 +149,9 @@ class ContainerController:
 
 def start_container(image: str) -> Target:
     spec = container_spec(image)
+    problem = missing_extra("containers", f"container:{spec.image}")
+    if problem is not None:
+        raise TargetError(problem)
     reason = docker_available()
     if reason is not None:
         raise TargetError(f"container:{spec.image} needs a running Docker engine: {reason}; "

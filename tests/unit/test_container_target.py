@@ -99,7 +99,8 @@ def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) ->
         ct.start_container("rabbitmq:3.13")
     text = str(info.value)
     assert "\n" not in text
-    assert "needs the [containers] extra" in text and "pip install 'amqp-conformance[containers]'" in text
+    assert text == ("container:rabbitmq:3.13 needs the [containers] extra (testcontainers is not installed): "
+                    "pip install 'amqp-conformance[containers]'")
 
 
 def test_without_a_docker_engine_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
