@@ -314,7 +314,8 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
             findings.append(_finding(kind, row, b_verdict, failing))
         elif entry is not None:
             known_unchanged += 1
-        elif row.verdict == "PASS" and b_verdict != "PASS":
+        elif row.verdict == "PASS" and b_verdict is not None and b_verdict != "PASS":
+            # Fixed: the baseline recorded the failure; a new case that passes fixed nothing.
             listed = triage.listed(case_id)
             if listed is not None:
                 findings.append(_finding("fixed", row, b_verdict, False, triage=listed))

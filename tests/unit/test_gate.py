@@ -147,6 +147,13 @@ def test_triage_makes_a_known_failure_pass_and_reports_fixes(tmp_path: Path, cap
     known = by_case[passing["case_id"]]
     assert (known["kind"], known["change"], known["failing"]) == ("known", "regression", False)
     assert doc["verdict"] == "PASS" and doc["counts"]["fixed"] == 1
+    # A new case that passes under a triaged glob fixed nothing.
+    new_case = dict(failing, case_id="acks.get-ok-message-count-new", verdict="PASS")
+    cand2 = write(tmp_path / "cand2.jsonl", [*cand_rows, new_case])
+    triage2 = tmp_path / "t.toml"
+    triage2.write_text("[[triage]]\ncases = ['acks.get-ok-message-count*']\nreason = 'off by one'\n", encoding="utf-8")
+    rc, out, _ = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand2), "--triage", str(triage2))
+    assert "acks.get-ok-message-count-new" not in out and "1 fixed" in out
     # Without the triage file the same TIMEOUT is a regression.
     assert run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--no-triage")[0] == 1
 
