@@ -425,6 +425,23 @@ def github_annotations(res: GateResult) -> list[str]:
     return out
 
 
+def step_summary(res: GateResult, strict: bool) -> str:
+    """Markdown for ``$GITHUB_STEP_SUMMARY``: the verdict line and the findings that matter."""
+    lines = [f"### AMQP conformance gate: {'FAIL' if res.failed else 'PASS'}", "", summary_line(res, strict), ""]
+    lines += [f"- {r}" for r in res.refusals]
+    shown = [f for f in res.findings if f.kind != "known" or f.change][:TABLE_LIMIT]
+    if shown:
+        lines += ["", "| kind | case | baseline | candidate | note |", "|---|---|---|---|---|"]
+        for f in shown:
+            note = _note(f).replace("|", "\\|")
+            lines.append(f"| {f.kind} | `{f.case_id}` | {f.baseline_verdict or '(new)'} | "
+                         f"{f.candidate_verdict or '(absent)'} | {note} |")
+        hidden = sum(1 for f in res.findings if f.kind != "known" or f.change) - len(shown)
+        if hidden > 0:
+            lines.append(f"\n… and {hidden} more (all of them in the gate's --json)")
+    return "\n".join(lines) + "\n"
+
+
 def _relative(path: str) -> str:
     try:
         return os.path.relpath(path)
@@ -555,6 +572,13 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         dest = sys.stderr if args.json == "-" else out
         for line in github_annotations(res):
             print(line, file=dest)
+        summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_file:
+            try:
+                with open(summary_file, "a", encoding="utf-8") as fh:
+                    fh.write(step_summary(res, args.strict))
+            except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
+                print(f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}", file=sys.stderr)
     print(f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
           + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
     if update_target is not None:

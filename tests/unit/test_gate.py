@@ -181,6 +181,14 @@ def test_json_to_stdout_and_github_annotations(tmp_path: Path, capsys: pytest.Ca
     assert props.startswith("file=") and ",line=" in props and "title=regression acks.double-ack-406" in props
     assert message.startswith("acks.double-ack-406: PASS → FAIL (MUST)%0Aexpected: ")
     assert any(ln.startswith("::warning ") and "reject.requeue-head" in ln for ln in err.splitlines())
+    # The job summary gets the verdict and the table.
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    run_gate(capsys, "--baseline", str(R12), "--candidate", str(R13))
+    md = summary.read_text(encoding="utf-8")
+    assert md.startswith("### AMQP conformance gate: FAIL\n")
+    assert "| regression | `acks.double-ack-406` | PASS | FAIL |" in md
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     # Outside GitHub Actions: no workflow commands.
     monkeypatch.delenv("GITHUB_ACTIONS")
     _, out, err = run_gate(capsys, "--baseline", str(R12), "--candidate", str(R13))
