@@ -184,7 +184,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
-    "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
+    "gate": (_lazy("conformance.gate", "main"), "release gate: a candidate run against a baseline (no JVM)"),
     "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
 }
 

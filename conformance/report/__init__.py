@@ -27,6 +27,13 @@ def build_report(
     Raises :class:`conformance.report.edges.InputProblem` for unusable inputs and
     :class:`conformance.report.session.EnvironmentProblem` when Java 17+ is missing.
     """
+    from conformance.extras import missing_extra
+    from conformance.report.session import EnvironmentProblem
+
+    problem = missing_extra("report", "the compliance report")
+    if problem is not None:
+        # `run` prints this line and keeps the results; `run --no-report` needs no extra.
+        raise EnvironmentProblem(problem)
     from conformance.report.edges import resolve_inputs
     from conformance.report.pipeline import run_report
     from conformance.report.session import spark_session

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+
+from conformance import gate
+from conformance.extras import missing_extra
 
 EXIT_OK = 0
 EXIT_REGRESSIONS = 1
 EXIT_BAD_INPUT = 2
-DEFAULT_RESULTS = "reports/results/"
-SELECTOR_KINDS = ("run", "version", "broker")
 
 
 def _err(prog: str, message: str) -> None:
@@ -35,6 +33,7 @@ def _progress(line: str) -> None:
 def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance report",
+        allow_abbrev=False,
         description="Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
@@ -45,8 +44,23 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def out_dir_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be the report's folder (checked before a JVM starts), or None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is an existing file, not a folder (name a folder for the report)"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create the report folder {out}: {exc.strerror or exc}"
+    return None
+
+
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
+    problem = missing_extra("report", "the compliance report") or out_dir_problem(args.out)
+    if problem is not None:
+        _err("report", problem)
+        return EXIT_BAD_INPUT
     from conformance.report import build_report
     from conformance.report.edges import InputProblem
     from conformance.report.session import EnvironmentProblem
@@ -69,134 +83,13 @@ def report_main(argv: list[str]) -> int:
 
 # ------------------------------------------------------------------------------------------- gate
 
-
-@dataclass(frozen=True)
-class Selector:
-    text: str
-    kind: str  # path | run | version | broker
-    value: str = ""
-    product: str = ""
-
-
-def parse_selector(text: str) -> Selector:
-    """``run:<id>``, ``version:<v>``, ``broker:<product>@<version>``, or a file/folder/glob."""
-    kind, sep, value = text.partition(":")
-    if sep and kind in SELECTOR_KINDS:
-        if not value:
-            raise ValueError(f"selector {text!r} names no {kind}")
-        if kind == "broker":
-            product, at, version = value.partition("@")
-            if not at or not product or not version:
-                raise ValueError(f"selector {text!r} is not broker:<product>@<version>")
-            return Selector(text, kind, version, product)
-        return Selector(text, kind, value)
-    return Selector(text, "path", text)
-
-
-def gate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amqp-conformance gate",
-        description=(
-            "Compare a candidate's results with a baseline's; exit 1 on regressions "
-            "(PASS → FAIL/TIMEOUT/ERROR; with --strict also new NON_STRICT), 0 when none, 2 on bad input."
-        ),
-    )
-    p.add_argument("--baseline", required=True, metavar="SELECTOR",
-                   help="results file/folder/glob, or run:<run_id> / version:<v> / broker:<product>@<version>")
-    p.add_argument("--candidate", required=True, metavar="SELECTOR", help="as --baseline")
-    p.add_argument("--results", nargs="+", default=[DEFAULT_RESULTS], metavar="RESULTS",
-                   help=f"inputs that run:/version:/broker: selectors apply to (default {DEFAULT_RESULTS})")
-    p.add_argument("--strict", action="store_true", help="also fail on new NON_STRICT verdicts")
-    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    return p
-
-
-def format_table(rows: Sequence[dict[str, object]], out: TextIO) -> None:
-    cols = ("kind", "case_id", "baseline_verdict", "candidate_verdict", "baseline", "candidate")
-    heads = ("KIND", "CASE", "BASELINE", "CANDIDATE", "BASELINE BROKER", "CANDIDATE BROKER")
-    cells = [[str(r.get(c) if r.get(c) is not None else "(new)") for c in cols] for r in rows]
-    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads)]
-    print("  ".join(h.ljust(w) for h, w in zip(heads, widths, strict=True)).rstrip(), file=out)
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+# The gate is plain Python (conformance.gate): no JVM, so it answers in well under a second.
+parse_selector = gate.parse_selector
+Selector = gate.Selector
 
 
 def gate_main(argv: list[str]) -> int:
-    args = gate_parser().parse_args(argv)
-    try:
-        base_sel, cand_sel = parse_selector(args.baseline), parse_selector(args.candidate)
-    except ValueError as exc:
-        _err("gate", str(exc))
-        return EXIT_BAD_INPUT
-    from conformance.report.edges import InputProblem
-    from conformance.report.session import EnvironmentProblem
-
-    try:
-        return _gate(args, base_sel, cand_sel)
-    except (InputProblem, EnvironmentProblem) as exc:
-        _err("gate", str(exc))
-        return EXIT_BAD_INPUT
-
-
-def _gate(args: argparse.Namespace, base_sel: Selector, cand_sel: Selector) -> int:
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
-
-    from conformance.report import edges, stages
-    from conformance.report.session import spark_session
-
-    # Resolve every path first, so a typo fails before a JVM starts.
-    paths = {s.text: edges.resolve_inputs([s.value]) for s in (base_sel, cand_sel) if s.kind == "path"}
-    shared = edges.resolve_inputs(args.results) if any(s.kind != "path" for s in (base_sel, cand_sel)) else []
-    _progress("gate: starting Spark")
-    with spark_session(args.master) as spark:
-        loaded: list[edges.Loaded] = []
-
-        def side(sel: Selector, cache: dict[str, edges.Loaded]) -> DataFrame:
-            key = sel.text if sel.kind == "path" else "\0shared"
-            if key not in cache:
-                cache[key] = edges.load_results(spark, paths[sel.text] if sel.kind == "path" else shared)
-                loaded.append(cache[key])
-                if cache[key].n_malformed:
-                    ex = cache[key].examples[0]
-                    _progress(f"gate: {cache[key].n_malformed} malformed line(s) skipped, first {ex['file']}:{ex['line']}: {ex['reason']}")
-            df = cache[key].results
-            if sel.kind == "run":
-                df = df.where(F.col("run_id") == sel.value)
-            elif sel.kind == "version":
-                df = df.where(F.col("broker_version") == sel.value)
-            elif sel.kind == "broker":
-                df = df.where((F.col("broker_product") == sel.product) & (F.col("broker_version") == sel.value))
-            return df
-
-        try:
-            cache: dict[str, edges.Loaded] = {}
-            base, cand = side(base_sel, cache), side(cand_sel, cache)
-            counts = {}
-            for label, sel, df in (("baseline", base_sel, base), ("candidate", cand_sel, cand)):
-                n = df.select("case_id").distinct().count()
-                if n == 0:
-                    where = " ".join(args.results) if sel.kind != "path" else sel.text
-                    raise edges.InputProblem(f"{label} selector {sel.text} matched no result records in {where}")
-                counts[label] = n
-            regressions = stages.gate_regressions(base, cand).orderBy("kind", "case_id")
-            rows = [r.asDict() for r in regressions.limit(10_000).collect()]
-        finally:
-            for ld in loaded:
-                ld.close()
-    hard = [r for r in rows if r["kind"] in ("regression", "new-failure")]
-    soft = [r for r in rows if r["kind"] == "new-non-strict"]
-    if rows:
-        format_table(rows, sys.stdout)
-    failing = len(hard) + (len(soft) if args.strict else 0)
-    verdict = "FAIL" if failing else "PASS"
-    print(
-        f"gate {verdict}: {sum(r['kind'] == 'regression' for r in hard)} regression(s), "
-        f"{sum(r['kind'] == 'new-failure' for r in hard)} untriaged new failure(s), {len(soft)} new NON_STRICT"
-        f"{' (fail with --strict)' if soft and not args.strict else ''}; "
-        f"baseline {base_sel.text} ({counts['baseline']} cases) → candidate {cand_sel.text} ({counts['candidate']} cases)"
-    )
-    return EXIT_REGRESSIONS if failing else EXIT_OK
+    return gate.main(argv)
 
 
 # ------------------------------------------------------------------------------------------ bench
@@ -205,6 +98,7 @@ def _gate(args: argparse.Namespace, base_sel: Selector, cand_sel: Selector) -> i
 def bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance bench",
+        allow_abbrev=False,
         description="Benchmarks. 'report': generate synthetic results, then build the full report and time it.",
     )
     p.add_argument("what", choices=["report"], help="what to benchmark")
@@ -219,6 +113,10 @@ def bench_main(argv: list[str]) -> int:
     args = bench_parser().parse_args(argv)
     if args.rows < 1:
         _err("bench", "--rows must be at least 1")
+        return EXIT_BAD_INPUT
+    problem = missing_extra("report", "bench report")
+    if problem is not None:
+        _err("bench", problem)
         return EXIT_BAD_INPUT
     from conformance.report.bench import run_bench
     from conformance.report.session import EnvironmentProblem

@@ -31,6 +31,8 @@ MAX_MATRIX_CASES = 400
 MAX_CHART_BROKERS = 24
 MAX_TX_BROKERS = 24
 MAX_ROWS = 200  # flaky cases, regressions, malformed lines
+MAX_TREND_RUNS = 300  # runs on the score trend
+MAX_TRACE_CHARS = 20_000  # of one cell's frame trace on the page (the table keeps it whole)
 
 
 def _noop(_: str) -> None:
@@ -114,6 +116,7 @@ def run_report(
         timer.stage("broker summary", write("brokers", stages.broker_summary(results, latest)))
         timer.stage("scores per area", write("scores_area", stages.scores(latest, "area")))
         timer.stage("scores per level", write("scores_level", stages.scores(latest, "level")))
+        timer.stage("scores per run", write("scores_run", stages.run_scores(results)))
         seed = edges.tx_seed_frame(spark)
         tx_obs = stages.tx_observations(latest)
         timer.stage("tx table", write("tx_table", stages.tx_comparison(tx_obs, seed)))
@@ -172,7 +175,10 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
     )
     matrix_rows = rows(
         matrix.join(case_rank.select("case_id"), "case_id").select(
-            "case_id", "area", "level", "broker", "verdict", "expected", "observed", "message"
+            "case_id", "area", "level", "broker", "verdict", "expected", "observed", "message", "rules",
+            "duration_s", "run_id",
+            # Traces of non-PASS cells only, cut: the page stays small enough to open.
+            F.when(F.col("verdict") != "PASS", F.substring("trace", 1, MAX_TRACE_CHARS)).alias("trace"),
         ),
         MAX_MATRIX_CASES * MAX_MATRIX_BROKERS,
     )
@@ -184,6 +190,8 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
         "scores_area": rows(t("scores_area").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "area"), 10_000),
         "scores_level": rows(t("scores_level").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "level"), 10_000),
         "chart_brokers": chart_brokers,
+        # The trend: the most recent runs of every broker version, oldest first on the page.
+        "scores_run": rows(t("scores_run").orderBy(F.col("ts").desc()), MAX_TREND_RUNS),
         "matrix_brokers": matrix_brokers,
         "matrix": matrix_rows,
         "n_matrix_cases": n_matrix_cases,

@@ -54,13 +54,14 @@ LINES_SCHEMA: Final = T.StructType(
 )
 
 # One valid result row as the stages see it: the record's fields (``extra`` reduced to the two tx
-# keys the report reads), ``ts`` parsed from ``time`` and ``broker`` = "<product>@<version>".
+# keys and the frame trace (``extra.trace``, JSON text) the report reads), ``ts`` parsed from ``time`` and ``broker`` = "<product>@<version>".
 RESULTS_COLUMNS: Final[tuple[str, ...]] = (
     *(f for f in RESULT_SCHEMA.fieldNames() if f != "extra"),
     "ts",
     "broker",
     "tx_row",
     "tx_observed",
+    "trace",
 )
 
 VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in ALL_VERDICTS)
@@ -98,6 +99,8 @@ LATEST_SCHEMA: Final = T.StructType(
         T.StructField("ts", T.TimestampType()),
         T.StructField("tx_row", STR),
         T.StructField("tx_observed", STR),
+        T.StructField("duration_s", T.DoubleType()),
+        T.StructField("trace", STR),
         T.StructField("n_executions", T.LongType(), False),
     ]
 )

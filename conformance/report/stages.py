@@ -79,6 +79,8 @@ def rec_with_derived(r: Column, ts: Column) -> list[Column]:
         F.concat_ws("@", r["broker_product"], r["broker_version"]).alias("broker"),
         extra.getItem("tx_row").alias("tx_row"),
         F.lower(F.trim(extra.getItem("tx_observed"))).alias("tx_observed"),
+        # A list in the record arrives as its JSON text (the map's values are strings).
+        extra.getItem("trace").alias("trace"),
     ]
 
 
@@ -152,7 +154,8 @@ def worst_verdict(verdicts: Column) -> Column:
 
 def latest_verdicts(results: DataFrame) -> DataFrame:
     """The latest execution of each case on each broker version (ties: the greater run id)."""
-    payload = ["area", "level", "rules", "profile", "verdict", "expected", "observed", "message", "tx_row", "tx_observed"]
+    payload = ["area", "level", "rules", "profile", "verdict", "expected", "observed", "message", "tx_row", "tx_observed",
+               "duration_s", "trace"]
     latest = F.max(F.struct("ts", "run_id", *payload)).alias("last")
     return (
         results.groupBy(*BROKER_KEYS, "case_id")
@@ -165,6 +168,8 @@ def latest_verdicts(results: DataFrame) -> DataFrame:
             F.col("last.ts").alias("ts"),
             F.col("last.tx_row").alias("tx_row"),
             F.col("last.tx_observed").alias("tx_observed"),
+            F.col("last.duration_s").alias("duration_s"),
+            F.col("last.trace").alias("trace"),
             "n_executions",
         )
     )
@@ -205,7 +210,8 @@ def case_history(results: DataFrame, recent: int = 10) -> DataFrame:
 
 
 def compliance_matrix(latest: DataFrame) -> DataFrame:
-    """Case × broker version: the latest verdict with expected vs observed (long form)."""
+    """Case × broker version: the latest verdict with expected vs observed (long form), and what
+    the page's drill-down shows of it (rules, duration, frame trace)."""
     return latest.select(
         "case_id",
         "area",
@@ -218,6 +224,28 @@ def compliance_matrix(latest: DataFrame) -> DataFrame:
         "profile",
         "run_id",
         "ts",
+        "rules",
+        "duration_s",
+        "trace",
+    )
+
+
+def run_scores(results: DataFrame) -> DataFrame:
+    """Per broker version and run: when it ran, its verdict counts and its score (the trend).
+
+    A run's score uses its own executions (latest per case within the run), so a run that
+    re-ran a case counts it once.
+    """
+    per_case = results.groupBy(*BROKER_KEYS, "run_id", "case_id").agg(
+        F.max(F.struct("ts", "verdict")).alias("_last"))
+    scored = F.count(F.when(F.col("_last.verdict").isin(*SCORED_VERDICTS), 1))
+    passed = F.count(F.when(F.col("_last.verdict") == "PASS", 1))
+    return per_case.groupBy(*BROKER_KEYS, "run_id").agg(
+        F.min("_last.ts").alias("ts"),
+        F.count(F.lit(1)).alias("n_cases"),
+        passed.alias("n_pass"),
+        scored.alias("n_scored"),
+        F.when(scored > 0, F.round(passed / scored, 4)).alias("score"),
     )
 
 

@@ -379,6 +379,20 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
     assert stages.gate_regressions(cand, cand).count() == 0
 
 
+def test_the_report_and_the_gate_classify_every_transition_alike(spark: SparkSession) -> None:
+    """The report's regression section (Spark) and the release gate (plain Python) must agree."""
+    from conformance import gate
+    from conformance.verdicts import Verdict
+
+    names = [v.value for v in Verdict]
+    pairs = [(b, c) for b in [None, *names] for c in names]
+    joined = spark.createDataFrame(pairs, "baseline_verdict string, candidate_verdict string")
+    spark_kinds = {(r["baseline_verdict"], r["candidate_verdict"]): r["kind"]
+                   for r in stages.classify_transitions(joined).collect()}
+    python_kinds = {(b, c): k for b, c in pairs if (k := gate.transition(b, c)) is not None}
+    assert spark_kinds == python_kinds
+
+
 # ------------------------------------------------------------------------------- rule coverage
 
 

@@ -1,0 +1,607 @@
+"""The release gate, in plain Python: a candidate run's verdicts against a baseline's.
+
+``amqp-conformance gate --baseline A --candidate B`` exits 1 when the candidate
+
+- lacks cases the baseline has (unless ``--allow-missing``): a gate that compares 26 cases with
+  256 has checked 26, and must not say the other 230 are fine;
+- is another broker product or was run under another profile than the baseline (unless
+  ``--allow-product-change`` / ``--allow-profile-change``): verdicts of different brokers or
+  profiles do not compare;
+- regresses (the report's rule, :func:`transition`): PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, FAIL →
+  TIMEOUT (a wrong answer became no answer), anything → ERROR (the harness broke where it did
+  not);
+- fails a case the baseline does not have (an untriaged new failure);
+- with ``--strict``, is NON_STRICT where the baseline was not.
+
+A verdict the triage file explains (:mod:`conformance.triage`) is a *known* failure: reported,
+never failing. A case the triage file lists that now passes (and did not in the baseline) is
+reported *fixed*, so the entry can go. Exit 0 when nothing fails, 2 on bad input (one line).
+
+Only the standard library: no JVM, and a comparison of tens of thousands of records takes a
+fraction of a second (``json.loads`` per line dominates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from conformance.results import REQUIRED_FIELDS
+from conformance.triage import EMPTY, Triage, TriageEntry, TriageProblem, load_triage, triage_beside
+from conformance.verdicts import Verdict
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+DEFAULT_RESULTS = "reports/results/"
+RESULT_SUFFIXES: tuple[str, ...] = (".jsonl", ".jsonl.gz", ".json")
+SELECTOR_KINDS: tuple[str, ...] = ("run", "version", "broker")
+VERDICTS: frozenset[str] = frozenset(v.value for v in Verdict)
+BAD_AFTER_PASS: frozenset[str] = frozenset({"FAIL", "TIMEOUT", "ERROR", "NOT_RUN"})
+# Kinds that fail the gate; "new-non-strict" only with --strict, "missing" unless --allow-missing.
+FAILING_KINDS: tuple[str, ...] = ("regression", "new-failure", "missing", "new-non-strict")
+KIND_ORDER: tuple[str, ...] = ("regression", "new-failure", "missing", "new-non-strict", "known", "fixed")
+TABLE_LIMIT = 40  # rows of one kind printed in the table; --json has them all
+
+
+class GateInputError(ValueError):
+    """Inputs the gate cannot use; the message is one line."""
+
+
+# ------------------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class Selector:
+    text: str
+    kind: str  # path | run | version | broker
+    value: str = ""
+    product: str = ""
+
+
+def parse_selector(text: str) -> Selector:
+    """``run:<id>``, ``version:<v>``, ``broker:<product>@<version>``, or a file/folder/glob."""
+    kind, sep, value = text.partition(":")
+    if sep and kind in SELECTOR_KINDS:
+        if not value:
+            raise GateInputError(f"selector {text!r} names no {kind}")
+        if kind == "broker":
+            product, at, version = value.partition("@")
+            if not at or not product or not version:
+                raise GateInputError(f"selector {text!r} is not broker:<product>@<version>")
+            return Selector(text, kind, version, product)
+        return Selector(text, kind, value)
+    return Selector(text, "path", text)
+
+
+def resolve_inputs(inputs: Iterable[str]) -> list[Path]:
+    """Each input is a file, a folder (its results files, recursively) or a glob."""
+    out: list[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES)
+                           and not p.name.endswith(".part.jsonl"))
+            if not files:
+                raise GateInputError(f"no results files (*.jsonl) in folder {item}")
+        elif path.is_file():
+            files = [path]
+        elif glob.has_magic(item):
+            files = sorted(Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file())
+            if not files:
+                raise GateInputError(f"no results file matches {item}")
+        else:
+            raise GateInputError(f"no such results file or folder: {item}")
+        out.extend(files)
+    return list(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class Row:
+    """The fields of one result record the gate needs, and where it came from."""
+
+    case_id: str
+    verdict: str
+    time: str
+    run_id: str
+    broker_product: str
+    broker_version: str
+    profile: str
+    area: str
+    level: str
+    expected: str
+    observed: str
+    message: str
+    file: str
+    line: int
+
+
+def _open(path: Path) -> TextIO:
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def _text(rec: dict[str, Any], key: str) -> str:
+    value = rec.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def read_rows(path: Path) -> Iterator[Row]:
+    """Every record of a results file; a line that is not one is bad input (a gate does not skip
+    what it cannot read: the skipped line could be the regression)."""
+    seen = 0
+    try:
+        with _open(path) as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise GateInputError(f"{where}: not a JSON line ({exc.msg}); is {path} a results file?") from exc
+                if not isinstance(rec, dict):
+                    raise GateInputError(f"{where}: not a JSON object; is {path} a results file?")
+                missing = [f for f in REQUIRED_FIELDS if not isinstance(rec.get(f), str) or not rec[f]]
+                if missing:
+                    raise GateInputError(f"{where}: not a result record: missing or mistyped {', '.join(missing)}")
+                if rec["verdict"] not in VERDICTS:
+                    raise GateInputError(f"{where}: unknown verdict {rec['verdict']!r}")
+                seen += 1
+                yield Row(
+                    rec["case_id"], rec["verdict"], rec["time"], rec["run_id"], rec["broker_product"],
+                    rec["broker_version"], rec["profile"], rec["area"], rec["level"], _text(rec, "expected"),
+                    _text(rec, "observed"), _text(rec, "message"), str(path), lineno,
+                )
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise GateInputError(f"cannot read {path}: {exc}") from exc
+    if seen == 0:
+        raise GateInputError(f"{path} holds no result records")
+
+
+def _selected(row: Row, sel: Selector) -> bool:
+    if sel.kind == "run":
+        return row.run_id == sel.value
+    if sel.kind == "version":
+        return row.broker_version == sel.value
+    if sel.kind == "broker":
+        return row.broker_product == sel.product and row.broker_version == sel.value
+    return True
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: the latest record of each case."""
+
+    selector: str
+    files: tuple[str, ...]
+    cases: dict[str, Row]
+    n_records: int
+    run_ids: tuple[str, ...]  # of every selected record, not only the latest per case
+
+    def values(self, attr: str) -> list[str]:
+        return sorted({getattr(r, attr) for r in self.cases.values()})
+
+    @property
+    def label(self) -> str:
+        return ", ".join(sorted({f"{r.broker_product}@{r.broker_version}" for r in self.cases.values()}))
+
+
+def load_side(sel: Selector, files: Sequence[Path]) -> Side:
+    latest: dict[str, Row] = {}
+    runs: set[str] = set()
+    n = 0
+    for path in files:
+        for row in read_rows(path):
+            if not _selected(row, sel):
+                continue
+            n += 1
+            runs.add(row.run_id)
+            prev = latest.get(row.case_id)
+            # The latest execution of each case (ties: the greater run id), as the report does.
+            if prev is None or (row.time, row.run_id) >= (prev.time, prev.run_id):
+                latest[row.case_id] = row
+    if not latest:
+        raise GateInputError(f"selector {sel.text} matched no result records in {' '.join(map(str, files))}")
+    return Side(sel.text, tuple(map(str, files)), latest, n, tuple(sorted(runs)))
+
+
+# ---------------------------------------------------------------------------------- comparison
+
+
+def transition(baseline: str | None, candidate: str) -> str | None:
+    """The kind of a change of verdict, or None when the candidate is not worse.
+
+    The same rule as the report's ``classify_transitions``: kept identical so the gate and the
+    report's regression section never disagree.
+    """
+    if baseline is not None and (
+        (baseline == "PASS" and candidate in BAD_AFTER_PASS)
+        or (baseline == "FAIL" and candidate == "TIMEOUT")
+        or (baseline != "ERROR" and candidate == "ERROR")
+    ):
+        return "regression"
+    if baseline is None and candidate in BAD_AFTER_PASS:
+        return "new-failure"
+    if candidate == "NON_STRICT" and baseline != "NON_STRICT":
+        return "new-non-strict"
+    return None
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # regression | new-failure | missing | new-non-strict | known | fixed
+    case_id: str
+    baseline_verdict: str | None
+    candidate_verdict: str | None
+    failing: bool
+    area: str = ""
+    level: str = ""
+    expected: str = ""
+    observed: str = ""
+    message: str = ""
+    triage: str = ""  # the triage entry's first line, for known and fixed
+    file: str = ""  # the record the finding is about (candidate's; baseline's for missing)
+    line: int = 0
+    change: str = ""  # for known: the kind it would have been without triage
+
+
+@dataclass(frozen=True)
+class Options:
+    allow_missing: bool = False
+    allow_product_change: bool = False
+    allow_profile_change: bool = False
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class GateResult:
+    baseline: Side
+    candidate: Side
+    findings: tuple[Finding, ...]
+    refusals: tuple[str, ...]  # side-level reasons to fail (product, profile)
+    notes: tuple[str, ...]  # side-level differences allowed by an option
+    known_unchanged: int
+    triage_file: str
+    elapsed_s: float = 0.0
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.refusals) or any(f.failing for f in self.findings)
+
+
+def _finding(kind: str, row: Row, baseline: str | None, failing: bool, *, triage: TriageEntry | None = None,
+             change: str = "") -> Finding:
+    return Finding(kind, row.case_id, baseline, row.verdict, failing, row.area, row.level, row.expected,
+                   row.observed, row.message, triage.summary if triage else "", row.file, row.line, change)
+
+
+def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = Options()) -> GateResult:
+    started = time.perf_counter()
+    refusals: list[str] = []
+    notes: list[str] = []
+    for attr, what, allowed, flag in (
+        ("broker_product", "broker product", options.allow_product_change, "--allow-product-change"),
+        ("profile", "profile", options.allow_profile_change, "--allow-profile-change"),
+    ):
+        b, c = base.values(attr), cand.values(attr)
+        if b != c:
+            text = f"{what} differs: baseline {', '.join(b)}, candidate {', '.join(c)}"
+            (notes if allowed else refusals).append(text if allowed else f"{text} (state {flag} if intended)")
+    findings: list[Finding] = []
+    known_unchanged = 0
+    for case_id, row in sorted(cand.cases.items()):
+        b_row = base.cases.get(case_id)
+        b_verdict = b_row.verdict if b_row else None
+        kind = transition(b_verdict, row.verdict)
+        entry = triage.known(case_id, row.verdict) if row.verdict != "PASS" else None
+        if kind is not None and entry is not None:
+            findings.append(_finding("known", row, b_verdict, False, triage=entry, change=kind))
+        elif kind is not None:
+            failing = kind != "new-non-strict" or options.strict
+            findings.append(_finding(kind, row, b_verdict, failing))
+        elif entry is not None:
+            known_unchanged += 1
+        elif row.verdict == "PASS" and b_verdict is not None and b_verdict != "PASS":
+            # Fixed: the baseline recorded the failure; a new case that passes fixed nothing.
+            listed = triage.listed(case_id)
+            if listed is not None:
+                findings.append(_finding("fixed", row, b_verdict, False, triage=listed))
+    for case_id, b_row in sorted(base.cases.items()):
+        if case_id not in cand.cases:
+            findings.append(Finding("missing", case_id, b_row.verdict, None, not options.allow_missing,
+                                    b_row.area, b_row.level, file=b_row.file, line=b_row.line))
+    findings.sort(key=lambda f: (KIND_ORDER.index(f.kind), f.case_id))
+    counts = {k: sum(f.kind == k for f in findings) for k in KIND_ORDER}
+    counts["known"] += known_unchanged
+    return GateResult(base, cand, tuple(findings), tuple(refusals), tuple(notes), known_unchanged, triage.path,
+                      time.perf_counter() - started, counts)
+
+
+# ------------------------------------------------------------------------------------- output
+
+
+def summary_line(res: GateResult, strict: bool) -> str:
+    c = res.counts
+    soft = c["new-non-strict"]
+    parts = [
+        f"{c['regression']} regression(s)",
+        f"{c['new-failure']} untriaged new failure(s)",
+        f"{soft} new NON_STRICT{' (fail with --strict)' if soft and not strict else ''}",
+        f"{c['missing']} missing case(s){' (allowed)' if c['missing'] and not any(f.failing for f in res.findings if f.kind == 'missing') else ''}",
+        f"{c['known']} known failure(s)",
+        f"{c['fixed']} fixed",
+    ]
+    head = f"gate {'FAIL' if res.failed else 'PASS'}: " + ", ".join(parts)
+    tail = (f"; baseline {res.baseline.selector} ({len(res.baseline.cases)} cases, {res.baseline.label}) → "
+            f"candidate {res.candidate.selector} ({len(res.candidate.cases)} cases, {res.candidate.label})")
+    return head + tail
+
+
+def format_table(findings: Sequence[Finding], out: TextIO) -> None:
+    heads = ("KIND", "CASE", "BASELINE", "CANDIDATE", "NOTE")
+    shown: list[Finding] = []
+    hidden: dict[str, int] = {}
+    for f in findings:
+        if sum(s.kind == f.kind for s in shown) < TABLE_LIMIT:
+            shown.append(f)
+        else:
+            hidden[f.kind] = hidden.get(f.kind, 0) + 1
+    cells = [[f.kind, f.case_id, f.baseline_verdict or "(new)", f.candidate_verdict or "(absent)", _note(f)]
+             for f in shown]
+    widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(heads[:-1])]
+    print("  ".join(h.ljust(w) for h, w in zip(heads, [*widths, 0], strict=True)).rstrip(), file=out)
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, [*widths, 0], strict=True)).rstrip(), file=out)
+    for kind, n in hidden.items():
+        print(f"… and {n} more {kind} row(s) (all of them with --json)", file=out)
+
+
+def _note(f: Finding) -> str:
+    if f.kind in ("known", "fixed"):
+        return f"triage: {f.triage}" + (f" (would be {f.change})" if f.change else "")
+    first = (f.message or f.observed).strip().splitlines()
+    return first[0][:120] if first else ""
+
+
+def to_json(res: GateResult, strict: bool) -> dict[str, Any]:
+    def side(s: Side) -> dict[str, Any]:
+        return {"selector": s.selector, "files": list(s.files), "n_records": s.n_records, "n_cases": len(s.cases),
+                "brokers": s.label, "broker_products": s.values("broker_product"), "profiles": s.values("profile"),
+                "run_ids": list(s.run_ids)}
+
+    return {
+        "verdict": "FAIL" if res.failed else "PASS",
+        "summary": summary_line(res, strict),
+        "counts": res.counts,
+        "refusals": list(res.refusals),
+        "notes": list(res.notes),
+        "triage_file": res.triage_file or None,
+        "baseline": side(res.baseline),
+        "candidate": side(res.candidate),
+        "findings": [asdict(f) for f in res.findings],
+        "elapsed_s": round(res.elapsed_s, 4),
+    }
+
+
+def _escape_data(text: str) -> str:
+    # GitHub workflow commands: the message is data (%, CR, LF escaped); properties also escape : and ,.
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(res: GateResult) -> list[str]:
+    """``::error``/``::warning``/``::notice`` workflow commands pointing at the result record."""
+    out = [f"::error title={_escape_property('gate: ' + r)}::{_escape_data(r)}" for r in res.refusals]
+    for f in res.findings:
+        level = "error" if f.failing else ("warning" if f.kind in ("new-non-strict", "missing") else "notice")
+        title = f"{f.kind} {f.case_id}"
+        change = f"{f.baseline_verdict or '(new)'} → {f.candidate_verdict or '(absent)'}"
+        body = f"{f.case_id}: {change}" + (f" ({f.level})" if f.level else "")
+        if f.kind in ("known", "fixed"):
+            body += f"; triage: {f.triage}"
+        else:
+            for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
+                if value:
+                    body += f"\n{label}: {value}"
+        loc = f"file={_escape_property(_relative(f.file))}" + (f",line={f.line}" if f.line else "") if f.file else ""
+        props = ",".join(p for p in (loc, f"title={_escape_property(title)}") if p)
+        out.append(f"::{level} {props}::{_escape_data(body)}")
+    return out
+
+
+def step_summary(res: GateResult, strict: bool) -> str:
+    """Markdown for ``$GITHUB_STEP_SUMMARY``: the verdict line and the findings that matter."""
+    lines = [f"### AMQP conformance gate: {'FAIL' if res.failed else 'PASS'}", "", summary_line(res, strict), ""]
+    lines += [f"- {r}" for r in res.refusals]
+    shown = [f for f in res.findings if f.kind != "known" or f.change][:TABLE_LIMIT]
+    if shown:
+        lines += ["", "| kind | case | baseline | candidate | note |", "|---|---|---|---|---|"]
+        for f in shown:
+            note = _note(f).replace("|", "\\|")
+            lines.append(f"| {f.kind} | `{f.case_id}` | {f.baseline_verdict or '(new)'} | "
+                         f"{f.candidate_verdict or '(absent)'} | {note} |")
+        hidden = sum(1 for f in res.findings if f.kind != "known" or f.change) - len(shown)
+        if hidden > 0:
+            lines.append(f"\n… and {hidden} more (all of them in the gate's --json)")
+    return "\n".join(lines) + "\n"
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+
+
+# -------------------------------------------------------------------------------- update baseline
+
+
+def _one_run(cand: Side) -> None:
+    runs = cand.run_ids
+    if len(runs) != 1:
+        raise GateInputError(f"a baseline is one run; the candidate holds {len(runs)} runs ({', '.join(runs[:3])} …)")
+
+
+def write_baseline(cand: Side, target: Path) -> int:
+    """Write the candidate's records (one run, latest per case, sorted) as the new baseline.
+
+    Frame traces are dropped: a baseline is committed, and the verdicts are what it holds.
+    """
+    _one_run(cand)
+    wanted = {(r.file, r.line) for r in cand.cases.values()}
+    lines: list[tuple[str, str]] = []
+    for path in sorted({r.file for r in cand.cases.values()}):
+        with _open(Path(path)) as fh:
+            for lineno, line in enumerate(fh, 1):
+                if (path, lineno) in wanted:
+                    rec = json.loads(line)
+                    if isinstance(rec.get("extra"), dict):
+                        rec["extra"].pop("trace", None)
+                    lines.append((rec["case_id"], json.dumps(rec, sort_keys=True, ensure_ascii=False)))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Replace atomically: an interrupted update never leaves half a baseline.
+    fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.writelines(text + "\n" for _case, text in sorted(lines))
+    os.replace(tmp, target)
+    return len(lines)
+
+
+# ---------------------------------------------------------------------------------------- CLI
+
+
+def gate_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="amqp-conformance gate",
+        allow_abbrev=False,
+        description=(
+            "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks baseline cases, "
+            "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, FAIL → TIMEOUT, "
+            "anything → ERROR) or has untriaged new failures; 0 otherwise; 2 on bad input."
+        ),
+    )
+    p.add_argument("--baseline", required=True, metavar="SELECTOR",
+                   help="results file/folder/glob, or run:<run_id> / version:<v> / broker:<product>@<version>")
+    p.add_argument("--candidate", required=True, metavar="SELECTOR", help="as --baseline")
+    p.add_argument("--results", nargs="+", default=[DEFAULT_RESULTS], metavar="RESULTS",
+                   help=f"inputs that run:/version:/broker: selectors apply to (default {DEFAULT_RESULTS})")
+    p.add_argument("--triage", "--expected-failures", dest="triage", default=None, metavar="TOML",
+                   help="expected failures (default: <baseline>.triage.toml beside a baseline file, if any)")
+    p.add_argument("--no-triage", action="store_true", help="ignore any triage file")
+    p.add_argument("--allow-missing", action="store_true", help="baseline cases the candidate lacks do not fail")
+    p.add_argument("--allow-product-change", action="store_true",
+                   help="the candidate is another broker product than the baseline, on purpose")
+    p.add_argument("--allow-profile-change", action="store_true",
+                   help="the candidate ran under another profile than the baseline, on purpose")
+    p.add_argument("--strict", action="store_true", help="also fail on new NON_STRICT verdicts")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the result as JSON to FILE (or stdout: then no table)")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="after comparing, write the candidate (one run) as the new baseline file")
+    p.add_argument("--master", default=None, help=argparse.SUPPRESS)  # accepted from the Spark gate; unused
+    return p
+
+
+def _err(message: str) -> None:
+    print(f"amqp-conformance gate: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = gate_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = out or sys.stdout
+    try:
+        return _gate(args, out)
+    except (GateInputError, TriageProblem) as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+
+
+def _gate(args: argparse.Namespace, out: TextIO) -> int:
+    started = time.perf_counter()
+    base_sel, cand_sel = parse_selector(args.baseline), parse_selector(args.candidate)
+    shared = resolve_inputs(args.results) if any(s.kind != "path" for s in (base_sel, cand_sel)) else []
+    update_target: Path | None = None
+    if args.update_baseline:
+        if base_sel.kind != "path" or glob.has_magic(base_sel.value) or Path(base_sel.value).is_dir():
+            raise GateInputError("--update-baseline needs --baseline to name one results file")
+        update_target = Path(base_sel.value)
+    cand = load_side(cand_sel, resolve_inputs([cand_sel.value]) if cand_sel.kind == "path" else shared)
+    if update_target is not None:
+        _one_run(cand)  # before anything is compared or written
+    if update_target is not None and not update_target.exists():
+        n = write_baseline(cand, update_target)
+        print(f"baseline created: {n} cases of run {cand.values('run_id')[0]} → {update_target}", file=out)
+        return EXIT_OK
+    base = load_side(base_sel, resolve_inputs([base_sel.value]) if base_sel.kind == "path" else shared)
+    triage = _triage(args, base_sel)
+    options = Options(args.allow_missing, args.allow_product_change, args.allow_profile_change, args.strict)
+    res = compare(base, cand, triage, options)
+    doc = to_json(res, args.strict)
+    if args.json == "-":
+        print(json.dumps(doc, indent=1, ensure_ascii=False), file=out)
+    else:
+        if args.json:
+            try:
+                Path(args.json).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise GateInputError(f"cannot write --json {args.json}: {exc.strerror or exc}") from exc
+        for line in (*res.refusals, *(f"note: {n}" for n in res.notes)):
+            print(line, file=out)
+        shown = [f for f in res.findings if f.kind != "known" or f.change]
+        if shown:
+            format_table(shown, out)
+        print(summary_line(res, args.strict), file=out)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        # Workflow commands are read from stdout; with --json on stdout they go to stderr to keep it JSON.
+        dest = sys.stderr if args.json == "-" else out
+        for line in github_annotations(res):
+            print(line, file=dest)
+        summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary_file:
+            try:
+                with open(summary_file, "a", encoding="utf-8") as fh:
+                    fh.write(step_summary(res, args.strict))
+            except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
+                print(f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}", file=sys.stderr)
+    print(f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
+          + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
+    if update_target is not None:
+        n = write_baseline(cand, update_target)
+        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict) is None]
+        print(f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
+              + (f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}" if untriaged else ""),
+              file=out)
+        return EXIT_OK
+    return EXIT_FAILED if res.failed else EXIT_OK
+
+
+def _triage(args: argparse.Namespace, base_sel: Selector) -> Triage:
+    if args.no_triage:
+        return EMPTY
+    if args.triage:
+        return load_triage(Path(args.triage))
+    if base_sel.kind == "path" and Path(base_sel.value).is_file():
+        beside = triage_beside(Path(base_sel.value))
+        if beside is not None:
+            return load_triage(beside)
+    return EMPTY
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The sources registry: what a case's ``sources`` entry refers to, in words a vendor can follow.
+
+Cases cite the reference documents by the file names they are kept under
+(``000_cd470977c809f5f5.txt#when-will-messages-be-confirmed``). Those names mean nothing outside
+this project, so reports and messages cite through :func:`cite` instead::
+
+    RabbitMQ docs — Publisher Confirms § When will messages be confirmed?,
+    https://www.rabbitmq.com/docs/confirms#when-publishes-are-confirmed
+
+Each document has a title, a publisher and, where one exists, a public URL (checked against the
+published pages: RabbitMQ's docs and blog). Sections map the anchors cases use to the heading
+the document gives them and, where the public page has one, its own fragment. Two documents have
+no public address we could find (a book chapter and a blog post kept as text); they are cited by
+title and publisher, with no link rather than a wrong one.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str  # the heading as the document gives it
+    fragment: str | None = None  # the public page's own anchor, when it has one
+    locate: str = ""  # a phrase of the kept text that proves the section is there (tests)
+
+
+@dataclass(frozen=True)
+class Document:
+    key: str  # the name cases cite it by
+    title: str
+    publisher: str
+    url: str | None
+    sections: Mapping[str, Section] = field(default_factory=dict)
+    about: str = ""  # what the suite takes from it
+
+
+DOCUMENTS: tuple[Document, ...] = (
+    Document(
+        "000_cd470977c809f5f5.txt", "Publisher Confirms", "RabbitMQ docs", "https://www.rabbitmq.com/docs/confirms",
+        {
+            "confirms": Section("Confirms (aka Publisher Acknowledgements)", "publisher-confirms",
+                                "Confirms (aka Publisher Acknowledgements)"),
+            "when-will-messages-be-confirmed": Section("When will messages be confirmed?",
+                                                       "when-publishes-are-confirmed", "When will messages be confirmed?"),
+            "negative-acknowledgment": Section("Negative Acknowledgment", "server-sent-nacks", "Negative Acknowledgment"),
+            "ack-latency-for-persistent-messages": Section("Ack Latency for Persistent Messages",
+                                                           "publisher-confirms-latency",
+                                                           "Ack Latency for Persistent Messages"),
+            "confirms-and-guaranteed-delivery": Section("Confirms and Guaranteed Delivery",
+                                                        "publisher-confirms-and-guaranteed-delivery",
+                                                        "Confirms and Guaranteed Delivery"),
+        },
+        "confirm.select, broker acks/nacks, multiple, when confirms are sent, confirm latency",
+    ),
+    Document(
+        "001_27f7ea2622bbc99f.txt", "Broker Semantics", "RabbitMQ docs", "https://www.rabbitmq.com/docs/semantics",
+        {
+            "tx": Section("Semantics of tx", "tx", "Semantics of tx"),
+            "ordering": Section("Message ordering guarantees", "ordering", "Message ordering guarantees"),
+            "exclusive-durable": Section("Exclusive queues, durability and mirroring", "exclusive-durable",
+                                         "Exclusive queues, durability and mirroring"),
+        },
+        "the tx table per RabbitMQ release, ordering with requeue, exclusive durable queues",
+    ),
+    Document(
+        "002_4ef6b84472723893.txt", "Well, I'll let you go ... basic.reject in RabbitMQ",
+        "RabbitMQ blog (Michael Bridgen, 2010)",
+        "https://www.rabbitmq.com/blog/2010/08/03/well-ill-let-you-go-basicreject-in-rabbitmq",
+        {
+            # The post has no headings; sections name the passage.
+            "requeue-true": Section("requeue=true", None, "if you supply requeue=true"),
+            "requeue-false": Section("requeue=false", None, "if you supply requeue=false"),
+            "spec-contradictions": Section("the specification's contradictions", None,
+                                           "seemingly incompatible things about basic.reject"),
+        },
+        "basic.reject requeue=true re-enqueues as new; requeue=false discards or dead-letters",
+    ),
+    Document(
+        "003_50388870ec53b6aa.txt", "Consumer Acknowledgments and Delivery Guarantees",
+        "AMQP 0-9-1: The Complete Protocol (book chapter)", None,
+        {
+            anchor: Section(title, None, title)
+            for anchor, title in (
+                ("auto-acknowledgment-mode", "Auto-Acknowledgment Mode"),
+                ("basic-ack", "basic.ack — Acknowledging Messages"),
+                ("basic-consume-push-delivery", "basic.consume (Push Delivery)"),
+                ("basic-get", "basic.get (Pull/Poll)"),
+                ("basic-nack", "basic.nack — Negative Acknowledgment (Bulk)"),
+                ("basic-reject", "basic.reject — Single Message Rejection"),
+                ("consumer-cancellation", "Consumer Cancellation"),
+                ("delivery-guarantee-summary", "Delivery Guarantee Summary"),
+                ("the-delivery-tag", "The Delivery Tag"),
+                ("what-happens-to-unacknowledged-messages", "What Happens to Unacknowledged Messages"),
+                ("acknowledgements", "Consumer Acknowledgments and Delivery Guarantees"),
+            )
+        },
+        "consume vs get, delivery tags, redelivered, ack/nack/reject, multiple, auto-ack, cancel",
+    ),
+    Document(
+        "004_ba6059c7056f3c65.txt", "Message lifecycle, Reject vs Nack and basic.recover",
+        "blog of Pika's maintainer", None,
+        {
+            "dealing-with-rejection": Section("Dealing with Rejection", None, "Dealing with Rejection"),
+            "resurfacing-messages-in-limbo": Section("Resurfacing messages in limbo", None,
+                                                     "Resurfacing messages in limbo"),
+        },
+        "basic.recover with requeue true/false, passive queue.declare for counts",
+    ),
+    Document(
+        "amqp0-9-1.xml", "AMQP 0-9-1 specification (machine-readable XML)", "AMQP Working Group",
+        "https://github.com/rabbitmq/amqp-0.9.1-spec",
+        about="the protocol definition and its rules",
+    ),
+    Document(
+        "amqp0-9-1.stripped.extended.xml", "AMQP 0-9-1 with RabbitMQ's extensions (XML)", "RabbitMQ",
+        "https://github.com/rabbitmq/amqp-0.9.1-spec",
+        about="basic.nack, the confirm class, exchange-to-exchange bindings",
+    ),
+    Document(
+        "DESIGN.md", "amqp-conformance design notes", "this project", None,
+        {
+            "facts-measured-on-rabbitmq-3.10.8": Section("Facts measured on RabbitMQ 3.10.8"),
+            "facts-measured-on-rabbitmq-3-10-8": Section("Facts measured on RabbitMQ 3.10.8"),
+        },
+        "behaviour measured on RabbitMQ where no document states it",
+    ),
+)
+REGISTRY: dict[str, Document] = {d.key: d for d in DOCUMENTS}
+
+
+@dataclass(frozen=True)
+class Citation:
+    source: str  # as the case cites it
+    document: Document | None  # None: not in the registry (cited as given)
+    section: str
+    url: str | None
+
+    @property
+    def label(self) -> str:
+        """``RabbitMQ docs — Publisher Confirms § When will messages be confirmed?``"""
+        if self.document is None:
+            return self.source
+        head = f"{self.document.publisher} — {self.document.title}"
+        return f"{head} § {self.section}" if self.section else head
+
+    def text(self) -> str:
+        """The label and, when there is one, the URL: for messages, JUnit, the terminal."""
+        return f"{self.label}, {self.url}" if self.url else self.label
+
+    def html(self) -> str:
+        """An ``<a>`` when there is a URL, else the label; escaped for an HTML page."""
+        label = html.escape(self.label)
+        if not self.url:
+            return f"<span class=\"src\">{label}</span>"
+        return f'<a class="src" href="{html.escape(self.url, quote=True)}" rel="noopener">{label}</a>'
+
+
+def _section_title(anchor: str) -> str:
+    # An anchor the registry does not list: readable words, never silently dropped.
+    return anchor.replace("-", " ").strip()
+
+
+def resolve(source: str) -> Citation:
+    """A case's ``sources`` entry (``file#anchor`` or ``file#free text``) → its citation."""
+    key, _, anchor = source.strip().partition("#")
+    doc = REGISTRY.get(key)
+    if doc is None:
+        return Citation(source, None, "", None)
+    anchor = anchor.strip()
+    section = doc.sections.get(anchor)
+    if section is not None:
+        url = f"{doc.url}#{section.fragment}" if doc.url and section.fragment else doc.url
+        return Citation(source, doc, section.title, url)
+    # Spec citations name an element in free text ("connection.tune (frame-max)"): keep it as is.
+    title = anchor if (" " in anchor or "." in anchor or not doc.sections) else _section_title(anchor)
+    return Citation(source, doc, title, doc.url)
+
+
+def cite(source: str) -> str:
+    """One source as a vendor reads it: ``RabbitMQ docs — Broker Semantics § Semantics of tx, <url>``."""
+    return resolve(source).text()
+
+
+def cite_all(sources: Iterable[str]) -> str:
+    """Several sources, ``; `` separated, in the given order, each once (for messages)."""
+    return "; ".join(dict.fromkeys(cite(s) for s in sources if s.strip()))

@@ -1,0 +1,128 @@
+"""Expected failures (triage): which non-PASS verdicts of a broker are known, and why.
+
+The file is TOML, one ``[[triage]]`` table per finding::
+
+    [[triage]]
+    cases = ["tx.*", "confirms.select-on-tx-channel-406"]   # globs over case ids
+    reason = "garagemq has no tx class: …"                   # why the verdict is the broker's
+    verdicts = ["TIMEOUT", "FAIL"]                          # optional: which verdicts are known
+
+Without ``verdicts`` an entry covers every verdict a broker can be blamed for (FAIL, NON_STRICT,
+TIMEOUT, UNSUPPORTED, INFORMATIONAL). ERROR (a harness fault) and NOT_RUN (the case never ran)
+are never the broker's known behaviour, so an entry covers them only when it lists them: a broad
+glob such as ``tx.*`` must not hide a harness crash or a broker that stopped answering.
+
+The gate reads this file (``gate --triage``, by default ``<baseline>.triage.toml``) and so can
+``run --expected-failures``; :func:`load_triage` is the one parser.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.verdicts import Verdict
+
+DEFAULT_KNOWN: frozenset[str] = frozenset(
+    v.value for v in Verdict if v not in (Verdict.PASS, Verdict.ERROR, Verdict.NOT_RUN))
+TRIAGE_SUFFIX = ".triage.toml"
+
+
+class TriageProblem(ValueError):
+    """The triage file cannot be used; the message is one line naming the file."""
+
+
+@dataclass(frozen=True)
+class TriageEntry:
+    cases: tuple[str, ...]
+    reason: str
+    verdicts: frozenset[str]
+    index: int  # 1-based position in the file, to cite it
+
+    def matches(self, case_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(case_id, glob) for glob in self.cases)
+
+    def covers(self, case_id: str, verdict: str) -> bool:
+        return verdict in self.verdicts and self.matches(case_id)
+
+    @property
+    def summary(self) -> str:
+        """The reason's first line, for tables and annotations."""
+        return self.reason.strip().splitlines()[0] if self.reason.strip() else ""
+
+
+@dataclass(frozen=True)
+class Triage:
+    path: str
+    entries: tuple[TriageEntry, ...]
+
+    def known(self, case_id: str, verdict: str) -> TriageEntry | None:
+        """The first entry that explains ``verdict`` for ``case_id``, if any."""
+        return next((e for e in self.entries if e.covers(case_id, verdict)), None)
+
+    def listed(self, case_id: str) -> TriageEntry | None:
+        """The first entry naming ``case_id`` whatever the verdict (to report a fix)."""
+        return next((e for e in self.entries if e.matches(case_id)), None)
+
+
+EMPTY = Triage("", ())
+
+
+def _strings(value: object, what: str, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(x, str) and x.strip() for x in value):
+        raise TriageProblem(f"{where}: {what} must be a non-empty list of strings")
+    return tuple(x.strip() for x in value)
+
+
+def parse_triage(text: str, path: str) -> Triage:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TriageProblem(f"{path}: not valid TOML ({exc})") from exc
+    raw = doc.get("triage", [])
+    if not isinstance(raw, list):
+        raise TriageProblem(f"{path}: 'triage' must be an array of tables ([[triage]])")
+    known = {v.value for v in Verdict}
+    entries: list[TriageEntry] = []
+    for i, item in enumerate(raw, 1):
+        where = f"{path}: [[triage]] #{i}"
+        if not isinstance(item, dict):
+            raise TriageProblem(f"{where}: not a table")
+        unknown_keys = sorted(set(item) - {"cases", "reason", "verdicts"})
+        if unknown_keys:
+            raise TriageProblem(f"{where}: unknown key(s) {', '.join(unknown_keys)} (known: cases, reason, verdicts)")
+        cases = _strings(item.get("cases"), "cases", where)
+        reason = item.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise TriageProblem(f"{where}: reason must say why the verdict is the broker's")
+        verdicts = DEFAULT_KNOWN
+        if "verdicts" in item:
+            given = {v.upper() for v in _strings(item["verdicts"], "verdicts", where)}
+            bad = sorted(given - known)
+            if bad or "PASS" in given:
+                raise TriageProblem(f"{where}: verdicts {', '.join(bad or ['PASS'])} cannot be expected failures")
+            verdicts = frozenset(given)
+        entries.append(TriageEntry(cases, reason, verdicts, i))
+    return Triage(path, tuple(entries))
+
+
+def load_triage(path: Path) -> Triage:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise TriageProblem(f"no such triage file: {path}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TriageProblem(f"cannot read triage file {path}: {exc}") from exc
+    return parse_triage(text, str(path))
+
+
+def triage_beside(results_file: Path) -> Path | None:
+    """``fixtures/baselines/x.jsonl`` → ``fixtures/baselines/x.triage.toml`` when that exists."""
+    name = results_file.name
+    for suffix in (".jsonl.gz", ".jsonl", ".json"):
+        if name.endswith(suffix):
+            candidate = results_file.with_name(name[: -len(suffix)] + TRIAGE_SUFFIX)
+            return candidate if candidate.is_file() else None
+    return None
