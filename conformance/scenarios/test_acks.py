@@ -20,14 +20,14 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
+from conformance.clients.outcome import answer
 from conformance.clients.raw import (
-    RawChannel,
     UnexpectedClose,
     bodies,
     default_client_properties,
     tags,
 )
-from conformance.clients.steps import answer, quiet_window
+from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout, Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
@@ -37,15 +37,6 @@ UNACKED = f"{DOC}#what-happens-to-unacknowledged-messages"
 AUTO = f"{DOC}#auto-acknowledgment-mode"
 CANCEL = f"{DOC}#consumer-cancellation"
 MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
-
-
-def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m") -> list[bytes]:
-    """Publish ``n`` messages to ``queue`` and prove the broker has routed them (barrier)."""
-    sent = [f"{prefix}{i}".encode() for i in range(1, n + 1)]
-    for body in sent:
-        ch.publish("", queue, body)
-    ch.barrier()
-    return sent
 
 
 @pytest.fixture
@@ -80,7 +71,7 @@ def test_delivery_tags_start_at_one(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 3)
+    fill(ch, q, 3)
     ch.consume(q)
     ctx.check(tags(ch.deliveries(3)), [1, 2, 3], "delivery tags")
 
@@ -120,7 +111,7 @@ def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
     a, b = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
     a.declare_queue(q)
-    _fill(a, q, 1)
+    fill(a, q, 1)
     ev = a.get(q)
     if ev is None:
         raise CaseTimeout("basic.get-ok for the published message", ctx.timeout, observed="basic.get-empty")
@@ -143,7 +134,7 @@ def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
     first = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     first.declare_queue(q)
-    _fill(first, q, 1, "unacked")
+    fill(first, q, 1, "unacked")
     first.consume(q)
     first.next_delivery()
     second = amqp.channel()
@@ -165,7 +156,7 @@ def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
     first = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     first.declare_queue(q)
-    _fill(first, q, 1, "again")
+    fill(first, q, 1, "again")
     first.consume(q)
     ctx.observe("first delivery", first.next_delivery().describe())
     second = amqp.channel()
@@ -187,7 +178,7 @@ def test_no_ack_at_most_once(amqp, ctx, cleanup) -> None:
     first = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     first.declare_queue(q)
-    _fill(first, q, 1)
+    fill(first, q, 1)
     first.consume(q, no_ack=True)
     first.next_delivery()
     second = amqp.channel()
@@ -210,7 +201,7 @@ def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 4)
+    fill(ch, q, 4)
     ch.consume(q)
     got = ch.deliveries(4)
     for ev in got[:2]:
@@ -239,7 +230,7 @@ def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
     first = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     first.declare_queue(q)
-    _fill(first, q, 3)
+    fill(first, q, 3)
     for _ in range(3):
         if first.get(q) is None:
             raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
@@ -263,7 +254,7 @@ def test_double_ack(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 1)
+    fill(ch, q, 1)
     ch.consume(q)
     tag = int(ch.next_delivery().method.delivery_tag)
     ch.ack(tag)
@@ -282,7 +273,7 @@ def test_unknown_tag(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 1)
+    fill(ch, q, 1)
     ch.consume(q)
     ch.next_delivery()
     ch.ack(7)
@@ -320,7 +311,7 @@ def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 3)
+    fill(ch, q, 3)
     ev = ch.get(q)
     if ev is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
@@ -345,7 +336,7 @@ def test_cancel_stops_deliveries(amqp, ctx, cleanup) -> None:
     tag = ch.consume(q)
     ok = ch.rpc(spec.Basic.Cancel(consumer_tag=tag))
     ctx.check(str(ok.consumer_tag), tag, "consumer tag in cancel-ok")
-    _fill(ch, q, 1)
+    fill(ch, q, 1)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="no delivery after cancel-ok")
     ctx.check(ch.message_count(q), 1, "messages still queued")
 
@@ -424,7 +415,7 @@ def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
     first = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     first.declare_queue(q)
-    _fill(first, q, 2)
+    fill(first, q, 2)
     if first.get(q) is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
     ctx.observe("purge-ok message-count", int(first.purge(q).message_count))
@@ -446,7 +437,7 @@ def test_publish_default_exchange(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 1, "default")
+    fill(ch, q, 1, "default")
     ev = ch.get(q, no_ack=True)
     ctx.check(ev.body if ev else "basic.get-empty", b"default1", "message fetched from the queue")
 

@@ -19,7 +19,7 @@ from pamqp.body import ContentBody
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
 from conformance.clients.libs import pika_connection, run_async
-from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import CaseTimeout
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"

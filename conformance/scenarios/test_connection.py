@@ -28,6 +28,7 @@ from pamqp.exceptions import UnmarshalingException
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import run_async
+from conformance.clients.outcome import outcome
 from conformance.clients.raw import PROTOCOL_HEADER, URL, method_name, reply_name
 from conformance.verdicts import CaseTimeout, HarnessError, Mismatch, Unsupported
 
@@ -387,8 +388,6 @@ def test_frame_max_minimum(amqp, ctx, cleanup):
     expectation="connection.close 501 FRAME_ERROR",
 )
 def test_frame_too_large(amqp, ctx, cleanup):
-    from conformance.scenarios.test_errors import outcome
-
     conn = amqp(frame_max=FRAME_MIN_SIZE)
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))

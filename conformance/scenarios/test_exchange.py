@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
-from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import RawChannel
-from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.clients.steps import bad_name_frame
 from conformance.verdicts import CaseOutcome, Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -176,15 +176,6 @@ def test_reserved(amqp, ctx, cleanup):
     expect_channel_close(ch, 403, what="declare of a new amq.* exchange")
 
 
-def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
-    """A method frame carrying a name pamqp refuses to encode (it validates names): encode a
-    same-length placeholder and swap the bytes."""
-    placeholder = "z" * len(bad.encode())
-    data = pframe.marshal(make(placeholder), ch.id)
-    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
-    return data.replace(placeholder.encode(), bad.encode())
-
-
 @case(
     "exchange.name-syntax-406", rules=["exchange.declare/syntax"], level=Level.MAY,
     description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
@@ -196,7 +187,7 @@ def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
 def test_exchange_syntax(amqp, ctx):
     ch = amqp.channel()
     bad = ctx.name("x") + " bad!*"  # not given to cleanup: pamqp cannot encode it
-    raw = _bad_name_frame(ch, bad, lambda n: _declare(n))
+    raw = bad_name_frame(ch, bad, lambda n: _declare(n))
     try:
         check_outcome(ctx, outcome(ch, _declare("x"), spec.Exchange.DeclareOk, raw=raw),
                       "declare with an illegal name")
@@ -208,7 +199,7 @@ def drop_bad_name(amqp, bad: str, make, ok: type) -> None:
     """Best-effort delete of an entity whose name pamqp refuses to encode (bounded, never raises)."""
     try:
         ch = amqp.channel()
-        outcome(ch, None, ok, raw=_bad_name_frame(ch, bad, make), timeout=min(3.0, ch.conn.timeout))
+        outcome(ch, None, ok, raw=bad_name_frame(ch, bad, make), timeout=min(3.0, ch.conn.timeout))
     except (CaseOutcome, OSError):
         pass
 

@@ -24,10 +24,10 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_ok
+from conformance.clients.outcome import answer, short
 from conformance.clients.raw import (
     UnexpectedClose,
 )
-from conformance.clients.steps import answer, short
 from conformance.verdicts import Mismatch
 
 EXCL = "001_27f7ea2622bbc99f.txt#exclusive-durable"

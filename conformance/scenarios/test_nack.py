@@ -14,13 +14,12 @@ proving the broker processed the nack.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_get_empty
 from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import drain, publish_confirmed
+from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -34,21 +33,6 @@ NACK = ["basic.nack"]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def get_n(ch: RawChannel, queue: str, n: int) -> list[Event]:
-    """``n`` messages by basic.get with manual ack (tags 1..n on a fresh channel)."""
-    got: list[Event] = []
-    for i in range(n):
-        ev = ch.get(queue)
-        if ev is None:
-            raise Mismatch("setup basic.get", expected=f"{n} messages", observed=f"get-empty after {i}")
-        got.append(ev)
-    return got
-
-
-def body_list(events: Sequence[Event]) -> list[str]:
-    return [(e.body or b"").decode() for e in events]
 
 
 def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bool) -> None:

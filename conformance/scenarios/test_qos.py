@@ -25,7 +25,7 @@ from conformance.clients.raw import (
     bodies,
     reply_name,
 )
-from conformance.clients.steps import quiet_window
+from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout
 
 PREFETCH = "basic.qos.prefetch-count/01"
@@ -33,13 +33,6 @@ PUSH = "003_50388870ec53b6aa.txt#basic-consume-push-delivery"
 RABBIT_GLOBAL = ("RabbitMQ 'Consumer Prefetch' guide, measured on RabbitMQ 3.10.8: basic.qos(global=false) "
                  "limits each consumer of the channel separately (two consumers → two unacked deliveries)")
 SPEC_GLOBAL = "basic.qos global field: 'By default the QoS settings apply to the current channel only'"
-
-
-def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m", size: int = 0) -> None:
-    for i in range(1, n + 1):
-        body = f"{prefix}{i}".encode()
-        ch.publish("", queue, body + b"." * max(0, size - len(body)))
-    ch.barrier()
 
 
 def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
@@ -66,7 +59,7 @@ def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 5)
+    fill(ch, q, 5)
     ch.qos(2)
     ch.consume(q)
     ch.deliveries(2)
@@ -85,7 +78,7 @@ def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 3)
+    fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q)
     first = ch.next_delivery()
@@ -108,7 +101,7 @@ def test_no_ack_ignores_prefetch(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 3)
+    fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
@@ -130,7 +123,7 @@ def test_global_false_scope(amqp, ctx, cleanup) -> None:
     qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
     for q in (qa, qb):
         ch.declare_queue(q)
-        _fill(ch, q, 2)
+        fill(ch, q, 2)
     ch.qos(1, global_=False)
     ch.consume(qa)
     ch.consume(qb)
@@ -151,7 +144,7 @@ def test_global_true_shared(amqp, ctx, cleanup) -> None:
     qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
     for q in (qa, qb):
         ch.declare_queue(q)
-        _fill(ch, q, 2)
+        fill(ch, q, 2)
     ch.qos(1, global_=True)
     ch.consume(qa)
     ch.consume(qb)
@@ -178,7 +171,7 @@ def test_prefetch_size_nonzero(amqp, ctx, cleanup) -> None:
     ch.declare_queue(q)
     try:
         ch.qos(0, prefetch_size=10)
-        _fill(ch, q, 1, size=100)
+        fill(ch, q, 1, size=100)
         ch.consume(q)
         try:
             ev = ch.next_delivery(what="the single 100-octet message")

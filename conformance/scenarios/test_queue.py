@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
-from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import pika_connection, run_async
-from conformance.clients.raw import RawChannel
-from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.steps import bad_name_frame
 from conformance.verdicts import CaseOutcome, Mismatch
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -27,14 +26,6 @@ PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
 
 def _declare(name: str, **kw) -> spec.Queue.Declare:
     return spec.Queue.Declare(queue=name, **kw)
-
-
-def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
-    """A method frame with a queue name pamqp refuses to encode: a same-length placeholder swapped."""
-    placeholder = "z" * len(bad.encode())
-    data = pframe.marshal(make(placeholder), ch.id)
-    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
-    return data.replace(placeholder.encode(), bad.encode())
 
 
 # -- declare -------------------------------------------------------------------------------------
@@ -99,13 +90,13 @@ def test_queue_syntax(amqp, ctx):
     bad = ctx.name("q") + " bad!*"  # not given to cleanup: pamqp cannot encode it
     try:
         check_outcome(ctx, outcome(ch, _declare("q"), spec.Queue.DeclareOk,
-                                   raw=_bad_name_frame(ch, bad, lambda n: _declare(n))),
+                                   raw=bad_name_frame(ch, bad, lambda n: _declare(n))),
                       "declare with an illegal name")
     finally:
         try:
             ch2 = amqp.channel()
             outcome(ch2, None, spec.Queue.DeleteOk, timeout=min(3.0, ctx.timeout),
-                    raw=_bad_name_frame(ch2, bad, lambda n: spec.Queue.Delete(queue=n)))
+                    raw=bad_name_frame(ch2, bad, lambda n: spec.Queue.Delete(queue=n)))
         except (CaseOutcome, OSError):
             pass
 

@@ -28,7 +28,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_channel_close, expect_get_empty
 from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import publish_confirmed, quiet_window
+from conformance.clients.steps import get_one, publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R002 = "002_4ef6b84472723893.txt"
@@ -42,13 +42,6 @@ SRC_SUMMARY = f"{R003}#delivery-guarantee-summary"
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def get_one(ch: RawChannel, queue: str, what: str) -> Event:
-    ev = ch.get(queue)
-    if ev is None:
-        raise Mismatch(what, expected="basic.get-ok", observed="basic.get-empty")
-    return ev
 
 
 def next_from_any(chs: Sequence[RawChannel], timeout: float, what: str) -> tuple[int, Event]:

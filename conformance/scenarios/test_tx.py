@@ -28,6 +28,7 @@ from conformance.cases import case as case_decorator
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
+from conformance.clients.steps import get_tags, quiet_window
 from conformance.profiles import load_table
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
@@ -61,11 +62,6 @@ def tx_select(ch: RawChannel) -> None:
                        observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
                                 "was answered first")
     ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")
-
-
-def quiet(ctx: Any) -> float:
-    """A short silence window (asserting that nothing arrives), scaled from the case timeout."""
-    return min(1.0, max(0.2, ctx.timeout / 20))
 
 
 def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, body: bytes) -> None:
@@ -104,7 +100,7 @@ class Env:
         nothing signals when it has: poll (bounded by a short window) until the count reaches
         ``requeued``; the last count is returned either way.
         """
-        deadline = time.monotonic() + quiet(self.ctx)
+        deadline = time.monotonic() + quiet_window(self.ctx.timeout)
         while True:
             n = self.count(q)
             if n == requeued or time.monotonic() >= deadline:
@@ -128,16 +124,6 @@ class Env:
         ch = self.amqp.channel()
         tx_select(ch)
         return ch
-
-
-def get_tags(ch: RawChannel, q: str, n: int) -> list[int]:
-    tags = []
-    for i in range(n):
-        ev = ch.get(q)
-        if ev is None:
-            raise Mismatch("setup basic.get", expected=f"{n} messages in {q}", observed=f"get-empty after {i}")
-        tags.append(int(ev.method.delivery_tag))
-    return tags
 
 
 def closes_with(ch: RawChannel, fn: Callable[[], Any]) -> Event | None:
@@ -364,7 +350,7 @@ def consume_rollback(env: Env) -> str:
     ch.next_delivery()
     ch.tx_rollback()
     try:
-        expect_no_delivery(ch, quiet(env.ctx), what="redelivery after rollback")
+        expect_no_delivery(ch, quiet_window(env.ctx.timeout), what="redelivery after rollback")
     except Mismatch:
         return "yes"
     return counted(env.count(q), {0: "no", 1: "yes"}, "messages ready after rolling back a consumed delivery")
@@ -440,7 +426,7 @@ def no_route_return(env: Env) -> str:
     ch.tx_commit()
     commit_ok = next(e for e in ch.history() if isinstance(e.method, spec.Tx.CommitOk))
     try:
-        ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish", timeout=quiet(env.ctx))
+        ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish", timeout=quiet_window(env.ctx.timeout))
     except CaseTimeout:
         env.ctx.observe("basic.return", "never")
         return "never"
