@@ -18,6 +18,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
+from conformance.clients.confirms import settle_all
 from conformance.clients.raw import (
     Event,
     RawChannel,
@@ -153,24 +154,9 @@ def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: 
 
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
-    """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled.
-
-    A multiple=true confirm settles every tag up to its own; a single one only its own, so a
-    gap left by a missing single confirm keeps the wait going (and ends in TIMEOUT).
-    """
-    def settled(evs: list[Event]) -> bool:
-        covered_to = 0
-        singles: set[int] = set()
-        for e in evs:
-            tag = int(e.method.delivery_tag)
-            if e.method.multiple:
-                covered_to = max(covered_to, tag)
-            else:
-                singles.add(tag)
-        return all(t <= covered_to or t in singles for t in range(1, last_seq + 1))
-
-    return collect_until(ch, settled, what=f"confirms of publishes 1..{last_seq}", timeout=timeout,
-                         types=(spec.Basic.Ack, spec.Basic.Nack))
+    """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled
+    (:class:`~conformance.clients.confirms.Settlement` reads them); the confirm frames."""
+    return settle_all(ch, last_seq, timeout, what=f"confirms of publishes 1..{last_seq}").events
 
 
 def summarize(events: Sequence[Event], limit: int = 6) -> str:

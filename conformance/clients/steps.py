@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.base import Frame
 
+from conformance.clients.confirms import settle_all
 from conformance.clients.raw import Event, RawChannel, tags
 from conformance.verdicts import CaseTimeout, Mismatch
 
@@ -26,27 +26,19 @@ def quiet_window(timeout: float) -> float:
 def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, bodies: Sequence[bytes]) -> None:
     """Publish ``bodies`` on a separate confirm-mode channel of ``ch``'s connection and wait until
     every publish is confirmed, so the messages are known to be enqueued (in this order) before the
-    case goes on. A nack is a setup Mismatch; missing confirms a TIMEOUT naming the first pending."""
+    case goes on. A nack is a setup Mismatch; missing confirms a TIMEOUT naming the unconfirmed ones."""
     pub = ch.conn.channel()
     pub.confirm_select()
     for body in bodies:
         pub.publish(exchange, routing_key, body)
-    want = set(range(1, len(bodies) + 1))
-    acked: set[int] = set()
-    nacked: set[int] = set()
-    while not want <= acked | nacked:
-        try:
-            ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"publisher confirms for {len(bodies)} messages")
-        except CaseTimeout as exc:
-            pending = sorted(want - acked - nacked)
-            raise CaseTimeout(f"setup: publisher confirms for {len(bodies)} messages", exc.seconds,
-                              observed=f"{len(pending)} unconfirmed, first {pending[:5]}") from exc
-        tag = int(ev.method.delivery_tag)
-        covered = {t for t in want if t <= tag} if ev.method.multiple else {tag}
-        (acked if isinstance(ev.method, spec.Basic.Ack) else nacked).update(covered)
-    if nacked:
+    try:
+        st = settle_all(pub, len(bodies))
+    except CaseTimeout as exc:
+        raise CaseTimeout(f"setup: publisher confirms for {len(bodies)} messages", exc.seconds,
+                          observed=exc.observed) from exc
+    if st.nacked:
         raise Mismatch("setup publish", expected="every publish confirmed with basic.ack",
-                       observed=f"basic.nack for publishes {sorted(nacked)[:10]}")
+                       observed=f"basic.nack for publishes {sorted(st.nacked)[:10]}")
     pub.close()
 
 

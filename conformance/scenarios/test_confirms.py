@@ -14,16 +14,15 @@ Sections cited as ``000_cd470977c809f5f5.txt#<section>``: ``confirms`` (the open
 from __future__ import annotations
 
 import threading
-import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
@@ -37,92 +36,6 @@ WHEN = f"{DOC}#when-will-messages-be-confirmed"
 GUARANTEED = f"{DOC}#confirms-and-guaranteed-delivery"
 CONFIRM_CAPS = ("publisher_confirms",)
 NACK_CAPS = ("publisher_confirms", "basic.nack")
-CONFIRM_TYPES = (spec.Basic.Ack, spec.Basic.Nack)
-
-
-# -- confirm bookkeeping ---------------------------------------------------------------------------
-
-
-@dataclass
-class Settlement:
-    """Which publish sequence numbers the broker's confirms settled, read with the guide's
-    semantics: a ``multiple=true`` confirm with tag T settles every still-outstanding seq <= T."""
-
-    published: int
-    events: list[Event] = field(default_factory=list)
-    acked: Counter[int] = field(default_factory=Counter)
-    nacked: Counter[int] = field(default_factory=Counter)
-    anomalies: list[str] = field(default_factory=list)
-
-    def add(self, ev: Event) -> None:
-        self.events.append(ev)
-        tag = int(ev.method.delivery_tag)
-        kind = self.nacked if isinstance(ev.method, spec.Basic.Nack) else self.acked
-        if tag < 1 or tag > self.published:
-            self.anomalies.append(f"{ev.describe()}: tag outside the published range 1..{self.published}")
-            return
-        if ev.method.multiple:
-            covered = [s for s in range(1, tag + 1) if s not in self.acked and s not in self.nacked]
-            if not covered:
-                self.anomalies.append(f"{ev.describe()}: covers no outstanding publish (all <= {tag} settled)")
-                kind[tag] += 1  # counted as a second settlement of its own tag
-            for s in covered:
-                kind[s] += 1
-        else:
-            kind[tag] += 1
-
-    @property
-    def settled(self) -> set[int]:
-        return set(self.acked) | set(self.nacked)
-
-    def missing(self) -> list[int]:
-        done = self.settled
-        return [s for s in range(1, self.published + 1) if s not in done]
-
-    def twice(self) -> list[str]:
-        out = []
-        for s in range(1, self.published + 1):
-            a, n = self.acked.get(s, 0), self.nacked.get(s, 0)
-            if a + n > 1:
-                out.append(f"seq {s}: {a} ack(s), {n} nack(s)")
-        return out
-
-    def summary(self) -> str:
-        multiples = sum(1 for e in self.events if e.method.multiple)
-        return (f"{len(self.events)} confirm frames ({multiples} multiple=true) for {self.published} publishes; "
-                f"{len(self.acked)} seqs acked, {len(self.nacked)} nacked, missing {_short(self.missing())}")
-
-
-def _short(seqs: list[int], limit: int = 8) -> str:
-    if not seqs:
-        return "none"
-    head = ", ".join(map(str, seqs[:limit]))
-    return f"[{head}{', …' if len(seqs) > limit else ''}] ({len(seqs)})"
-
-
-def settle_all(ch: RawChannel, published: int, timeout: float, *, quiet: float) -> Settlement:
-    """Collect confirms until every seq 1..published is settled, then listen ``quiet`` seconds more
-    for stray (duplicate) confirms. TIMEOUT names what was and was not settled."""
-    st = Settlement(published)
-    deadline = time.monotonic() + timeout
-    while st.missing():
-        remaining = deadline - time.monotonic()
-        try:
-            st.add(ch.wait(CONFIRM_TYPES, f"confirms for seqs 1..{published}", timeout=max(remaining, 0.0)))
-        except CaseTimeout as exc:
-            raise CaseTimeout(f"confirms for all {published} publishes", timeout,
-                              expected=f"every seq 1..{published} acked or nacked",
-                              observed=st.summary()) from exc
-    end = time.monotonic() + quiet
-    while True:
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            break
-        try:
-            st.add(ch.wait(CONFIRM_TYPES, "no further confirms", timeout=remaining))
-        except CaseTimeout:
-            break
-    return st
 
 
 def confirm_channel(amqp: Any) -> RawChannel:
@@ -282,7 +195,7 @@ def _inv_not_both(st: Settlement, ctx: Any) -> None:
         ctx.informational(f"{len(st.acked)} acked, {len(st.nacked)} nacked: no mix of acks and nacks to check",
                           "invariant not exercised")
         return
-    ctx.check(_short(both), "none", "seqs both acked and nacked")
+    ctx.check(short_seqs(both), "none", "seqs both acked and nacked")
 
 
 @dataclass(frozen=True)
