@@ -13,7 +13,6 @@ Sections cited as ``000_cd470977c809f5f5.txt#<section>``: ``confirms`` (the open
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.bounded import bounded
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.libs import pika_connection, run_async
@@ -493,27 +493,6 @@ def test_publish_missing_exchange(amqp, ctx):
 
 
 # -- the two client libraries ----------------------------------------------------------------------
-
-
-def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Run a blocking pika interaction in a helper thread so a broker that never answers ends in
-    TIMEOUT instead of hanging the run (pika's blocking waits have no deadline of their own)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise CaseTimeout(what, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @case(

@@ -14,7 +14,6 @@ row (e.g. the broker never answered tx.select) or saw something outside the tabl
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
+from conformance.clients.bounded import bounded as _bounded  # the name the pika bodies use
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
@@ -474,26 +474,6 @@ def _unexpected(closed: Event, what: str) -> str:
 
 
 # -- the two client libraries ---------------------------------------------------------------------
-
-
-def _bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """pika's blocking calls have no deadline: run them in a helper thread bounded by ``timeout``."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise CaseTimeout(what, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def publish_pika(env: Env) -> str:
