@@ -67,10 +67,8 @@ def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[
     description="Three messages consumed on a fresh channel",
     expectation="their delivery tags are 1, 2, 3 (non-zero, increasing by one per delivery)",
 )
-def test_delivery_tags_start_at_one(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 3)
     ch.consume(q)
     ctx.check(tags(ch.deliveries(3)), [1, 2, 3], "delivery tags")
@@ -130,10 +128,8 @@ def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
     description="A consumer receives a message without acking it, then its channel closes",
     expectation="the message goes back to the queue and is delivered to another consumer",
 )
-def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_unacked_requeued_on_close(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     fill(first, q, 1, "unacked")
     first.consume(q)
     first.next_delivery()
@@ -152,10 +148,8 @@ def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
     description="A message delivered but not acked is requeued by a channel close and delivered again",
     expectation="the second delivery has redelivered=true",
 )
-def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     fill(first, q, 1, "again")
     first.consume(q)
     ctx.observe("first delivery", first.next_delivery().describe())
@@ -174,10 +168,8 @@ def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
     description="A no-ack consumer receives a message and its channel closes without any ack",
     expectation="the message is not requeued: another consumer receives nothing and the queue is empty",
 )
-def test_no_ack_at_most_once(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     fill(first, q, 1)
     first.consume(q, no_ack=True)
     first.next_delivery()
@@ -223,13 +215,11 @@ def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
     description="Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close",
     expectation="all three are acknowledged: nothing is requeued when the channel closes",
 )
-def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
+def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     # delivery-tag: "Zero is reserved for client use, meaning 'all messages so far received'";
     # basic.ack multiple: "If the multiple field is 1, and the delivery tag is zero, this
     # indicates acknowledgement of all outstanding messages."
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+    first, q = declared_queue()
     fill(first, q, 3)
     for _ in range(3):
         if first.get(q) is None:
@@ -250,10 +240,8 @@ def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
     description="Acknowledging the same delivery tag twice",
     expectation="the second basic.ack closes the channel with 406 PRECONDITION_FAILED",
 )
-def test_double_ack(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_double_ack(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 1)
     ch.consume(q)
     tag = int(ch.next_delivery().method.delivery_tag)
@@ -269,10 +257,8 @@ def test_double_ack(amqp, ctx, cleanup) -> None:
     description="Acknowledging a delivery tag the channel never delivered (one delivery, ack tag 7)",
     expectation="the channel is closed with 406 PRECONDITION_FAILED",
 )
-def test_unknown_tag(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_unknown_tag(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 1)
     ch.consume(q)
     ch.next_delivery()
@@ -291,10 +277,8 @@ def test_unknown_tag(amqp, ctx, cleanup) -> None:
     description="basic.get on an empty queue",
     expectation="the broker answers basic.get-empty",
 )
-def test_get_empty(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_get_empty(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ctx.check(answer(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
 
 
@@ -307,10 +291,8 @@ def test_get_empty(amqp, ctx, cleanup) -> None:
     expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
                 "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
 )
-def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_get_ok_message_count(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 3)
     ev = ch.get(q)
     if ev is None:
@@ -329,10 +311,8 @@ def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
     description="The client cancels its consumer, then a message is published to the queue",
     expectation="basic.cancel-ok echoes the tag and nothing more is delivered; the message stays queued",
 )
-def test_cancel_stops_deliveries(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     tag = ch.consume(q)
     ok = ch.rpc(spec.Basic.Cancel(consumer_tag=tag))
     ctx.check(str(ok.consumer_tag), tag, "consumer tag in cancel-ok")
@@ -392,10 +372,8 @@ def test_broker_cancel_on_queue_delete(amqp, ctx, isolated) -> None:
     description="Two basic.consume with the same explicit consumer tag on one channel",
     expectation="the second closes the connection with 530 NOT_ALLOWED (not-allowed is a hard error)",
 )
-def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.consume(q, consumer_tag="amqpc-dup")
     ctx.check(answer(ctx, ch, spec.Basic.Consume(queue=q, consumer_tag="amqpc-dup")),
               "connection.close 530 NOT_ALLOWED", "answer to the duplicate basic.consume")
@@ -411,10 +389,8 @@ def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
     description="Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes",
     expectation="the unacked message survived the purge: it is delivered again to another consumer",
 )
-def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     fill(first, q, 2)
     if first.get(q) is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
@@ -433,10 +409,8 @@ def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
     description="basic.publish with a blank exchange name and the queue's name as routing key",
     expectation="the message lands in that queue (basic.get returns it)",
 )
-def test_publish_default_exchange(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_publish_default_exchange(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 1, "default")
     ev = ch.get(q, no_ack=True)
     ctx.check(ev.body if ev else "basic.get-empty", b"default1", "message fetched from the queue")

@@ -57,10 +57,8 @@ def test_method_on_unopened(amqp, ctx, cleanup):
     description="A new channel is active: a consumer on it receives messages without any channel.flow",
     expectation="basic.deliver arrives on the fresh channel",
 )
-def test_flow_initial(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_flow_initial(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.consume(q, no_ack=True)
     ch.publish("", q, b"flowing")
     check(ch.next_delivery().body, b"flowing", "delivery on a fresh channel")

@@ -24,6 +24,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.bounded import bounded
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
+from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import quiet_window
@@ -91,10 +92,8 @@ def test_select_nowait_no_reply(amqp, ctx):
     description="Publishing after confirm.select with no-wait=true",
     expectation="the channel is in confirm mode: the first publish is acked with delivery-tag 1",
 )
-def test_select_nowait_confirms(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_select_nowait_confirms(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.confirm_select(nowait=True)
     ch.publish("", q, b"m1")
     ev = first_confirm(ch, "a confirm for the publish after confirm.select(no-wait)")
@@ -109,10 +108,8 @@ def test_select_nowait_confirms(amqp, ctx, cleanup):
     description="The first publish after confirm.select",
     expectation="its confirm is a basic.ack with delivery-tag 1 (counting starts at 1)",
 )
-def test_seq_starts_at_1(amqp, ctx, cleanup):
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_seq_starts_at_1(declared_queue, ctx):
+    ch, q = declared_queue(confirm=True)
     ch.publish("", q, b"m1")
     ev = first_confirm(ch, "the confirm of the first publish")
     ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "first confirm (method, delivery-tag)")
@@ -126,10 +123,8 @@ def test_seq_starts_at_1(amqp, ctx, cleanup):
     description="Ten publishes in confirm mode, alternately routable and unroutable",
     expectation="every publish counts: the confirms settle exactly seqs 1..10, routed or not",
 )
-def test_seq_counts_every_publish(amqp, ctx, cleanup):
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_seq_counts_every_publish(declared_queue, ctx):
+    ch, q = declared_queue(confirm=True)
     for i in range(10):
         ch.publish("", q if i % 2 == 0 else ctx.name("nowhere"), b"m%d" % i)
     st = settle_all(ch, 10, ctx.timeout, quiet=quiet_window(ctx.timeout))
@@ -143,10 +138,8 @@ def test_seq_counts_every_publish(amqp, ctx, cleanup):
 INVARIANT_PUBLISHES = 5000
 
 
-def _invariant_run(amqp: Any, ctx: Any, cleanup: Any, arguments: dict[str, Any] | None) -> Settlement:
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, arguments=arguments)
+def _invariant_run(declared_queue: DeclareQueue, ctx: Any, arguments: dict[str, Any] | None) -> Settlement:
+    ch, q = declared_queue(confirm=True, arguments=arguments)
     for i in range(INVARIANT_PUBLISHES):
         ch.publish("", q, b"%d" % (i + 1))
     # Thousands of confirms: allow the whole case budget, at least 10 s.
@@ -235,8 +228,8 @@ INVARIANTS = [
 
 
 @pytest.mark.parametrize("inv", INVARIANTS)
-def test_confirm_invariants(amqp, ctx, cleanup, inv: Invariant):
-    st = _invariant_run(amqp, ctx, cleanup, inv.arguments)
+def test_confirm_invariants(declared_queue, ctx, inv: Invariant):
+    st = _invariant_run(declared_queue, ctx, inv.arguments)
     inv.check(st, ctx)
 
 
@@ -263,10 +256,8 @@ ROUTED = [
 
 
 @pytest.mark.parametrize("r", ROUTED)
-def test_routed_acked(amqp, ctx, cleanup, r: Routed):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, durable=r.durable)
+def test_routed_acked(declared_queue, ctx, r: Routed):
+    ch, q = declared_queue(durable=r.durable)
     ch.confirm_select()
     ch.publish("", q, b"m1", persistent=r.persistent)
     ev = first_confirm(ch, "the confirm of a routed publish")
@@ -369,10 +360,24 @@ def test_persistent_survives_restart(amqp, ctx, restartable):
             pass
 
 
-def _outstanding_then(op: str, amqp: Any, ctx: Any, cleanup: Any) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, durable=True)
+def _outstanding_case(op: str, verb: str) -> Case:
+    return Case(
+        id=f"confirms.queue-{verb}-while-outstanding",
+        sources=(CONFIRMS, WHEN),
+        level=Level.EXTENSION,
+        requires=CONFIRM_CAPS,
+        description=f"500 persistent publishes to a durable queue, then queue.{op} on the same channel "
+                    "before their confirms arrive, then one more publish",
+        expectation="every publish is still settled (ack or nack) exactly once",
+    )
+
+
+@pytest.mark.parametrize("op", [
+    param(_outstanding_case("delete", "deleted"), "delete"),
+    param(_outstanding_case("purge", "purged"), "purge"),
+])
+def test_queue_op_while_outstanding(declared_queue, ctx, op: str):
+    ch, q = declared_queue(durable=True)
     ch.confirm_select()
     n = 500
     for i in range(n):
@@ -390,32 +395,6 @@ def _outstanding_then(op: str, amqp: Any, ctx: Any, cleanup: Any) -> None:
 
 
 @case(
-    "confirms.queue-deleted-while-outstanding",
-    sources=[CONFIRMS, WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="500 persistent publishes to a durable queue, then queue.delete on the same channel "
-                "before their confirms arrive, then one more publish",
-    expectation="every publish is still settled (ack or nack) exactly once",
-)
-def test_queue_deleted_outstanding(amqp, ctx, cleanup):
-    _outstanding_then("delete", amqp, ctx, cleanup)
-
-
-@case(
-    "confirms.queue-purged-while-outstanding",
-    sources=[CONFIRMS, WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="500 persistent publishes to a durable queue, then queue.purge on the same channel "
-                "before their confirms arrive, then one more publish",
-    expectation="every publish is still settled (ack or nack) exactly once",
-)
-def test_queue_purged_outstanding(amqp, ctx, cleanup):
-    _outstanding_then("purge", amqp, ctx, cleanup)
-
-
-@case(
     "confirms.reject-publish-overflow-nack",
     sources=[NACK],
     level=Level.EXTENSION,
@@ -423,10 +402,8 @@ def test_queue_purged_outstanding(amqp, ctx, cleanup):
     description="Two publishes to a queue declared with x-max-length 1 and x-overflow reject-publish",
     expectation="the first is acked, the second (refused by the full queue) is nacked",
 )
-def test_reject_publish_nack(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+def test_reject_publish_nack(declared_queue, ctx):
+    ch, q = declared_queue(arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
     ch.confirm_select()
     ch.publish("", q, b"m1")
     ch.publish("", q, b"m2")

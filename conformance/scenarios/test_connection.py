@@ -296,13 +296,11 @@ def test_unknown_vhost(broker_url, ctx, request):
     description="A queue declared in one virtual host is invisible in another",
     expectation=f"passive declare of it in the second vhost ({SECOND_VHOST_ENV}) → channel.close 404",
 )
-def test_vhost_separation(amqp, ctx, cleanup):
+def test_vhost_separation(declared_queue, amqp, ctx):
     other = os.environ.get(SECOND_VHOST_ENV)
     if not other:
         raise Unsupported(f"needs a second virtual host: set {SECOND_VHOST_ENV} (see the module docstring)")
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+    _, q = declared_queue()
     ch2 = amqp.channel(vhost=other)
     ch2.send(spec.Queue.Declare(queue=q, passive=True))
     expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost")

@@ -128,10 +128,8 @@ def test_amq_match(amqp, ctx):
     description="The nameless default exchange routes a publish to the queue named by the routing key",
     expectation="a message published to exchange '' with routing key = queue name is in that queue",
 )
-def test_default_exchange(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_exchange(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"via-default")
     ch.barrier()
     check(_routed(ch, q), b"via-default", "message via the default exchange")

@@ -196,10 +196,8 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
     description="A queue has an exclusive consumer; another connection starts a plain consumer on it",
     expectation="the second basic.consume closes its channel with 403 ACCESS_REFUSED",
 )
-def test_exclusive_consumer_blocks_second(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_exclusive_consumer_blocks_second(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     first.consume(q, exclusive=True)
     second = amqp.channel()
     ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q)), "channel.close 403 ACCESS_REFUSED",
@@ -213,10 +211,8 @@ def test_exclusive_consumer_blocks_second(amqp, ctx, cleanup) -> None:
     description="A shared queue has a consumer; another connection asks for exclusive consumer access",
     expectation="the exclusive basic.consume closes its channel with 403 ACCESS_REFUSED",
 )
-def test_exclusive_consume_refused_when_consumed(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_exclusive_consume_refused_when_consumed(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     first.consume(q)
     second = amqp.channel()
     ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q, exclusive=True)),

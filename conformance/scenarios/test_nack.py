@@ -58,10 +58,8 @@ def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bo
     description="A broker that processes basic.nack announces it in server-properties",
     expectation="after a basic.nack is accepted, connection.start's capabilities table has basic.nack=true",
 )
-def test_capability_advertised(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_capability_advertised(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     (ev,) = get_n(ch, q, 1)
     nack_or_unsupported(ch, int(ev.method.delivery_tag), multiple=False, requeue=True)
@@ -80,10 +78,8 @@ def test_capability_advertised(amqp, ctx, cleanup):
     description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
     expectation="exactly that message is back in the queue (the other stays unacked)",
 )
-def test_single_requeue(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_single_requeue(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2"])
     evs = get_n(ch, q, 2)
     ch.nack(evs[1].method.delivery_tag, multiple=False, requeue=True)
@@ -99,10 +95,8 @@ def test_single_requeue(amqp, ctx, cleanup):
     description="A consumer nacks a delivery with requeue=true and receives it again",
     expectation="the redelivery carries redelivered=true",
 )
-def test_requeue_redelivered_flag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_redelivered_flag(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
@@ -120,10 +114,8 @@ def test_requeue_redelivered_flag(amqp, ctx, cleanup):
     description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
     expectation="the message is discarded: the queue is empty afterwards",
 )
-def test_requeue_false_discards(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_false_discards(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     (ev,) = get_n(ch, q, 1)
     ch.nack(ev.method.delivery_tag, requeue=False)
@@ -143,10 +135,8 @@ def test_requeue_false_discards(amqp, ctx, cleanup):
     expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 and the "
                 "channel stays open",
 )
-def test_multiple_with_gaps(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_multiple_with_gaps(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
     evs = get_n(ch, q, 5)
     ch.ack(evs[1].method.delivery_tag)
@@ -163,10 +153,8 @@ def test_multiple_with_gaps(amqp, ctx, cleanup):
     description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
     expectation="tag 0 with multiple means all outstanding: all three are back in the queue",
 )
-def test_zero_multiple(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_zero_multiple(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3"])
     get_n(ch, q, 3)
     ch.nack(0, multiple=True, requeue=True)
@@ -182,10 +170,8 @@ def test_zero_multiple(amqp, ctx, cleanup):
                 "basic.nack(4, multiple=true, requeue=true)",
     expectation="the consumer's next deliveries are n1..n8, in publication order",
 )
-def test_multiple_requeue_order(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_multiple_requeue_order(declared_queue, ctx):
+    ch, q = declared_queue()
     bodies = [f"n{i}".encode() for i in range(1, 9)]
     publish_confirmed(ch, "", q, bodies)
     ch.qos(4)
@@ -247,10 +233,8 @@ def test_requeue_false_dead_letters(amqp, ctx, cleanup):
     description="basic.nack of a delivery tag that was never delivered on the channel",
     expectation="channel.close 406 PRECONDITION_FAILED (as basic.ack/exists requires for ack)",
 )
-def test_unknown_tag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_unknown_tag(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     get_n(ch, q, 1)
     ch.nack(99, requeue=True)

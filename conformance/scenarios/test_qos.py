@@ -55,10 +55,8 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     description="basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks",
     expectation="exactly two messages are delivered; the third is not sent while both are unacked",
 )
-def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_prefetch_count_bounds(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 5)
     ch.qos(2)
     ch.consume(q)
@@ -74,10 +72,8 @@ def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
     description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
     expectation="exactly one more message (the second) is delivered after the ack, then nothing",
 )
-def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_ack_frees_one_slot(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q)
@@ -97,10 +93,8 @@ def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
     description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
     expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
 )
-def test_no_ack_ignores_prefetch(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q, no_ack=True)
@@ -165,10 +159,8 @@ def test_global_true_shared(amqp, ctx, cleanup) -> None:
         "spec": "basic.qos.prefetch-size/01 and its scenario",
     },
 )
-def test_prefetch_size_nonzero(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     try:
         ch.qos(0, prefetch_size=10)
         fill(ch, q, 1, size=100)

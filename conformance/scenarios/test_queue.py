@@ -36,10 +36,8 @@ def _declare(name: str, **kw) -> spec.Queue.Declare:
     description="A new queue is bound to the default exchange with its name as key, without any queue.bind",
     expectation="a message published to exchange '' with routing key = queue name is in the queue",
 )
-def test_default_binding(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_binding(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"default-binding")
     ch.barrier()
     ev = ch.get(q, no_ack=True)
@@ -117,10 +115,8 @@ def test_passive_missing(amqp, ctx):
     description="Passive declare of an existing queue holding 2 messages",
     expectation="queue.declare-ok with message-count 2 (the queue is not created or changed)",
 )
-def test_passive_existing(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_passive_existing(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"1")
     ch.publish("", q, b"2")
     ch.barrier()
@@ -162,10 +158,8 @@ EQUIVALENCE = [
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
-def test_equivalent(amqp, ctx, cleanup, first, second):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, **first)
+def test_equivalent(declared_queue, ctx, first, second):
+    ch, q = declared_queue(**first)
     check_outcome(ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}")
 
 
@@ -212,10 +206,8 @@ def test_minimum_queues(amqp, ctx, cleanup):
     description="Binding a queue twice with identical arguments",
     expectation="both queue.bind calls are answered with bind-ok",
 )
-def test_bind_duplicates(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_bind_duplicates(declared_queue, ctx):
+    ch, q = declared_queue()
     got = [outcome(ch, spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk)[0]
            for _ in range(2)]
     check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
@@ -226,10 +218,8 @@ def test_bind_duplicates(amqp, ctx, cleanup):
     description="A queue bound three times to amq.topic with patterns that all match one message",
     expectation="the queue holds the message once (message-count 1)",
 )
-def test_bind_unique(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_bind_unique(declared_queue, ctx):
+    ch, q = declared_queue()
     key = ctx.name("k").replace("-", "_")
     for pattern in (f"{key}.*", f"*.{key}b", "#"):
         ch.bind(q, "amq.topic", pattern)
@@ -257,10 +247,8 @@ def test_bind_transient_exchange(amqp, ctx, cleanup):
     description="Binding one queue to 4 different exchanges",
     expectation="four bind-ok",
 )
-def test_binding_count(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_binding_count(declared_queue, ctx, cleanup):
+    ch, q = declared_queue()
     got = []
     for i in range(4):
         x = cleanup.exchange(ctx.name(f"x{i}"))
@@ -305,10 +293,8 @@ DEFAULT_EXCHANGE = [
 
 
 @pytest.mark.parametrize("op", DEFAULT_EXCHANGE)
-def test_default_exchange_blank(amqp, ctx, cleanup, op):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_exchange_blank(declared_queue, ctx, op):
+    ch, q = declared_queue()
     if op == "bind":
         got = outcome(ch, spec.Queue.Bind(queue=q, exchange="", routing_key=q), spec.Queue.BindOk)
     else:
@@ -390,10 +376,8 @@ def method_name_of(method) -> str:
     description="Purging a queue holding 3 ready messages",
     expectation="queue.purge-ok with message-count 3, and the queue is then empty",
 )
-def test_purge_count(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_purge_count(declared_queue, ctx):
+    ch, q = declared_queue()
     for i in range(3):
         ch.publish("", q, f"m{i}".encode())
     ch.barrier()
@@ -434,10 +418,8 @@ def test_delete_guards(amqp, ctx, cleanup, setup, flags):
     description="16 consumers on one queue",
     expectation="all 16 basic.consume calls are answered with consume-ok",
 )
-def test_sixteen_consumers(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_sixteen_consumers(declared_queue, ctx):
+    ch, q = declared_queue()
     for i in range(16):
         ch.send(spec.Basic.Consume(queue=q, consumer_tag=f"c{i}"))
     oks = 0

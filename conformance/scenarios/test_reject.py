@@ -90,10 +90,8 @@ def x_death_reason(ev: Event) -> Any:
     description="basic.reject(requeue=true) of a message taken with basic.get",
     expectation="the message is back in the queue: the next basic.get returns the same body",
 )
-def test_requeue_true_requeues(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_true_requeues(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     ev = get_one(ch, q, "the published message")
     ch.reject(ev.method.delivery_tag, requeue=True)
@@ -109,10 +107,8 @@ def test_requeue_true_requeues(amqp, ctx, cleanup):
     description="A consumer rejects a delivery with requeue=true and receives it again",
     expectation="the redelivery carries redelivered=true",
 )
-def test_requeue_redelivered_flag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_redelivered_flag(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
@@ -139,10 +135,8 @@ def test_requeue_redelivered_flag(amqp, ctx, cleanup):
                 "within the context of the current channel'",
     },
 )
-def test_requeue_same_consumer(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_same_consumer(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     tag = ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
@@ -202,10 +196,8 @@ def test_requeue_two_consumers(amqp, ctx, cleanup):
     description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
     expectation="the message is discarded: the queue is empty afterwards",
 )
-def test_requeue_false_discards(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_false_discards(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     ev = get_one(ch, q, "the published message")
     ch.reject(ev.method.delivery_tag, requeue=False)
@@ -288,10 +280,8 @@ TAG_ERRORS = [
 
 
 @pytest.mark.parametrize(("setup", "on_other_channel"), TAG_ERRORS)
-def test_reject_tag_errors(amqp, ctx, cleanup, setup, on_other_channel):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     tag = setup(ch, q)
     target = ch.conn.channel() if on_other_channel else ch

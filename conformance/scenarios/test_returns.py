@@ -99,10 +99,8 @@ def test_mandatory_unroutable(amqp, ctx, cleanup) -> None:
     description="A mandatory message published to a queue that exists (default exchange)",
     expectation="no basic.return is sent, and the message is queued",
 )
-def test_mandatory_routable(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_mandatory_routable(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.publish("", q, b"routable", mandatory=True)
     returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))
     if returned:
@@ -139,10 +137,8 @@ def test_non_mandatory_unroutable(amqp, ctx, cleanup) -> None:
     expected_sources={"rabbitmq": IMMEDIATE_540,
                       "spec": "basic.publish.immediate/01 + basic.return doc; constant no-consumers (313)"},
 )
-def test_immediate_no_consumer(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_immediate_no_consumer(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.publish("", q, b"now or never", immediate=True)
     ctx.check_profile(_first_answer(ch, quiet_window(ctx.timeout)), "broker's answer to immediate=true")
 

@@ -1,0 +1,45 @@
+"""Factory fixtures for scenario modules (registered with the plugin, which imports this module).
+
+``declared_queue`` does in one call what most cases begin with: open a channel on a new
+connection, give a queue a unique name, declare it and register its deletion after the case::
+
+    def test_double_ack(declared_queue, ctx):
+        ch, q = declared_queue()
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pytest
+
+from conformance.clients.raw import RawChannel
+
+__all__ = ["DeclareQueue", "declared_queue"]
+
+
+class DeclareQueue(Protocol):
+    def __call__(self, suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+                 **declare: Any) -> tuple[RawChannel, str]:
+        """A channel and a declared queue named ``ctx.name(suffix)``, deleted after the case.
+
+        ``ch``: declare on this channel instead of a new connection's; ``confirm``: put the new
+        channel in confirm mode first; ``declare``: queue.declare fields (durable, exclusive,
+        auto_delete, arguments).
+        """
+        ...
+
+
+@pytest.fixture
+def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
+    # ``amqp`` depends on ``cleanup``: connections close before the queues are deleted.
+    def make(suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+             **declare: Any) -> tuple[RawChannel, str]:
+        channel = ch if ch is not None else amqp.channel()
+        if confirm:
+            channel.confirm_select()
+        queue = cleanup.queue(ctx.name(suffix))
+        channel.declare_queue(queue, **declare)
+        return channel, queue
+
+    return make
