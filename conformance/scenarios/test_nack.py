@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import contextlib
 
-from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close, expect_get_empty
+import pytest
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients import settle
+from conformance.clients.expect import expect_channel_close
 from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verdicts import Mismatch, Unsupported
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"
@@ -86,41 +89,40 @@ def test_single_requeue(declared_queue, ctx):
     ctx.check(body_list(drain(ch, q)), ["n2"], "messages in the queue after the single nack")
 
 
-@case(
-    "nack.requeue-redelivered-flag",
-    rules=["redelivered/implementation"],
-    sources=[SRC_NACK, SRC_TAG],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="A consumer nacks a delivery with requeue=true and receives it again",
-    expectation="the redelivery carries redelivered=true",
-)
-def test_requeue_redelivered_flag(declared_queue, ctx):
-    ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"n1"])
-    ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
-    ch.nack(first.method.delivery_tag, requeue=True)
-    again = ch.next_delivery(what="the redelivery after nack(requeue=true)")
-    ctx.observe("redelivery", again.describe())
-    ctx.check(bool(again.method.redelivered), True, "redelivered flag of the redelivery")
+# -- the scenarios nack shares with reject (clients/settle.py) -------------------------------------
+
+TWINS = [
+    param(Case(
+        id="nack.requeue-redelivered-flag",
+        rules=("redelivered/implementation",),
+        sources=(SRC_NACK, SRC_TAG),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="A consumer nacks a delivery with requeue=true and receives it again",
+        expectation="the redelivery carries redelivered=true",
+    ), settle.requeue_redelivered_flag),
+    param(Case(
+        id="nack.requeue-false-discards",
+        sources=(SRC_NACK, f"{R003}#delivery-guarantee-summary"),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
+        expectation="the message is discarded: the queue is empty afterwards",
+    ), settle.requeue_false_discards),
+    param(Case(
+        id="nack.requeue-false-dead-letters",
+        sources=(SRC_NACK,),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
+        expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
+    ), settle.requeue_false_dead_letters),
+]
 
 
-@case(
-    "nack.requeue-false-discards",
-    sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
-    expectation="the message is discarded: the queue is empty afterwards",
-)
-def test_requeue_false_discards(declared_queue, ctx):
-    ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"n1"])
-    (ev,) = get_n(ch, q, 1)
-    ch.nack(ev.method.delivery_tag, requeue=False)
-    expect_get_empty(ch, q, what="queue after nack(requeue=false)")
-    ctx.observe("queue", "empty")
+@pytest.mark.parametrize("scenario", TWINS)
+def test_settle_twin(declared_queue, amqp, ctx, cleanup, scenario: settle.Scenario):
+    scenario(declared_queue, amqp, ctx, cleanup, "nack")
 
 
 # -- multiple --------------------------------------------------------------------------------------
@@ -188,40 +190,6 @@ def test_multiple_requeue_order(declared_queue, ctx):
 
 
 # -- dead-lettering and errors ---------------------------------------------------------------------
-
-
-@case(
-    "nack.requeue-false-dead-letters",
-    sources=[SRC_NACK],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
-    expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
-)
-def test_requeue_false_dead_letters(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    dlq = cleanup.queue(ctx.name("dlq"))
-    src = cleanup.queue(ctx.name("src"))
-    ch.declare_exchange(dlx, "fanout")
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
-    ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
-    publish_confirmed(ch, "", src, [b"n1"])
-    (ev,) = get_n(ch, src, 1)
-    ch.consume(dlq, no_ack=True)
-    ch.nack(ev.method.delivery_tag, requeue=False)
-    wait = min(ctx.timeout, 5.0)
-    try:
-        dead = ch.next_delivery(timeout=wait, what="the dead-lettered message")
-    except CaseTimeout as exc:
-        raise Mismatch("dead-lettering", expected="the message arrives in the dead-letter queue",
-                       observed=f"nothing in the dead-letter queue within {wait:.1f}s") from exc
-    ctx.observe("dead-lettered", dead.describe())
-    headers = (dead.properties.headers if dead.properties else None) or {}
-    deaths = headers.get("x-death") or []
-    reason = deaths[0].get("reason") if deaths else f"no x-death header (headers {sorted(headers)})"
-    ctx.check(reason.decode() if isinstance(reason, bytes) else reason, "rejected", "x-death[0].reason")
 
 
 @case(

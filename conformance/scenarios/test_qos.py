@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conformance.cases import Level, case
+import pytest
+
+from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.raw import (
     RawChannel,
@@ -101,48 +103,42 @@ def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
 
 
-@case(
-    "qos.global-false-scope",
-    rules=[PREFETCH],
-    level=Level.MUST,
-    description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
-                "channel, each on its own queue of two messages",
-    expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
-                "the window is per consumer, so 2 deliveries (one each)",
-    expected={"rabbitmq": 2, "spec": 1},
-    expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
-)
-def test_global_false_scope(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    for q in (qa, qb):
-        ch.declare_queue(q)
-        fill(ch, q, 2)
-    ch.qos(1, global_=False)
+# The same scenario with global=false and global=true: only the flag and the expected count differ.
+GLOBAL_SCOPE = [
+    param(Case(
+        id="qos.global-false-scope",
+        rules=(PREFETCH,),
+        level=Level.MUST,
+        description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
+                    "channel, each on its own queue of two messages",
+        expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
+                    "the window is per consumer, so 2 deliveries (one each)",
+        expected={"rabbitmq": 2, "spec": 1},
+        expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
+    ), False),
+    param(Case(
+        id="qos.global-true-shared-by-channel",
+        rules=(PREFETCH,),
+        level=Level.MUST,
+        description="basic.qos(prefetch-count=1, global=true), then two acknowledged consumers on the same "
+                    "channel, each on its own queue of two messages",
+        expectation="one delivery in total: the window is shared by the channel's consumers (RabbitMQ: per "
+                    "channel; spec: per connection — both bound this channel to one unacked message)",
+        default=1,
+    ), True),
+]
+
+
+@pytest.mark.parametrize("global_", GLOBAL_SCOPE)
+def test_global_scope(declared_queue, ctx, global_: bool) -> None:
+    ch, qa = declared_queue("qa")
+    _, qb = declared_queue("qb", ch=ch)
+    fill(ch, qa, 2)
+    fill(ch, qb, 2)
+    ch.qos(1, global_=global_)
     ch.consume(qa)
     ch.consume(qb)
     ctx.check_profile(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel")
-
-
-@case(
-    "qos.global-true-shared-by-channel",
-    rules=[PREFETCH],
-    level=Level.MUST,
-    description="basic.qos(prefetch-count=1, global=true), then two acknowledged consumers on the same "
-                "channel, each on its own queue of two messages",
-    expectation="one delivery in total: the window is shared by the channel's consumers (RabbitMQ: per "
-                "channel; spec: per connection — both bound this channel to one unacked message)",
-)
-def test_global_true_shared(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    for q in (qa, qb):
-        ch.declare_queue(q)
-        fill(ch, q, 2)
-    ch.qos(1, global_=True)
-    ch.consume(qa)
-    ch.consume(qb)
-    ctx.check(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), 1, "unacked deliveries on the channel")
 
 
 @case(
