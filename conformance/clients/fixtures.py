@@ -1,4 +1,4 @@
-"""Factory fixtures for scenario modules (registered with the plugin, which imports this module).
+"""Fixtures for scenario modules (registered with the plugin, which imports this module).
 
 ``declared_queue`` does in one call what most cases begin with: open a channel on a new
 connection, give a queue a unique name, declare it and register its deletion after the case::
@@ -9,13 +9,16 @@ connection, give a queue a unique name, declare it and register its deletion aft
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pytest
 
+from conformance.cases import case_of
+from conformance.clients.expect import ACTIVE_CONTEXT
 from conformance.clients.raw import RawChannel
 
-__all__ = ["DeclareQueue", "declared_queue"]
+__all__ = ["DeclareQueue", "active_case_context", "declared_queue"]
 
 
 class DeclareQueue(Protocol):
@@ -43,3 +46,16 @@ def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
         return channel, queue
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def active_case_context(request: pytest.FixtureRequest) -> Iterator[None]:
+    """While a conformance case runs, its ``ctx`` is the one ``expect.check`` records into."""
+    if case_of(request.node) is None:
+        yield  # not a conformance case (the project's own tests): no context, nothing started
+        return
+    token = ACTIVE_CONTEXT.set(request.getfixturevalue("ctx"))
+    try:
+        yield
+    finally:
+        ACTIVE_CONTEXT.reset(token)

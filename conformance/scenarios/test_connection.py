@@ -190,7 +190,7 @@ def test_bad_protocol_name(broker_url, ctx, request):
     w.send(b"XMQP\x00\x00\x09\x01")
     w.until_end("the broker's protocol header and socket close")
     ctx.observe("received", w.buf[:16])
-    check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
+    ctx.check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
 
 
 @case(
@@ -204,7 +204,7 @@ def test_higher_version(broker_url, ctx, request):
     w.until_end("the broker's protocol header and socket close")
     ctx.observe("received", w.buf[:16])
     ok = len(w.buf) == 8 and w.buf[:5] == b"AMQP\x00" and tuple(w.buf[5:8]) <= (2, 0, 0)
-    check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
+    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
 
 
 # -- connection.start ----------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def test_server_properties(broker_url, ctx, request):
     keys = sorted((start.server_properties or {}).keys())
     ctx.observe("server-properties keys", keys)
     missing = [k for k in ("host", "product", "version", "platform") if k not in keys]
-    check(missing, [], "required server-properties fields missing")
+    ctx.check(missing, [], "required server-properties fields missing")
 
 
 @case(
@@ -231,7 +231,7 @@ def test_server_properties(broker_url, ctx, request):
 def test_locale(broker_url, ctx, request):
     start = wire(broker_url, ctx, request).start()
     locales = str(start.locales).split()
-    check("en_US" in locales, True, f"en_US in locales {locales}")
+    ctx.check("en_US" in locales, True, f"en_US in locales {locales}")
 
 
 @case(
@@ -244,7 +244,7 @@ def test_invalid_mechanism(broker_url, ctx, request):
     w.start()
     w.start_ok(mechanism="X-AMQPC-NO-SUCH-MECHANISM")
     received = w.until_end("the socket to close after an invalid mechanism")
-    check(received, "nothing", "frames sent by the broker before closing the socket")
+    ctx.check(received, "nothing", "frames sent by the broker before closing the socket")
 
 
 @case(
@@ -333,7 +333,7 @@ def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimi
         raise Unsupported(f"the server imposes no {field} limit", observed=f"{field} {limit}")
     w.tune_ok_open(tune, **{attr: limit + 1})
     received = w.until_end(f"the socket to close after tune-ok above the server's {field}")
-    check(received, "nothing", "frames sent before closing the socket")
+    ctx.check(received, "nothing", "frames sent before closing the socket")
 
 
 @case(
@@ -352,7 +352,7 @@ def test_frame_min_before_tune(broker_url, ctx, request):
     assert len(data) == FRAME_MIN_SIZE, f"start-ok frame is {len(data)} octets"
     w.send(data)
     frm = w.next_frame("connection.tune after a 4096-octet start-ok")
-    check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
+    ctx.check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
 
 
 def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
@@ -367,7 +367,7 @@ def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
 )
 def test_frame_max_minimum(amqp, ctx, cleanup):
     conn = amqp(frame_max=FRAME_MIN_SIZE)
-    check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
+    ctx.check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
@@ -375,7 +375,7 @@ def test_frame_max_minimum(amqp, ctx, cleanup):
     ch.publish("", q, body)
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
+    ctx.check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
 
 
 @case(
@@ -395,7 +395,7 @@ def test_frame_too_large(amqp, ctx, cleanup):
               + pframe.marshal(_body(b"x" * 3 * FRAME_MIN_SIZE), ch.id))
     got = outcome(ch, None, (), raw=frames)
     ctx.observe("answer", got[1])
-    check(got[0], "connection.close 501", "answer to a frame above frame-max")
+    ctx.check(got[0], "connection.close 501", "answer to a frame above frame-max")
 
 
 def _header(size: int) -> Any:
@@ -438,7 +438,7 @@ def test_close_stability(amqp, ctx, cleanup):
         pass
     seq = getattr(close, "seq", 0)
     after = [e.name for c in (0, ch.id) for e in conn.history(c) if e.seq > seq]
-    check(after, ["connection.close-ok"], "methods from the broker after its connection.close")
+    ctx.check(after, ["connection.close-ok"], "methods from the broker after its connection.close")
 
 
 # -- client libraries ----------------------------------------------------------------------------

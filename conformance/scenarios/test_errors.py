@@ -39,7 +39,7 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     expect_channel_close(ch1, 404, what="passive declare of a missing exchange")
     ok = outcome(ch2, spec.Queue.Declare(queue=q), spec.Queue.DeclareOk)
     ctx.observe("channel 2 after the soft error on channel 1", ok[1])
-    check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
+    ctx.check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
 
 
 @case(
@@ -83,7 +83,7 @@ def test_channel_close_names_method(amqp, ctx):
     ch = amqp.channel()
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
     ev = expect_channel_close(ch, 404, what="passive declare of a missing queue")
-    check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
+    ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
 
 
 @case(
@@ -99,7 +99,7 @@ def test_connection_close_names_method(amqp, ctx):
     ch = conn.channel()
     conn.send_method(ch.id, spec.Channel.Open())
     ev = expect_connection_close(conn, 504, what="second channel.open", probe_channel=ch)
-    check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
+    ctx.check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
 
 
 @case(
@@ -116,7 +116,7 @@ def test_channel_reusable_after_close(amqp, ctx):
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
     expect_channel_close(ch, 404, what="passive declare of a missing queue")
     got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
-    check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
+    ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
 
 
 @case(

@@ -66,12 +66,12 @@ def test_exchange_type(amqp, ctx, cleanup, type_, bind_key, bind_args, key, head
     ch = amqp.channel()
     x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
     got = outcome(ch, _declare(x, type_), spec.Exchange.DeclareOk)
-    check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
+    ctx.check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
     ch.declare_queue(q)
     ch.bind(q, x, bind_key, arguments=bind_args)
     ch.publish(x, key, b"typed", properties=spec.Basic.Properties(headers=headers))
     ch.barrier()
-    check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
+    ctx.check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
 
 
 # -- pre-declared instances ----------------------------------------------------------------------
@@ -100,12 +100,12 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
                               expected=f"{type_} type", observed=got[1])
     ch = conn.channel()
     got = outcome(ch, _declare(name, type_, passive=True), spec.Exchange.DeclareOk)
-    check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
+    ctx.check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     args = {"x-match": "all", "h": "v"} if type_ == "headers" else None
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
-    check(got[0], "queue.bind-ok", f"queue.bind to {name}")
+    ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 
 
 @case(
@@ -132,7 +132,7 @@ def test_default_exchange(declared_queue, ctx):
     ch, q = declared_queue()
     ch.publish("", q, b"via-default")
     ch.barrier()
-    check(_routed(ch, q), b"via-default", "message via the default exchange")
+    ctx.check(_routed(ch, q), b"via-default", "message via the default exchange")
 
 
 DEFAULT_ACCESS = [
@@ -278,7 +278,7 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         x = cleanup.exchange(ctx.name(f"x-durable-{durable}"))
         results.append(outcome(ch, _declare(x, durable=durable), spec.Exchange.DeclareOk)[0])
         results.append(outcome(ch, _declare(x, durable=durable, passive=True), spec.Exchange.DeclareOk)[0])
-    check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
+    ctx.check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
 
 
 @case(
@@ -295,7 +295,7 @@ def test_minimum_exchanges(amqp, ctx, cleanup):
     for _ in names:
         ch.wait(spec.Exchange.DeclareOk, f"declare-ok for 16 exchanges (had {oks})")
         oks += 1
-    check(oks, 16, "exchanges declared")
+    ctx.check(oks, 16, "exchanges declared")
 
 
 # -- delete rules --------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ def test_delete_unused(amqp, ctx, cleanup):
     x = cleanup.exchange(ctx.name("x"))
     ch.declare_exchange(x, "direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
-    check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
+    ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
     ch.send(_declare(x, passive=True))
     expect_channel_close(ch, 404, what="passive declare of the deleted exchange")
 
@@ -365,10 +365,10 @@ def test_e2e_binding(amqp, ctx, cleanup):
     ch.declare_queue(q)
     ch.bind(q, dst, "")
     got = outcome(ch, spec.Exchange.Bind(destination=dst, source=src, routing_key="k"), spec.Exchange.BindOk)
-    check(got[0], "exchange.bind-ok", "exchange.bind")
+    ctx.check(got[0], "exchange.bind-ok", "exchange.bind")
     ch.publish(src, "k", b"e2e")
     ch.barrier()
-    check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
+    ctx.check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
 
 
 # -- client libraries ----------------------------------------------------------------------------

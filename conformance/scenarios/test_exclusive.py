@@ -23,7 +23,7 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_ok
+from conformance.clients.expect import expect_ok
 from conformance.clients.outcome import answer, short
 from conformance.clients.raw import (
     UnexpectedClose,
@@ -158,7 +158,7 @@ def test_durable_exclusive_is_transient(amqp, ctx, restartable) -> None:
     q = ctx.name("q")
     ch = amqp.channel(restartable.url)
     ok = ch.declare_queue(q, durable=True, exclusive=True)
-    check(str(ok.queue), q, "declare-ok queue name")
+    ctx.check(str(ok.queue), q, "declare-ok queue name")
     ch.publish("", q, b"durable?", persistent=True)
     ch.barrier()
     restartable.controller.restart()

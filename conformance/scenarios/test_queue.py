@@ -41,7 +41,7 @@ def test_default_binding(declared_queue, ctx):
     ch.publish("", q, b"default-binding")
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(ev.body if ev else None, b"default-binding", "message via the default binding")
+    ctx.check(ev.body if ev else None, b"default-binding", "message via the default binding")
 
 
 @case(
@@ -59,7 +59,7 @@ def test_server_named(amqp, ctx, cleanup):
         ev = [e for e in ch.history() if isinstance(e.method, spec.Queue.DeclareOk)][-1]
         names.append(cleanup.queue(ev.method.queue))
     ctx.observe("names", names)
-    check(bool(names[0]) and bool(names[1]) and names[0] != names[1], True,
+    ctx.check(bool(names[0]) and bool(names[1]) and names[0] != names[1], True,
           f"two non-empty distinct generated names (got {names})")
 
 
@@ -121,7 +121,7 @@ def test_passive_existing(declared_queue, ctx):
     ch.publish("", q, b"2")
     ch.barrier()
     ok = ch.declare_queue(q, passive=True)
-    check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
+    ctx.check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
 
 
 EQUIVALENCE = [
@@ -175,7 +175,7 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         q = cleanup.queue(ctx.name(f"q-durable-{durable}"))
         results.append(outcome(ch, _declare(q, durable=durable), spec.Queue.DeclareOk)[0])
         results.append(outcome(ch, _declare(q, passive=True), spec.Queue.DeclareOk)[0])
-    check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
+    ctx.check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
 
 
 @case(
@@ -192,7 +192,7 @@ def test_minimum_queues(amqp, ctx, cleanup):
     for _ in names:
         ch.wait(spec.Queue.DeclareOk, f"declare-ok for 256 queues (had {oks})")
         oks += 1
-    check(oks, 256, "queues declared")
+    ctx.check(oks, 256, "queues declared")
     for n in names:  # delete here, pipelined; cleanup's deletes then find nothing (fast)
         ch.send(spec.Queue.Delete(queue=n))
     ch.barrier()
@@ -210,7 +210,7 @@ def test_bind_duplicates(declared_queue, ctx):
     ch, q = declared_queue()
     got = [outcome(ch, spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk)[0]
            for _ in range(2)]
-    check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
+    ctx.check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
 
 
 @case(
@@ -225,7 +225,7 @@ def test_bind_unique(declared_queue, ctx):
         ch.bind(q, "amq.topic", pattern)
     ch.publish("amq.topic", f"{key}.{key}b", b"once")
     ch.barrier()
-    check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
+    ctx.check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
 
 
 @case(
@@ -239,7 +239,7 @@ def test_bind_transient_exchange(amqp, ctx, cleanup):
     ch.declare_exchange(x, "direct", durable=False)
     ch.declare_queue(q, durable=True)
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)
-    check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
+    ctx.check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
 
 
 @case(
@@ -254,7 +254,7 @@ def test_binding_count(declared_queue, ctx, cleanup):
         x = cleanup.exchange(ctx.name(f"x{i}"))
         ch.declare_exchange(x, "direct")
         got.append(outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)[0])
-    check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
+    ctx.check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
 
 
 @case(
@@ -271,7 +271,7 @@ def test_direct_key_matching(amqp, ctx, cleanup):
     ch.publish(x, "key-K", b"K")
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(ev.body if ev else None, b"K", "message routed by K = R")
+    ctx.check(ev.body if ev else None, b"K", "message routed by K = R")
 
 
 DEFAULT_EXCHANGE = [
@@ -383,7 +383,7 @@ def test_purge_count(declared_queue, ctx):
     ch.barrier()
     ok = ch.purge(q)
     after = ch.message_count(q)
-    check((ok.message_count, after), (3, 0), "(purge-ok message-count, messages left)")
+    ctx.check((ok.message_count, after), (3, 0), "(purge-ok message-count, messages left)")
 
 
 DELETE_GUARDS = [
@@ -426,7 +426,7 @@ def test_sixteen_consumers(declared_queue, ctx):
     for _ in range(16):
         ch.wait(spec.Basic.ConsumeOk, f"consume-ok for 16 consumers (had {oks})")
         oks += 1
-    check(oks, 16, "consumers accepted")
+    ctx.check(oks, 16, "consumers accepted")
 
 
 # -- client libraries ----------------------------------------------------------------------------

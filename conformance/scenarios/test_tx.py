@@ -689,7 +689,10 @@ def test_tx_table(v: Variant, amqp, ctx, cleanup, broker_url, request):
     expectation="the broker answers tx.select-ok (before the reply to any later method)",
 )
 def test_select_ok(amqp, ctx):
-    tx_select(amqp.channel())
+    ch = amqp.channel()
+    tx_select(ch)
+    ok = [e.describe() for e in ch.history() if isinstance(e.method, spec.Tx.SelectOk)]
+    ctx.observe("reply to tx.select", ok[0])
 
 
 @case_decorator(
