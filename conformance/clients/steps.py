@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.base import Frame
 
 from conformance.clients.confirms import settle_all
-from conformance.clients.raw import Event, RawChannel, tags
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.clients.raw import Event, RawChannel, UnexpectedClose, tags
+from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 
 def quiet_window(timeout: float) -> float:
@@ -99,3 +100,23 @@ def bad_name_frame(ch: RawChannel, bad: str, make: Callable[[str], Frame]) -> by
     if data.count(placeholder.encode()) != 1:
         raise ValueError("the placeholder name must occur exactly once in the frame")
     return data.replace(placeholder.encode(), bad.encode())
+
+
+def tx_select(ch: RawChannel) -> None:
+    """tx.select, then a probe: a broker that answers the probe but never tx.select-ok ignored the
+    method (a precise FAIL, not a TIMEOUT); 540 NOT_IMPLEMENTED means tx is not offered."""
+    ch.send(spec.Tx.Select())
+    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
+    try:
+        ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
+                                "tx.select-ok (reply to tx.select)")
+    except UnexpectedClose as exc:
+        if exc.reply_code == 540:
+            raise Unsupported("tx.select answered 540 NOT_IMPLEMENTED", expected="tx.select-ok",
+                              observed=exc.event.describe()) from exc
+        raise
+    if isinstance(ev.method, spec.Exchange.DeclareOk):
+        raise Mismatch("tx.select", expected="tx.select-ok before the reply to a later probe",
+                       observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
+                                "was answered first")
+    ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")

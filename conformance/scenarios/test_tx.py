@@ -28,9 +28,9 @@ from conformance.clients.bounded import bounded as _bounded  # the name the pika
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
-from conformance.clients.steps import get_tags, quiet_window
+from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.profiles import load_table
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verdicts import CaseTimeout, Mismatch
 
 TABLE: dict[str, Any] = load_table("tx")
 UNDEFINED: str = TABLE["undefined"]
@@ -44,34 +44,6 @@ DESIGN_FACTS = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def tx_select(ch: RawChannel) -> None:
-    """tx.select, then a probe: a broker that answers the probe but never tx.select-ok ignored the
-    method (a precise FAIL, not a TIMEOUT); 540 NOT_IMPLEMENTED means tx is not offered."""
-    ch.send(spec.Tx.Select())
-    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
-    try:
-        ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
-                                "tx.select-ok (reply to tx.select)")
-    except UnexpectedClose as exc:
-        if exc.reply_code == 540:
-            raise Unsupported("tx.select answered 540 NOT_IMPLEMENTED", expected="tx.select-ok",
-                              observed=exc.event.describe()) from exc
-        raise
-    if isinstance(ev.method, spec.Exchange.DeclareOk):
-        raise Mismatch("tx.select", expected="tx.select-ok before the reply to a later probe",
-                       observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
-                                "was answered first")
-    ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")
-
-
-def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, body: bytes) -> None:
-    """Publish on a confirm-mode channel and wait for the broker to have handled it."""
-    seq = ch.publish(exchange, routing_key, body)
-    ev = ch.wait((spec.Basic.Ack, spec.Basic.Nack), f"the confirm of setup publish {body!r}")
-    if isinstance(ev.method, spec.Basic.Nack) or int(ev.method.delivery_tag) < seq:
-        raise Mismatch("setup publish", expected=f"basic.ack tag={seq}", observed=ev.describe())
-
-
 @dataclass
 class Env:
     """What a variant gets: connections, names, cleanup, and a separate observer channel."""
@@ -82,7 +54,6 @@ class Env:
     broker_url: str
     request: pytest.FixtureRequest
     _observer: RawChannel | None = None
-    _setup: RawChannel | None = None
 
     def observer(self) -> RawChannel:
         """A channel on its own connection, to look at queues as another client would."""
@@ -114,11 +85,7 @@ class Env:
 
     def fill(self, q: str, n: int) -> None:
         """Put ``n`` messages into ``q`` (confirmed, so they are there before the case goes on)."""
-        if self._setup is None:
-            self._setup = self.amqp.channel()
-            self._setup.confirm_select()
-        for i in range(n):
-            publish_confirmed(self._setup, "", q, b"m%d" % (i + 1))
+        publish_confirmed(self.observer(), "", q, [b"m%d" % (i + 1) for i in range(n)])
 
     def tx_channel(self) -> RawChannel:
         ch = self.amqp.channel()
@@ -316,9 +283,7 @@ def bind_rollback(env: Env) -> str:
     ch = env.tx_channel()
     ch.bind(q, x)
     ch.tx_rollback()
-    pub = env.amqp.channel()
-    pub.confirm_select()
-    publish_confirmed(pub, x, "", b"after-rollback")
+    publish_confirmed(env.observer(), x, "", [b"after-rollback"])
     return counted(env.count(q), {1: "no", 0: "yes"}, "messages routed through the binding made in the rolled-back tx")
 
 
