@@ -33,6 +33,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
+from conformance.clients.handshake import Handshake, HandshakeError, connect
 from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
     FRAME_END,
     PROTOCOL_HEADER,
@@ -44,7 +45,7 @@ from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names
     redact,
     reply_name,
 )
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+from conformance.verdicts import CaseTimeout, Mismatch
 
 DEFAULT_TIMEOUT = 10.0
 CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
@@ -153,11 +154,7 @@ class RawConnection:
         if vhost is not None or user is not None or password is not None:
             u = URL(u.host, u.port, user if user is not None else u.user,
                     password if password is not None else u.password, vhost if vhost is not None else u.vhost)
-        try:
-            sock = socket.create_connection((u.host, u.port), timeout=timeout)
-        except OSError as exc:
-            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = connect(u, timeout)
         conn = cls(sock, u, timeout=timeout)
         if not handshake:
             return conn
@@ -167,66 +164,34 @@ class RawConnection:
     def _handshake(
         self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None
     ) -> None:
+        """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
+        deadline; then the reader thread takes over the socket."""
         deadline = time.monotonic() + self.timeout
-        self.send_bytes(PROTOCOL_HEADER)
-        start = self._read_handshake_frame(deadline, "connection.start")
-        if not isinstance(start, spec.Connection.Start):
-            raise HandshakeError("start", f"expected connection.start, got {describe(start)}")
+        hs = Handshake(self.sock, self.url, self.timeout)
+        start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
         props = client_properties if client_properties is not None else default_client_properties()
-        self.send_method(0, spec.Connection.StartOk(
-            client_properties=props, mechanism="PLAIN",
-            response=f"\x00{self.url.user}\x00{self.url.password}", locale="en_US",
-        ))
-        tune = self._read_handshake_frame(deadline, "connection.tune")
+        hs.start_ok(client_properties=props)
+        tune = hs.next_frame("connection.tune", deadline=deadline)
         if isinstance(tune, spec.Connection.Close):
             raise HandshakeError("login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}")
         if not isinstance(tune, spec.Connection.Tune):
-            raise HandshakeError("login", f"expected connection.tune, got {describe(tune)}")
+            raise HandshakeError("login", hs.unexpected("connection.tune", tune))
         self.tune = tune
         self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max else frame_max
         self.channel_max = min(channel_max, tune.channel_max) if tune.channel_max else channel_max
         hb = min(heartbeat, tune.heartbeat) if tune.heartbeat and heartbeat else heartbeat
-        self.send_method(0, spec.Connection.TuneOk(
-            channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=hb))
-        self.send_method(0, spec.Connection.Open(virtual_host=self.url.vhost))
-        ok = self._read_handshake_frame(deadline, "connection.open-ok")
+        hs.tune_ok_open(tune, frame_max=self.frame_max, channel_max=self.channel_max, heartbeat=hb)
+        ok = hs.next_frame("connection.open-ok", deadline=deadline)
         if isinstance(ok, spec.Connection.Close):
             raise HandshakeError("vhost", f"connection.close {reply_name(ok.reply_code)} {ok.reply_text!r}")
         if not isinstance(ok, spec.Connection.OpenOk):
-            raise HandshakeError("vhost", f"expected connection.open-ok, got {describe(ok)}")
+            raise HandshakeError("vhost", hs.unexpected("connection.open-ok", ok))
+        self._pending_handshake_bytes = hs.buf  # frames that came right after open-ok
         self.sock.settimeout(None)
         self._inboxes[0] = _Inbox(threading.Condition(self._lock))
         self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
         self._reader.start()
-
-    def _read_handshake_frame(self, deadline: float, waiting_for: str) -> Any:
-        buf = b""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise CaseTimeout(waiting_for, self.timeout)
-            self.sock.settimeout(remaining)
-            try:
-                got = self.sock.recv(65536)
-            except TimeoutError as exc:
-                raise CaseTimeout(waiting_for, self.timeout) from exc
-            except OSError as exc:
-                raise HandshakeError(_stage(waiting_for), f"socket error: {exc}") from exc
-            if not got:
-                raise HandshakeError(_stage(waiting_for), "socket closed by the broker")
-            buf += got
-            if buf.startswith(b"AMQP") and len(buf) >= 8:
-                raise HandshakeError("header", f"broker answered with protocol header {buf[:8]!r}")
-            try:
-                _consumed, _channel, frm = pframe.unmarshal(buf)
-            except UnmarshalingException:
-                continue
-            if isinstance(frm, pheartbeat.Heartbeat):
-                buf = buf[_consumed:]
-                continue
-            self._pending_handshake_bytes = buf[_consumed:]
-            return frm
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -490,21 +455,6 @@ class RawConnection:
 
 class _Stop(Exception):
     pass
-
-
-class HandshakeError(HarnessError):
-    """The broker refused or broke the opening handshake. ``stage`` says where:
-    header | start | login | vhost."""
-
-    def __init__(self, stage: str, detail: str) -> None:
-        super().__init__(f"handshake failed at {stage}: {detail}")
-        self.stage = stage
-        self.detail = detail
-
-
-def _stage(waiting_for: str) -> str:
-    return {"connection.start": "start", "connection.tune": "login", "connection.open-ok": "vhost"}.get(
-        waiting_for, waiting_for)
 
 
 def default_client_properties() -> dict[str, Any]:

@@ -16,163 +16,28 @@ rabbitmqctl set_permissions -p v2 guest '.*' '.*' '.*'``); without it the case i
 from __future__ import annotations
 
 import os
-import socket
-import time
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
-from pamqp.exceptions import UnmarshalingException
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.handshake import Handshake
 from conformance.clients.libs import run_async
 from conformance.clients.outcome import outcome
-from conformance.clients.raw import PROTOCOL_HEADER, URL, method_name, reply_name
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch, Unsupported
+from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
+from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with a hand-driven handshake"
 FRAME_MIN_SIZE = 4096
 SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
 
 
-# -- a hand-driven handshake on a plain socket ----------------------------------------------------
-
-
-class Wire:
-    """A plain socket with deadline-bounded reads: bytes in, frames out, and how it ended."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        u = URL.parse(url)
-        self.url = u
-        self.timeout = timeout
-        try:
-            self.sock = socket.create_connection((u.host, u.port), timeout=timeout)
-        except OSError as exc:
-            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
-        self.buf = b""
-        self.ended: str | None = None  # "closed" | "reset" once the broker ended the socket
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
-        except OSError as exc:
-            self.ended = self.ended or f"send failed: {exc}"
-
-    def send_method(self, method: Any, channel: int = 0) -> None:
-        self.send(pframe.marshal(method, channel))
-
-    def read(self, within: float) -> None:
-        """Wait up to ``within`` seconds for bytes; return as soon as some arrive or the socket ends."""
-        deadline = time.monotonic() + within
-        while self.ended is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self.sock.settimeout(remaining)
-            try:
-                got = self.sock.recv(65536)
-            except TimeoutError:
-                return
-            except ConnectionResetError:
-                self.ended = "reset"
-                return
-            except OSError as exc:
-                self.ended = f"socket error: {exc}"
-                return
-            if not got:
-                self.ended = "closed"
-                return
-            self.buf += got
-            return
-
-    def next_frame(self, what: str) -> Any:
-        """The next frame (heartbeats skipped); the socket's end or the deadline raise."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            while self.buf:
-                try:
-                    n, _ch, frm = pframe.unmarshal(self.buf)
-                except UnmarshalingException:
-                    break
-                self.buf = self.buf[n:]
-                if type(frm).__name__ != "Heartbeat":
-                    return frm
-            if self.ended is not None:
-                return None
-            if time.monotonic() >= deadline:
-                raise CaseTimeout(what, self.timeout)
-            self.read(deadline - time.monotonic())
-
-    def until_end(self, what: str) -> str:
-        """Wait (bounded) for the broker to end the socket; return what arrived before, described."""
-        deadline = time.monotonic() + self.timeout
-        while self.ended is None and time.monotonic() < deadline:
-            self.read(deadline - time.monotonic())
-        if self.ended is None:
-            raise CaseTimeout(what, self.timeout, observed=f"socket still open; received {self.describe_buf()}")
-        return self.describe_buf()
-
-    def describe_buf(self) -> str:
-        frames, rest = [], self.buf
-        while rest:
-            try:
-                n, _ch, frm = pframe.unmarshal(rest)
-            except UnmarshalingException:
-                frames.append(f"bytes {rest[:16]!r}")
-                break
-            rest = rest[n:]
-            frames.append(describe(frm))
-        return ", ".join(frames) or "nothing"
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    # the handshake, step by step
-
-    def start(self) -> spec.Connection.Start:
-        self.send(PROTOCOL_HEADER)
-        frm = self.next_frame("connection.start")
-        if not isinstance(frm, spec.Connection.Start):
-            raise HarnessError(f"expected connection.start, got {describe(frm)}")
-        return frm
-
-    def start_ok(self, *, mechanism: str = "PLAIN", password: str | None = None,
-                 client_properties: dict[str, Any] | None = None) -> None:
-        pw = self.url.password if password is None else password
-        props = client_properties if client_properties is not None else {
-            "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
-        self.send_method(spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
-                                                 response=f"\x00{self.url.user}\x00{pw}", locale="en_US"))
-
-    def tune(self) -> spec.Connection.Tune:
-        frm = self.next_frame("connection.tune")
-        if not isinstance(frm, spec.Connection.Tune):
-            raise Mismatch("login", expected="connection.tune", observed=describe(frm) if frm else self.ended)
-        return frm
-
-    def tune_ok_open(self, tune: spec.Connection.Tune, *, frame_max: int | None = None,
-                     channel_max: int | None = None, vhost: str | None = None) -> None:
-        self.send_method(spec.Connection.TuneOk(
-            channel_max=tune.channel_max if channel_max is None else channel_max,
-            frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=0))
-        self.send_method(spec.Connection.Open(virtual_host=self.url.vhost if vhost is None else vhost))
-
-
-def describe(frm: Any) -> str:
-    if frm is None:
-        return "socket ended"
-    if isinstance(frm, (spec.Connection.Close, spec.Channel.Close)):
-        return f"{frm.name} {reply_name(frm.reply_code)} {frm.reply_text!r}"
-    return method_name(frm) if hasattr(frm, "name") else type(frm).__name__
-
-
-def wire(broker_url: str, ctx: Any, request: Any) -> Wire:
-    w = Wire(broker_url, ctx.timeout)
+def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
+    """The raw client's step-by-step handshake mode on a new socket, closed after the case."""
+    w = Handshake.open(broker_url, ctx.timeout)
     request.addfinalizer(w.close)
     return w
 
@@ -346,18 +211,13 @@ def test_frame_min_before_tune(broker_url, ctx, request):
     w.start()
     props: dict[str, Any] = {"product": "amqp-conformance wire",
                              "capabilities": {"authentication_failure_close": True}, "pad": ""}
-    base = len(pframe.marshal(_start_ok(w, props), 0))
+    base = len(pframe.marshal(w.start_ok_method(client_properties=props), 0))
     props["pad"] = "p" * (FRAME_MIN_SIZE - base)
-    data = pframe.marshal(_start_ok(w, props), 0)
+    data = pframe.marshal(w.start_ok_method(client_properties=props), 0)
     assert len(data) == FRAME_MIN_SIZE, f"start-ok frame is {len(data)} octets"
     w.send(data)
     frm = w.next_frame("connection.tune after a 4096-octet start-ok")
     ctx.check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
-
-
-def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
-    return spec.Connection.StartOk(client_properties=props, mechanism="PLAIN",
-                                   response=f"\x00{w.url.user}\x00{w.url.password}", locale="en_US")
 
 
 @case(
