@@ -14,12 +14,12 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients import declare_rules
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import RawChannel
-from conformance.clients.steps import bad_name_frame
-from conformance.verdicts import CaseOutcome, Mismatch, Unsupported
+from conformance.verdicts import Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 RABBIT_EXT_XML = "amqp0-9-1.stripped.extended.xml#exchange.bind"
@@ -162,44 +162,29 @@ def test_default_access(amqp, ctx, method, ok):
 # -- declare rules -------------------------------------------------------------------------------
 
 
-@case(
-    "exchange.reserved-name-403", rules=["exchange.declare/reserved"], level=Level.MAY,
-    description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
-    expectation="channel.close 403 ACCESS_REFUSED",
-)
-def test_reserved(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange("amq." + ctx.name("x"))
-    ch.send(_declare(x))
-    expect_channel_close(ch, 403, what="declare of a new amq.* exchange")
+# The declare rules exchanges and queues share (clients/declare_rules.py).
+DECLARE_RULES = [
+    param(Case("exchange.reserved-name-403", rules=("exchange.declare/reserved",), level=Level.MAY,
+               description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
+               expectation="channel.close 403 ACCESS_REFUSED"),
+          declare_rules.reserved_name),
+    param(Case("exchange.name-syntax-406", rules=("exchange.declare/syntax",), level=Level.MAY,
+               description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
+               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+               expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
+               expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
+                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"}),
+          declare_rules.name_syntax),
+    param(Case("exchange.passive-missing-404", rules=("exchange.declare/not-found",), level=Level.MUST,
+               description="Passive declare of an exchange that does not exist",
+               expectation="channel.close 404 NOT_FOUND"),
+          declare_rules.passive_missing),
+]
 
 
-@case(
-    "exchange.name-syntax-406", rules=["exchange.declare/syntax"], level=Level.MAY,
-    description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
-    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-    expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
-    expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
-                      "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"},
-)
-def test_exchange_syntax(amqp, ctx):
-    ch = amqp.channel()
-    bad = ctx.name("x") + " bad!*"  # not given to cleanup: pamqp cannot encode it
-    raw = bad_name_frame(ch, bad, lambda n: _declare(n))
-    try:
-        check_outcome(ctx, outcome(ch, _declare("x"), spec.Exchange.DeclareOk, raw=raw),
-                      "declare with an illegal name")
-    finally:
-        drop_bad_name(amqp, bad, lambda n: _delete(n), spec.Exchange.DeleteOk)
-
-
-def drop_bad_name(amqp, bad: str, make, ok: type) -> None:
-    """Best-effort delete of an entity whose name pamqp refuses to encode (bounded, never raises)."""
-    try:
-        ch = amqp.channel()
-        outcome(ch, None, ok, raw=bad_name_frame(ch, bad, make), timeout=min(3.0, ch.conn.timeout))
-    except (CaseOutcome, OSError):
-        pass
+@pytest.mark.parametrize("scenario", DECLARE_RULES)
+def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
+    scenario(amqp, ctx, cleanup, declare_rules.EXCHANGE)
 
 
 @case(
@@ -229,17 +214,6 @@ def test_unknown_type(amqp, ctx, cleanup):
     x = cleanup.exchange(ctx.name("x"))
     check_outcome(ctx, outcome(ch, _declare(x, "x-no-such-type-amqpc"), spec.Exchange.DeclareOk),
                   "declare with an unknown type")
-
-
-@case(
-    "exchange.passive-missing-404", rules=["exchange.declare/not-found"], level=Level.MUST,
-    description="Passive declare of an exchange that does not exist",
-    expectation="channel.close 404 NOT_FOUND",
-)
-def test_passive_missing(amqp, ctx):
-    ch = amqp.channel()
-    ch.send(_declare(ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing exchange")
 
 
 EQUIVALENCE = [

@@ -14,11 +14,11 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_channel_close
+from conformance.clients import declare_rules
+from conformance.clients.expect import check
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.steps import bad_name_frame
-from conformance.verdicts import CaseOutcome, Mismatch
+from conformance.verdicts import Mismatch
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
@@ -63,51 +63,29 @@ def test_server_named(amqp, ctx, cleanup):
           f"two non-empty distinct generated names (got {names})")
 
 
-@case(
-    "queue.reserved-name-403", rules=["queue.declare/reserved"], level=Level.MAY,
-    description="Declaring a new queue whose name starts with 'amq.' (not passive)",
-    expectation="channel.close 403 ACCESS_REFUSED",
-)
-def test_reserved(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue("amq." + ctx.name("q"))
-    ch.send(_declare(q))
-    expect_channel_close(ch, 403, what="declare of a new amq.* queue")
+# The declare rules exchanges and queues share (clients/declare_rules.py).
+DECLARE_RULES = [
+    param(Case("queue.reserved-name-403", rules=("queue.declare/reserved",), level=Level.MAY,
+               description="Declaring a new queue whose name starts with 'amq.' (not passive)",
+               expectation="channel.close 403 ACCESS_REFUSED"),
+          declare_rules.reserved_name),
+    param(Case("queue.name-syntax-406", rules=("queue.declare/syntax",), level=Level.MAY,
+               description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
+               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+               expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
+               expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
+                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"}),
+          declare_rules.name_syntax),
+    param(Case("queue.passive-missing-404", rules=("queue.declare/passive",), level=Level.MUST,
+               description="Passive declare of a queue that does not exist",
+               expectation="channel.close 404 NOT_FOUND"),
+          declare_rules.passive_missing),
+]
 
 
-@case(
-    "queue.name-syntax-406", rules=["queue.declare/syntax"], level=Level.MAY,
-    description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
-    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-    expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
-    expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
-                      "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"},
-)
-def test_queue_syntax(amqp, ctx):
-    ch = amqp.channel()
-    bad = ctx.name("q") + " bad!*"  # not given to cleanup: pamqp cannot encode it
-    try:
-        check_outcome(ctx, outcome(ch, _declare("q"), spec.Queue.DeclareOk,
-                                   raw=bad_name_frame(ch, bad, lambda n: _declare(n))),
-                      "declare with an illegal name")
-    finally:
-        try:
-            ch2 = amqp.channel()
-            outcome(ch2, None, spec.Queue.DeleteOk, timeout=min(3.0, ctx.timeout),
-                    raw=bad_name_frame(ch2, bad, lambda n: spec.Queue.Delete(queue=n)))
-        except (CaseOutcome, OSError):
-            pass
-
-
-@case(
-    "queue.passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST,
-    description="Passive declare of a queue that does not exist",
-    expectation="channel.close 404 NOT_FOUND",
-)
-def test_passive_missing(amqp, ctx):
-    ch = amqp.channel()
-    ch.send(_declare(ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing queue")
+@pytest.mark.parametrize("scenario", DECLARE_RULES)
+def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
+    scenario(amqp, ctx, cleanup, declare_rules.QUEUE)
 
 
 @case(
