@@ -156,7 +156,7 @@ class Handshake:
     def start_ok_method(self, *, mechanism: str = "PLAIN", password: str | None = None,
                         client_properties: dict[str, Any] | None = None) -> spec.Connection.StartOk:
         pw = self.url.password if password is None else password
-        props = client_properties if client_properties is not None else {
+        props: dict[str, Any] = client_properties if client_properties is not None else {
             "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
         return spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
                                        response=f"\x00{self.url.user}\x00{pw}", locale="en_US")

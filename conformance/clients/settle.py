@@ -71,8 +71,8 @@ def declare_dlx(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:
 
 def x_death_reason(ev: Event) -> Any:
     """The reason of the first x-death entry, or a description of why there is none."""
-    headers = (ev.properties.headers if ev.properties else None) or {}
-    deaths = headers.get("x-death")
+    headers: dict[str, Any] = (ev.properties.headers if ev.properties else None) or {}
+    deaths: Any = headers.get("x-death")  # a field array of tables
     if not deaths:
         return f"no x-death header (headers {sorted(headers)})"
     reason = deaths[0].get("reason")

@@ -24,7 +24,7 @@ FRAME_END = bytes((pconstants.FRAME_END,))
 # no exception class for it.
 REPLY_NAMES: dict[int, str] = {
     pconstants.REPLY_SUCCESS: "REPLY_SUCCESS",
-    **{code: cls.name.replace("-", "_") for code, cls in pexceptions.CLASS_MAPPING.items()},
+    **{code: getattr(cls, "name", cls.__name__).replace("-", "_") for code, cls in pexceptions.CLASS_MAPPING.items()},
 }
 
 
