@@ -24,6 +24,7 @@ import pytest
 
 from conformance import __version__
 from conformance.cases import MARKER, Case, Level, case_of
+from conformance.clients.fixtures import *  # noqa: F403 — fixtures registered with the plugin
 from conformance.clients.raw import RawChannel, RawConnection, redact
 from conformance.probe import ProbeError, ServerInfo, probe
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS

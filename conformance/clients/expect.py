@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 from pamqp import commands as spec
 
+from conformance.clients.confirms import settle_all
 from conformance.clients.raw import (
     Event,
     RawChannel,
@@ -33,8 +35,27 @@ from conformance.verdicts import CaseTimeout, Mismatch
 LATE_CLOSE_GRACE = 1.0
 
 
+# The running case's context, set for every conformance case by ``conformance.clients.fixtures``,
+# so that a bare :func:`check` records what it observed exactly as ``ctx.check`` does.
+ACTIVE_CONTEXT: ContextVar[Any] = ContextVar("amqp_conformance_case_context", default=None)
+
+
+def record(what: str, observed: Any) -> None:
+    """Record an observation in the running case (if any): every ``expect_*`` helper that holds
+    says what it saw, so a PASS record shows the broker's answer, not just "as expected"."""
+    ctx = ACTIVE_CONTEXT.get()
+    if ctx is not None:
+        ctx.observe(what, observed)
+
+
 def check(observed: Any, expected: Any, what: str) -> None:
-    """The one comparison every case ends in: equal, or a Mismatch naming what differed."""
+    """``ctx.check`` for code that has no ``ctx`` at hand (the pika / aio-pika case bodies):
+    record ``observed`` under ``what`` in the running case, then compare; a difference is a
+    Mismatch naming what differed. Case bodies with a ``ctx`` call ``ctx.check``."""
+    ctx = ACTIVE_CONTEXT.get()
+    if ctx is not None:
+        ctx.check(observed, expected, what)
+        return
     if observed != expected:
         raise Mismatch(what, expected=expected, observed=observed)
 
@@ -51,6 +72,7 @@ def expect_channel_close(ch: RawChannel, code: int, *, what: str = "", probe: bo
                        observed=f"connection closed instead: {ev.describe()}")
     if ev.method.reply_code != code:
         raise Mismatch(what or "channel close reply code", expected=expected, observed=ev.describe())
+    record(what or "channel close", ev.describe())
     return ev
 
 
@@ -70,6 +92,7 @@ def expect_connection_close(conn: RawConnection, code: int, *, what: str = "",
                        observed=f"only the channel was closed: {ev.describe()}")
     if ev.method.reply_code != code:
         raise Mismatch(what or "connection close reply code", expected=expected, observed=ev.describe())
+    record(what or "connection close", ev.describe())
     return ev
 
 
@@ -116,9 +139,11 @@ def _wait_any_close(conn: RawConnection, channel: int, limit: float, expected: s
 def expect_ok(fn: Callable[[], Any], what: str) -> Any:
     """Run an operation that must succeed; a broker close becomes a Mismatch naming ``what``."""
     try:
-        return fn()
+        result = fn()
     except UnexpectedClose as exc:
         raise Mismatch(what, expected=f"{what} succeeds", observed=exc.event.describe()) from exc
+    record(what, "succeeded")
+    return result
 
 
 def expect_no_delivery(ch: RawChannel, within: float, *, what: str = "no delivery") -> None:
@@ -126,6 +151,7 @@ def expect_no_delivery(ch: RawChannel, within: float, *, what: str = "no deliver
     try:
         ev = ch.next_delivery(timeout=within, what=what)
     except CaseTimeout:
+        record(what, f"no basic.deliver within {within:.1f}s")
         return
     raise Mismatch(what, expected=f"no basic.deliver within {within:.1f}s", observed=ev.describe())
 
@@ -134,6 +160,7 @@ def expect_get_empty(ch: RawChannel, queue: str, *, what: str = "queue is empty"
     ev = ch.get(queue, no_ack=True)
     if ev is not None:
         raise Mismatch(what, expected="basic.get-empty", observed=ev.describe())
+    record(what, "basic.get-empty")
 
 
 def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: str,
@@ -153,24 +180,9 @@ def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: 
 
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
-    """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled.
-
-    A multiple=true confirm settles every tag up to its own; a single one only its own, so a
-    gap left by a missing single confirm keeps the wait going (and ends in TIMEOUT).
-    """
-    def settled(evs: list[Event]) -> bool:
-        covered_to = 0
-        singles: set[int] = set()
-        for e in evs:
-            tag = int(e.method.delivery_tag)
-            if e.method.multiple:
-                covered_to = max(covered_to, tag)
-            else:
-                singles.add(tag)
-        return all(t <= covered_to or t in singles for t in range(1, last_seq + 1))
-
-    return collect_until(ch, settled, what=f"confirms of publishes 1..{last_seq}", timeout=timeout,
-                         types=(spec.Basic.Ack, spec.Basic.Nack))
+    """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled
+    (:class:`~conformance.clients.confirms.Settlement` reads them); the confirm frames."""
+    return settle_all(ch, last_seq, timeout, what=f"confirms of publishes 1..{last_seq}").events
 
 
 def summarize(events: Sequence[Event], limit: int = 6) -> str:

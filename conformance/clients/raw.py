@@ -20,7 +20,6 @@ import socket
 import struct
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,71 +33,22 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+from conformance.clients.handshake import Handshake, HandshakeError, connect
+from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
+    FRAME_END,
+    PROTOCOL_HEADER,
+    REPLY_NAMES,
+    URL,
+    describe,
+    method_name,
+    method_name_from_text,
+    redact,
+    reply_name,
+)
+from conformance.verdicts import CaseTimeout, Mismatch
 
-PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
-FRAME_END = b"\xce"
 DEFAULT_TIMEOUT = 10.0
 CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
-
-REPLY_NAMES: dict[int, str] = {
-    200: "REPLY_SUCCESS", 311: "CONTENT_TOO_LARGE", 312: "NO_ROUTE", 313: "NO_CONSUMERS",
-    320: "CONNECTION_FORCED", 402: "INVALID_PATH", 403: "ACCESS_REFUSED", 404: "NOT_FOUND",
-    405: "RESOURCE_LOCKED", 406: "PRECONDITION_FAILED", 501: "FRAME_ERROR", 502: "SYNTAX_ERROR",
-    503: "COMMAND_INVALID", 504: "CHANNEL_ERROR", 505: "UNEXPECTED_FRAME", 506: "RESOURCE_ERROR",
-    530: "NOT_ALLOWED", 540: "NOT_IMPLEMENTED", 541: "INTERNAL_ERROR",
-}
-
-
-def reply_name(code: int | None) -> str:
-    return f"{code} {REPLY_NAMES.get(code or 0, '?')}"
-
-
-def method_name(method: Any) -> str:
-    """``basic.ack`` style name of a pamqp method instance or class."""
-    return method_name_from_text(getattr(method, "name", type(method).__name__))
-
-
-@dataclass(frozen=True)
-class URL:
-    host: str
-    port: int
-    user: str
-    password: str
-    vhost: str
-
-    @classmethod
-    def parse(cls, url: str) -> URL:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("amqp", ""):
-            raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)} (use amqp://)")
-        if not parts.hostname:
-            raise ValueError(f"no host in broker URL {redact(url)!r} (expected amqp://user:pass@host:port/vhost)")
-        try:
-            port = parts.port or 5672
-        except ValueError as exc:
-            raise ValueError(f"bad port in broker URL {redact(url)!r}") from exc
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        vhost = urllib.parse.unquote(path) if path else "/"
-        return cls(
-            host=parts.hostname,
-            port=port,
-            user=urllib.parse.unquote(parts.username or "guest"),
-            password=urllib.parse.unquote(parts.password or "guest"),
-            vhost=vhost,
-        )
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages and results."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 @dataclass(frozen=True)
@@ -117,19 +67,7 @@ class Event:
         return method_name(self.method)
 
     def describe(self) -> str:
-        m = self.method
-        if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
-            return (
-                f"{self.name} {reply_name(m.reply_code)} {m.reply_text!r}"
-                f" (class {m.class_id}, method {m.method_id})"
-            )
-        if isinstance(m, (spec.Basic.Ack, spec.Basic.Nack)):
-            return f"{self.name} tag={m.delivery_tag} multiple={m.multiple}"
-        if isinstance(m, spec.Basic.Deliver):
-            return f"{self.name} tag={m.delivery_tag} redelivered={m.redelivered} body={self.body!r}"
-        if isinstance(m, spec.Basic.Return):
-            return f"{self.name} {reply_name(m.reply_code)} body={self.body!r}"
-        return self.name
+        return describe(self.method, self.body)
 
 
 @dataclass(frozen=True)
@@ -216,11 +154,7 @@ class RawConnection:
         if vhost is not None or user is not None or password is not None:
             u = URL(u.host, u.port, user if user is not None else u.user,
                     password if password is not None else u.password, vhost if vhost is not None else u.vhost)
-        try:
-            sock = socket.create_connection((u.host, u.port), timeout=timeout)
-        except OSError as exc:
-            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = connect(u, timeout)
         conn = cls(sock, u, timeout=timeout)
         if not handshake:
             return conn
@@ -230,66 +164,34 @@ class RawConnection:
     def _handshake(
         self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None
     ) -> None:
+        """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
+        deadline; then the reader thread takes over the socket."""
         deadline = time.monotonic() + self.timeout
-        self.send_bytes(PROTOCOL_HEADER)
-        start = self._read_handshake_frame(deadline, "connection.start")
-        if not isinstance(start, spec.Connection.Start):
-            raise HandshakeError("start", f"expected connection.start, got {describe_frame(start)}")
+        hs = Handshake(self.sock, self.url, self.timeout)
+        start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
         props = client_properties if client_properties is not None else default_client_properties()
-        self.send_method(0, spec.Connection.StartOk(
-            client_properties=props, mechanism="PLAIN",
-            response=f"\x00{self.url.user}\x00{self.url.password}", locale="en_US",
-        ))
-        tune = self._read_handshake_frame(deadline, "connection.tune")
+        hs.start_ok(client_properties=props)
+        tune = hs.next_frame("connection.tune", deadline=deadline)
         if isinstance(tune, spec.Connection.Close):
             raise HandshakeError("login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}")
         if not isinstance(tune, spec.Connection.Tune):
-            raise HandshakeError("login", f"expected connection.tune, got {describe_frame(tune)}")
+            raise HandshakeError("login", hs.unexpected("connection.tune", tune))
         self.tune = tune
         self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max else frame_max
         self.channel_max = min(channel_max, tune.channel_max) if tune.channel_max else channel_max
         hb = min(heartbeat, tune.heartbeat) if tune.heartbeat and heartbeat else heartbeat
-        self.send_method(0, spec.Connection.TuneOk(
-            channel_max=self.channel_max, frame_max=self.frame_max, heartbeat=hb))
-        self.send_method(0, spec.Connection.Open(virtual_host=self.url.vhost))
-        ok = self._read_handshake_frame(deadline, "connection.open-ok")
+        hs.tune_ok_open(tune, frame_max=self.frame_max, channel_max=self.channel_max, heartbeat=hb)
+        ok = hs.next_frame("connection.open-ok", deadline=deadline)
         if isinstance(ok, spec.Connection.Close):
             raise HandshakeError("vhost", f"connection.close {reply_name(ok.reply_code)} {ok.reply_text!r}")
         if not isinstance(ok, spec.Connection.OpenOk):
-            raise HandshakeError("vhost", f"expected connection.open-ok, got {describe_frame(ok)}")
+            raise HandshakeError("vhost", hs.unexpected("connection.open-ok", ok))
+        self._pending_handshake_bytes = hs.buf  # frames that came right after open-ok
         self.sock.settimeout(None)
         self._inboxes[0] = _Inbox(threading.Condition(self._lock))
         self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
         self._reader.start()
-
-    def _read_handshake_frame(self, deadline: float, waiting_for: str) -> Any:
-        buf = b""
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise CaseTimeout(waiting_for, self.timeout)
-            self.sock.settimeout(remaining)
-            try:
-                got = self.sock.recv(65536)
-            except TimeoutError as exc:
-                raise CaseTimeout(waiting_for, self.timeout) from exc
-            except OSError as exc:
-                raise HandshakeError(_stage(waiting_for), f"socket error: {exc}") from exc
-            if not got:
-                raise HandshakeError(_stage(waiting_for), "socket closed by the broker")
-            buf += got
-            if buf.startswith(b"AMQP") and len(buf) >= 8:
-                raise HandshakeError("header", f"broker answered with protocol header {buf[:8]!r}")
-            try:
-                _consumed, _channel, frm = pframe.unmarshal(buf)
-            except UnmarshalingException:
-                continue
-            if isinstance(frm, pheartbeat.Heartbeat):
-                buf = buf[_consumed:]
-                continue
-            self._pending_handshake_bytes = buf[_consumed:]
-            return frm
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -555,29 +457,6 @@ class _Stop(Exception):
     pass
 
 
-class HandshakeError(HarnessError):
-    """The broker refused or broke the opening handshake. ``stage`` says where:
-    header | start | login | vhost."""
-
-    def __init__(self, stage: str, detail: str) -> None:
-        super().__init__(f"handshake failed at {stage}: {detail}")
-        self.stage = stage
-        self.detail = detail
-
-
-def _stage(waiting_for: str) -> str:
-    return {"connection.start": "start", "connection.tune": "login", "connection.open-ok": "vhost"}.get(
-        waiting_for, waiting_for)
-
-
-def describe_frame(frm: Any) -> str:
-    if isinstance(frm, (spec.Connection.Close, spec.Channel.Close)):
-        return f"{method_name(frm)} {reply_name(frm.reply_code)} {frm.reply_text!r}"
-    if isinstance(frm, Frame):
-        return method_name(frm)
-    return type(frm).__name__
-
-
 def default_client_properties() -> dict[str, Any]:
     return {
         "product": "amqp-conformance raw client",
@@ -755,16 +634,6 @@ class RawChannel:
             if isinstance(ev.method, spec.Channel.Close):
                 return ev
         return None
-
-
-def method_name_from_text(name: str) -> str:
-    cls, _, meth = name.partition(".")
-    out = []
-    for i, ch in enumerate(meth):
-        if ch.isupper() and i:
-            out.append("-")
-        out.append(ch.lower())
-    return f"{cls.lower()}.{''.join(out)}"
 
 
 def tags(events: Iterable[Event]) -> list[int]:

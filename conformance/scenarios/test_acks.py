@@ -20,14 +20,14 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
+from conformance.clients.outcome import answer
 from conformance.clients.raw import (
-    RawChannel,
     UnexpectedClose,
     bodies,
     default_client_properties,
     tags,
 )
-from conformance.clients.steps import answer, quiet_window
+from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout, Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
@@ -37,15 +37,6 @@ UNACKED = f"{DOC}#what-happens-to-unacknowledged-messages"
 AUTO = f"{DOC}#auto-acknowledgment-mode"
 CANCEL = f"{DOC}#consumer-cancellation"
 MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
-
-
-def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m") -> list[bytes]:
-    """Publish ``n`` messages to ``queue`` and prove the broker has routed them (barrier)."""
-    sent = [f"{prefix}{i}".encode() for i in range(1, n + 1)]
-    for body in sent:
-        ch.publish("", queue, body)
-    ch.barrier()
-    return sent
 
 
 @pytest.fixture
@@ -76,11 +67,9 @@ def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[
     description="Three messages consumed on a fresh channel",
     expectation="their delivery tags are 1, 2, 3 (non-zero, increasing by one per delivery)",
 )
-def test_delivery_tags_start_at_one(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 3)
+def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 3)
     ch.consume(q)
     ctx.check(tags(ch.deliveries(3)), [1, 2, 3], "delivery tags")
 
@@ -120,7 +109,7 @@ def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
     a, b = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
     a.declare_queue(q)
-    _fill(a, q, 1)
+    fill(a, q, 1)
     ev = a.get(q)
     if ev is None:
         raise CaseTimeout("basic.get-ok for the published message", ctx.timeout, observed="basic.get-empty")
@@ -139,11 +128,9 @@ def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
     description="A consumer receives a message without acking it, then its channel closes",
     expectation="the message goes back to the queue and is delivered to another consumer",
 )
-def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
-    _fill(first, q, 1, "unacked")
+def test_unacked_requeued_on_close(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
+    fill(first, q, 1, "unacked")
     first.consume(q)
     first.next_delivery()
     second = amqp.channel()
@@ -161,11 +148,9 @@ def test_unacked_requeued_on_close(amqp, ctx, cleanup) -> None:
     description="A message delivered but not acked is requeued by a channel close and delivered again",
     expectation="the second delivery has redelivered=true",
 )
-def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
-    _fill(first, q, 1, "again")
+def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
+    fill(first, q, 1, "again")
     first.consume(q)
     ctx.observe("first delivery", first.next_delivery().describe())
     second = amqp.channel()
@@ -183,11 +168,9 @@ def test_requeued_redelivered_flag(amqp, ctx, cleanup) -> None:
     description="A no-ack consumer receives a message and its channel closes without any ack",
     expectation="the message is not requeued: another consumer receives nothing and the queue is empty",
 )
-def test_no_ack_at_most_once(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
-    _fill(first, q, 1)
+def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
+    fill(first, q, 1)
     first.consume(q, no_ack=True)
     first.next_delivery()
     second = amqp.channel()
@@ -210,7 +193,7 @@ def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    _fill(ch, q, 4)
+    fill(ch, q, 4)
     ch.consume(q)
     got = ch.deliveries(4)
     for ev in got[:2]:
@@ -232,14 +215,12 @@ def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
     description="Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close",
     expectation="all three are acknowledged: nothing is requeued when the channel closes",
 )
-def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
+def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     # delivery-tag: "Zero is reserved for client use, meaning 'all messages so far received'";
     # basic.ack multiple: "If the multiple field is 1, and the delivery tag is zero, this
     # indicates acknowledgement of all outstanding messages."
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
-    _fill(first, q, 3)
+    first, q = declared_queue()
+    fill(first, q, 3)
     for _ in range(3):
         if first.get(q) is None:
             raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
@@ -259,11 +240,9 @@ def test_ack_zero_multiple(amqp, ctx, cleanup) -> None:
     description="Acknowledging the same delivery tag twice",
     expectation="the second basic.ack closes the channel with 406 PRECONDITION_FAILED",
 )
-def test_double_ack(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 1)
+def test_double_ack(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 1)
     ch.consume(q)
     tag = int(ch.next_delivery().method.delivery_tag)
     ch.ack(tag)
@@ -278,11 +257,9 @@ def test_double_ack(amqp, ctx, cleanup) -> None:
     description="Acknowledging a delivery tag the channel never delivered (one delivery, ack tag 7)",
     expectation="the channel is closed with 406 PRECONDITION_FAILED",
 )
-def test_unknown_tag(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 1)
+def test_unknown_tag(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 1)
     ch.consume(q)
     ch.next_delivery()
     ch.ack(7)
@@ -300,10 +277,8 @@ def test_unknown_tag(amqp, ctx, cleanup) -> None:
     description="basic.get on an empty queue",
     expectation="the broker answers basic.get-empty",
 )
-def test_get_empty(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_get_empty(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ctx.check(answer(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
 
 
@@ -316,11 +291,9 @@ def test_get_empty(amqp, ctx, cleanup) -> None:
     expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
                 "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
 )
-def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 3)
+def test_get_ok_message_count(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 3)
     ev = ch.get(q)
     if ev is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
@@ -338,14 +311,12 @@ def test_get_ok_message_count(amqp, ctx, cleanup) -> None:
     description="The client cancels its consumer, then a message is published to the queue",
     expectation="basic.cancel-ok echoes the tag and nothing more is delivered; the message stays queued",
 )
-def test_cancel_stops_deliveries(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     tag = ch.consume(q)
     ok = ch.rpc(spec.Basic.Cancel(consumer_tag=tag))
     ctx.check(str(ok.consumer_tag), tag, "consumer tag in cancel-ok")
-    _fill(ch, q, 1)
+    fill(ch, q, 1)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="no delivery after cancel-ok")
     ctx.check(ch.message_count(q), 1, "messages still queued")
 
@@ -401,10 +372,8 @@ def test_broker_cancel_on_queue_delete(amqp, ctx, isolated) -> None:
     description="Two basic.consume with the same explicit consumer tag on one channel",
     expectation="the second closes the connection with 530 NOT_ALLOWED (not-allowed is a hard error)",
 )
-def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.consume(q, consumer_tag="amqpc-dup")
     ctx.check(answer(ctx, ch, spec.Basic.Consume(queue=q, consumer_tag="amqpc-dup")),
               "connection.close 530 NOT_ALLOWED", "answer to the duplicate basic.consume")
@@ -420,11 +389,9 @@ def test_duplicate_consumer_tag(amqp, ctx, cleanup) -> None:
     description="Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes",
     expectation="the unacked message survived the purge: it is delivered again to another consumer",
 )
-def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
-    _fill(first, q, 2)
+def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
+    fill(first, q, 2)
     if first.get(q) is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
     ctx.observe("purge-ok message-count", int(first.purge(q).message_count))
@@ -442,11 +409,9 @@ def test_purge_keeps_unacked(amqp, ctx, cleanup) -> None:
     description="basic.publish with a blank exchange name and the queue's name as routing key",
     expectation="the message lands in that queue (basic.get returns it)",
 )
-def test_publish_default_exchange(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 1, "default")
+def test_publish_default_exchange(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 1, "default")
     ev = ch.get(q, no_ack=True)
     ctx.check(ev.body if ev else "basic.get-empty", b"default1", "message fetched from the queue")
 

@@ -19,7 +19,7 @@ from pamqp.body import ContentBody
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
 from conformance.clients.libs import pika_connection, run_async
-from conformance.scenarios.test_errors import check_outcome, outcome
+from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import CaseTimeout
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -57,13 +57,11 @@ def test_method_on_unopened(amqp, ctx, cleanup):
     description="A new channel is active: a consumer on it receives messages without any channel.flow",
     expectation="basic.deliver arrives on the fresh channel",
 )
-def test_flow_initial(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_flow_initial(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.consume(q, no_ack=True)
     ch.publish("", q, b"flowing")
-    check(ch.next_delivery().body, b"flowing", "delivery on a fresh channel")
+    ctx.check(ch.next_delivery().body, b"flowing", "delivery on a fresh channel")
 
 
 @case(
@@ -87,9 +85,9 @@ def test_flow_stop(amqp, ctx):
 def test_flow_resume(amqp, ctx):
     ch = amqp.channel()
     got = outcome(ch, spec.Channel.Flow(active=True), spec.Channel.FlowOk)
-    check(got[0], "channel.flow-ok", "channel.flow active=true")
+    ctx.check(got[0], "channel.flow-ok", "channel.flow active=true")
     ok = [e for e in ch.history() if isinstance(e.method, spec.Channel.FlowOk)][-1]
-    check(ok.method.active, True, "channel.flow-ok active")
+    ctx.check(ok.method.active, True, "channel.flow-ok active")
 
 
 @case(
@@ -112,7 +110,7 @@ def test_close_stability(amqp, ctx, cleanup):
     except CaseTimeout:
         pass  # reported below with what did arrive
     after = [e.name for e in ch.history() if e.seq > close.seq]
-    check(after, ["channel.close-ok"], "methods from the broker after its channel.close")
+    ctx.check(after, ["channel.close-ok"], "methods from the broker after its channel.close")
 
 
 @case(
@@ -126,7 +124,7 @@ def test_client_close(amqp, ctx):
     ch.send(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
     ch.wait(spec.Channel.CloseOk, "channel.close-ok")
     got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
-    check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after close / close-ok")
+    ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after close / close-ok")
 
 
 FRAMES = [

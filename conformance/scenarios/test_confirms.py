@@ -13,18 +13,18 @@ Sections cited as ``000_cd470977c809f5f5.txt#<section>``: ``confirms`` (the open
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.bounded import bounded
+from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
+from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import quiet_window
@@ -37,92 +37,6 @@ WHEN = f"{DOC}#when-will-messages-be-confirmed"
 GUARANTEED = f"{DOC}#confirms-and-guaranteed-delivery"
 CONFIRM_CAPS = ("publisher_confirms",)
 NACK_CAPS = ("publisher_confirms", "basic.nack")
-CONFIRM_TYPES = (spec.Basic.Ack, spec.Basic.Nack)
-
-
-# -- confirm bookkeeping ---------------------------------------------------------------------------
-
-
-@dataclass
-class Settlement:
-    """Which publish sequence numbers the broker's confirms settled, read with the guide's
-    semantics: a ``multiple=true`` confirm with tag T settles every still-outstanding seq <= T."""
-
-    published: int
-    events: list[Event] = field(default_factory=list)
-    acked: Counter[int] = field(default_factory=Counter)
-    nacked: Counter[int] = field(default_factory=Counter)
-    anomalies: list[str] = field(default_factory=list)
-
-    def add(self, ev: Event) -> None:
-        self.events.append(ev)
-        tag = int(ev.method.delivery_tag)
-        kind = self.nacked if isinstance(ev.method, spec.Basic.Nack) else self.acked
-        if tag < 1 or tag > self.published:
-            self.anomalies.append(f"{ev.describe()}: tag outside the published range 1..{self.published}")
-            return
-        if ev.method.multiple:
-            covered = [s for s in range(1, tag + 1) if s not in self.acked and s not in self.nacked]
-            if not covered:
-                self.anomalies.append(f"{ev.describe()}: covers no outstanding publish (all <= {tag} settled)")
-                kind[tag] += 1  # counted as a second settlement of its own tag
-            for s in covered:
-                kind[s] += 1
-        else:
-            kind[tag] += 1
-
-    @property
-    def settled(self) -> set[int]:
-        return set(self.acked) | set(self.nacked)
-
-    def missing(self) -> list[int]:
-        done = self.settled
-        return [s for s in range(1, self.published + 1) if s not in done]
-
-    def twice(self) -> list[str]:
-        out = []
-        for s in range(1, self.published + 1):
-            a, n = self.acked.get(s, 0), self.nacked.get(s, 0)
-            if a + n > 1:
-                out.append(f"seq {s}: {a} ack(s), {n} nack(s)")
-        return out
-
-    def summary(self) -> str:
-        multiples = sum(1 for e in self.events if e.method.multiple)
-        return (f"{len(self.events)} confirm frames ({multiples} multiple=true) for {self.published} publishes; "
-                f"{len(self.acked)} seqs acked, {len(self.nacked)} nacked, missing {_short(self.missing())}")
-
-
-def _short(seqs: list[int], limit: int = 8) -> str:
-    if not seqs:
-        return "none"
-    head = ", ".join(map(str, seqs[:limit]))
-    return f"[{head}{', …' if len(seqs) > limit else ''}] ({len(seqs)})"
-
-
-def settle_all(ch: RawChannel, published: int, timeout: float, *, quiet: float) -> Settlement:
-    """Collect confirms until every seq 1..published is settled, then listen ``quiet`` seconds more
-    for stray (duplicate) confirms. TIMEOUT names what was and was not settled."""
-    st = Settlement(published)
-    deadline = time.monotonic() + timeout
-    while st.missing():
-        remaining = deadline - time.monotonic()
-        try:
-            st.add(ch.wait(CONFIRM_TYPES, f"confirms for seqs 1..{published}", timeout=max(remaining, 0.0)))
-        except CaseTimeout as exc:
-            raise CaseTimeout(f"confirms for all {published} publishes", timeout,
-                              expected=f"every seq 1..{published} acked or nacked",
-                              observed=st.summary()) from exc
-    end = time.monotonic() + quiet
-    while True:
-        remaining = end - time.monotonic()
-        if remaining <= 0:
-            break
-        try:
-            st.add(ch.wait(CONFIRM_TYPES, "no further confirms", timeout=remaining))
-        except CaseTimeout:
-            break
-    return st
 
 
 def confirm_channel(amqp: Any) -> RawChannel:
@@ -178,10 +92,8 @@ def test_select_nowait_no_reply(amqp, ctx):
     description="Publishing after confirm.select with no-wait=true",
     expectation="the channel is in confirm mode: the first publish is acked with delivery-tag 1",
 )
-def test_select_nowait_confirms(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_select_nowait_confirms(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.confirm_select(nowait=True)
     ch.publish("", q, b"m1")
     ev = first_confirm(ch, "a confirm for the publish after confirm.select(no-wait)")
@@ -196,10 +108,8 @@ def test_select_nowait_confirms(amqp, ctx, cleanup):
     description="The first publish after confirm.select",
     expectation="its confirm is a basic.ack with delivery-tag 1 (counting starts at 1)",
 )
-def test_seq_starts_at_1(amqp, ctx, cleanup):
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_seq_starts_at_1(declared_queue, ctx):
+    ch, q = declared_queue(confirm=True)
     ch.publish("", q, b"m1")
     ev = first_confirm(ch, "the confirm of the first publish")
     ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "first confirm (method, delivery-tag)")
@@ -213,10 +123,8 @@ def test_seq_starts_at_1(amqp, ctx, cleanup):
     description="Ten publishes in confirm mode, alternately routable and unroutable",
     expectation="every publish counts: the confirms settle exactly seqs 1..10, routed or not",
 )
-def test_seq_counts_every_publish(amqp, ctx, cleanup):
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_seq_counts_every_publish(declared_queue, ctx):
+    ch, q = declared_queue(confirm=True)
     for i in range(10):
         ch.publish("", q if i % 2 == 0 else ctx.name("nowhere"), b"m%d" % i)
     st = settle_all(ch, 10, ctx.timeout, quiet=quiet_window(ctx.timeout))
@@ -230,10 +138,8 @@ def test_seq_counts_every_publish(amqp, ctx, cleanup):
 INVARIANT_PUBLISHES = 5000
 
 
-def _invariant_run(amqp: Any, ctx: Any, cleanup: Any, arguments: dict[str, Any] | None) -> Settlement:
-    ch = confirm_channel(amqp)
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, arguments=arguments)
+def _invariant_run(declared_queue: DeclareQueue, ctx: Any, arguments: dict[str, Any] | None) -> Settlement:
+    ch, q = declared_queue(confirm=True, arguments=arguments)
     for i in range(INVARIANT_PUBLISHES):
         ch.publish("", q, b"%d" % (i + 1))
     # Thousands of confirms: allow the whole case budget, at least 10 s.
@@ -282,7 +188,7 @@ def _inv_not_both(st: Settlement, ctx: Any) -> None:
         ctx.informational(f"{len(st.acked)} acked, {len(st.nacked)} nacked: no mix of acks and nacks to check",
                           "invariant not exercised")
         return
-    ctx.check(_short(both), "none", "seqs both acked and nacked")
+    ctx.check(short_seqs(both), "none", "seqs both acked and nacked")
 
 
 @dataclass(frozen=True)
@@ -322,8 +228,8 @@ INVARIANTS = [
 
 
 @pytest.mark.parametrize("inv", INVARIANTS)
-def test_confirm_invariants(amqp, ctx, cleanup, inv: Invariant):
-    st = _invariant_run(amqp, ctx, cleanup, inv.arguments)
+def test_confirm_invariants(declared_queue, ctx, inv: Invariant):
+    st = _invariant_run(declared_queue, ctx, inv.arguments)
     inv.check(st, ctx)
 
 
@@ -350,10 +256,8 @@ ROUTED = [
 
 
 @pytest.mark.parametrize("r", ROUTED)
-def test_routed_acked(amqp, ctx, cleanup, r: Routed):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, durable=r.durable)
+def test_routed_acked(declared_queue, ctx, r: Routed):
+    ch, q = declared_queue(durable=r.durable)
     ch.confirm_select()
     ch.publish("", q, b"m1", persistent=r.persistent)
     ev = first_confirm(ch, "the confirm of a routed publish")
@@ -456,10 +360,24 @@ def test_persistent_survives_restart(amqp, ctx, restartable):
             pass
 
 
-def _outstanding_then(op: str, amqp: Any, ctx: Any, cleanup: Any) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, durable=True)
+def _outstanding_case(op: str, verb: str) -> Case:
+    return Case(
+        id=f"confirms.queue-{verb}-while-outstanding",
+        sources=(CONFIRMS, WHEN),
+        level=Level.EXTENSION,
+        requires=CONFIRM_CAPS,
+        description=f"500 persistent publishes to a durable queue, then queue.{op} on the same channel "
+                    "before their confirms arrive, then one more publish",
+        expectation="every publish is still settled (ack or nack) exactly once",
+    )
+
+
+@pytest.mark.parametrize("op", [
+    param(_outstanding_case("delete", "deleted"), "delete"),
+    param(_outstanding_case("purge", "purged"), "purge"),
+])
+def test_queue_op_while_outstanding(declared_queue, ctx, op: str):
+    ch, q = declared_queue(durable=True)
     ch.confirm_select()
     n = 500
     for i in range(n):
@@ -477,32 +395,6 @@ def _outstanding_then(op: str, amqp: Any, ctx: Any, cleanup: Any) -> None:
 
 
 @case(
-    "confirms.queue-deleted-while-outstanding",
-    sources=[CONFIRMS, WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="500 persistent publishes to a durable queue, then queue.delete on the same channel "
-                "before their confirms arrive, then one more publish",
-    expectation="every publish is still settled (ack or nack) exactly once",
-)
-def test_queue_deleted_outstanding(amqp, ctx, cleanup):
-    _outstanding_then("delete", amqp, ctx, cleanup)
-
-
-@case(
-    "confirms.queue-purged-while-outstanding",
-    sources=[CONFIRMS, WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="500 persistent publishes to a durable queue, then queue.purge on the same channel "
-                "before their confirms arrive, then one more publish",
-    expectation="every publish is still settled (ack or nack) exactly once",
-)
-def test_queue_purged_outstanding(amqp, ctx, cleanup):
-    _outstanding_then("purge", amqp, ctx, cleanup)
-
-
-@case(
     "confirms.reject-publish-overflow-nack",
     sources=[NACK],
     level=Level.EXTENSION,
@@ -510,10 +402,8 @@ def test_queue_purged_outstanding(amqp, ctx, cleanup):
     description="Two publishes to a queue declared with x-max-length 1 and x-overflow reject-publish",
     expectation="the first is acked, the second (refused by the full queue) is nacked",
 )
-def test_reject_publish_nack(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+def test_reject_publish_nack(declared_queue, ctx):
+    ch, q = declared_queue(arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
     ch.confirm_select()
     ch.publish("", q, b"m1")
     ch.publish("", q, b"m2")
@@ -580,27 +470,6 @@ def test_publish_missing_exchange(amqp, ctx):
 
 
 # -- the two client libraries ----------------------------------------------------------------------
-
-
-def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Run a blocking pika interaction in a helper thread so a broker that never answers ends in
-    TIMEOUT instead of hanging the run (pika's blocking waits have no deadline of their own)."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise CaseTimeout(what, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @case(

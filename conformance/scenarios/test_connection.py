@@ -16,162 +16,28 @@ rabbitmqctl set_permissions -p v2 guest '.*' '.*' '.*'``); without it the case i
 from __future__ import annotations
 
 import os
-import socket
-import time
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
-from pamqp.exceptions import UnmarshalingException
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.handshake import Handshake
 from conformance.clients.libs import run_async
-from conformance.clients.raw import PROTOCOL_HEADER, URL, method_name, reply_name
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch, Unsupported
+from conformance.clients.outcome import outcome
+from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
+from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with a hand-driven handshake"
 FRAME_MIN_SIZE = 4096
 SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
 
 
-# -- a hand-driven handshake on a plain socket ----------------------------------------------------
-
-
-class Wire:
-    """A plain socket with deadline-bounded reads: bytes in, frames out, and how it ended."""
-
-    def __init__(self, url: str, timeout: float) -> None:
-        u = URL.parse(url)
-        self.url = u
-        self.timeout = timeout
-        try:
-            self.sock = socket.create_connection((u.host, u.port), timeout=timeout)
-        except OSError as exc:
-            raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
-        self.buf = b""
-        self.ended: str | None = None  # "closed" | "reset" once the broker ended the socket
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
-        except OSError as exc:
-            self.ended = self.ended or f"send failed: {exc}"
-
-    def send_method(self, method: Any, channel: int = 0) -> None:
-        self.send(pframe.marshal(method, channel))
-
-    def read(self, within: float) -> None:
-        """Wait up to ``within`` seconds for bytes; return as soon as some arrive or the socket ends."""
-        deadline = time.monotonic() + within
-        while self.ended is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            self.sock.settimeout(remaining)
-            try:
-                got = self.sock.recv(65536)
-            except TimeoutError:
-                return
-            except ConnectionResetError:
-                self.ended = "reset"
-                return
-            except OSError as exc:
-                self.ended = f"socket error: {exc}"
-                return
-            if not got:
-                self.ended = "closed"
-                return
-            self.buf += got
-            return
-
-    def next_frame(self, what: str) -> Any:
-        """The next frame (heartbeats skipped); the socket's end or the deadline raise."""
-        deadline = time.monotonic() + self.timeout
-        while True:
-            while self.buf:
-                try:
-                    n, _ch, frm = pframe.unmarshal(self.buf)
-                except UnmarshalingException:
-                    break
-                self.buf = self.buf[n:]
-                if type(frm).__name__ != "Heartbeat":
-                    return frm
-            if self.ended is not None:
-                return None
-            if time.monotonic() >= deadline:
-                raise CaseTimeout(what, self.timeout)
-            self.read(deadline - time.monotonic())
-
-    def until_end(self, what: str) -> str:
-        """Wait (bounded) for the broker to end the socket; return what arrived before, described."""
-        deadline = time.monotonic() + self.timeout
-        while self.ended is None and time.monotonic() < deadline:
-            self.read(deadline - time.monotonic())
-        if self.ended is None:
-            raise CaseTimeout(what, self.timeout, observed=f"socket still open; received {self.describe_buf()}")
-        return self.describe_buf()
-
-    def describe_buf(self) -> str:
-        frames, rest = [], self.buf
-        while rest:
-            try:
-                n, _ch, frm = pframe.unmarshal(rest)
-            except UnmarshalingException:
-                frames.append(f"bytes {rest[:16]!r}")
-                break
-            rest = rest[n:]
-            frames.append(describe(frm))
-        return ", ".join(frames) or "nothing"
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    # the handshake, step by step
-
-    def start(self) -> spec.Connection.Start:
-        self.send(PROTOCOL_HEADER)
-        frm = self.next_frame("connection.start")
-        if not isinstance(frm, spec.Connection.Start):
-            raise HarnessError(f"expected connection.start, got {describe(frm)}")
-        return frm
-
-    def start_ok(self, *, mechanism: str = "PLAIN", password: str | None = None,
-                 client_properties: dict[str, Any] | None = None) -> None:
-        pw = self.url.password if password is None else password
-        props = client_properties if client_properties is not None else {
-            "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
-        self.send_method(spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
-                                                 response=f"\x00{self.url.user}\x00{pw}", locale="en_US"))
-
-    def tune(self) -> spec.Connection.Tune:
-        frm = self.next_frame("connection.tune")
-        if not isinstance(frm, spec.Connection.Tune):
-            raise Mismatch("login", expected="connection.tune", observed=describe(frm) if frm else self.ended)
-        return frm
-
-    def tune_ok_open(self, tune: spec.Connection.Tune, *, frame_max: int | None = None,
-                     channel_max: int | None = None, vhost: str | None = None) -> None:
-        self.send_method(spec.Connection.TuneOk(
-            channel_max=tune.channel_max if channel_max is None else channel_max,
-            frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=0))
-        self.send_method(spec.Connection.Open(virtual_host=self.url.vhost if vhost is None else vhost))
-
-
-def describe(frm: Any) -> str:
-    if frm is None:
-        return "socket ended"
-    if isinstance(frm, (spec.Connection.Close, spec.Channel.Close)):
-        return f"{frm.name} {reply_name(frm.reply_code)} {frm.reply_text!r}"
-    return method_name(frm) if hasattr(frm, "name") else type(frm).__name__
-
-
-def wire(broker_url: str, ctx: Any, request: Any) -> Wire:
-    w = Wire(broker_url, ctx.timeout)
+def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
+    """The raw client's step-by-step handshake mode on a new socket, closed after the case."""
+    w = Handshake.open(broker_url, ctx.timeout)
     request.addfinalizer(w.close)
     return w
 
@@ -189,7 +55,7 @@ def test_bad_protocol_name(broker_url, ctx, request):
     w.send(b"XMQP\x00\x00\x09\x01")
     w.until_end("the broker's protocol header and socket close")
     ctx.observe("received", w.buf[:16])
-    check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
+    ctx.check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
 
 
 @case(
@@ -203,7 +69,7 @@ def test_higher_version(broker_url, ctx, request):
     w.until_end("the broker's protocol header and socket close")
     ctx.observe("received", w.buf[:16])
     ok = len(w.buf) == 8 and w.buf[:5] == b"AMQP\x00" and tuple(w.buf[5:8]) <= (2, 0, 0)
-    check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
+    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
 
 
 # -- connection.start ----------------------------------------------------------------------------
@@ -219,7 +85,7 @@ def test_server_properties(broker_url, ctx, request):
     keys = sorted((start.server_properties or {}).keys())
     ctx.observe("server-properties keys", keys)
     missing = [k for k in ("host", "product", "version", "platform") if k not in keys]
-    check(missing, [], "required server-properties fields missing")
+    ctx.check(missing, [], "required server-properties fields missing")
 
 
 @case(
@@ -230,7 +96,7 @@ def test_server_properties(broker_url, ctx, request):
 def test_locale(broker_url, ctx, request):
     start = wire(broker_url, ctx, request).start()
     locales = str(start.locales).split()
-    check("en_US" in locales, True, f"en_US in locales {locales}")
+    ctx.check("en_US" in locales, True, f"en_US in locales {locales}")
 
 
 @case(
@@ -243,7 +109,7 @@ def test_invalid_mechanism(broker_url, ctx, request):
     w.start()
     w.start_ok(mechanism="X-AMQPC-NO-SUCH-MECHANISM")
     received = w.until_end("the socket to close after an invalid mechanism")
-    check(received, "nothing", "frames sent by the broker before closing the socket")
+    ctx.check(received, "nothing", "frames sent by the broker before closing the socket")
 
 
 @case(
@@ -295,13 +161,11 @@ def test_unknown_vhost(broker_url, ctx, request):
     description="A queue declared in one virtual host is invisible in another",
     expectation=f"passive declare of it in the second vhost ({SECOND_VHOST_ENV}) → channel.close 404",
 )
-def test_vhost_separation(amqp, ctx, cleanup):
+def test_vhost_separation(declared_queue, amqp, ctx):
     other = os.environ.get(SECOND_VHOST_ENV)
     if not other:
         raise Unsupported(f"needs a second virtual host: set {SECOND_VHOST_ENV} (see the module docstring)")
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+    _, q = declared_queue()
     ch2 = amqp.channel(vhost=other)
     ch2.send(spec.Queue.Declare(queue=q, passive=True))
     expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost")
@@ -334,7 +198,7 @@ def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimi
         raise Unsupported(f"the server imposes no {field} limit", observed=f"{field} {limit}")
     w.tune_ok_open(tune, **{attr: limit + 1})
     received = w.until_end(f"the socket to close after tune-ok above the server's {field}")
-    check(received, "nothing", "frames sent before closing the socket")
+    ctx.check(received, "nothing", "frames sent before closing the socket")
 
 
 @case(
@@ -347,18 +211,13 @@ def test_frame_min_before_tune(broker_url, ctx, request):
     w.start()
     props: dict[str, Any] = {"product": "amqp-conformance wire",
                              "capabilities": {"authentication_failure_close": True}, "pad": ""}
-    base = len(pframe.marshal(_start_ok(w, props), 0))
+    base = len(pframe.marshal(w.start_ok_method(client_properties=props), 0))
     props["pad"] = "p" * (FRAME_MIN_SIZE - base)
-    data = pframe.marshal(_start_ok(w, props), 0)
+    data = pframe.marshal(w.start_ok_method(client_properties=props), 0)
     assert len(data) == FRAME_MIN_SIZE, f"start-ok frame is {len(data)} octets"
     w.send(data)
     frm = w.next_frame("connection.tune after a 4096-octet start-ok")
-    check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
-
-
-def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
-    return spec.Connection.StartOk(client_properties=props, mechanism="PLAIN",
-                                   response=f"\x00{w.url.user}\x00{w.url.password}", locale="en_US")
+    ctx.check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
 
 
 @case(
@@ -368,7 +227,7 @@ def _start_ok(w: Wire, props: dict[str, Any]) -> spec.Connection.StartOk:
 )
 def test_frame_max_minimum(amqp, ctx, cleanup):
     conn = amqp(frame_max=FRAME_MIN_SIZE)
-    check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
+    ctx.check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
@@ -376,7 +235,7 @@ def test_frame_max_minimum(amqp, ctx, cleanup):
     ch.publish("", q, body)
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
+    ctx.check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
 
 
 @case(
@@ -387,8 +246,6 @@ def test_frame_max_minimum(amqp, ctx, cleanup):
     expectation="connection.close 501 FRAME_ERROR",
 )
 def test_frame_too_large(amqp, ctx, cleanup):
-    from conformance.scenarios.test_errors import outcome
-
     conn = amqp(frame_max=FRAME_MIN_SIZE)
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
@@ -398,7 +255,7 @@ def test_frame_too_large(amqp, ctx, cleanup):
               + pframe.marshal(_body(b"x" * 3 * FRAME_MIN_SIZE), ch.id))
     got = outcome(ch, None, (), raw=frames)
     ctx.observe("answer", got[1])
-    check(got[0], "connection.close 501", "answer to a frame above frame-max")
+    ctx.check(got[0], "connection.close 501", "answer to a frame above frame-max")
 
 
 def _header(size: int) -> Any:
@@ -441,7 +298,7 @@ def test_close_stability(amqp, ctx, cleanup):
         pass
     seq = getattr(close, "seq", 0)
     after = [e.name for c in (0, ch.id) for e in conn.history(c) if e.seq > seq]
-    check(after, ["connection.close-ok"], "methods from the broker after its connection.close")
+    ctx.check(after, ["connection.close-ok"], "methods from the broker after its connection.close")
 
 
 # -- client libraries ----------------------------------------------------------------------------

@@ -4,148 +4,20 @@ and every close names the offending class and method.
 Documents: the spec XML's reply-code constants (``amqp0-9-1.xml#constants``: soft-error /
 hard-error classes), ``channel.close`` / ``connection.close`` (reply-code, class-id, method-id) and
 ``channel.open/state``.
-
-This module also holds :func:`outcome` / :func:`check_outcome`, the helpers the connection,
-channel, exchange and queue modules use to turn "what did the broker do with this method" into
-one short, comparable string (``queue.declare-ok``, ``channel.close 404``,
-``connection.close 504``, ``socket closed``, ``no reply …``) and to compare it with the case's
-expected value — per profile where brokers legitimately differ, with ``*`` wildcards where the
-spec requires *an* error but names no code.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import time
-from typing import Any
-
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import LATE_CLOSE_GRACE, check, expect_channel_close, expect_connection_close
+from conformance.clients.expect import check, expect_channel_close, expect_connection_close
 from conformance.clients.libs import pika_connection, run_async
-from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose, method_name
-from conformance.verdicts import CaseTimeout, Mismatch, Verdict
+from conformance.clients.outcome import outcome
+from conformance.clients.raw import UnexpectedClose
+from conformance.verdicts import CaseTimeout, Mismatch
 
-# A synchronous probe sent right after the method under test: AMQP processes a channel's methods
-# in order, so an answer to the probe *before* any reply proves the method was dropped.
-PROBE_EXCHANGE = "amq.direct"
 SPEC_CONSTANTS = "amqp0-9-1.xml#constants"
-
-
-def _probe() -> spec.Exchange.Declare:
-    return spec.Exchange.Declare(exchange=PROBE_EXCHANGE, exchange_type="direct", passive=True)
-
-
-def short(ev: Event | SocketClosed) -> str:
-    """``channel.close 404`` / ``connection.close 504`` / ``queue.declare-ok`` / ``socket closed``."""
-    if isinstance(ev, SocketClosed):
-        return "socket closed"
-    m = ev.method
-    if isinstance(m, (spec.Channel.Close, spec.Connection.Close)):
-        return f"{method_name(m)} {m.reply_code}"
-    return method_name(m)
-
-
-def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,
-            timeout: float | None = None) -> tuple[str, str]:
-    """Send ``method`` (or the hand-made ``raw`` frame bytes) and a probe; return (short, detail).
-
-    The first of: a reply of type ``ok``, a channel.close, a connection.close or the socket's
-    end decides. If the probe is answered first the method was silently dropped (or, for an
-    asynchronous method with ``ok=()``, accepted): ``no reply (probe answered)``.
-    """
-    conn = ch.conn
-    oks = ok if isinstance(ok, tuple) else (ok,)
-    # Only what arrives after this send counts (an earlier close may still be pending).
-    after = max((e.seq for e in ch.history()), default=0)
-    try:
-        if raw is not None:
-            conn.send_bytes(raw)
-        else:
-            ch.send(method)
-        ch.conn.send_if_open(ch.id, _probe())
-    except UnexpectedClose as exc:
-        return short(exc.event), exc.event.describe()
-    probe_answer_is_reply = spec.Exchange.DeclareOk in oks
-
-    def match(e: Event) -> bool:
-        return e.seq > after and isinstance(e.method, (*oks, spec.Channel.Close, spec.Exchange.DeclareOk))
-
-    name = method_name(method) if method is not None else "the frame"
-    what = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
-    limit = conn.timeout if timeout is None else timeout
-    deadline = time.monotonic() + limit
-    while True:
-        # Short slices so a connection.close (filed on channel 0) ends the wait promptly even
-        # when the broker keeps the socket open after close-ok.
-        closed = conn.closed_by_broker
-        if closed is not None and closed.seq > after:
-            return short(closed), closed.describe()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise CaseTimeout(f"{what} (reply to {name})", limit)
-        try:
-            ev = conn.wait_event(ch.id, match, f"{what} (reply to {name})", timeout=min(0.2, remaining),
-                                 close_is_error=False)
-            break
-        except UnexpectedClose as exc:
-            return short(exc.event), exc.event.describe()
-        except CaseTimeout:
-            continue
-    if isinstance(ev.method, spec.Exchange.DeclareOk) and not probe_answer_is_reply:
-        if not oks:
-            # An asynchronous method or a bare frame has no reply: allow a short grace for an
-            # error the broker raises after answering the probe.
-            grace = time.monotonic() + min(LATE_CLOSE_GRACE, limit)
-            while time.monotonic() < grace:
-                closed = conn.closed_by_broker
-                if closed is not None and closed.seq > after:
-                    return short(closed), closed.describe()
-                try:
-                    late = conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Channel.Close),
-                                           "a late close", timeout=0.1, close_is_error=False)
-                    return short(late), late.describe()
-                except UnexpectedClose as exc:
-                    return short(exc.event), exc.event.describe()
-                except CaseTimeout:
-                    continue
-            return "accepted (probe answered)", f"no error for {name}; the probe was answered"
-        return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
-                                              f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
-    if isinstance(ev.method, spec.Channel.Close):
-        return short(ev), ev.describe()  # the broker discards the probe after its close
-    # Take the probe's own answer too, so it cannot be mistaken for a reply by a later call.
-    try:
-        conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Exchange.DeclareOk),
-                        "the probe's answer", timeout=limit)
-    except UnexpectedClose as exc:
-        return f"{short(ev)} then {short(exc.event)}", f"{ev.describe()}, then {exc.event.describe()}"
-    return short(ev), ev.describe()
-
-
-def check_outcome(ctx: Any, observed: tuple[str, str], what: str) -> None:
-    """Compare an :func:`outcome` with the case's expected value for this profile.
-
-    The expected value is a pattern (``fnmatch``: ``channel.close *`` = any channel error) or a
-    tuple of patterns. A difference from profile data (the case names this profile) is a FAIL;
-    otherwise the case's level decides (FAIL for MUST, NON_STRICT for SHOULD/MAY).
-    """
-    short_text, detail = observed
-    expected = ctx.expected
-    patterns = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
-    ctx.observed[what] = detail
-    if any(fnmatch.fnmatchcase(short_text, p) for p in patterns):
-        return
-    case_ = ctx.case
-    profile_data = case_ is not None and ctx.profile in case_.expected
-    source = case_.source_for(ctx.profile) if case_ else ""
-    raise Mismatch(f"{what} (profile {ctx.profile}: {source})", expected=" or ".join(patterns),
-                   observed=detail, verdict=Verdict.FAIL if profile_data else None)
-
-
-def code_of(ev: Event) -> int:
-    return int(ev.method.reply_code)
 
 
 # -- cases ---------------------------------------------------------------------------------------
@@ -167,7 +39,7 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     expect_channel_close(ch1, 404, what="passive declare of a missing exchange")
     ok = outcome(ch2, spec.Queue.Declare(queue=q), spec.Queue.DeclareOk)
     ctx.observe("channel 2 after the soft error on channel 1", ok[1])
-    check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
+    ctx.check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
 
 
 @case(
@@ -211,7 +83,7 @@ def test_channel_close_names_method(amqp, ctx):
     ch = amqp.channel()
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
     ev = expect_channel_close(ch, 404, what="passive declare of a missing queue")
-    check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
+    ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
 
 
 @case(
@@ -227,7 +99,7 @@ def test_connection_close_names_method(amqp, ctx):
     ch = conn.channel()
     conn.send_method(ch.id, spec.Channel.Open())
     ev = expect_connection_close(conn, 504, what="second channel.open", probe_channel=ch)
-    check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
+    ctx.check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
 
 
 @case(
@@ -244,7 +116,7 @@ def test_channel_reusable_after_close(amqp, ctx):
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
     expect_channel_close(ch, 404, what="passive declare of a missing queue")
     got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
-    check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
+    ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
 
 
 @case(

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
-from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients import declare_rules
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import RawChannel
-from conformance.scenarios.test_errors import check_outcome, outcome
-from conformance.verdicts import CaseOutcome, Mismatch, Unsupported
+from conformance.verdicts import Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 RABBIT_EXT_XML = "amqp0-9-1.stripped.extended.xml#exchange.bind"
@@ -66,12 +66,12 @@ def test_exchange_type(amqp, ctx, cleanup, type_, bind_key, bind_args, key, head
     ch = amqp.channel()
     x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
     got = outcome(ch, _declare(x, type_), spec.Exchange.DeclareOk)
-    check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
+    ctx.check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
     ch.declare_queue(q)
     ch.bind(q, x, bind_key, arguments=bind_args)
     ch.publish(x, key, b"typed", properties=spec.Basic.Properties(headers=headers))
     ch.barrier()
-    check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
+    ctx.check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
 
 
 # -- pre-declared instances ----------------------------------------------------------------------
@@ -100,12 +100,12 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
                               expected=f"{type_} type", observed=got[1])
     ch = conn.channel()
     got = outcome(ch, _declare(name, type_, passive=True), spec.Exchange.DeclareOk)
-    check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
+    ctx.check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     args = {"x-match": "all", "h": "v"} if type_ == "headers" else None
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
-    check(got[0], "queue.bind-ok", f"queue.bind to {name}")
+    ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 
 
 @case(
@@ -128,13 +128,11 @@ def test_amq_match(amqp, ctx):
     description="The nameless default exchange routes a publish to the queue named by the routing key",
     expectation="a message published to exchange '' with routing key = queue name is in that queue",
 )
-def test_default_exchange(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_exchange(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"via-default")
     ch.barrier()
-    check(_routed(ch, q), b"via-default", "message via the default exchange")
+    ctx.check(_routed(ch, q), b"via-default", "message via the default exchange")
 
 
 DEFAULT_ACCESS = [
@@ -164,53 +162,29 @@ def test_default_access(amqp, ctx, method, ok):
 # -- declare rules -------------------------------------------------------------------------------
 
 
-@case(
-    "exchange.reserved-name-403", rules=["exchange.declare/reserved"], level=Level.MAY,
-    description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
-    expectation="channel.close 403 ACCESS_REFUSED",
-)
-def test_reserved(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange("amq." + ctx.name("x"))
-    ch.send(_declare(x))
-    expect_channel_close(ch, 403, what="declare of a new amq.* exchange")
+# The declare rules exchanges and queues share (clients/declare_rules.py).
+DECLARE_RULES = [
+    param(Case("exchange.reserved-name-403", rules=("exchange.declare/reserved",), level=Level.MAY,
+               description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
+               expectation="channel.close 403 ACCESS_REFUSED"),
+          declare_rules.reserved_name),
+    param(Case("exchange.name-syntax-406", rules=("exchange.declare/syntax",), level=Level.MAY,
+               description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
+               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+               expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
+               expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
+                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"}),
+          declare_rules.name_syntax),
+    param(Case("exchange.passive-missing-404", rules=("exchange.declare/not-found",), level=Level.MUST,
+               description="Passive declare of an exchange that does not exist",
+               expectation="channel.close 404 NOT_FOUND"),
+          declare_rules.passive_missing),
+]
 
 
-def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
-    """A method frame carrying a name pamqp refuses to encode (it validates names): encode a
-    same-length placeholder and swap the bytes."""
-    placeholder = "z" * len(bad.encode())
-    data = pframe.marshal(make(placeholder), ch.id)
-    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
-    return data.replace(placeholder.encode(), bad.encode())
-
-
-@case(
-    "exchange.name-syntax-406", rules=["exchange.declare/syntax"], level=Level.MAY,
-    description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
-    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-    expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
-    expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
-                      "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"},
-)
-def test_exchange_syntax(amqp, ctx):
-    ch = amqp.channel()
-    bad = ctx.name("x") + " bad!*"  # not given to cleanup: pamqp cannot encode it
-    raw = _bad_name_frame(ch, bad, lambda n: _declare(n))
-    try:
-        check_outcome(ctx, outcome(ch, _declare("x"), spec.Exchange.DeclareOk, raw=raw),
-                      "declare with an illegal name")
-    finally:
-        drop_bad_name(amqp, bad, lambda n: _delete(n), spec.Exchange.DeleteOk)
-
-
-def drop_bad_name(amqp, bad: str, make, ok: type) -> None:
-    """Best-effort delete of an entity whose name pamqp refuses to encode (bounded, never raises)."""
-    try:
-        ch = amqp.channel()
-        outcome(ch, None, ok, raw=_bad_name_frame(ch, bad, make), timeout=min(3.0, ch.conn.timeout))
-    except (CaseOutcome, OSError):
-        pass
+@pytest.mark.parametrize("scenario", DECLARE_RULES)
+def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
+    scenario(amqp, ctx, cleanup, declare_rules.EXCHANGE)
 
 
 @case(
@@ -240,17 +214,6 @@ def test_unknown_type(amqp, ctx, cleanup):
     x = cleanup.exchange(ctx.name("x"))
     check_outcome(ctx, outcome(ch, _declare(x, "x-no-such-type-amqpc"), spec.Exchange.DeclareOk),
                   "declare with an unknown type")
-
-
-@case(
-    "exchange.passive-missing-404", rules=["exchange.declare/not-found"], level=Level.MUST,
-    description="Passive declare of an exchange that does not exist",
-    expectation="channel.close 404 NOT_FOUND",
-)
-def test_passive_missing(amqp, ctx):
-    ch = amqp.channel()
-    ch.send(_declare(ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing exchange")
 
 
 EQUIVALENCE = [
@@ -289,7 +252,7 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         x = cleanup.exchange(ctx.name(f"x-durable-{durable}"))
         results.append(outcome(ch, _declare(x, durable=durable), spec.Exchange.DeclareOk)[0])
         results.append(outcome(ch, _declare(x, durable=durable, passive=True), spec.Exchange.DeclareOk)[0])
-    check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
+    ctx.check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
 
 
 @case(
@@ -306,7 +269,7 @@ def test_minimum_exchanges(amqp, ctx, cleanup):
     for _ in names:
         ch.wait(spec.Exchange.DeclareOk, f"declare-ok for 16 exchanges (had {oks})")
         oks += 1
-    check(oks, 16, "exchanges declared")
+    ctx.check(oks, 16, "exchanges declared")
 
 
 # -- delete rules --------------------------------------------------------------------------------
@@ -353,7 +316,7 @@ def test_delete_unused(amqp, ctx, cleanup):
     x = cleanup.exchange(ctx.name("x"))
     ch.declare_exchange(x, "direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
-    check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
+    ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
     ch.send(_declare(x, passive=True))
     expect_channel_close(ch, 404, what="passive declare of the deleted exchange")
 
@@ -376,10 +339,10 @@ def test_e2e_binding(amqp, ctx, cleanup):
     ch.declare_queue(q)
     ch.bind(q, dst, "")
     got = outcome(ch, spec.Exchange.Bind(destination=dst, source=src, routing_key="k"), spec.Exchange.BindOk)
-    check(got[0], "exchange.bind-ok", "exchange.bind")
+    ctx.check(got[0], "exchange.bind-ok", "exchange.bind")
     ch.publish(src, "k", b"e2e")
     ch.barrier()
-    check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
+    ctx.check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
 
 
 # -- client libraries ----------------------------------------------------------------------------

@@ -23,11 +23,11 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_ok
+from conformance.clients.expect import expect_ok
+from conformance.clients.outcome import answer, short
 from conformance.clients.raw import (
     UnexpectedClose,
 )
-from conformance.clients.steps import answer, short
 from conformance.verdicts import Mismatch
 
 EXCL = "001_27f7ea2622bbc99f.txt#exclusive-durable"
@@ -158,7 +158,7 @@ def test_durable_exclusive_is_transient(amqp, ctx, restartable) -> None:
     q = ctx.name("q")
     ch = amqp.channel(restartable.url)
     ok = ch.declare_queue(q, durable=True, exclusive=True)
-    check(str(ok.queue), q, "declare-ok queue name")
+    ctx.check(str(ok.queue), q, "declare-ok queue name")
     ch.publish("", q, b"durable?", persistent=True)
     ch.barrier()
     restartable.controller.restart()
@@ -196,10 +196,8 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
     description="A queue has an exclusive consumer; another connection starts a plain consumer on it",
     expectation="the second basic.consume closes its channel with 403 ACCESS_REFUSED",
 )
-def test_exclusive_consumer_blocks_second(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_exclusive_consumer_blocks_second(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     first.consume(q, exclusive=True)
     second = amqp.channel()
     ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q)), "channel.close 403 ACCESS_REFUSED",
@@ -213,10 +211,8 @@ def test_exclusive_consumer_blocks_second(amqp, ctx, cleanup) -> None:
     description="A shared queue has a consumer; another connection asks for exclusive consumer access",
     expectation="the exclusive basic.consume closes its channel with 403 ACCESS_REFUSED",
 )
-def test_exclusive_consume_refused_when_consumed(amqp, ctx, cleanup) -> None:
-    first = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q)
+def test_exclusive_consume_refused_when_consumed(declared_queue, amqp, ctx) -> None:
+    first, q = declared_queue()
     first.consume(q)
     second = amqp.channel()
     ctx.check(answer(ctx, second, spec.Basic.Consume(queue=q, exclusive=True)),

@@ -14,14 +14,16 @@ proving the broker processed the nack.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 
-from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close, expect_get_empty
+import pytest
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients import settle
+from conformance.clients.expect import expect_channel_close
 from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import drain, publish_confirmed
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
+from conformance.verdicts import Mismatch, Unsupported
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"
@@ -34,21 +36,6 @@ NACK = ["basic.nack"]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def get_n(ch: RawChannel, queue: str, n: int) -> list[Event]:
-    """``n`` messages by basic.get with manual ack (tags 1..n on a fresh channel)."""
-    got: list[Event] = []
-    for i in range(n):
-        ev = ch.get(queue)
-        if ev is None:
-            raise Mismatch("setup basic.get", expected=f"{n} messages", observed=f"get-empty after {i}")
-        got.append(ev)
-    return got
-
-
-def body_list(events: Sequence[Event]) -> list[str]:
-    return [(e.body or b"").decode() for e in events]
 
 
 def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bool) -> None:
@@ -74,10 +61,8 @@ def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bo
     description="A broker that processes basic.nack announces it in server-properties",
     expectation="after a basic.nack is accepted, connection.start's capabilities table has basic.nack=true",
 )
-def test_capability_advertised(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_capability_advertised(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     (ev,) = get_n(ch, q, 1)
     nack_or_unsupported(ch, int(ev.method.delivery_tag), multiple=False, requeue=True)
@@ -96,55 +81,48 @@ def test_capability_advertised(amqp, ctx, cleanup):
     description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
     expectation="exactly that message is back in the queue (the other stays unacked)",
 )
-def test_single_requeue(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_single_requeue(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2"])
     evs = get_n(ch, q, 2)
     ch.nack(evs[1].method.delivery_tag, multiple=False, requeue=True)
     ctx.check(body_list(drain(ch, q)), ["n2"], "messages in the queue after the single nack")
 
 
-@case(
-    "nack.requeue-redelivered-flag",
-    rules=["redelivered/implementation"],
-    sources=[SRC_NACK, SRC_TAG],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="A consumer nacks a delivery with requeue=true and receives it again",
-    expectation="the redelivery carries redelivered=true",
-)
-def test_requeue_redelivered_flag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    publish_confirmed(ch, "", q, [b"n1"])
-    ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
-    ch.nack(first.method.delivery_tag, requeue=True)
-    again = ch.next_delivery(what="the redelivery after nack(requeue=true)")
-    ctx.observe("redelivery", again.describe())
-    ctx.check(bool(again.method.redelivered), True, "redelivered flag of the redelivery")
+# -- the scenarios nack shares with reject (clients/settle.py) -------------------------------------
+
+TWINS = [
+    param(Case(
+        id="nack.requeue-redelivered-flag",
+        rules=("redelivered/implementation",),
+        sources=(SRC_NACK, SRC_TAG),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="A consumer nacks a delivery with requeue=true and receives it again",
+        expectation="the redelivery carries redelivered=true",
+    ), settle.requeue_redelivered_flag),
+    param(Case(
+        id="nack.requeue-false-discards",
+        sources=(SRC_NACK, f"{R003}#delivery-guarantee-summary"),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
+        expectation="the message is discarded: the queue is empty afterwards",
+    ), settle.requeue_false_discards),
+    param(Case(
+        id="nack.requeue-false-dead-letters",
+        sources=(SRC_NACK,),
+        level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
+        expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
+    ), settle.requeue_false_dead_letters),
+]
 
 
-@case(
-    "nack.requeue-false-discards",
-    sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
-    expectation="the message is discarded: the queue is empty afterwards",
-)
-def test_requeue_false_discards(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    publish_confirmed(ch, "", q, [b"n1"])
-    (ev,) = get_n(ch, q, 1)
-    ch.nack(ev.method.delivery_tag, requeue=False)
-    expect_get_empty(ch, q, what="queue after nack(requeue=false)")
-    ctx.observe("queue", "empty")
+@pytest.mark.parametrize("scenario", TWINS)
+def test_settle_twin(declared_queue, amqp, ctx, cleanup, scenario: settle.Scenario):
+    scenario(declared_queue, amqp, ctx, cleanup, "nack")
 
 
 # -- multiple --------------------------------------------------------------------------------------
@@ -159,10 +137,8 @@ def test_requeue_false_discards(amqp, ctx, cleanup):
     expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 and the "
                 "channel stays open",
 )
-def test_multiple_with_gaps(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_multiple_with_gaps(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
     evs = get_n(ch, q, 5)
     ch.ack(evs[1].method.delivery_tag)
@@ -179,10 +155,8 @@ def test_multiple_with_gaps(amqp, ctx, cleanup):
     description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
     expectation="tag 0 with multiple means all outstanding: all three are back in the queue",
 )
-def test_zero_multiple(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_zero_multiple(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3"])
     get_n(ch, q, 3)
     ch.nack(0, multiple=True, requeue=True)
@@ -198,10 +172,8 @@ def test_zero_multiple(amqp, ctx, cleanup):
                 "basic.nack(4, multiple=true, requeue=true)",
     expectation="the consumer's next deliveries are n1..n8, in publication order",
 )
-def test_multiple_requeue_order(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_multiple_requeue_order(declared_queue, ctx):
+    ch, q = declared_queue()
     bodies = [f"n{i}".encode() for i in range(1, 9)]
     publish_confirmed(ch, "", q, bodies)
     ch.qos(4)
@@ -221,40 +193,6 @@ def test_multiple_requeue_order(amqp, ctx, cleanup):
 
 
 @case(
-    "nack.requeue-false-dead-letters",
-    sources=[SRC_NACK],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
-    expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
-)
-def test_requeue_false_dead_letters(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    dlq = cleanup.queue(ctx.name("dlq"))
-    src = cleanup.queue(ctx.name("src"))
-    ch.declare_exchange(dlx, "fanout")
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
-    ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
-    publish_confirmed(ch, "", src, [b"n1"])
-    (ev,) = get_n(ch, src, 1)
-    ch.consume(dlq, no_ack=True)
-    ch.nack(ev.method.delivery_tag, requeue=False)
-    wait = min(ctx.timeout, 5.0)
-    try:
-        dead = ch.next_delivery(timeout=wait, what="the dead-lettered message")
-    except CaseTimeout as exc:
-        raise Mismatch("dead-lettering", expected="the message arrives in the dead-letter queue",
-                       observed=f"nothing in the dead-letter queue within {wait:.1f}s") from exc
-    ctx.observe("dead-lettered", dead.describe())
-    headers = (dead.properties.headers if dead.properties else None) or {}
-    deaths = headers.get("x-death") or []
-    reason = deaths[0].get("reason") if deaths else f"no x-death header (headers {sorted(headers)})"
-    ctx.check(reason.decode() if isinstance(reason, bytes) else reason, "rejected", "x-death[0].reason")
-
-
-@case(
     "nack.unknown-tag-406",
     rules=["basic.ack/exists"],
     sources=[SRC_TAG, SRC_NACK],
@@ -263,10 +201,8 @@ def test_requeue_false_dead_letters(amqp, ctx, cleanup):
     description="basic.nack of a delivery tag that was never delivered on the channel",
     expectation="channel.close 406 PRECONDITION_FAILED (as basic.ack/exists requires for ack)",
 )
-def test_unknown_tag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_unknown_tag(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
     get_n(ch, q, 1)
     ch.nack(99, requeue=True)

@@ -29,7 +29,7 @@ import pytest
 from conformance.cases import Case, Level, case, param
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import drain, publish_confirmed
+from conformance.clients.steps import body_list, drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -49,10 +49,6 @@ REQUEUE_SOURCES = {
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def names(events: Sequence[Event]) -> list[str]:
-    return [(e.body or b"").decode() for e in events]
 
 
 def order_verdict(observed: Sequence[str], expected: Sequence[str]) -> str:
@@ -117,7 +113,7 @@ def test_single_path_1000(amqp, ctx, cleanup):
         ch.publish(x, "k", body, persistent=i % 2 == 1)
     got = consumer.deliveries(1000)
     consumer.ack(got[-1].method.delivery_tag, multiple=True)
-    ctx.check(order_verdict(names(got), [b.decode() for b in bodies]), IN_ORDER, "order of 1000 deliveries")
+    ctx.check(order_verdict(body_list(got), [b.decode() for b in bodies]), IN_ORDER, "order of 1000 deliveries")
 
 
 # -- requeue family ------------------------------------------------------------------------------
@@ -207,8 +203,8 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
             if ev is None:
                 raise Mismatch("setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}")
             held.append(ev)
-    if names(held) != [f"m{i}" for i in range(6)]:
-        raise Mismatch("setup: first six messages", expected="m0..m5", observed=names(held))
+    if body_list(held) != [f"m{i}" for i in range(6)]:
+        raise Mismatch("setup: first six messages", expected="m0..m5", observed=body_list(held))
     ch.ack(held[1].method.delivery_tag)
     ch.ack(held[4].method.delivery_tag)
     requeued = [held[0], held[2], held[3], held[5]]
@@ -219,7 +215,7 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
         wait_ready(reader, q, len(expected), ctx.timeout)
     else:
         reader = ch  # basic.get on the requeueing channel is ordered after the requeue
-    got = names(drain(reader, q, limit=len(expected) + 2))
+    got = body_list(drain(reader, q, limit=len(expected) + 2))
     judge_requeue_order(ctx, got, expected, "queue order after the requeue")
 
 
@@ -244,12 +240,12 @@ def test_survivor_in_order(amqp, ctx, cleanup):
     got_a = a.deliveries(5)
     b.consume(q)
     got_b = b.deliveries(5)
-    if names(got_a) + names(got_b) != [f"m{i}" for i in range(10)]:
+    if body_list(got_a) + body_list(got_b) != [f"m{i}" for i in range(10)]:
         raise Mismatch("setup: split between consumers", expected="A m0..m4, B m5..m9",
-                       observed=f"A {names(got_a)}, B {names(got_b)}")
+                       observed=f"A {body_list(got_a)}, B {body_list(got_b)}")
     a.close()
     redelivered = b.deliveries(5)
-    judge_requeue_order(ctx, names(redelivered), [f"m{i}" for i in range(5)],
+    judge_requeue_order(ctx, body_list(redelivered), [f"m{i}" for i in range(5)],
                         "order in which the survivor receives the requeued messages")
 
 

@@ -40,9 +40,7 @@ def _publish_and_drain(ch, q: str) -> list[bytes]:  # type: ignore[no-untyped-de
         "rabbitmq": "measured on RabbitMQ 3.10.8: a queue without x-max-priority delivers in publication order",
     },
 )
-def test_two_priority_levels(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_two_priority_levels(declared_queue, ctx):
+    ch, q = declared_queue()
     got = [b.decode() for b in _publish_and_drain(ch, q)]
     ctx.check_profile(got, "order of basic.get")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conformance.cases import Level, case
+import pytest
+
+from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.raw import (
     RawChannel,
@@ -25,7 +27,7 @@ from conformance.clients.raw import (
     bodies,
     reply_name,
 )
-from conformance.clients.steps import quiet_window
+from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout
 
 PREFETCH = "basic.qos.prefetch-count/01"
@@ -33,13 +35,6 @@ PUSH = "003_50388870ec53b6aa.txt#basic-consume-push-delivery"
 RABBIT_GLOBAL = ("RabbitMQ 'Consumer Prefetch' guide, measured on RabbitMQ 3.10.8: basic.qos(global=false) "
                  "limits each consumer of the channel separately (two consumers → two unacked deliveries)")
 SPEC_GLOBAL = "basic.qos global field: 'By default the QoS settings apply to the current channel only'"
-
-
-def _fill(ch: RawChannel, queue: str, n: int, prefix: str = "m", size: int = 0) -> None:
-    for i in range(1, n + 1):
-        body = f"{prefix}{i}".encode()
-        ch.publish("", queue, body + b"." * max(0, size - len(body)))
-    ch.barrier()
 
 
 def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
@@ -62,11 +57,9 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     description="basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks",
     expectation="exactly two messages are delivered; the third is not sent while both are unacked",
 )
-def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 5)
+def test_prefetch_count_bounds(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 5)
     ch.qos(2)
     ch.consume(q)
     ch.deliveries(2)
@@ -81,11 +74,9 @@ def test_prefetch_count_bounds(amqp, ctx, cleanup) -> None:
     description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
     expectation="exactly one more message (the second) is delivered after the ack, then nothing",
 )
-def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 3)
+def test_ack_frees_one_slot(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q)
     first = ch.next_delivery()
@@ -104,58 +95,50 @@ def test_ack_frees_one_slot(amqp, ctx, cleanup) -> None:
     description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
     expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
 )
-def test_no_ack_ignores_prefetch(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    _fill(ch, q, 3)
+def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 3)
     ch.qos(1)
     ch.consume(q, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
 
 
-@case(
-    "qos.global-false-scope",
-    rules=[PREFETCH],
-    level=Level.MUST,
-    description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
-                "channel, each on its own queue of two messages",
-    expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
-                "the window is per consumer, so 2 deliveries (one each)",
-    expected={"rabbitmq": 2, "spec": 1},
-    expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
-)
-def test_global_false_scope(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    for q in (qa, qb):
-        ch.declare_queue(q)
-        _fill(ch, q, 2)
-    ch.qos(1, global_=False)
+# The same scenario with global=false and global=true: only the flag and the expected count differ.
+GLOBAL_SCOPE = [
+    param(Case(
+        id="qos.global-false-scope",
+        rules=(PREFETCH,),
+        level=Level.MUST,
+        description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
+                    "channel, each on its own queue of two messages",
+        expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
+                    "the window is per consumer, so 2 deliveries (one each)",
+        expected={"rabbitmq": 2, "spec": 1},
+        expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
+    ), False),
+    param(Case(
+        id="qos.global-true-shared-by-channel",
+        rules=(PREFETCH,),
+        level=Level.MUST,
+        description="basic.qos(prefetch-count=1, global=true), then two acknowledged consumers on the same "
+                    "channel, each on its own queue of two messages",
+        expectation="one delivery in total: the window is shared by the channel's consumers (RabbitMQ: per "
+                    "channel; spec: per connection — both bound this channel to one unacked message)",
+        default=1,
+    ), True),
+]
+
+
+@pytest.mark.parametrize("global_", GLOBAL_SCOPE)
+def test_global_scope(declared_queue, ctx, global_: bool) -> None:
+    ch, qa = declared_queue("qa")
+    _, qb = declared_queue("qb", ch=ch)
+    fill(ch, qa, 2)
+    fill(ch, qb, 2)
+    ch.qos(1, global_=global_)
     ch.consume(qa)
     ch.consume(qb)
     ctx.check_profile(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel")
-
-
-@case(
-    "qos.global-true-shared-by-channel",
-    rules=[PREFETCH],
-    level=Level.MUST,
-    description="basic.qos(prefetch-count=1, global=true), then two acknowledged consumers on the same "
-                "channel, each on its own queue of two messages",
-    expectation="one delivery in total: the window is shared by the channel's consumers (RabbitMQ: per "
-                "channel; spec: per connection — both bound this channel to one unacked message)",
-)
-def test_global_true_shared(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    for q in (qa, qb):
-        ch.declare_queue(q)
-        _fill(ch, q, 2)
-    ch.qos(1, global_=True)
-    ch.consume(qa)
-    ch.consume(qb)
-    ctx.check(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), 1, "unacked deliveries on the channel")
 
 
 @case(
@@ -172,13 +155,11 @@ def test_global_true_shared(amqp, ctx, cleanup) -> None:
         "spec": "basic.qos.prefetch-size/01 and its scenario",
     },
 )
-def test_prefetch_size_nonzero(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     try:
         ch.qos(0, prefetch_size=10)
-        _fill(ch, q, 1, size=100)
+        fill(ch, q, 1, size=100)
         ch.consume(q)
         try:
             ev = ch.next_delivery(what="the single 100-octet message")

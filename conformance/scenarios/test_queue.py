@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
-from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_channel_close
+from conformance.clients import declare_rules
+from conformance.clients.expect import check
 from conformance.clients.libs import pika_connection, run_async
-from conformance.clients.raw import RawChannel
-from conformance.scenarios.test_errors import check_outcome, outcome
-from conformance.verdicts import CaseOutcome, Mismatch
+from conformance.clients.outcome import check_outcome, outcome
+from conformance.verdicts import Mismatch
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
@@ -27,14 +26,6 @@ PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
 
 def _declare(name: str, **kw) -> spec.Queue.Declare:
     return spec.Queue.Declare(queue=name, **kw)
-
-
-def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
-    """A method frame with a queue name pamqp refuses to encode: a same-length placeholder swapped."""
-    placeholder = "z" * len(bad.encode())
-    data = pframe.marshal(make(placeholder), ch.id)
-    assert data.count(placeholder.encode()) == 1, "placeholder must occur once"
-    return data.replace(placeholder.encode(), bad.encode())
 
 
 # -- declare -------------------------------------------------------------------------------------
@@ -45,14 +36,12 @@ def _bad_name_frame(ch: RawChannel, bad: str, make) -> bytes:
     description="A new queue is bound to the default exchange with its name as key, without any queue.bind",
     expectation="a message published to exchange '' with routing key = queue name is in the queue",
 )
-def test_default_binding(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_binding(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"default-binding")
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(ev.body if ev else None, b"default-binding", "message via the default binding")
+    ctx.check(ev.body if ev else None, b"default-binding", "message via the default binding")
 
 
 @case(
@@ -70,55 +59,33 @@ def test_server_named(amqp, ctx, cleanup):
         ev = [e for e in ch.history() if isinstance(e.method, spec.Queue.DeclareOk)][-1]
         names.append(cleanup.queue(ev.method.queue))
     ctx.observe("names", names)
-    check(bool(names[0]) and bool(names[1]) and names[0] != names[1], True,
+    ctx.check(bool(names[0]) and bool(names[1]) and names[0] != names[1], True,
           f"two non-empty distinct generated names (got {names})")
 
 
-@case(
-    "queue.reserved-name-403", rules=["queue.declare/reserved"], level=Level.MAY,
-    description="Declaring a new queue whose name starts with 'amq.' (not passive)",
-    expectation="channel.close 403 ACCESS_REFUSED",
-)
-def test_reserved(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue("amq." + ctx.name("q"))
-    ch.send(_declare(q))
-    expect_channel_close(ch, 403, what="declare of a new amq.* queue")
+# The declare rules exchanges and queues share (clients/declare_rules.py).
+DECLARE_RULES = [
+    param(Case("queue.reserved-name-403", rules=("queue.declare/reserved",), level=Level.MAY,
+               description="Declaring a new queue whose name starts with 'amq.' (not passive)",
+               expectation="channel.close 403 ACCESS_REFUSED"),
+          declare_rules.reserved_name),
+    param(Case("queue.name-syntax-406", rules=("queue.declare/syntax",), level=Level.MAY,
+               description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
+               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+               expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
+               expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
+                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"}),
+          declare_rules.name_syntax),
+    param(Case("queue.passive-missing-404", rules=("queue.declare/passive",), level=Level.MUST,
+               description="Passive declare of a queue that does not exist",
+               expectation="channel.close 404 NOT_FOUND"),
+          declare_rules.passive_missing),
+]
 
 
-@case(
-    "queue.name-syntax-406", rules=["queue.declare/syntax"], level=Level.MAY,
-    description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
-    expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-    expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
-    expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
-                      "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"},
-)
-def test_queue_syntax(amqp, ctx):
-    ch = amqp.channel()
-    bad = ctx.name("q") + " bad!*"  # not given to cleanup: pamqp cannot encode it
-    try:
-        check_outcome(ctx, outcome(ch, _declare("q"), spec.Queue.DeclareOk,
-                                   raw=_bad_name_frame(ch, bad, lambda n: _declare(n))),
-                      "declare with an illegal name")
-    finally:
-        try:
-            ch2 = amqp.channel()
-            outcome(ch2, None, spec.Queue.DeleteOk, timeout=min(3.0, ctx.timeout),
-                    raw=_bad_name_frame(ch2, bad, lambda n: spec.Queue.Delete(queue=n)))
-        except (CaseOutcome, OSError):
-            pass
-
-
-@case(
-    "queue.passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST,
-    description="Passive declare of a queue that does not exist",
-    expectation="channel.close 404 NOT_FOUND",
-)
-def test_passive_missing(amqp, ctx):
-    ch = amqp.channel()
-    ch.send(_declare(ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing queue")
+@pytest.mark.parametrize("scenario", DECLARE_RULES)
+def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
+    scenario(amqp, ctx, cleanup, declare_rules.QUEUE)
 
 
 @case(
@@ -126,15 +93,13 @@ def test_passive_missing(amqp, ctx):
     description="Passive declare of an existing queue holding 2 messages",
     expectation="queue.declare-ok with message-count 2 (the queue is not created or changed)",
 )
-def test_passive_existing(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_passive_existing(declared_queue, ctx):
+    ch, q = declared_queue()
     ch.publish("", q, b"1")
     ch.publish("", q, b"2")
     ch.barrier()
     ok = ch.declare_queue(q, passive=True)
-    check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
+    ctx.check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
 
 
 EQUIVALENCE = [
@@ -171,10 +136,8 @@ EQUIVALENCE = [
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
-def test_equivalent(amqp, ctx, cleanup, first, second):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, **first)
+def test_equivalent(declared_queue, ctx, first, second):
+    ch, q = declared_queue(**first)
     check_outcome(ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}")
 
 
@@ -190,7 +153,7 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         q = cleanup.queue(ctx.name(f"q-durable-{durable}"))
         results.append(outcome(ch, _declare(q, durable=durable), spec.Queue.DeclareOk)[0])
         results.append(outcome(ch, _declare(q, passive=True), spec.Queue.DeclareOk)[0])
-    check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
+    ctx.check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
 
 
 @case(
@@ -207,7 +170,7 @@ def test_minimum_queues(amqp, ctx, cleanup):
     for _ in names:
         ch.wait(spec.Queue.DeclareOk, f"declare-ok for 256 queues (had {oks})")
         oks += 1
-    check(oks, 256, "queues declared")
+    ctx.check(oks, 256, "queues declared")
     for n in names:  # delete here, pipelined; cleanup's deletes then find nothing (fast)
         ch.send(spec.Queue.Delete(queue=n))
     ch.barrier()
@@ -221,13 +184,11 @@ def test_minimum_queues(amqp, ctx, cleanup):
     description="Binding a queue twice with identical arguments",
     expectation="both queue.bind calls are answered with bind-ok",
 )
-def test_bind_duplicates(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_bind_duplicates(declared_queue, ctx):
+    ch, q = declared_queue()
     got = [outcome(ch, spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk)[0]
            for _ in range(2)]
-    check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
+    ctx.check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
 
 
 @case(
@@ -235,16 +196,14 @@ def test_bind_duplicates(amqp, ctx, cleanup):
     description="A queue bound three times to amq.topic with patterns that all match one message",
     expectation="the queue holds the message once (message-count 1)",
 )
-def test_bind_unique(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_bind_unique(declared_queue, ctx):
+    ch, q = declared_queue()
     key = ctx.name("k").replace("-", "_")
     for pattern in (f"{key}.*", f"*.{key}b", "#"):
         ch.bind(q, "amq.topic", pattern)
     ch.publish("amq.topic", f"{key}.{key}b", b"once")
     ch.barrier()
-    check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
+    ctx.check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
 
 
 @case(
@@ -258,7 +217,7 @@ def test_bind_transient_exchange(amqp, ctx, cleanup):
     ch.declare_exchange(x, "direct", durable=False)
     ch.declare_queue(q, durable=True)
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)
-    check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
+    ctx.check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
 
 
 @case(
@@ -266,16 +225,14 @@ def test_bind_transient_exchange(amqp, ctx, cleanup):
     description="Binding one queue to 4 different exchanges",
     expectation="four bind-ok",
 )
-def test_binding_count(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_binding_count(declared_queue, ctx, cleanup):
+    ch, q = declared_queue()
     got = []
     for i in range(4):
         x = cleanup.exchange(ctx.name(f"x{i}"))
         ch.declare_exchange(x, "direct")
         got.append(outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)[0])
-    check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
+    ctx.check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
 
 
 @case(
@@ -292,7 +249,7 @@ def test_direct_key_matching(amqp, ctx, cleanup):
     ch.publish(x, "key-K", b"K")
     ch.barrier()
     ev = ch.get(q, no_ack=True)
-    check(ev.body if ev else None, b"K", "message routed by K = R")
+    ctx.check(ev.body if ev else None, b"K", "message routed by K = R")
 
 
 DEFAULT_EXCHANGE = [
@@ -314,10 +271,8 @@ DEFAULT_EXCHANGE = [
 
 
 @pytest.mark.parametrize("op", DEFAULT_EXCHANGE)
-def test_default_exchange_blank(amqp, ctx, cleanup, op):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_default_exchange_blank(declared_queue, ctx, op):
+    ch, q = declared_queue()
     if op == "bind":
         got = outcome(ch, spec.Queue.Bind(queue=q, exchange="", routing_key=q), spec.Queue.BindOk)
     else:
@@ -399,16 +354,14 @@ def method_name_of(method) -> str:
     description="Purging a queue holding 3 ready messages",
     expectation="queue.purge-ok with message-count 3, and the queue is then empty",
 )
-def test_purge_count(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_purge_count(declared_queue, ctx):
+    ch, q = declared_queue()
     for i in range(3):
         ch.publish("", q, f"m{i}".encode())
     ch.barrier()
     ok = ch.purge(q)
     after = ch.message_count(q)
-    check((ok.message_count, after), (3, 0), "(purge-ok message-count, messages left)")
+    ctx.check((ok.message_count, after), (3, 0), "(purge-ok message-count, messages left)")
 
 
 DELETE_GUARDS = [
@@ -443,17 +396,15 @@ def test_delete_guards(amqp, ctx, cleanup, setup, flags):
     description="16 consumers on one queue",
     expectation="all 16 basic.consume calls are answered with consume-ok",
 )
-def test_sixteen_consumers(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_sixteen_consumers(declared_queue, ctx):
+    ch, q = declared_queue()
     for i in range(16):
         ch.send(spec.Basic.Consume(queue=q, consumer_tag=f"c{i}"))
     oks = 0
     for _ in range(16):
         ch.wait(spec.Basic.ConsumeOk, f"consume-ok for 16 consumers (had {oks})")
         oks += 1
-    check(oks, 16, "consumers accepted")
+    ctx.check(oks, 16, "consumers accepted")
 
 
 # -- client libraries ----------------------------------------------------------------------------

@@ -64,10 +64,8 @@ def redeliveries(ch: RawChannel, n: int, ctx: Any, after: str) -> list[Event]:
     description="A consumer holds three unacked deliveries and sends basic.recover(requeue=true)",
     expectation="all three are delivered again, each with redelivered=true",
 )
-def test_requeue_redelivers_consumer(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_redelivers_consumer(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3"])
     ch.consume(q)
     ch.deliveries(3)
@@ -84,10 +82,8 @@ def test_requeue_redelivers_consumer(amqp, ctx, cleanup):
     description="Two messages taken with basic.get (manual ack), then basic.recover(requeue=true)",
     expectation="both are back in the queue and basic.get returns them with redelivered=true",
 )
-def test_requeue_redelivers_get(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_redelivers_get(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2"])
     for _ in range(2):
         if ch.get(q) is None:
@@ -110,10 +106,8 @@ def test_requeue_redelivers_get(amqp, ctx, cleanup):
     description="A no-ack consumer receives two messages, then sends basic.recover(requeue=true)",
     expectation="nothing is redelivered: auto-acked deliveries are not unacknowledged messages",
 )
-def test_no_ack_not_redelivered(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_no_ack_not_redelivered(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2"])
     ch.consume(q, no_ack=True)
     ch.deliveries(2)
@@ -146,10 +140,8 @@ def test_nothing_unacked(amqp, ctx):
                 "and sends basic.recover(requeue=true)",
     expectation="deliveries resume: two deliveries arrive after recover-ok",
 )
-def test_frees_prefetch(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_frees_prefetch(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3", b"r4"])
     ch.qos(2)
     ch.consume(q)
@@ -170,10 +162,8 @@ def test_frees_prefetch(amqp, ctx, cleanup):
                 "deliveries; 540 NOT_IMPLEMENTED counts as UNSUPPORTED",
     expectation="both are delivered again, each with redelivered=true",
 )
-def test_recover_async(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_recover_async(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2"])
     ch.consume(q)
     ch.deliveries(2)
@@ -206,10 +196,8 @@ def test_recover_async(amqp, ctx, cleanup):
                 f"redelivered to the original recipient' + basic.recover/01; {SRC_RECOVER}",
     },
 )
-def test_requeue_false(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_false(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     tag = ch.consume(q)
     ch.next_delivery(what="the first delivery")

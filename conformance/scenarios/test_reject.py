@@ -20,15 +20,15 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import expect_channel_close, expect_get_empty
+from conformance.clients import settle
+from conformance.clients.expect import expect_channel_close
 from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import publish_confirmed, quiet_window
+from conformance.clients.steps import get_one, publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R002 = "002_4ef6b84472723893.txt"
@@ -44,13 +44,6 @@ SRC_SUMMARY = f"{R003}#delivery-guarantee-summary"
 # -- helpers -------------------------------------------------------------------------------------
 
 
-def get_one(ch: RawChannel, queue: str, what: str) -> Event:
-    ev = ch.get(queue)
-    if ev is None:
-        raise Mismatch(what, expected="basic.get-ok", observed="basic.get-empty")
-    return ev
-
-
 def next_from_any(chs: Sequence[RawChannel], timeout: float, what: str) -> tuple[int, Event]:
     """The next basic.deliver on any of ``chs``: (index, event); TIMEOUT after ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -64,28 +57,6 @@ def next_from_any(chs: Sequence[RawChannel], timeout: float, what: str) -> tuple
             raise CaseTimeout(what, timeout)
 
 
-def declare_dlx(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:
-    """A fanout dead-letter exchange with a bound queue, and a source queue dead-lettering to it."""
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    dlq = cleanup.queue(ctx.name("dlq"))
-    src = cleanup.queue(ctx.name("src"))
-    ch.declare_exchange(dlx, "fanout")
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
-    ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
-    return src, dlq
-
-
-def x_death_reason(ev: Event) -> Any:
-    headers = (ev.properties.headers if ev.properties else None) or {}
-    deaths = headers.get("x-death")
-    if not deaths:
-        return f"no x-death header (headers {sorted(headers)})"
-    first = deaths[0]
-    reason = first.get("reason")
-    return reason.decode() if isinstance(reason, bytes) else reason
-
-
 # -- requeue=true ----------------------------------------------------------------------------------
 
 
@@ -97,36 +68,13 @@ def x_death_reason(ev: Event) -> Any:
     description="basic.reject(requeue=true) of a message taken with basic.get",
     expectation="the message is back in the queue: the next basic.get returns the same body",
 )
-def test_requeue_true_requeues(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_true_requeues(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     ev = get_one(ch, q, "the published message")
     ch.reject(ev.method.delivery_tag, requeue=True)
     again = ch.get(q, no_ack=True)
     ctx.check(again.body if again else "basic.get-empty", b"r1", "basic.get after reject(requeue=true)")
-
-
-@case(
-    "reject.requeue-redelivered-flag",
-    rules=["redelivered/implementation"],
-    sources=[SRC_REQUEUE, f"{R003}#the-delivery-tag"],
-    level=Level.SHOULD,
-    description="A consumer rejects a delivery with requeue=true and receives it again",
-    expectation="the redelivery carries redelivered=true",
-)
-def test_requeue_redelivered_flag(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    publish_confirmed(ch, "", q, [b"r1"])
-    ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
-    ch.reject(first.method.delivery_tag, requeue=True)
-    again = ch.next_delivery(what="the redelivery after reject(requeue=true)")
-    ctx.observe("redelivery", again.describe())
-    ctx.check(bool(again.method.redelivered), True, "redelivered flag of the redelivery")
 
 
 @case(
@@ -146,10 +94,8 @@ def test_requeue_redelivered_flag(amqp, ctx, cleanup):
                 "within the context of the current channel'",
     },
 )
-def test_requeue_same_consumer(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_requeue_same_consumer(declared_queue, ctx):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     tag = ch.consume(q)
     first = ch.next_delivery(what="the first delivery")
@@ -202,46 +148,37 @@ def test_requeue_two_consumers(amqp, ctx, cleanup):
 # -- requeue=false ---------------------------------------------------------------------------------
 
 
-@case(
-    "reject.requeue-false-discards",
-    sources=[SRC_DISCARD, SRC_SUMMARY],
-    level=Level.MUST,
-    description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
-    expectation="the message is discarded: the queue is empty afterwards",
-)
-def test_requeue_false_discards(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    publish_confirmed(ch, "", q, [b"r1"])
-    ev = get_one(ch, q, "the published message")
-    ch.reject(ev.method.delivery_tag, requeue=False)
-    expect_get_empty(ch, q, what="queue after reject(requeue=false)")
-    ctx.observe("queue", "empty")
+# -- the scenarios reject shares with nack (clients/settle.py) -------------------------------------
+
+TWINS = [
+    param(Case(
+        id="reject.requeue-redelivered-flag",
+        rules=("redelivered/implementation",),
+        sources=(SRC_REQUEUE, f"{R003}#the-delivery-tag"),
+        level=Level.SHOULD,
+        description="A consumer rejects a delivery with requeue=true and receives it again",
+        expectation="the redelivery carries redelivered=true",
+    ), settle.requeue_redelivered_flag),
+    param(Case(
+        id="reject.requeue-false-discards",
+        sources=(SRC_DISCARD, SRC_SUMMARY),
+        level=Level.MUST,
+        description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
+        expectation="the message is discarded: the queue is empty afterwards",
+    ), settle.requeue_false_discards),
+    param(Case(
+        id="reject.requeue-false-dead-letters",
+        sources=(f"{R003}#basic-nack", SRC_DISCARD),
+        level=Level.EXTENSION,
+        description="basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)",
+        expectation="the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'",
+    ), settle.requeue_false_dead_letters),
+]
 
 
-@case(
-    "reject.requeue-false-dead-letters",
-    sources=[f"{R003}#basic-nack", SRC_DISCARD],
-    level=Level.EXTENSION,
-    description="basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)",
-    expectation="the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'",
-)
-def test_requeue_false_dead_letters(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    src, dlq = declare_dlx(ch, ctx, cleanup)
-    publish_confirmed(ch, "", src, [b"r1"])
-    ev = get_one(ch, src, "the published message")
-    ch.consume(dlq, no_ack=True)
-    ch.reject(ev.method.delivery_tag, requeue=False)
-    wait = min(ctx.timeout, 5.0)
-    try:
-        dead = ch.next_delivery(timeout=wait, what="the dead-lettered message")
-    except CaseTimeout as exc:
-        raise Mismatch("dead-lettering", expected="the message arrives in the dead-letter queue",
-                       observed=f"nothing in the dead-letter queue within {wait:.1f}s") from exc
-    ctx.observe("dead-lettered", dead.describe())
-    ctx.check(x_death_reason(dead), "rejected", "x-death[0].reason")
+@pytest.mark.parametrize("scenario", TWINS)
+def test_settle_twin(declared_queue, amqp, ctx, cleanup, scenario: settle.Scenario):
+    scenario(declared_queue, amqp, ctx, cleanup, "reject")
 
 
 # -- tag errors ------------------------------------------------------------------------------------
@@ -295,10 +232,8 @@ TAG_ERRORS = [
 
 
 @pytest.mark.parametrize(("setup", "on_other_channel"), TAG_ERRORS)
-def test_reject_tag_errors(amqp, ctx, cleanup, setup, on_other_channel):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
+    ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
     tag = setup(ch, q)
     target = ch.conn.channel() if on_other_channel else ch

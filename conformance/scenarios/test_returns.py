@@ -16,13 +16,12 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close
+from conformance.clients.outcome import short
 from conformance.clients.raw import (
     Event,
     RawChannel,
     SocketClosed,
     UnexpectedClose,
-    method_name,
-    reply_name,
 )
 from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -58,14 +57,6 @@ def _returns_after_barrier(ch: RawChannel, within: float) -> list[Event]:
 def _first_answer(ch: RawChannel, within: float) -> str:
     """What the broker does first after a publish: a basic.return, a close, or nothing (the
     probe is answered and no return follows within ``within`` seconds)."""
-    def short(ev: Event | SocketClosed) -> str:
-        if isinstance(ev, SocketClosed):
-            return "socket closed"
-        m = ev.method
-        if isinstance(m, (spec.Channel.Close, spec.Connection.Close, spec.Basic.Return)):
-            return f"{method_name(m)} {reply_name(m.reply_code)}"
-        return method_name(m)
-
     ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
         ev: Event | SocketClosed = ch.conn.wait_event(
@@ -108,10 +99,8 @@ def test_mandatory_unroutable(amqp, ctx, cleanup) -> None:
     description="A mandatory message published to a queue that exists (default exchange)",
     expectation="no basic.return is sent, and the message is queued",
 )
-def test_mandatory_routable(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_mandatory_routable(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.publish("", q, b"routable", mandatory=True)
     returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))
     if returned:
@@ -148,10 +137,8 @@ def test_non_mandatory_unroutable(amqp, ctx, cleanup) -> None:
     expected_sources={"rabbitmq": IMMEDIATE_540,
                       "spec": "basic.publish.immediate/01 + basic.return doc; constant no-consumers (313)"},
 )
-def test_immediate_no_consumer(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+def test_immediate_no_consumer(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
     ch.publish("", q, b"now or never", immediate=True)
     ctx.check_profile(_first_answer(ch, quiet_window(ctx.timeout)), "broker's answer to immediate=true")
 

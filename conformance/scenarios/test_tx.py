@@ -14,7 +14,6 @@ row (e.g. the broker never answered tx.select) or saw something outside the tabl
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,11 +24,13 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
+from conformance.clients.bounded import bounded as _bounded  # the name the pika bodies use
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import pika_connection, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
+from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.profiles import load_table
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verdicts import CaseTimeout, Mismatch
 
 TABLE: dict[str, Any] = load_table("tx")
 UNDEFINED: str = TABLE["undefined"]
@@ -43,39 +44,6 @@ DESIGN_FACTS = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
 # -- helpers --------------------------------------------------------------------------------------
 
 
-def tx_select(ch: RawChannel) -> None:
-    """tx.select, then a probe: a broker that answers the probe but never tx.select-ok ignored the
-    method (a precise FAIL, not a TIMEOUT); 540 NOT_IMPLEMENTED means tx is not offered."""
-    ch.send(spec.Tx.Select())
-    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
-    try:
-        ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
-                                "tx.select-ok (reply to tx.select)")
-    except UnexpectedClose as exc:
-        if exc.reply_code == 540:
-            raise Unsupported("tx.select answered 540 NOT_IMPLEMENTED", expected="tx.select-ok",
-                              observed=exc.event.describe()) from exc
-        raise
-    if isinstance(ev.method, spec.Exchange.DeclareOk):
-        raise Mismatch("tx.select", expected="tx.select-ok before the reply to a later probe",
-                       observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
-                                "was answered first")
-    ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")
-
-
-def quiet(ctx: Any) -> float:
-    """A short silence window (asserting that nothing arrives), scaled from the case timeout."""
-    return min(1.0, max(0.2, ctx.timeout / 20))
-
-
-def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, body: bytes) -> None:
-    """Publish on a confirm-mode channel and wait for the broker to have handled it."""
-    seq = ch.publish(exchange, routing_key, body)
-    ev = ch.wait((spec.Basic.Ack, spec.Basic.Nack), f"the confirm of setup publish {body!r}")
-    if isinstance(ev.method, spec.Basic.Nack) or int(ev.method.delivery_tag) < seq:
-        raise Mismatch("setup publish", expected=f"basic.ack tag={seq}", observed=ev.describe())
-
-
 @dataclass
 class Env:
     """What a variant gets: connections, names, cleanup, and a separate observer channel."""
@@ -86,7 +54,6 @@ class Env:
     broker_url: str
     request: pytest.FixtureRequest
     _observer: RawChannel | None = None
-    _setup: RawChannel | None = None
 
     def observer(self) -> RawChannel:
         """A channel on its own connection, to look at queues as another client would."""
@@ -104,7 +71,7 @@ class Env:
         nothing signals when it has: poll (bounded by a short window) until the count reaches
         ``requeued``; the last count is returned either way.
         """
-        deadline = time.monotonic() + quiet(self.ctx)
+        deadline = time.monotonic() + quiet_window(self.ctx.timeout)
         while True:
             n = self.count(q)
             if n == requeued or time.monotonic() >= deadline:
@@ -118,26 +85,12 @@ class Env:
 
     def fill(self, q: str, n: int) -> None:
         """Put ``n`` messages into ``q`` (confirmed, so they are there before the case goes on)."""
-        if self._setup is None:
-            self._setup = self.amqp.channel()
-            self._setup.confirm_select()
-        for i in range(n):
-            publish_confirmed(self._setup, "", q, b"m%d" % (i + 1))
+        publish_confirmed(self.observer(), "", q, [b"m%d" % (i + 1) for i in range(n)])
 
     def tx_channel(self) -> RawChannel:
         ch = self.amqp.channel()
         tx_select(ch)
         return ch
-
-
-def get_tags(ch: RawChannel, q: str, n: int) -> list[int]:
-    tags = []
-    for i in range(n):
-        ev = ch.get(q)
-        if ev is None:
-            raise Mismatch("setup basic.get", expected=f"{n} messages in {q}", observed=f"get-empty after {i}")
-        tags.append(int(ev.method.delivery_tag))
-    return tags
 
 
 def closes_with(ch: RawChannel, fn: Callable[[], Any]) -> Event | None:
@@ -330,9 +283,7 @@ def bind_rollback(env: Env) -> str:
     ch = env.tx_channel()
     ch.bind(q, x)
     ch.tx_rollback()
-    pub = env.amqp.channel()
-    pub.confirm_select()
-    publish_confirmed(pub, x, "", b"after-rollback")
+    publish_confirmed(env.observer(), x, "", [b"after-rollback"])
     return counted(env.count(q), {1: "no", 0: "yes"}, "messages routed through the binding made in the rolled-back tx")
 
 
@@ -364,7 +315,7 @@ def consume_rollback(env: Env) -> str:
     ch.next_delivery()
     ch.tx_rollback()
     try:
-        expect_no_delivery(ch, quiet(env.ctx), what="redelivery after rollback")
+        expect_no_delivery(ch, quiet_window(env.ctx.timeout), what="redelivery after rollback")
     except Mismatch:
         return "yes"
     return counted(env.count(q), {0: "no", 1: "yes"}, "messages ready after rolling back a consumed delivery")
@@ -440,7 +391,7 @@ def no_route_return(env: Env) -> str:
     ch.tx_commit()
     commit_ok = next(e for e in ch.history() if isinstance(e.method, spec.Tx.CommitOk))
     try:
-        ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish", timeout=quiet(env.ctx))
+        ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish", timeout=quiet_window(env.ctx.timeout))
     except CaseTimeout:
         env.ctx.observe("basic.return", "never")
         return "never"
@@ -488,26 +439,6 @@ def _unexpected(closed: Event, what: str) -> str:
 
 
 # -- the two client libraries ---------------------------------------------------------------------
-
-
-def _bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """pika's blocking calls have no deadline: run them in a helper thread bounded by ``timeout``."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise CaseTimeout(what, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def publish_pika(env: Env) -> str:
@@ -723,7 +654,10 @@ def test_tx_table(v: Variant, amqp, ctx, cleanup, broker_url, request):
     expectation="the broker answers tx.select-ok (before the reply to any later method)",
 )
 def test_select_ok(amqp, ctx):
-    tx_select(amqp.channel())
+    ch = amqp.channel()
+    tx_select(ch)
+    ok = [e.describe() for e in ch.history() if isinstance(e.method, spec.Tx.SelectOk)]
+    ctx.observe("reply to tx.select", ok[0])
 
 
 @case_decorator(

@@ -1,0 +1,86 @@
+"""Declare rules that exchanges and queues share, written once: reserved ``amq.`` names, the
+name syntax, and a passive declare of a missing entity.
+
+test_exchange.py and test_queue.py each list their own cases (own ids, rules and profile data)
+in a ``DECLARE_RULES`` table and pass their :class:`Entity`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp.base import Frame
+
+from conformance.clients.expect import expect_channel_close
+from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.steps import bad_name_frame
+from conformance.verdicts import CaseOutcome
+
+
+@dataclass(frozen=True)
+class Entity:
+    """How to declare, delete and clean up one kind of entity."""
+
+    kind: str  # "exchange" | "queue": used in the texts of the checks
+    suffix: str  # ctx.name suffix
+    declare: Callable[..., Frame]  # declare(name, passive=…)
+    delete: Callable[[str], Frame]
+    declare_ok: type
+    delete_ok: type
+    register: Callable[[Any, str], str]  # register(cleanup, name): deleted after the case
+
+
+EXCHANGE = Entity(
+    "exchange", "x",
+    lambda name, **kw: spec.Exchange.Declare(exchange=name, exchange_type="direct", **kw),
+    lambda name: spec.Exchange.Delete(exchange=name),
+    spec.Exchange.DeclareOk, spec.Exchange.DeleteOk, lambda cleanup, name: cleanup.exchange(name),
+)
+QUEUE = Entity(
+    "queue", "q",
+    lambda name, **kw: spec.Queue.Declare(queue=name, **kw),
+    lambda name: spec.Queue.Delete(queue=name),
+    spec.Queue.DeclareOk, spec.Queue.DeleteOk, lambda cleanup, name: cleanup.queue(name),
+)
+
+Scenario = Callable[[Any, Any, Any, Entity], None]
+
+
+def reserved_name(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
+    """Declaring a new entity named ``amq.…`` (not passive) closes the channel with 403."""
+    ch = amqp.channel()
+    name = entity.register(cleanup, "amq." + ctx.name(entity.suffix))
+    ch.send(entity.declare(name))
+    expect_channel_close(ch, 403, what=f"declare of a new amq.* {entity.kind}")
+
+
+def name_syntax(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
+    """A declare whose name has characters outside the spec's syntax, judged per profile."""
+    ch = amqp.channel()
+    bad = ctx.name(entity.suffix) + " bad!*"  # not given to cleanup: pamqp cannot encode it
+    try:
+        raw = bad_name_frame(ch, bad, entity.declare)
+        check_outcome(ctx, outcome(ch, entity.declare(entity.suffix), entity.declare_ok, raw=raw),
+                      "declare with an illegal name")
+    finally:
+        drop_bad_name(amqp, bad, entity, ctx.timeout)
+
+
+def drop_bad_name(amqp: Any, bad: str, entity: Entity, timeout: float) -> None:
+    """Best-effort delete of an entity whose name pamqp refuses to encode (bounded, never raises)."""
+    try:
+        ch = amqp.channel()
+        outcome(ch, None, entity.delete_ok, raw=bad_name_frame(ch, bad, entity.delete),
+                timeout=min(3.0, timeout))
+    except (CaseOutcome, OSError):
+        pass
+
+
+def passive_missing(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
+    """A passive declare of an entity that does not exist closes the channel with 404."""
+    ch = amqp.channel()
+    ch.send(entity.declare(ctx.name("missing"), passive=True))
+    expect_channel_close(ch, 404, what=f"passive declare of a missing {entity.kind}")

@@ -1,0 +1,61 @@
+"""Fixtures for scenario modules (registered with the plugin, which imports this module).
+
+``declared_queue`` does in one call what most cases begin with: open a channel on a new
+connection, give a queue a unique name, declare it and register its deletion after the case::
+
+    def test_double_ack(declared_queue, ctx):
+        ch, q = declared_queue()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pytest
+
+from conformance.cases import case_of
+from conformance.clients.expect import ACTIVE_CONTEXT
+from conformance.clients.raw import RawChannel
+
+__all__ = ["DeclareQueue", "active_case_context", "declared_queue"]
+
+
+class DeclareQueue(Protocol):
+    def __call__(self, suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+                 **declare: Any) -> tuple[RawChannel, str]:
+        """A channel and a declared queue named ``ctx.name(suffix)``, deleted after the case.
+
+        ``ch``: declare on this channel instead of a new connection's; ``confirm``: put the new
+        channel in confirm mode first; ``declare``: queue.declare fields (durable, exclusive,
+        auto_delete, arguments).
+        """
+        ...
+
+
+@pytest.fixture
+def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
+    # ``amqp`` depends on ``cleanup``: connections close before the queues are deleted.
+    def make(suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+             **declare: Any) -> tuple[RawChannel, str]:
+        channel = ch if ch is not None else amqp.channel()
+        if confirm:
+            channel.confirm_select()
+        queue = cleanup.queue(ctx.name(suffix))
+        channel.declare_queue(queue, **declare)
+        return channel, queue
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def active_case_context(request: pytest.FixtureRequest) -> Iterator[None]:
+    """While a conformance case runs, its ``ctx`` is the one ``expect.check`` records into."""
+    if case_of(request.node) is None:
+        yield  # not a conformance case (the project's own tests): no context, nothing started
+        return
+    token = ACTIVE_CONTEXT.set(request.getfixturevalue("ctx"))
+    try:
+        yield
+    finally:
+        ACTIVE_CONTEXT.reset(token)

@@ -1,0 +1,186 @@
+"""The opening handshake driven step by step on a plain socket: the raw client's handshake mode.
+
+:class:`RawConnection.open <conformance.clients.raw.RawConnection.open>` runs every step in a row
+(header, start-ok, tune-ok, open); the connection cases use the same :class:`Handshake` one step
+at a time, so they can send a wrong header, a bad mechanism or a frame of an exact size, and see
+what the broker answers and how the socket ends. Reads are bounded by deadlines; the socket's end
+is recorded (``ended``), never raised, so a case can judge it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp import frame as pframe
+from pamqp import heartbeat as pheartbeat
+from pamqp.exceptions import UnmarshalingException
+
+from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
+from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+
+
+class HandshakeError(HarnessError):
+    """The broker refused or broke the opening handshake. ``stage`` says where:
+    header | start | login | vhost."""
+
+    def __init__(self, stage: str, detail: str) -> None:
+        super().__init__(f"handshake failed at {stage}: {detail}")
+        self.stage = stage
+        self.detail = detail
+
+
+def connect(u: URL, timeout: float) -> socket.socket:
+    """A TCP connection to the broker (no AMQP yet); a failure is the harness's, not the broker's."""
+    try:
+        sock = socket.create_connection((u.host, u.port), timeout=timeout)
+    except OSError as exc:
+        raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+class Handshake:
+    """A plain socket with deadline-bounded reads: bytes in, frames out, and how it ended."""
+
+    def __init__(self, sock: socket.socket, url: URL, timeout: float) -> None:
+        self.sock = sock
+        self.url = url
+        self.timeout = timeout
+        self.buf = b""
+        self.ended: str | None = None  # "closed" | "reset" | "socket error: …" once the socket ended
+
+    @classmethod
+    def open(cls, url: str | URL, timeout: float) -> Handshake:
+        u = URL.parse(url) if isinstance(url, str) else url
+        return cls(connect(u, timeout), u, timeout)
+
+    # -- bytes --------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            self.ended = self.ended or f"send failed: {exc}"
+
+    def send_method(self, method: Any, channel: int = 0) -> None:
+        self.send(pframe.marshal(method, channel))
+
+    def read(self, within: float) -> None:
+        """Wait up to ``within`` seconds for bytes; return as soon as some arrive or the socket ends."""
+        deadline = time.monotonic() + within
+        while self.ended is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.sock.settimeout(remaining)
+            try:
+                got = self.sock.recv(65536)
+            except TimeoutError:
+                return
+            except ConnectionResetError:
+                self.ended = "reset"
+                return
+            except OSError as exc:
+                self.ended = f"socket error: {exc}"
+                return
+            if not got:
+                self.ended = "closed"
+                return
+            self.buf += got
+            return
+
+    # -- frames -------------------------------------------------------------------------------
+
+    def next_frame(self, what: str, *, deadline: float | None = None) -> Any:
+        """The next frame (heartbeats skipped), or ``None`` once the socket has ended; TIMEOUT at
+        the deadline (``timeout`` seconds from now unless given). A protocol header where a frame
+        should be means the peer does not speak this protocol version: HandshakeError("header")."""
+        until = time.monotonic() + self.timeout if deadline is None else deadline
+        while True:
+            if self.buf.startswith(b"AMQP") and len(self.buf) >= len(PROTOCOL_HEADER):
+                raise HandshakeError("header", f"broker answered with protocol header {self.buf[:8]!r}")
+            while self.buf:
+                try:
+                    n, _ch, frm = pframe.unmarshal(self.buf)
+                except UnmarshalingException:
+                    break
+                self.buf = self.buf[n:]
+                if not isinstance(frm, pheartbeat.Heartbeat):
+                    return frm
+            if self.ended is not None:
+                return None
+            if time.monotonic() >= until:
+                raise CaseTimeout(what, self.timeout)
+            self.read(until - time.monotonic())
+
+    def until_end(self, what: str) -> str:
+        """Wait (bounded) for the broker to end the socket; return what arrived before, described."""
+        deadline = time.monotonic() + self.timeout
+        while self.ended is None and time.monotonic() < deadline:
+            self.read(deadline - time.monotonic())
+        if self.ended is None:
+            raise CaseTimeout(what, self.timeout, observed=f"socket still open; received {self.describe_buf()}")
+        return self.describe_buf()
+
+    def describe_buf(self) -> str:
+        frames, rest = [], self.buf
+        while rest:
+            try:
+                n, _ch, frm = pframe.unmarshal(rest)
+            except UnmarshalingException:
+                frames.append(f"bytes {rest[:16]!r}")
+                break
+            rest = rest[n:]
+            frames.append(describe(frm))
+        return ", ".join(frames) or "nothing"
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # -- the handshake, step by step ----------------------------------------------------------
+
+    def start(self, *, deadline: float | None = None) -> spec.Connection.Start:
+        """Send the protocol header; the broker's connection.start (HandshakeError otherwise)."""
+        self.send(PROTOCOL_HEADER)
+        frm = self.next_frame("connection.start", deadline=deadline)
+        if not isinstance(frm, spec.Connection.Start):
+            raise HandshakeError("start", self.unexpected("connection.start", frm))
+        return frm
+
+    def start_ok_method(self, *, mechanism: str = "PLAIN", password: str | None = None,
+                        client_properties: dict[str, Any] | None = None) -> spec.Connection.StartOk:
+        pw = self.url.password if password is None else password
+        props: dict[str, Any] = client_properties if client_properties is not None else {
+            "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
+        return spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
+                                       response=f"\x00{self.url.user}\x00{pw}", locale="en_US")
+
+    def start_ok(self, *, mechanism: str = "PLAIN", password: str | None = None,
+                 client_properties: dict[str, Any] | None = None) -> None:
+        self.send_method(self.start_ok_method(mechanism=mechanism, password=password,
+                                              client_properties=client_properties))
+
+    def tune(self, *, deadline: float | None = None) -> spec.Connection.Tune:
+        """The broker's connection.tune after start-ok; a refusal is a Mismatch naming what came."""
+        frm = self.next_frame("connection.tune", deadline=deadline)
+        if not isinstance(frm, spec.Connection.Tune):
+            raise Mismatch("login", expected="connection.tune", observed=describe(frm) if frm else self.ended)
+        return frm
+
+    def tune_ok_open(self, tune: spec.Connection.Tune, *, frame_max: int | None = None,
+                     channel_max: int | None = None, heartbeat: int = 0, vhost: str | None = None) -> None:
+        self.send_method(spec.Connection.TuneOk(
+            channel_max=tune.channel_max if channel_max is None else channel_max,
+            frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=heartbeat))
+        self.send_method(spec.Connection.Open(virtual_host=self.url.vhost if vhost is None else vhost))
+
+    def unexpected(self, wanted: str, frm: Any) -> str:
+        if frm is None:
+            return "socket closed by the broker" if self.ended in ("closed", None) else self.ended
+        return f"expected {wanted}, got {describe(frm)}"

@@ -1,0 +1,169 @@
+"""Send one method plus a probe and classify what the broker did with it.
+
+:func:`outcome` turns "what did the broker do with this method" into one short, comparable string
+(``queue.declare-ok``, ``channel.close 404``, ``connection.close 504``, ``socket closed``,
+``no reply …``) plus the full description; :func:`check_outcome` compares it with the case's
+expected value — per profile where brokers legitimately differ, with ``*`` wildcards where the
+spec requires *an* error but names no code. :func:`answer` is the same for a synchronous method
+whose reply names the error in full (``channel.close 405 RESOURCE_LOCKED``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from typing import Any, Protocol
+
+from pamqp import commands as spec
+
+from conformance.cases import Case
+from conformance.clients.expect import LATE_CLOSE_GRACE
+from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose
+from conformance.clients.wire import method_name, short_method
+from conformance.verdicts import CaseTimeout, Mismatch, Verdict
+
+# A synchronous probe sent right after the method under test: AMQP processes a channel's methods
+# in order, so an answer to the probe *before* any reply proves the method was dropped.
+PROBE_EXCHANGE = "amq.direct"
+
+
+class CaseContextLike(Protocol):
+    """What these helpers read and write of the plugin's per-case context (``ctx``)."""
+
+    case: Case | None
+    profile: str
+    observed: dict[str, Any]
+
+    @property
+    def expected(self) -> Any: ...
+
+    def observe(self, key: str, value: Any) -> Any: ...
+
+
+def short(ev: Event | SocketClosed, *, names: bool = True) -> str:
+    """``channel.close 405 RESOURCE_LOCKED`` / ``queue.declare-ok`` / ``socket closed``
+    (``names=False``: ``channel.close 405``)."""
+    return short_method(None if isinstance(ev, SocketClosed) else ev.method, names=names)
+
+
+def _probe() -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(exchange=PROBE_EXCHANGE, exchange_type="direct", passive=True)
+
+
+def _code(ev: Event | SocketClosed) -> str:
+    """The outcome tables' form: ``channel.close 404`` (codes only, so ``channel.close *``
+    matches any channel error), ``queue.declare-ok``, ``socket closed``."""
+    return short(ev, names=False)
+
+
+def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,
+            timeout: float | None = None) -> tuple[str, str]:
+    """Send ``method`` (or the hand-made ``raw`` frame bytes) and a probe; return (short, detail).
+
+    The first of: a reply of type ``ok``, a channel.close, a connection.close or the socket's
+    end decides. If the probe is answered first the method was silently dropped (or, for an
+    asynchronous method with ``ok=()``, accepted): ``no reply (probe answered)``.
+    """
+    conn = ch.conn
+    oks = ok if isinstance(ok, tuple) else (ok,)
+    # Only what arrives after this send counts (an earlier close may still be pending).
+    after = max((e.seq for e in ch.history()), default=0)
+    try:
+        if raw is not None:
+            conn.send_bytes(raw)
+        else:
+            ch.send(method)
+        ch.conn.send_if_open(ch.id, _probe())
+    except UnexpectedClose as exc:
+        return _code(exc.event), exc.event.describe()
+    probe_answer_is_reply = spec.Exchange.DeclareOk in oks
+
+    def match(e: Event) -> bool:
+        return e.seq > after and isinstance(e.method, (*oks, spec.Channel.Close, spec.Exchange.DeclareOk))
+
+    name = method_name(method) if method is not None else "the frame"
+    what = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
+    limit = conn.timeout if timeout is None else timeout
+    deadline = time.monotonic() + limit
+    while True:
+        # Short slices so a connection.close (filed on channel 0) ends the wait promptly even
+        # when the broker keeps the socket open after close-ok.
+        closed = conn.closed_by_broker
+        if closed is not None and closed.seq > after:
+            return _code(closed), closed.describe()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CaseTimeout(f"{what} (reply to {name})", limit)
+        try:
+            ev = conn.wait_event(ch.id, match, f"{what} (reply to {name})", timeout=min(0.2, remaining),
+                                 close_is_error=False)
+            break
+        except UnexpectedClose as exc:
+            return _code(exc.event), exc.event.describe()
+        except CaseTimeout:
+            continue
+    if isinstance(ev.method, spec.Exchange.DeclareOk) and not probe_answer_is_reply:
+        if not oks:
+            # An asynchronous method or a bare frame has no reply: allow a short grace for an
+            # error the broker raises after answering the probe.
+            grace = time.monotonic() + min(LATE_CLOSE_GRACE, limit)
+            while time.monotonic() < grace:
+                closed = conn.closed_by_broker
+                if closed is not None and closed.seq > after:
+                    return _code(closed), closed.describe()
+                try:
+                    late = conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Channel.Close),
+                                           "a late close", timeout=0.1, close_is_error=False)
+                    return _code(late), late.describe()
+                except UnexpectedClose as exc:
+                    return _code(exc.event), exc.event.describe()
+                except CaseTimeout:
+                    continue
+            return "accepted (probe answered)", f"no error for {name}; the probe was answered"
+        return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
+                                              f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
+    if isinstance(ev.method, spec.Channel.Close):
+        return _code(ev), ev.describe()  # the broker discards the probe after its close
+    # Take the probe's own answer too, so it cannot be mistaken for a reply by a later call.
+    try:
+        conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Exchange.DeclareOk),
+                        "the probe's answer", timeout=limit)
+    except UnexpectedClose as exc:
+        return f"{_code(ev)} then {_code(exc.event)}", f"{ev.describe()}, then {exc.event.describe()}"
+    return _code(ev), ev.describe()
+
+
+def check_outcome(ctx: CaseContextLike, observed: tuple[str, str], what: str) -> None:
+    """Compare an :func:`outcome` with the case's expected value for this profile.
+
+    The expected value is a pattern (``fnmatch``: ``channel.close *`` = any channel error) or a
+    tuple of patterns. A difference from profile data (the case names this profile) is a FAIL;
+    otherwise the case's level decides (FAIL for MUST, NON_STRICT for SHOULD/MAY).
+    """
+    short_text, detail = observed
+    expected = ctx.expected
+    patterns = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+    ctx.observed[what] = detail
+    if any(fnmatch.fnmatchcase(short_text, p) for p in patterns):
+        return
+    case_ = ctx.case
+    profile_data = case_ is not None and ctx.profile in case_.expected
+    source = case_.source_for(ctx.profile) if case_ else ""
+    raise Mismatch(f"{what} (profile {ctx.profile}: {source})", expected=" or ".join(patterns),
+                   observed=detail, verdict=Verdict.FAIL if profile_data else None)
+
+
+def answer(ctx: CaseContextLike, ch: RawChannel, method: Any) -> str:
+    """Send a synchronous method and return the broker's answer — its reply or the close it
+    sent instead — in short form; the full answer is recorded as observed."""
+    ch.send(method)
+    names = tuple(method.valid_responses or ())
+    try:
+        ev: Event | SocketClosed = ch.conn.wait_event(
+            ch.id, lambda e: e.method.name in names, f"reply to {method_name(method)}")
+    except UnexpectedClose as exc:
+        ev = exc.event
+        if isinstance(ev, Event):
+            ch.conn.discard(ev.channel, ev)  # dealt with: never read again as a later answer
+    ctx.observe("broker answer", ev.describe())
+    return short(ev)
