@@ -39,6 +39,9 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
     p.add_argument("--profile", default=None, help="rabbitmq (default) | spec")
     p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
+    p.add_argument("--case-ceiling", default=None,
+                   help="hard ceiling per case, a multiple of --case-timeout (default 6; 0 disables): a case "
+                        "still running then is interrupted and recorded TIMEOUT with where it was stuck")
     p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
     p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
     p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
@@ -66,6 +69,7 @@ def run_main(argv: Sequence[str]) -> int:
     pyargs += ["--pyargs", *targets]
     for flag, value in (("--broker", args.broker), ("--broker-url", args.broker_url),
                         ("--profile", args.profile), ("--case-timeout", args.case_timeout),
+                        ("--case-ceiling", args.case_ceiling),
                         ("--fail-on", args.fail_on), ("--restart-cmd", args.restart_cmd)):
         if value is not None:
             pyargs += [flag, str(value)]

@@ -135,6 +135,25 @@ class HarnessError(CaseOutcome):
     verdict = Verdict.ERROR
 
 
+class CeilingExceeded(BaseException):
+    """A case ran past its hard ceiling (a multiple of the case timeout) and was interrupted.
+
+    The plugin's last line of defence against a wait without a deadline: raised from a timer
+    signal in the thread running the case, wherever it was stuck. A ``BaseException`` so that
+    no ``except Exception`` in a client library swallows it and waits on.
+    """
+
+    verdict = Verdict.TIMEOUT
+
+    def __init__(self, seconds: float, phase: str, where: str, stack: tuple[str, ...]) -> None:
+        self.seconds = seconds
+        self.phase = phase
+        self.where = where  # "file:line in function: source line" of the innermost frame
+        self.stack = stack  # formatted frames, outermost first, where the case was stuck
+        self.message = f"TIMEOUT: still running in {phase} after the hard ceiling of {seconds:.1f}s; stuck at {where}"
+        super().__init__(self.message)
+
+
 class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined,misc]
     """An optional capability the broker does not advertise (or 540 for an optional method)."""
 
@@ -183,6 +202,9 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
             return Decision(Verdict.INFORMATIONAL, c.expectation, observed_text or "-", note)
         return Decision(Verdict.PASS, expected_text, observed_text or "as expected", "")
     exc = excinfo.value
+    if isinstance(exc, CeilingExceeded):
+        return Decision(exc.verdict, f"the case ends within its hard ceiling of {exc.seconds:.1f}s",
+                        f"still running in {exc.phase} after {exc.seconds:.1f}s", exc.message)
     if isinstance(exc, Unsupported):
         return Decision(Verdict.UNSUPPORTED, render(exc.expected) if exc.expected is not None else c.expectation,
                         render(exc.observed), exc.message)

@@ -11,6 +11,7 @@ import pytest
 
 from conformance.cases import case_of
 from conformance.clients.raw import redact
+from conformance.plugin.ceiling import ceiling
 from conformance.plugin.records import STATUS, area_table, write_record
 from conformance.plugin.session import (
     CTX,
@@ -23,9 +24,10 @@ from conformance.plugin.session import (
     worker_input,
 )
 from conformance.results import merge_parts
-from conformance.verdicts import Verdict, decide
+from conformance.verdicts import CeilingExceeded, Verdict, decide
 
 VERDICT_KEY = "verdict"
+DEADLINE = pytest.StashKey[float]()
 
 
 def verdict_of(report: pytest.TestReport) -> Verdict | None:
@@ -78,6 +80,34 @@ class ConformancePlugin:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_all(self.state)
 
+    # -- the hard ceiling: setup and body share one deadline, teardown has its own -----------
+
+    def _bounded(self, item: pytest.Item, phase: str) -> Any:
+        limit = self.state.settings.case_ceiling
+        if case_of(item) is None or limit <= 0:
+            return ceiling(0, phase)
+        if phase == "setup":
+            item.stash[DEADLINE] = time.monotonic() + limit
+        elif phase == "call":
+            # The body gets what setup left, but never less than a second to start.
+            limit = max(1.0, item.stash.get(DEADLINE, time.monotonic() + limit) - time.monotonic())
+        return ceiling(limit, phase)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        with self._bounded(item, "setup"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        with self._bounded(item, "call"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        with self._bounded(item, "teardown"):
+            return (yield)
+
     # -- verdicts --------------------------------------------------------------------------------
 
     @pytest.hookimpl(hookwrapper=True)
@@ -104,7 +134,11 @@ class ConformancePlugin:
             (VERDICT_KEY, decision.verdict.value), ("case_id", c.id), ("area", c.area),
             ("expected", decision.expected[:300]), ("observed", decision.observed[:300]),
         ])
-        write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid)
+        extra: dict[str, Any] = {}
+        if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
+            extra["stuck_stack"] = list(call.excinfo.value.stack)
+        write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
+                     extra)
 
     def pytest_report_teststatus(self, report: pytest.TestReport,
                                  config: pytest.Config) -> tuple[str, str, str] | None:

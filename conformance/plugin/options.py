@@ -29,6 +29,10 @@ OPTIONS: tuple[Option, ...] = (
            f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})"),
     Option("--case-timeout", "AMQP_CONFORMANCE_CASE_TIMEOUT", "10",
            "seconds any single wait of a case may take before TIMEOUT (default 10)"),
+    Option("--case-ceiling", "AMQP_CONFORMANCE_CASE_CEILING", "6",
+           "hard ceiling of one case (setup, body, and teardown each) as a multiple of --case-timeout: "
+           "a case still running then is interrupted and recorded TIMEOUT with where it was stuck "
+           "(default 6; 0 disables)"),
     Option("--results", "AMQP_CONFORMANCE_RESULTS", "reports/results",
            "folder for the results JSONL (default reports/results)"),
     Option("--fail-on", "AMQP_CONFORMANCE_FAIL_ON", "FAIL,TIMEOUT,ERROR",
@@ -53,6 +57,7 @@ class Settings:
 
     profile: str
     case_timeout: float
+    case_ceiling: float  # seconds; 0 when disabled
     fail_on: frozenset[Verdict]
     results_dir: Path
     broker_kind: str
@@ -73,6 +78,12 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError("--case-timeout takes a number of seconds") from exc
     if case_timeout <= 0:
         raise pytest.UsageError("--case-timeout must be positive")
+    try:
+        factor = float(config.getoption("--case-ceiling"))
+    except ValueError as exc:
+        raise pytest.UsageError("--case-ceiling takes a multiple of --case-timeout (a number)") from exc
+    if factor != 0 and factor < 1:
+        raise pytest.UsageError("--case-ceiling must be at least 1 (× --case-timeout), or 0 to disable it")
     profile = config.getoption("--profile")
     if profile not in PROFILE_DESCRIPTIONS:
         raise pytest.UsageError(f"unknown --profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
@@ -81,7 +92,7 @@ def read_settings(config: pytest.Config) -> Settings:
         results = Path(config.invocation_params.dir) / results
     globs = tuple(g.strip() for g in (config.getoption("--case") or "").split(",") if g.strip())
     return Settings(
-        profile=profile, case_timeout=case_timeout, fail_on=fail_on, results_dir=results,
+        profile=profile, case_timeout=case_timeout, case_ceiling=factor * case_timeout, fail_on=fail_on, results_dir=results,
         broker_kind=config.getoption("--broker") or "", broker_url=config.getoption("--broker-url"),
         restart_cmd=config.getoption("--restart-cmd"), case_globs=globs,
     )

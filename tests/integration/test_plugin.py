@@ -133,3 +133,65 @@ def test_machinery_tests_do_not_start_a_target(pytester: pytest.Pytester) -> Non
     res = pytester.runpytest_subprocess()
     assert res.ret == 0
     assert "amqp-conformance verdicts" not in res.stdout.str()
+
+
+STUCK = '''
+import socket, threading, time
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.a-stuck-socket", description="d", expectation="x", sources=DOC)
+def test_stuck_socket(broker_url):
+    # A read with no deadline on a peer that never answers (the fake broker's silent mode).
+    s = socket.create_connection(("127.0.0.1", int(broker_url.rsplit(":", 1)[1].strip("/"))))
+    s.sendall(b"AMQP\\x00\\x00\\x09\\x01")
+    s.recv(1)
+
+@case("demo.b-stuck-swallowing", description="d", expectation="x", sources=DOC)
+def test_stuck_swallowing():
+    # A library that catches every Exception and waits again, on a lock nobody releases.
+    lock = threading.Lock()
+    lock.acquire()
+    while True:
+        try:
+            lock.acquire()
+        except Exception:
+            pass
+
+@case("demo.c-after", description="d", expectation="x", sources=DOC)
+def test_after():
+    pass
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_case_that_blocks_forever_ends_at_its_ceiling(pytester: pytest.Pytester, workers: list[str]) -> None:
+    pytester.makepyfile(test_stuck=STUCK)
+    with FakeBroker() as fb, FakeBroker("silent") as silent:
+        probe_url = fb.url
+        pytester.makeconftest(f'''
+import pytest
+@pytest.fixture
+def broker_url():
+    return "{silent.url}"
+''')
+        t0 = time.monotonic()
+        res = pytester.runpytest_subprocess("--broker-url", probe_url, "--case-timeout", "1", "--case-ceiling", "2",
+                                            "--results", "out", "--fail-on", "none", *workers, timeout=60)
+        took = time.monotonic() - t0
+    assert res.ret == 0, res.stdout.str()
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == {
+        "demo.a-stuck-socket": "TIMEOUT", "demo.b-stuck-swallowing": "TIMEOUT", "demo.c-after": "PASS"}
+    stuck = recs["demo.a-stuck-socket"]
+    assert "hard ceiling of 2.0s" in str(stuck["message"]) and "s.recv(1)" in str(stuck["message"]), stuck
+    assert any("test_stuck.py" in line for line in stuck["extra"]["stuck_stack"])  # type: ignore[index]
+    assert "lock.acquire()" in str(recs["demo.b-stuck-swallowing"]["message"])
+    assert took < 30, took
+
+
+def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--case-ceiling", "0.5")
+    assert res.ret == 4 and "--case-ceiling must be at least 1" in res.stderr.str()
