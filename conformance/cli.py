@@ -29,8 +29,13 @@ def _err(message: str) -> None:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="amqp-conformance run",
-                                description="Run the conformance suite and build the report of the run.")
+    p = argparse.ArgumentParser(
+        prog="amqp-conformance run", description="Run the conformance suite and build the report of the run.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal error or the report failed; "
+               "4 the target "
+               "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
+               "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--broker", default=None,
                         help="reference (default) | local:rabbitmq | local:garagemq | container:IMAGE")

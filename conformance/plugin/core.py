@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,16 @@ import pytest
 from conformance.cases import case_of
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
+from conformance.plugin.liveness import (
+    CHECK_MAX_S,
+    EXIT_UNRESPONSIVE,
+    Unresponsive,
+    broker_answers,
+    check_timeout,
+    marker_path,
+    read_marker,
+    write_marker,
+)
 from conformance.plugin.records import STATUS, area_table, write_record
 from conformance.plugin.session import (
     CTX,
@@ -23,11 +35,12 @@ from conformance.plugin.session import (
     wants_target,
     worker_input,
 )
-from conformance.results import merge_parts
-from conformance.verdicts import CeilingExceeded, Verdict, decide
+from conformance.results import merge_parts, recorded_case_ids
+from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 
 VERDICT_KEY = "verdict"
 DEADLINE = pytest.StashKey[float]()
+WAIT_TICK_S = 0.2
 
 
 def verdict_of(report: pytest.TestReport) -> Verdict | None:
@@ -43,14 +56,74 @@ class ConformancePlugin:
     def __init__(self, config: pytest.Config, state: SessionState) -> None:
         self.config = config
         self.state = state
+        self.stopped: Unresponsive | None = None  # set once the broker was found silent
+        self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
+
+    # -- never cascade ---------------------------------------------------------------------------
+
+    @property
+    def marker(self) -> Path:
+        return marker_path(self.state.results_dir, self.state.run_id)
+
+    def unresponsive(self) -> Unresponsive | None:
+        """Has any process of this run found the broker silent? (a file: xdist workers share it)"""
+        if self.stopped is None and self.marker.exists():
+            self.stopped = read_marker(self.marker)
+        return self.stopped
+
+    def _after_timeout(self, case_id: str) -> None:
+        """A TIMEOUT: check, on a fresh connection, that the broker still answers at all."""
+        if not self.state.url or self.unresponsive() is not None:
+            return
+        cause = broker_answers(self.state.url, check_timeout(self.state.case_timeout))
+        if cause is not None:
+            write_marker(self.marker, Unresponsive(case_id, cause, self.state.worker))
+            self.unresponsive()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """Once the broker stopped answering, a case is not run: it is recorded NOT_RUN at once."""
+        c = case_of(item)
+        if c is not None and c.wedges and is_worker(item.config):
+            self._wait_for_the_others()
+        found = self.unresponsive()
+        if c is None or found is None:
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        decision = Decision(Verdict.NOT_RUN, c.expectation, "-", found.message())
+        failed = Verdict.NOT_RUN in self.state.fail_on
+        rep = pytest.TestReport(
+            item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed" if failed else "skipped",
+            f"NOT_RUN: {c.id}\n  {decision.message}" if failed
+            else (str(item.path), item.location[1] or 0, f"NOT_RUN: {decision.message}"),
+            "call", user_properties=self._properties(c.id, c.area, decision),
+        )
+        ihook.pytest_runtest_logreport(report=rep)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        write_record(self.state, c, None, decision, 0.0, item.nodeid,
+                     {"after_case": found.after_case, "cause": found.cause})
+        return True
+
+    @staticmethod
+    def _properties(case_id: str, area: str, decision: Decision) -> list[tuple[str, object]]:
+        return [(VERDICT_KEY, decision.verdict.value), ("case_id", case_id), ("area", area),
+                ("expected", decision.expected[:300]), ("observed", decision.observed[:300])]
 
     # -- selection -------------------------------------------------------------------------------
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """``--case GLOBS``: keep only the conformance cases whose id matches (others deselected)."""
+        self._wedging_cases_last(items)
         wanted = self.state.settings.case_globs
-        if not wanted:
-            return
+        if wanted:
+            self._select(config, items, wanted)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._first_ids(session.items)  # after every deselection (-k, -m, --case)
+
+    @staticmethod
+    def _select(config: pytest.Config, items: list[pytest.Item], wanted: tuple[str, ...]) -> None:
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
         for item in items:
@@ -60,6 +133,46 @@ class ConformancePlugin:
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+    def _wedging_cases_last(self, items: list[pytest.Item]) -> None:
+        """On a broker the suite cannot isolate (a URL), cases that may wedge it run last.
+
+        Spawned targets give such cases a private broker (the ``isolated`` fixtures); a shared
+        broker cannot be, so a wedge must not come before unrelated cases. The order is a pure
+        function of the collection, so every xdist worker computes the same one.
+        """
+        if not self._shared_target():
+            return
+        items.sort(key=lambda item: bool((c := case_of(item)) and c.wedges))  # stable
+
+    def _first_ids(self, items: list[pytest.Item]) -> None:
+        """Remember the cases that must be finished (by any worker) before a wedging case starts."""
+        if self._shared_target() and any((c := case_of(i)) and c.wedges for i in items):
+            self.first_ids = frozenset(c.id for i in items if (c := case_of(i)) is not None and not c.wedges)
+
+    def _wait_for_the_others(self) -> None:
+        """xdist spreads cases over workers: before a wedging case, wait (bounded) until every
+        other case of the run has a result, read from the workers' part files. The wait ends when
+        all are there or when no new result has come for a whole case ceiling."""
+        if not self.first_ids:
+            return
+        quiet_limit = (self.state.settings.case_ceiling or 6 * self.state.case_timeout) + CHECK_MAX_S
+        done: set[str] = set()
+        last_progress = time.monotonic()
+        tick = threading.Event()
+        while time.monotonic() - last_progress < quiet_limit:
+            now_done = recorded_case_ids(self.state.results_dir, self.state.run_id)
+            if self.first_ids <= now_done or self.unresponsive() is not None:
+                return
+            if len(now_done) > len(done):
+                done, last_progress = now_done, time.monotonic()
+            tick.wait(WAIT_TICK_S)
+
+    def _shared_target(self) -> bool:
+        state = self.state
+        if state.target_name:
+            return state.target_name == "url"
+        return bool(state.settings.broker_url) and state.settings.broker_kind in ("", "url")
 
     # -- the target ------------------------------------------------------------------------------
 
@@ -130,15 +243,14 @@ class ConformancePlugin:
                                 f"  rules: {', '.join(c.rules) or '-'}  sources: {', '.join(c.sources) or '-'}")
             elif rep.outcome == "passed":
                 rep.longrepr = None
-        rep.user_properties.extend([
-            (VERDICT_KEY, decision.verdict.value), ("case_id", c.id), ("area", c.area),
-            ("expected", decision.expected[:300]), ("observed", decision.observed[:300]),
-        ])
+        rep.user_properties.extend(self._properties(c.id, c.area, decision))
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
                      extra)
+        if decision.verdict is Verdict.TIMEOUT:
+            self._after_timeout(c.id)
 
     def pytest_report_teststatus(self, report: pytest.TestReport,
                                  config: pytest.Config) -> tuple[str, str, str] | None:
@@ -154,10 +266,13 @@ class ConformancePlugin:
 
     # -- the end ---------------------------------------------------------------------------------
 
+    @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
         if is_worker(session.config):
             return
+        if self.unresponsive() is not None:
+            session.exitstatus = EXIT_UNRESPONSIVE
         if state.writer is not None:
             state.writer.close()
             state.writer = None
@@ -177,6 +292,11 @@ class ConformancePlugin:
         for line in area_table(state.rows):
             tr.write_line(line)
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
+        found = self.unresponsive()
+        if found is not None:
+            not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)
+            tr.write_line(f"the broker stopped answering after case {found.after_case} ({found.cause}); "
+                          f"{not_run} case(s) not run; exit code {EXIT_UNRESPONSIVE}", red=True, bold=True)
         bad = [r for r in state.rows if r[2] in state.fail_on]
         if bad:
             tr.write_line(f"fail-on {','.join(sorted(v.value for v in state.fail_on))}: {len(bad)} case(s): "

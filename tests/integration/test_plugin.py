@@ -195,3 +195,60 @@ def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_demo=CASES)
     res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--case-ceiling", "0.5")
     assert res.ret == 4 and "--case-ceiling must be at least 1" in res.stderr.str()
+
+
+WEDGE = '''
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.a-wedges", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_wedges(amqp, ctx):
+    amqp.channel().declare_queue("wedge-q")
+
+@case("demo.b-before", description="d", expectation="declare-ok", sources=DOC)
+def test_before(amqp, ctx):
+    ctx.check(amqp.channel().declare_queue(ctx.name()).message_count, 0, "message_count")
+
+@case("demo.c-before", description="d", expectation="declare-ok", sources=DOC)
+def test_before_too(amqp, ctx):
+    ctx.check(amqp.channel().declare_queue(ctx.name()).message_count, 0, "message_count")
+
+@case("demo.d-after", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_after(amqp, ctx):
+    amqp.channel().declare_queue(ctx.name())
+
+@case("demo.e-after", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_after_too(amqp, ctx):
+    amqp.channel().declare_queue(ctx.name())
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_wedged_broker_stops_the_run_without_cascading(pytester: pytest.Pytester, workers: list[str]) -> None:
+    pytester.makepyfile(test_wedge=WEDGE)
+    t0 = time.monotonic()
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--junitxml", "junit.xml", "--fail-on", "none", "-v", *workers,
+                                            timeout=60)
+    took = time.monotonic() - t0
+    out = res.stdout.str()
+    assert res.ret == 6, out
+    recs = _records(pytester.path / "out")
+    verdicts = {k: v["verdict"] for k, v in recs.items()}
+    # The wedging case ran after every other case (a URL target cannot be isolated) ...
+    assert verdicts["demo.b-before"] == verdicts["demo.c-before"] == "PASS", verdicts
+    assert verdicts["demo.a-wedges"] == "TIMEOUT"
+    # ... and what was left was recorded NOT_RUN at once, naming the cause, not waited out.
+    not_run = [k for k, v in verdicts.items() if v == "NOT_RUN"]
+    assert not_run and set(not_run) <= {"demo.d-after", "demo.e-after"}, verdicts
+    if not workers:
+        assert not_run == ["demo.d-after", "demo.e-after"]
+        assert out.index("test_before_too") < out.index("test_wedges")
+    msg = str(recs[not_run[0]]["message"])
+    assert "stopped answering after case" in msg and "queue.declare" in msg, msg
+    assert "the broker stopped answering after case" in out and "exit code 6" in out
+    junit = (pytester.path / "junit.xml").read_text()
+    assert junit.count("<skipped") >= len(not_run)
+    assert took < 25, took
