@@ -31,7 +31,7 @@ def _err(message: str) -> None:
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance run", description="Run the conformance suite and build the report of the run.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal error or the report failed; "
                "4 the target "
                "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
@@ -53,7 +53,12 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
     p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
-    p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    p.add_argument("--case", default=None,
+                   help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'")
+    p.add_argument("--rule", default=None,
+                   help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'")
+    p.add_argument("-k", dest="keyword", default=None,
+                   help="only cases matching this pytest -k expression (case ids and markers work)")
     p.add_argument("--area", action="append", default=[],
                    help="only these areas (scenario modules), e.g. --area confirms --area tx")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -69,16 +74,22 @@ def run_main(argv: Sequence[str]) -> int:
     run_id = new_run_id()
     os.environ["AMQP_CONFORMANCE_RUN_ID"] = run_id
     results_dir = Path(args.results).resolve()
+    from conformance.plugin.session import results_writable
+
+    unwritable = results_writable(results_dir) or results_writable(Path(args.report_out).resolve())
+    if unwritable:
+        print(unwritable, file=sys.stderr)
+        return EXIT_BAD_INPUT
     pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
     targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
-    for flag, value in (("--broker", args.broker), ("--broker-url", args.broker_url),
-                        ("--profile", args.profile), ("--case-timeout", args.case_timeout),
-                        ("--case-ceiling", args.case_ceiling),
-                        ("--fail-on", args.fail_on), ("--restart-cmd", args.restart_cmd)):
+    for name, value in (("broker", args.broker), ("broker-url", args.broker_url),
+                        ("profile", args.profile), ("case-timeout", args.case_timeout),
+                        ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
+                        ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule)):
         if value is not None:
-            pyargs += [flag, str(value)]
-    pyargs += ["--results", str(results_dir)]
+            pyargs += [f"--amqp-{name}", str(value)]
+    pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
                "--alluredir", str(reports / "allure-results")]
@@ -92,7 +103,7 @@ def run_main(argv: Sequence[str]) -> int:
     results_file = results_dir / f"{run_id}.jsonl"
     if code in (2, 3, 4) or not results_file.exists():
         if code == 5 or (code == 0 and not results_file.exists()):
-            _err("no case ran (check --area / -k)")
+            _err("no case ran (check --area / --case / --rule / -k)")
             return 5
         return code or 1
     print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
@@ -131,7 +142,8 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
 
 
 def cases_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.")
+    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.",
+                                allow_abbrev=False)
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--area", default=None, help="only this area")

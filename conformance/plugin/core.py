@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cases import case_of
+from conformance.cases import Case, case_of
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.liveness import (
@@ -31,6 +31,7 @@ from conformance.plugin.session import (
     SessionState,
     close_all,
     is_worker,
+    results_writable,
     start_target,
     wants_target,
     worker_input,
@@ -41,6 +42,8 @@ from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 VERDICT_KEY = "verdict"
 DEADLINE = pytest.StashKey[float]()
 WAIT_TICK_S = 0.2
+# The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
+FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
 
 
 def verdict_of(report: pytest.TestReport) -> Verdict | None:
@@ -48,6 +51,27 @@ def verdict_of(report: pytest.TestReport) -> Verdict | None:
         if key == VERDICT_KEY:
             return Verdict(value)
     return None
+
+
+def case_markers(c: Case) -> tuple[str, ...]:
+    """The markers a case carries, for ``-m``: its area, level, client, and restart/wedges."""
+    names = [c.area, c.level.value.lower(), c.client.replace("-", "_")]
+    if c.needs_restart:
+        names.append("restart")
+    if c.wedges:
+        names.append("wedges")
+    return tuple(names)
+
+
+def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str]) -> None:
+    """Make a case selectable by its id (``-k``) and by its markers (``-m``); ``known`` holds the
+    marker names registered so far (registered here, so --strict-markers accepts them)."""
+    item.extra_keyword_matches.add(c.id)
+    for name in case_markers(c):
+        if name not in known:
+            config.addinivalue_line("markers", f"{name}: conformance cases ({name})")
+            known.add(name)
+        item.add_marker(name)
 
 
 class ConformancePlugin:
@@ -58,6 +82,7 @@ class ConformancePlugin:
         self.state = state
         self.stopped: Unresponsive | None = None  # set once the broker was found silent
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
+        self.other_failures = 0  # failed reports that carry no verdict
 
     # -- never cascade ---------------------------------------------------------------------------
 
@@ -92,11 +117,10 @@ class ConformancePlugin:
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         decision = Decision(Verdict.NOT_RUN, c.expectation, "-", found.message())
-        failed = Verdict.NOT_RUN in self.state.fail_on
+        # Skipped for pytest and JUnit (it never ran); the exit code is EXIT_UNRESPONSIVE anyway.
         rep = pytest.TestReport(
-            item.nodeid, item.location, {k: 1 for k in item.keywords}, "failed" if failed else "skipped",
-            f"NOT_RUN: {c.id}\n  {decision.message}" if failed
-            else (str(item.path), item.location[1] or 0, f"NOT_RUN: {decision.message}"),
+            item.nodeid, item.location, {k: 1 for k in item.keywords}, "skipped",
+            (str(item.path), item.location[1] or 0, f"NOT_RUN: {decision.message}"),
             "call", user_properties=self._properties(c.id, c.area, decision),
         )
         ihook.pytest_runtest_logreport(report=rep)
@@ -112,27 +136,38 @@ class ConformancePlugin:
 
     # -- selection -------------------------------------------------------------------------------
 
+    @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they see the ids and markers
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """``--case GLOBS``: keep only the conformance cases whose id matches (others deselected)."""
+        known = {str(line).split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+        for item in items:
+            c = case_of(item)
+            if c is not None:
+                label(config, item, c, known)
         self._wedging_cases_last(items)
-        wanted = self.state.settings.case_globs
-        if wanted:
-            self._select(config, items, wanted)
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._first_ids(session.items)  # after every deselection (-k, -m, --case)
+        settings = self.state.settings
+        if settings.case_globs or settings.rule_globs:
+            self._select(config, items, settings.case_globs, settings.rule_globs)
 
     @staticmethod
-    def _select(config: pytest.Config, items: list[pytest.Item], wanted: tuple[str, ...]) -> None:
+    def _select(config: pytest.Config, items: list[pytest.Item], case_globs: tuple[str, ...],
+                rule_globs: tuple[str, ...]) -> None:
+        """``--case GLOBS`` / ``--rule GLOBS``: keep only the cases that match (both, when both given)."""
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
         for item in items:
             c = case_of(item)
-            matched = c is not None and any(fnmatch.fnmatchcase(c.id, g) for g in wanted)
+            matched = c is not None
+            if c is not None and case_globs:
+                matched = any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)
+            if c is not None and rule_globs:
+                matched = matched and any(fnmatch.fnmatchcase(r, g) for r in c.rules for g in rule_globs)
             (keep if matched else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._first_ids(session.items)  # after every deselection (-k, -m, --case)
 
     def _wedging_cases_last(self, items: list[pytest.Item]) -> None:
         """On a broker the suite cannot isolate (a URL), cases that may wedge it run last.
@@ -181,6 +216,10 @@ class ConformancePlugin:
         config = session.config
         if is_worker(config) or not wants_target(config, self.state.settings):
             return
+        # Before the target starts: a run that cannot keep its results must not begin.
+        unwritable = results_writable(self.state.results_dir)
+        if unwritable:
+            raise pytest.UsageError(unwritable)
         start_target(self.state)
         if self.state.failed_to_start:
             # pytest prints a UsageError once, as "ERROR: <line>", and exits 4 before any case.
@@ -236,8 +275,9 @@ class ConformancePlugin:
             rep.outcome = "skipped"
             rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
         else:
-            rep.outcome = "failed" if decision.verdict in self.state.fail_on else "passed"
-            if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.NON_STRICT, Verdict.TIMEOUT):
+            # What JUnit/allure show is the verdict: --fail-on decides the exit code only.
+            rep.outcome = "failed" if decision.verdict in FAILURES else "passed"
+            if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.TIMEOUT):
                 rep.longrepr = (f"{decision.verdict.value}: {c.id}\n  {decision.message}\n"
                                 f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
                                 f"  rules: {', '.join(c.rules) or '-'}  sources: {', '.join(c.sources) or '-'}")
@@ -257,12 +297,29 @@ class ConformancePlugin:
         verdict = verdict_of(report)
         return None if verdict is None else STATUS[verdict]
 
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes the test case
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         verdict = verdict_of(report)
         if verdict is None:
+            if report.failed:
+                self.other_failures += 1  # not a case (or a case's teardown): pytest's own failure
             return
         props = dict(report.user_properties)
-        self.state.rows.append((str(props.get("case_id")), str(props.get("area")), verdict))
+        case_id, area = str(props.get("case_id")), str(props.get("area"))
+        self.state.rows.append((case_id, area, verdict))
+        self._junit_names(report, case_id, area)
+
+    def _junit_names(self, report: pytest.TestReport, case_id: str, area: str) -> None:
+        """JUnit names a case by its id, in a class named by its area (not by the Python
+        function and the folder pytest ran from)."""
+        from _pytest.junitxml import xml_key  # no public API names a JUnit test case
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        reporter = xml.node_reporter(report)
+        reporter.add_attribute("name", case_id)
+        reporter.add_attribute("classname", area)
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -273,6 +330,10 @@ class ConformancePlugin:
             return
         if self.unresponsive() is not None:
             session.exitstatus = EXIT_UNRESPONSIVE
+        elif session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and state.rows:
+            # --fail-on decides the exit code (pytest's "failed" follows the verdict, for JUnit).
+            bad = self.other_failures or any(v in state.fail_on for _c, _a, v in state.rows)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK
         if state.writer is not None:
             state.writer.close()
             state.writer = None

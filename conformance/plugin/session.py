@@ -100,8 +100,15 @@ def worker_input(state: SessionState) -> str:
 
 
 def wants_target(config: pytest.Config, settings: Settings) -> bool:
-    """Is this session a suite run (so the target must be up before anything runs)?"""
-    if settings.broker_url or settings.broker_kind:
+    """Is this session a suite run (so the target must be up before anything runs)?
+
+    Yes when an option or ini key names the suite, or the arguments point at the scenarios;
+    never for ``--collect-only``, and not merely because an ``AMQP_CONFORMANCE_*`` variable is
+    exported (an unrelated session must not probe a broker).
+    """
+    if config.getoption("collectonly", False):
+        return False
+    if settings.asked:
         return True
     args = [str(a) for a in config.args]
     if config.getoption("pyargs", False) and any(a.split("::")[0].startswith("conformance") for a in args):
@@ -116,6 +123,18 @@ def wants_target(config: pytest.Config, settings: Settings) -> bool:
         except ValueError:
             continue
     return False
+
+
+def results_writable(results_dir: Path) -> str | None:
+    """None when results can be written to ``results_dir``, else one line saying why not."""
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe_file = results_dir / f".amqpc-write-test-{os.getpid()}"
+        probe_file.write_bytes(b"")
+        probe_file.unlink()
+    except OSError as exc:
+        return f"amqp-conformance: cannot write results to {results_dir}: {exc.strerror or exc}"
+    return None
 
 
 def start_target(state: SessionState) -> None:

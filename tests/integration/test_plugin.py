@@ -252,3 +252,70 @@ def test_a_wedged_broker_stops_the_run_without_cascading(pytester: pytest.Pytest
     junit = (pytester.path / "junit.xml").read_text()
     assert junit.count("<skipped") >= len(not_run)
     assert took < 25, took
+
+
+def test_junit_names_cases_by_id_and_fails_them_whatever_fail_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--amqp-broker-url", fb.url, "--amqp-case-timeout", "1",
+                                            "--amqp-results", "out", "--amqp-fail-on", "none",
+                                            "--junitxml", "junit.xml")
+    assert res.ret == 0, res.stdout.str()  # --fail-on none: the exit code says so ...
+    import xml.etree.ElementTree as ET
+
+    cases = {tc.get("name"): tc for tc in ET.parse(pytester.path / "junit.xml").iter("testcase")}
+    assert set(EXPECTED) <= set(cases), sorted(cases)
+    assert {cases[k].get("classname") for k in EXPECTED} == {"demo"}
+    # ... but JUnit tells the truth: FAIL/TIMEOUT/ERROR are failures, UNSUPPORTED is skipped.
+    for cid in ("demo.fail", "demo.timeout", "demo.error"):
+        assert cases[cid].find("failure") is not None or cases[cid].find("error") is not None, cid
+    assert cases["demo.unsupported"].find("skipped") is not None
+    for cid in ("demo.pass", "demo.non-strict", "demo.info"):
+        assert len(cases[cid]) == 0 or all(e.tag in ("properties", "system-out", "system-err")
+                                           for e in cases[cid]), cid
+
+
+def test_selection_by_id_rule_and_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        base = ["--broker-url", fb.url, "--case-timeout", "1", "--fail-on", "none", "--collect-only", "-q"]
+        by_k = pytester.runpytest_subprocess(*base, "-k", "demo.non-strict or demo.info")
+        by_rule = pytester.runpytest_subprocess(*base, "--rule", "basic.ack/*")
+        by_marker = pytester.runpytest_subprocess(*base, "-m", "should or info", "-p", "no:randomly")
+    assert "2/8 tests collected" in by_k.stdout.str(), by_k.stdout.str()
+    assert "test_fail" in by_rule.stdout.str() and "1/8 tests collected" in by_rule.stdout.str()
+    assert "2/8 tests collected" in by_marker.stdout.str(), by_marker.stdout.str()
+
+
+def test_collect_only_needs_no_broker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+                                        "--collect-only", "-q")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+
+
+def test_an_exported_url_does_not_make_an_unrelated_session_probe(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    monkeypatch.setenv("AMQP_CONFORMANCE_BROKER_URL", f"amqp://guest:guest@127.0.0.1:{free_port()}/")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+    text = res.stdout.str() + res.stderr.str()
+    assert "amqp-conformance:" not in text and "amqp-conformance verdicts" not in text, text
+
+
+def test_a_conftest_defining_profile_does_not_clash(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    res = pytester.runpytest_subprocess("--profile")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+
+
+def test_unwritable_results_is_one_line_before_the_target_starts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    (pytester.path / "blocked").write_text("a file, not a folder")
+    res = pytester.runpytest_subprocess("--broker-url", f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+                                        "--results", "blocked/out")
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == 4 and "INTERNALERROR" not in text and "Traceback" not in text, text
+    assert "cannot write results to" in text
