@@ -47,6 +47,9 @@ FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict
 
 
 def verdict_of(report: pytest.TestReport) -> Verdict | None:
+    """The verdict a setup/call report carries (teardown reports repeat it for JUnit only)."""
+    if report.when == "teardown":
+        return None
     for key, value in report.user_properties:
         if key == VERDICT_KEY:
             return Verdict(value)
@@ -284,6 +287,8 @@ class ConformancePlugin:
             elif rep.outcome == "passed":
                 rep.longrepr = None
         rep.user_properties.extend(self._properties(c.id, c.area, decision))
+        # JUnit writes a test case's properties from its teardown report, made from the item's.
+        item.user_properties.extend(self._properties(c.id, c.area, decision))
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)

@@ -270,6 +270,8 @@ def test_junit_names_cases_by_id_and_fails_them_whatever_fail_on(pytester: pytes
     for cid in ("demo.fail", "demo.timeout", "demo.error"):
         assert cases[cid].find("failure") is not None or cases[cid].find("error") is not None, cid
     assert cases["demo.unsupported"].find("skipped") is not None
+    props = {p.get("name"): p.get("value") for p in cases["demo.non-strict"].iter("property")}
+    assert props.get("verdict") == "NON_STRICT" and props.get("case_id") == "demo.non-strict", props
     for cid in ("demo.pass", "demo.non-strict", "demo.info"):
         assert len(cases[cid]) == 0 or all(e.tag in ("properties", "system-out", "system-err")
                                            for e in cases[cid]), cid
