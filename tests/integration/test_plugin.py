@@ -159,7 +159,17 @@ def test_stuck_swallowing():
         except Exception:
             pass
 
-@case("demo.c-after", description="d", expectation="x", sources=DOC)
+@case("demo.c-stuck-event-loop", description="d", expectation="x", sources=DOC)
+def test_stuck_event_loop():
+    # An aio-pika style wait: an event loop waiting on something that never happens.
+    import asyncio
+
+    async def forever():
+        await asyncio.Event().wait()
+
+    asyncio.run(forever())
+
+@case("demo.d-after", description="d", expectation="x", sources=DOC)
 def test_after():
     pass
 '''
@@ -183,12 +193,13 @@ def broker_url():
     assert res.ret == 0, res.stdout.str()
     recs = _records(pytester.path / "out")
     assert {k: v["verdict"] for k, v in recs.items()} == {
-        "demo.a-stuck-socket": "TIMEOUT", "demo.b-stuck-swallowing": "TIMEOUT", "demo.c-after": "PASS"}
+        "demo.a-stuck-socket": "TIMEOUT", "demo.b-stuck-swallowing": "TIMEOUT",
+        "demo.c-stuck-event-loop": "TIMEOUT", "demo.d-after": "PASS"}
     stuck = recs["demo.a-stuck-socket"]
     assert "hard ceiling of 2.0s" in str(stuck["message"]) and "s.recv(1)" in str(stuck["message"]), stuck
     assert any("test_stuck.py" in line for line in stuck["extra"]["stuck_stack"])  # type: ignore[index]
     assert "lock.acquire()" in str(recs["demo.b-stuck-swallowing"]["message"])
-    assert took < 30, took
+    assert took < 35, took
 
 
 def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
@@ -321,3 +332,41 @@ def test_unwritable_results_is_one_line_before_the_target_starts(pytester: pytes
     text = res.stdout.str() + res.stderr.str()
     assert res.ret == 4 and "INTERNALERROR" not in text and "Traceback" not in text, text
     assert "cannot write results to" in text
+
+
+STUCK_TEARDOWN = '''
+import threading
+import pytest
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@pytest.fixture
+def stuck_cleanup():
+    yield
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()  # a clean-up that never finishes
+
+@case("demo.a-stuck-teardown", description="d", expectation="x", sources=DOC)
+def test_stuck_teardown(stuck_cleanup):
+    pass
+
+@case("demo.b-after", description="d", expectation="x", sources=DOC)
+def test_after():
+    pass
+'''
+
+
+def test_a_stuck_teardown_is_bounded_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stuck=STUCK_TEARDOWN)
+    with FakeBroker() as fb:
+        t0 = time.monotonic()
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--case-ceiling", "2",
+                                            "--results", "out", "--fail-on", "none", timeout=60)
+        took = time.monotonic() - t0
+    out = res.stdout.str()
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == {"demo.a-stuck-teardown": "PASS", "demo.b-after": "PASS"}
+    assert "hard ceiling of 2.0s" in out and res.ret == 1, out  # the teardown error stays visible
+    assert took < 20, took
