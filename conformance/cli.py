@@ -92,7 +92,7 @@ def run_main(argv: Sequence[str]) -> int:
     pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
-               "--alluredir", str(reports / "allure-results")]
+               "--alluredir", str(reports / "allure-results"), "--clean-alluredir"]  # this run's results only
     if args.workers not in ("0", ""):
         pyargs += ["-n", args.workers]
     if args.keyword:

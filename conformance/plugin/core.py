@@ -14,6 +14,7 @@ import pytest
 from conformance.cases import Case, case_of
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
+from conformance.plugin.fixtures import mark_allure_description
 from conformance.plugin.liveness import (
     CHECK_MAX_S,
     EXIT_UNRESPONSIVE,
@@ -70,6 +71,7 @@ def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str]) ->
     """Make a case selectable by its id (``-k``) and by its markers (``-m``); ``known`` holds the
     marker names registered so far (registered here, so --strict-markers accepts them)."""
     item.extra_keyword_matches.add(c.id)
+    mark_allure_description(item, c)
     for name in case_markers(c):
         if name not in known:
             config.addinivalue_line("markers", f"{name}: conformance cases ({name})")

@@ -370,3 +370,16 @@ def test_a_stuck_teardown_is_bounded_too(pytester: pytest.Pytester) -> None:
     assert {k: v["verdict"] for k, v in recs.items()} == {"demo.a-stuck-teardown": "PASS", "demo.b-after": "PASS"}
     assert "hard ceiling of 2.0s" in out and res.ret == 1, out  # the teardown error stays visible
     assert took < 20, took
+
+
+def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--fail-on", "none", "--alluredir", "allure", "-k", "demo.fail")
+    assert res.ret == 0, res.stdout.str()
+    results = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")]
+    (fail,) = [r for r in results if r.get("name") == "test_fail"]
+    assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
+    assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
+    assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
