@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -99,7 +100,22 @@ def run_main(argv: Sequence[str]) -> int:
         pyargs += ["-k", args.keyword]
     pyargs += args.pytest_args
     started = time.monotonic()
+    threads_before = set(threading.enumerate())
     code = int(pytest.main(pyargs))
+    # Non-daemon threads a case left behind (a client library's, after a timed-out call).
+    left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
+    code = _run_rest(args, code, results_dir, run_id, reports, started)
+    if any(t.is_alive() for t in left_behind):
+        # Python would wait for them at exit: the results and report are written, end here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: str, reports: Path,
+              started: float) -> int:
+    """After the suite: the exit code and, unless --no-report, the run's report."""
     results_file = results_dir / f"{run_id}.jsonl"
     if code in (2, 3, 4) or not results_file.exists():
         if code == 5 or (code == 0 and not results_file.exists()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 VERDICT_KEY = "verdict"
 DEADLINE = pytest.StashKey[float]()
 WAIT_TICK_S = 0.2
+THREAD_JOIN_S = 2.0
 # The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
 FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
 
@@ -88,6 +90,7 @@ class ConformancePlugin:
         self.stopped: Unresponsive | None = None  # set once the broker was found silent
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
         self.other_failures = 0  # failed reports that carry no verdict
+        self.threads_before = {t.ident for t in threading.enumerate()}
 
     # -- never cascade ---------------------------------------------------------------------------
 
@@ -236,6 +239,20 @@ class ConformancePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_all(self.state)
+        self._threads_left_behind()
+
+    def _threads_left_behind(self) -> None:
+        """Name the non-daemon threads cases left running (a client library's, after a timed-out
+        call): Python waits for them at exit. Each gets a bounded join first."""
+        deadline = time.monotonic() + THREAD_JOIN_S
+        left = [t for t in threading.enumerate()
+                if t.ident not in self.threads_before and not t.daemon and t is not threading.current_thread()]
+        for t in left:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in left if t.is_alive()]
+        if alive:
+            print(f"amqp-conformance: warning: {len(alive)} non-daemon thread(s) left running by cases "
+                  f"({', '.join(alive[:5])}); 'amqp-conformance run' ends without them", file=sys.stderr)
 
     # -- the hard ceiling: setup and body share one deadline, teardown has its own -----------
 

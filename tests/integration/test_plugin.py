@@ -383,3 +383,16 @@ def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytest
     assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
     assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
     assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
+
+
+def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    pytester.makeini("[pytest]\namqp_case_timeout = -1\n")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 4 and "--case-timeout must be positive" in res.stderr.str()  # the ini twin
+    monkeypatch.setenv("AMQP_CONFORMANCE_CASE_TIMEOUT", "abc")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 4 and "takes a number of seconds" in res.stderr.str()  # env over ini
+    res = pytester.runpytest_subprocess("--amqp-case-timeout", "2", "--collect-only")
+    assert res.ret == 0, res.stderr.str()  # the command line over both
