@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conformance.cases import Case, Level
+
 if TYPE_CHECKING:
-    from conformance.cases import Case
     from conformance.plugin.context import CaseContext
 
 
@@ -70,8 +71,8 @@ class CaseOutcome(Exception):
 
     verdict: Verdict = Verdict.ERROR
 
-    def verdict_for(self, level: str) -> Verdict:
-        """The verdict this outcome means for a case of ``level`` (a ``Level`` value)."""
+    def verdict_for(self, level: Level) -> Verdict:
+        """The verdict this outcome means for a case of ``level``."""
         return self.verdict
 
     def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
@@ -103,13 +104,13 @@ class Mismatch(CaseOutcome, AssertionError):
         super().__init__(message, expected=expected, observed=observed)
         self.explicit_verdict = verdict
 
-    def verdict_for(self, level: str) -> Verdict:
+    def verdict_for(self, level: Level) -> Verdict:
         # INFO cases only record behaviour: whatever differed is information, never blame.
-        if level == "INFO":
+        if level is Level.INFO:
             return Verdict.INFORMATIONAL
         if self.explicit_verdict is not None:
             return self.explicit_verdict
-        if level in ("SHOULD", "MAY"):
+        if level in (Level.SHOULD, Level.MAY):
             return Verdict.NON_STRICT
         return self.verdict
 
@@ -197,7 +198,7 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
     expected_text = render(c.expected_for(ctx.profile)) if ctx and c.expected else c.expectation
     observed_text = render(ctx.observed) if ctx and ctx.observed else ""
     if excinfo is None:
-        if c.level.value == "INFO" or (ctx is not None and ctx.informational_note):
+        if c.level is Level.INFO or (ctx is not None and ctx.informational_note):
             note = ctx.informational_note if ctx and ctx.informational_note else "recorded"
             return Decision(Verdict.INFORMATIONAL, c.expectation, observed_text or "-", note)
         return Decision(Verdict.PASS, expected_text, observed_text or "as expected", "")
@@ -216,13 +217,13 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
             return _harness_error(c, exc, phase)
         # A plain ``assert`` in a case body states an expectation like a Mismatch does.
         mismatch = exc if isinstance(exc, Mismatch) else Mismatch("")
-        verdict = mismatch.verdict_for(c.level.value)
+        verdict = mismatch.verdict_for(c.level)
         if verdict is Verdict.ERROR:
             return _harness_error(c, exc, phase)
         first = _first_line(exc)
         expected = render(mismatch.expected) if mismatch.expected is not None else expected_text
         observed = render(mismatch.observed) if mismatch.observed is not None else (first or observed_text)
         return Decision(verdict, expected, observed, mismatch.message or first or "assertion failed")
-    if not isinstance(exc, CaseOutcome) or exc.verdict_for(c.level.value) is Verdict.ERROR:
+    if not isinstance(exc, CaseOutcome) or exc.verdict_for(c.level) is Verdict.ERROR:
         return _harness_error(c, exc, phase)
-    return Decision(exc.verdict_for(c.level.value), render(exc.expected), render(exc.observed), exc.message)
+    return Decision(exc.verdict_for(c.level), render(exc.expected), render(exc.observed), exc.message)

@@ -109,7 +109,7 @@ def test_decide_reads_the_exceptions_own_verdict() -> None:
     d = decide(mk(), info(Informational("seen", observed="x")), None)
     assert d.verdict is Verdict.INFORMATIONAL and d.observed == "x"
     # The verdict comes from the exception, not from the class ladder: a new subclass needs no edit.
-    assert BrokerNacked("x", verdict=Verdict.NON_STRICT).verdict_for("MUST") is Verdict.NON_STRICT
+    assert BrokerNacked("x", verdict=Verdict.NON_STRICT).verdict_for(Level.MUST) is Verdict.NON_STRICT
 
 
 def test_plugin_package_reexports() -> None:
