@@ -11,6 +11,7 @@ and retries still gets interrupted again.
 from __future__ import annotations
 
 import signal
+import sysconfig
 import threading
 import traceback
 from collections.abc import Iterator
@@ -22,7 +23,15 @@ from typing import Any
 from conformance.verdicts import CeilingExceeded
 
 REPEAT_S = 1.0
-STACK_FRAMES = 12
+STACK_FRAMES = 40
+# Where installed libraries and the standard library live (frames there are not the case's own).
+LIBRARY_DIRS: tuple[str, ...] = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+
+OWN_DIR = str(Path(__file__).resolve().parent.parent)  # the conformance package, wherever installed
+
+
+def _describe(f: traceback.FrameSummary) -> str:
+    return f"{Path(f.filename).name}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
 
 
 def available() -> bool:
@@ -41,8 +50,11 @@ def ceiling(seconds: float, phase: str) -> Iterator[None]:
         frames = traceback.extract_stack(frame, limit=STACK_FRAMES) if frame is not None else None
         if not frames:
             raise CeilingExceeded(seconds, phase, "?", ())
-        last = frames[-1]
-        where = f"{Path(last.filename).name}:{last.lineno} in {last.name}: {(last.line or '').strip()}"
+        where = _describe(frames[-1])
+        # Stuck inside a library: also name the innermost frame of our own code that called it.
+        ours = [f for f in frames if f.filename.startswith(OWN_DIR) or not f.filename.startswith(LIBRARY_DIRS)]
+        if ours and ours[-1] is not frames[-1]:
+            where += f" (called from {_describe(ours[-1])})"
         raise CeilingExceeded(seconds, phase, where, tuple(frames.format()))
 
     previous: Any = signal.signal(signal.SIGALRM, on_alarm)

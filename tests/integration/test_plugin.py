@@ -199,6 +199,9 @@ def broker_url():
     assert "hard ceiling of 2.0s" in str(stuck["message"]) and "s.recv(1)" in str(stuck["message"]), stuck
     assert any("test_stuck.py" in line for line in stuck["extra"]["stuck_stack"])  # type: ignore[index]
     assert "lock.acquire()" in str(recs["demo.b-stuck-swallowing"]["message"])
+    # Stuck inside the standard library: the message also names the case's own line.
+    assert "called from test_stuck.py" in str(recs["demo.c-stuck-event-loop"]["message"])
+    assert "asyncio.run(forever())" in str(recs["demo.c-stuck-event-loop"]["message"])
     assert took < 35, took
 
 
