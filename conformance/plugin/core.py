@@ -26,7 +26,7 @@ from conformance.plugin.liveness import (
     read_marker,
     write_marker,
 )
-from conformance.plugin.records import STATUS, area_table, write_record
+from conformance.plugin.records import STATUS, area_table, write_allure_environment, write_record
 from conformance.plugin.session import (
     CTX,
     WORKER_INPUT_KEY,
@@ -368,6 +368,9 @@ class ConformancePlugin:
             state.writer = None
         if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
             merge_parts(state.results_dir, state.run_id)
+        alluredir = session.config.getoption("allure_report_dir", None)
+        if alluredir and state.rows:
+            write_allure_environment(Path(alluredir), state)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = self.state

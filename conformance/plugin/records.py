@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from conformance import __version__
@@ -79,3 +80,21 @@ def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
         f" {sum(counts[(a, v)] for a in areas):>13}" for v in shown) + f" {len(rows):>6}"
     lines.append(total_line)
     return lines
+
+
+def allure_environment(state: SessionState) -> dict[str, str]:
+    """What allure's Environment panel shows for a run: the broker, the profile, the clients."""
+    server = state.server or ServerInfo("?", "?", "?")
+    return {
+        "broker.product": server.product, "broker.version": server.version, "broker.platform": server.platform,
+        "target": state.target_name or "?", "url": redact(state.url), "profile": state.profile,
+        "run_id": state.run_id, "client.raw": client_version("raw"), "client.pika": client_version("pika"),
+        "client.aio-pika": client_version("aio-pika"),
+    }
+
+
+def write_allure_environment(alluredir: Path, state: SessionState) -> None:
+    """``environment.properties`` in the allure results folder (``key=value`` lines)."""
+    alluredir.mkdir(parents=True, exist_ok=True)
+    lines = [f"{k}={v.replace(chr(10), ' ')}" for k, v in allure_environment(state).items()]
+    (alluredir / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -386,6 +386,8 @@ def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytest
     assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
     assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
     assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
+    env = (pytester.path / "allure" / "environment.properties").read_text()
+    assert "broker.product=fakebroker" in env and "profile=rabbitmq" in env and "client.pika=" in env, env
 
 
 def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.Pytester,
