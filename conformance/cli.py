@@ -12,6 +12,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,8 +30,13 @@ def _err(message: str) -> None:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="amqp-conformance run",
-                                description="Run the conformance suite and build the report of the run.")
+    p = argparse.ArgumentParser(
+        prog="amqp-conformance run", description="Run the conformance suite and build the report of the run.",
+        allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal error or the report failed; "
+               "4 the target "
+               "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
+               "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--broker", default=None,
                         help="reference (default) | local:rabbitmq | local:garagemq | container:IMAGE")
@@ -39,13 +45,21 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
     p.add_argument("--profile", default=None, help="rabbitmq (default) | spec")
     p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
+    p.add_argument("--case-ceiling", default=None,
+                   help="hard ceiling per case, a multiple of --case-timeout (default 6; 0 disables): a case "
+                        "still running then is interrupted and recorded TIMEOUT with where it was stuck")
     p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
     p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
     p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
     p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
     p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
-    p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    p.add_argument("--case", default=None,
+                   help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'")
+    p.add_argument("--rule", default=None,
+                   help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'")
+    p.add_argument("-k", dest="keyword", default=None,
+                   help="only cases matching this pytest -k expression (case ids and markers work)")
     p.add_argument("--area", action="append", default=[],
                    help="only these areas (scenario modules), e.g. --area confirms --area tx")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -61,29 +75,51 @@ def run_main(argv: Sequence[str]) -> int:
     run_id = new_run_id()
     os.environ["AMQP_CONFORMANCE_RUN_ID"] = run_id
     results_dir = Path(args.results).resolve()
+    from conformance.plugin.session import results_writable
+
+    unwritable = results_writable(results_dir) or results_writable(Path(args.report_out).resolve())
+    if unwritable:
+        print(unwritable, file=sys.stderr)
+        return EXIT_BAD_INPUT
     pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
     targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
-    for flag, value in (("--broker", args.broker), ("--broker-url", args.broker_url),
-                        ("--profile", args.profile), ("--case-timeout", args.case_timeout),
-                        ("--fail-on", args.fail_on), ("--restart-cmd", args.restart_cmd)):
+    for name, value in (("broker", args.broker), ("broker-url", args.broker_url),
+                        ("profile", args.profile), ("case-timeout", args.case_timeout),
+                        ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
+                        ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule)):
         if value is not None:
-            pyargs += [flag, str(value)]
-    pyargs += ["--results", str(results_dir)]
+            pyargs += [f"--amqp-{name}", str(value)]
+    pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
-               "--alluredir", str(reports / "allure-results")]
+               "--alluredir", str(reports / "allure-results"), "--clean-alluredir"]  # this run's results only
     if args.workers not in ("0", ""):
         pyargs += ["-n", args.workers]
     if args.keyword:
         pyargs += ["-k", args.keyword]
     pyargs += args.pytest_args
     started = time.monotonic()
+    threads_before = set(threading.enumerate())
     code = int(pytest.main(pyargs))
+    # Non-daemon threads a case left behind (a client library's, after a timed-out call).
+    left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
+    code = _run_rest(args, code, results_dir, run_id, reports, started)
+    if any(t.is_alive() for t in left_behind):
+        # Python would wait for them at exit: the results and report are written, end here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: str, reports: Path,
+              started: float) -> int:
+    """After the suite: the exit code and, unless --no-report, the run's report."""
     results_file = results_dir / f"{run_id}.jsonl"
     if code in (2, 3, 4) or not results_file.exists():
         if code == 5 or (code == 0 and not results_file.exists()):
-            _err("no case ran (check --area / -k)")
+            _err("no case ran (check --area / --case / --rule / -k)")
             return 5
         return code or 1
     print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
@@ -122,7 +158,8 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
 
 
 def cases_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.")
+    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.",
+                                allow_abbrev=False)
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--area", default=None, help="only this area")

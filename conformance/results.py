@@ -97,6 +97,22 @@ def merge_parts(results_dir: Path, run_id: str) -> Path:
     return out
 
 
+def recorded_case_ids(results_dir: Path, run_id: str) -> set[str]:
+    """The case ids every process of a run has written so far (its part files, read as they grow)."""
+    found: set[str] = set()
+    for part in results_dir.glob(f"{run_id}.*.part.jsonl"):
+        try:
+            text = part.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                found.add(str(json.loads(line)["case_id"]))
+            except (ValueError, KeyError, TypeError):
+                continue  # a line being written right now
+    return found
+
+
 def read_records(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
     """Plain-Python reader (the Spark pipeline has its own); skips blank lines, raises on bad JSON."""
     for path in paths:

@@ -9,9 +9,15 @@ blamed on the broker.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from conformance.cases import Case, Level
+
+if TYPE_CHECKING:
+    from conformance.plugin.context import CaseContext
 
 
 class Verdict(enum.StrEnum):
@@ -57,9 +63,17 @@ def render(value: Any) -> str:
 
 
 class CaseOutcome(Exception):
-    """Base of the exceptions a case raises to end with a verdict other than PASS."""
+    """Base of the exceptions a case raises to end with a verdict other than PASS.
+
+    Each subclass carries its own ``verdict``; :func:`decide` reads it (through
+    :meth:`verdict_for`, which a Mismatch refines by the case's level).
+    """
 
     verdict: Verdict = Verdict.ERROR
+
+    def verdict_for(self, level: Level) -> Verdict:
+        """The verdict this outcome means for a case of ``level``."""
+        return self.verdict
 
     def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
         super().__init__(message)
@@ -90,6 +104,16 @@ class Mismatch(CaseOutcome, AssertionError):
         super().__init__(message, expected=expected, observed=observed)
         self.explicit_verdict = verdict
 
+    def verdict_for(self, level: Level) -> Verdict:
+        # INFO cases only record behaviour: whatever differed is information, never blame.
+        if level is Level.INFO:
+            return Verdict.INFORMATIONAL
+        if self.explicit_verdict is not None:
+            return self.explicit_verdict
+        if level in (Level.SHOULD, Level.MAY):
+            return Verdict.NON_STRICT
+        return self.verdict
+
 
 class CaseTimeout(CaseOutcome):
     """The broker did not answer within the case budget."""
@@ -112,6 +136,25 @@ class HarnessError(CaseOutcome):
     verdict = Verdict.ERROR
 
 
+class CeilingExceeded(BaseException):
+    """A case ran past its hard ceiling (a multiple of the case timeout) and was interrupted.
+
+    The plugin's last line of defence against a wait without a deadline: raised from a timer
+    signal in the thread running the case, wherever it was stuck. A ``BaseException`` so that
+    no ``except Exception`` in a client library swallows it and waits on.
+    """
+
+    verdict = Verdict.TIMEOUT
+
+    def __init__(self, seconds: float, phase: str, where: str, stack: tuple[str, ...]) -> None:
+        self.seconds = seconds
+        self.phase = phase
+        self.where = where  # "file:line in function: source line" of the innermost frame
+        self.stack = stack  # formatted frames, outermost first, where the case was stuck
+        self.message = f"TIMEOUT: still running in {phase} after the hard ceiling of {seconds:.1f}s; stuck at {where}"
+        super().__init__(self.message)
+
+
 class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined,misc]
     """An optional capability the broker does not advertise (or 540 for an optional method)."""
 
@@ -122,3 +165,65 @@ class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined,misc]
         self.message = message
         self.expected = expected
         self.observed = observed
+
+
+@dataclass(frozen=True)
+class Decision:
+    verdict: Verdict
+    expected: str
+    observed: str
+    message: str
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else ""
+
+
+def _harness_error(c: Case, exc: BaseException, phase: str) -> Decision:
+    first = _first_line(exc)
+    return Decision(Verdict.ERROR, c.expectation, f"{type(exc).__name__}: {first}"[:500],
+                    f"harness error in {phase}: {type(exc).__name__}: {first}"[:500])
+
+
+def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
+           phase: str = "call") -> Decision:
+    """Turn a case's outcome into its verdict. Pure: unit-tested on its own.
+
+    A case that returns is PASS (INFORMATIONAL for INFO cases or when it recorded an
+    observation). A raised :class:`CaseOutcome` carries its own verdict; a plain ``assert`` in
+    the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
+    harness fault (ERROR): never blamed on the broker.
+    """
+    expected_text = render(c.expected_for(ctx.profile)) if ctx and c.expected else c.expectation
+    observed_text = render(ctx.observed) if ctx and ctx.observed else ""
+    if excinfo is None:
+        if c.level is Level.INFO or (ctx is not None and ctx.informational_note):
+            note = ctx.informational_note if ctx and ctx.informational_note else "recorded"
+            return Decision(Verdict.INFORMATIONAL, c.expectation, observed_text or "-", note)
+        return Decision(Verdict.PASS, expected_text, observed_text or "as expected", "")
+    exc = excinfo.value
+    if isinstance(exc, CeilingExceeded):
+        return Decision(exc.verdict, f"the case ends within its hard ceiling of {exc.seconds:.1f}s",
+                        f"still running in {exc.phase} after {exc.seconds:.1f}s", exc.message)
+    if isinstance(exc, Unsupported):
+        return Decision(Verdict.UNSUPPORTED, render(exc.expected) if exc.expected is not None else c.expectation,
+                        render(exc.observed), exc.message)
+    if isinstance(exc, pytest.skip.Exception):
+        return Decision(Verdict.UNSUPPORTED, c.expectation, "-", str(exc))
+    if isinstance(exc, AssertionError):
+        # A mismatch found while setting a case up is our fault (the fixture), not the broker's.
+        if phase != "call":
+            return _harness_error(c, exc, phase)
+        # A plain ``assert`` in a case body states an expectation like a Mismatch does.
+        mismatch = exc if isinstance(exc, Mismatch) else Mismatch("")
+        verdict = mismatch.verdict_for(c.level)
+        if verdict is Verdict.ERROR:
+            return _harness_error(c, exc, phase)
+        first = _first_line(exc)
+        expected = render(mismatch.expected) if mismatch.expected is not None else expected_text
+        observed = render(mismatch.observed) if mismatch.observed is not None else (first or observed_text)
+        return Decision(verdict, expected, observed, mismatch.message or first or "assertion failed")
+    if not isinstance(exc, CaseOutcome) or exc.verdict_for(c.level) is Verdict.ERROR:
+        return _harness_error(c, exc, phase)
+    return Decision(exc.verdict_for(c.level), render(exc.expected), render(exc.observed), exc.message)

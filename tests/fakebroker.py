@@ -3,7 +3,9 @@
 Modes (``FakeBroker(mode=...)``):
 - ``ok``: handshake, channel.open, queue.declare, exchange.declare (passive), basic.publish is
   swallowed, queue names starting ``silent`` are never answered, ``close406`` closes the channel
-  with 406, ``conn540`` closes the connection with 540.
+  with 406, ``conn540`` closes the connection with 540; a queue named ``wedge…`` wedges the whole
+  broker: from then on no queue.declare on any connection is answered (as garagemq after
+  deleting a queue that has consumers).
 - ``refuse-login``: answers start-ok with connection.close 403.
 - ``refuse-vhost``: answers connection.open with connection.close 530.
 - ``wrong-header``: answers the protocol header with ``AMQP\\x00\\x00\\x09\\x00`` and closes.
@@ -36,6 +38,7 @@ class FakeBroker:
         self.received: list[Any] = []
         self._clients: list[socket.socket] = []
         self._stop = threading.Event()
+        self.wedged = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, daemon=True)
 
     def __enter__(self) -> FakeBroker:
@@ -145,7 +148,9 @@ class FakeBroker:
             self._send(client, channel, spec.Channel.CloseOk())
         elif isinstance(frm, spec.Queue.Declare):
             name = frm.queue
-            if name.startswith("silent"):
+            if name.startswith("wedge"):
+                self.wedged.set()
+            if name.startswith("silent") or self.wedged.is_set():
                 return True
             if name.startswith("close406"):
                 self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",

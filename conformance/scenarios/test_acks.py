@@ -323,6 +323,7 @@ def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
 
 @case(
     "acks.cancel-after-queue-deleted",
+    wedges=True,
     rules=["basic.cancel/01"],
     level=Level.MUST,
     description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
@@ -345,6 +346,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated) -> None:
 
 @case(
     "acks.broker-cancel-on-queue-delete",
+    wedges=True,
     sources=[CANCEL],
     level=Level.EXTENSION,
     requires=["consumer_cancel_notify"],

@@ -102,6 +102,7 @@ def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
 
 @case(
     "exclusive.same-connection-other-channel",
+    wedges=True,
     rules=["queue.declare.exclusive/types"],
     sources=[EXCL],
     level=Level.MUST,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -42,3 +43,30 @@ def test_bad_url_and_unknown_command(tmp_path: Path) -> None:
 def test_unknown_broker_kind(tmp_path: Path) -> None:
     res = cli("run", "--broker", "local:qpid", cwd=tmp_path)
     assert res.returncode != 0 and "unknown local broker 'qpid'" in res.stdout + res.stderr
+
+
+def test_run_case_is_not_read_as_an_abbreviation(tmp_path: Path) -> None:
+    # argparse once read --case as --case-timeout; the README's own example must work.
+    res = cli("run", "--case", "exchange.default-access-*", "--no-report", "--results", str(tmp_path / "r"),
+              "--report-out", str(tmp_path / "rep"), cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    ids = {json.loads(line)["case_id"] for f in (tmp_path / "r").glob("*.jsonl") for line in f.read_text().splitlines()}
+    assert ids and all(i.startswith("exchange.default-access-") for i in ids), ids
+    res = cli("run", "--case-t", "3", cwd=tmp_path)
+    assert res.returncode == 2 and "unrecognized arguments" in res.stderr
+
+
+def test_run_with_unwritable_results_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "blocked").write_text("a file, not a folder")
+    res = cli("run", "--results", str(tmp_path / "blocked" / "r"), cwd=tmp_path)
+    text = res.stdout + res.stderr
+    assert res.returncode == 2 and "Traceback" not in text and "INTERNALERROR" not in text, text
+    assert [ln for ln in text.splitlines() if ln.strip()] == [ln for ln in text.splitlines()
+                                                               if "cannot write results to" in ln]
+
+
+def test_cases_needs_no_broker_and_takes_no_abbreviation(tmp_path: Path) -> None:
+    res = cli("cases", "--area", "tx", cwd=tmp_path)
+    assert res.returncode == 0 and "tx." in res.stdout
+    res = cli("cases", "--are", "tx", cwd=tmp_path)
+    assert res.returncode == 2

@@ -133,3 +133,271 @@ def test_machinery_tests_do_not_start_a_target(pytester: pytest.Pytester) -> Non
     res = pytester.runpytest_subprocess()
     assert res.ret == 0
     assert "amqp-conformance verdicts" not in res.stdout.str()
+
+
+STUCK = '''
+import socket, threading, time
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.a-stuck-socket", description="d", expectation="x", sources=DOC)
+def test_stuck_socket(broker_url):
+    # A read with no deadline on a peer that never answers (the fake broker's silent mode).
+    s = socket.create_connection(("127.0.0.1", int(broker_url.rsplit(":", 1)[1].strip("/"))))
+    s.sendall(b"AMQP\\x00\\x00\\x09\\x01")
+    s.recv(1)
+
+@case("demo.b-stuck-swallowing", description="d", expectation="x", sources=DOC)
+def test_stuck_swallowing():
+    # A library that catches every Exception and waits again, on a lock nobody releases.
+    lock = threading.Lock()
+    lock.acquire()
+    while True:
+        try:
+            lock.acquire()
+        except Exception:
+            pass
+
+@case("demo.c-stuck-event-loop", description="d", expectation="x", sources=DOC)
+def test_stuck_event_loop():
+    # An aio-pika style wait: an event loop waiting on something that never happens.
+    import asyncio
+
+    async def forever():
+        await asyncio.Event().wait()
+
+    asyncio.run(forever())
+
+@case("demo.d-after", description="d", expectation="x", sources=DOC)
+def test_after():
+    pass
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_case_that_blocks_forever_ends_at_its_ceiling(pytester: pytest.Pytester, workers: list[str]) -> None:
+    pytester.makepyfile(test_stuck=STUCK)
+    with FakeBroker() as fb, FakeBroker("silent") as silent:
+        probe_url = fb.url
+        pytester.makeconftest(f'''
+import pytest
+@pytest.fixture
+def broker_url():
+    return "{silent.url}"
+''')
+        t0 = time.monotonic()
+        res = pytester.runpytest_subprocess("--broker-url", probe_url, "--case-timeout", "1", "--case-ceiling", "2",
+                                            "--results", "out", "--fail-on", "none", *workers, timeout=60)
+        took = time.monotonic() - t0
+    assert res.ret == 0, res.stdout.str()
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == {
+        "demo.a-stuck-socket": "TIMEOUT", "demo.b-stuck-swallowing": "TIMEOUT",
+        "demo.c-stuck-event-loop": "TIMEOUT", "demo.d-after": "PASS"}
+    stuck = recs["demo.a-stuck-socket"]
+    assert "hard ceiling of 2.0s" in str(stuck["message"]) and "s.recv(1)" in str(stuck["message"]), stuck
+    assert any("test_stuck.py" in line for line in stuck["extra"]["stuck_stack"])  # type: ignore[index]
+    assert "lock.acquire()" in str(recs["demo.b-stuck-swallowing"]["message"])
+    # Stuck inside the standard library: the message also names the case's own line.
+    assert "called from test_stuck.py" in str(recs["demo.c-stuck-event-loop"]["message"])
+    assert "asyncio.run(forever())" in str(recs["demo.c-stuck-event-loop"]["message"])
+    assert took < 35, took
+
+
+def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--case-ceiling", "0.5")
+    assert res.ret == 4 and "--case-ceiling must be at least 1" in res.stderr.str()
+
+
+WEDGE = '''
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.a-wedges", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_wedges(amqp, ctx):
+    amqp.channel().declare_queue("wedge-q")
+
+@case("demo.b-before", description="d", expectation="declare-ok", sources=DOC)
+def test_before(amqp, ctx):
+    ctx.check(amqp.channel().declare_queue(ctx.name()).message_count, 0, "message_count")
+
+@case("demo.c-before", description="d", expectation="declare-ok", sources=DOC)
+def test_before_too(amqp, ctx):
+    ctx.check(amqp.channel().declare_queue(ctx.name()).message_count, 0, "message_count")
+
+@case("demo.d-after", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_after(amqp, ctx):
+    amqp.channel().declare_queue(ctx.name())
+
+@case("demo.e-after", description="d", expectation="declare-ok", sources=DOC, wedges=True)
+def test_after_too(amqp, ctx):
+    amqp.channel().declare_queue(ctx.name())
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_wedged_broker_stops_the_run_without_cascading(pytester: pytest.Pytester, workers: list[str]) -> None:
+    pytester.makepyfile(test_wedge=WEDGE)
+    t0 = time.monotonic()
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--junitxml", "junit.xml", "--fail-on", "none", "-v", *workers,
+                                            timeout=60)
+    took = time.monotonic() - t0
+    out = res.stdout.str()
+    assert res.ret == 6, out
+    recs = _records(pytester.path / "out")
+    verdicts = {k: v["verdict"] for k, v in recs.items()}
+    # The wedging case ran after every other case (a URL target cannot be isolated) ...
+    assert verdicts["demo.b-before"] == verdicts["demo.c-before"] == "PASS", verdicts
+    assert verdicts["demo.a-wedges"] == "TIMEOUT"
+    # ... and what was left was recorded NOT_RUN at once, naming the cause, not waited out.
+    not_run = [k for k, v in verdicts.items() if v == "NOT_RUN"]
+    assert not_run and set(not_run) <= {"demo.d-after", "demo.e-after"}, verdicts
+    if not workers:
+        assert not_run == ["demo.d-after", "demo.e-after"]
+        assert out.index("test_before_too") < out.index("test_wedges")
+    msg = str(recs[not_run[0]]["message"])
+    assert "stopped answering after case" in msg and "queue.declare" in msg, msg
+    assert "the broker stopped answering after case" in out and "exit code 6" in out
+    junit = (pytester.path / "junit.xml").read_text()
+    assert junit.count("<skipped") >= len(not_run)
+    assert took < 25, took
+
+
+def test_junit_names_cases_by_id_and_fails_them_whatever_fail_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--amqp-broker-url", fb.url, "--amqp-case-timeout", "1",
+                                            "--amqp-results", "out", "--amqp-fail-on", "none",
+                                            "--junitxml", "junit.xml")
+    assert res.ret == 0, res.stdout.str()  # --fail-on none: the exit code says so ...
+    import xml.etree.ElementTree as ET
+
+    cases = {tc.get("name"): tc for tc in ET.parse(pytester.path / "junit.xml").iter("testcase")}
+    assert set(EXPECTED) <= set(cases), sorted(cases)
+    assert {cases[k].get("classname") for k in EXPECTED} == {"demo"}
+    # ... but JUnit tells the truth: FAIL/TIMEOUT/ERROR are failures, UNSUPPORTED is skipped.
+    for cid in ("demo.fail", "demo.timeout", "demo.error"):
+        assert cases[cid].find("failure") is not None or cases[cid].find("error") is not None, cid
+    assert cases["demo.unsupported"].find("skipped") is not None
+    props = {p.get("name"): p.get("value") for p in cases["demo.non-strict"].iter("property")}
+    assert props.get("verdict") == "NON_STRICT" and props.get("case_id") == "demo.non-strict", props
+    for cid in ("demo.pass", "demo.non-strict", "demo.info"):
+        assert len(cases[cid]) == 0 or all(e.tag in ("properties", "system-out", "system-err")
+                                           for e in cases[cid]), cid
+
+
+def test_selection_by_id_rule_and_marker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        base = ["--broker-url", fb.url, "--case-timeout", "1", "--fail-on", "none", "--collect-only", "-q"]
+        by_k = pytester.runpytest_subprocess(*base, "-k", "demo.non-strict or demo.info")
+        by_rule = pytester.runpytest_subprocess(*base, "--rule", "basic.ack/*")
+        by_marker = pytester.runpytest_subprocess(*base, "-m", "should or info", "-p", "no:randomly")
+    assert "2/8 tests collected" in by_k.stdout.str(), by_k.stdout.str()
+    assert "test_fail" in by_rule.stdout.str() and "1/8 tests collected" in by_rule.stdout.str()
+    assert "2/8 tests collected" in by_marker.stdout.str(), by_marker.stdout.str()
+
+
+def test_collect_only_needs_no_broker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+                                        "--collect-only", "-q")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+
+
+def test_an_exported_url_does_not_make_an_unrelated_session_probe(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    monkeypatch.setenv("AMQP_CONFORMANCE_BROKER_URL", f"amqp://guest:guest@127.0.0.1:{free_port()}/")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+    text = res.stdout.str() + res.stderr.str()
+    assert "amqp-conformance:" not in text and "amqp-conformance verdicts" not in text, text
+
+
+def test_a_conftest_defining_profile_does_not_clash(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    res = pytester.runpytest_subprocess("--profile")
+    assert res.ret == 0, res.stdout.str() + res.stderr.str()
+
+
+def test_unwritable_results_is_one_line_before_the_target_starts(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    (pytester.path / "blocked").write_text("a file, not a folder")
+    res = pytester.runpytest_subprocess("--broker-url", f"amqp://guest:guest@127.0.0.1:{free_port()}/",
+                                        "--results", "blocked/out")
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == 4 and "INTERNALERROR" not in text and "Traceback" not in text, text
+    assert "cannot write results to" in text
+
+
+STUCK_TEARDOWN = '''
+import threading
+import pytest
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@pytest.fixture
+def stuck_cleanup():
+    yield
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()  # a clean-up that never finishes
+
+@case("demo.a-stuck-teardown", description="d", expectation="x", sources=DOC)
+def test_stuck_teardown(stuck_cleanup):
+    pass
+
+@case("demo.b-after", description="d", expectation="x", sources=DOC)
+def test_after():
+    pass
+'''
+
+
+def test_a_stuck_teardown_is_bounded_too(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_stuck=STUCK_TEARDOWN)
+    with FakeBroker() as fb:
+        t0 = time.monotonic()
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--case-ceiling", "2",
+                                            "--results", "out", "--fail-on", "none", timeout=60)
+        took = time.monotonic() - t0
+    out = res.stdout.str()
+    recs = _records(pytester.path / "out")
+    assert {k: v["verdict"] for k, v in recs.items()} == {"demo.a-stuck-teardown": "PASS", "demo.b-after": "PASS"}
+    assert "hard ceiling of 2.0s" in out and res.ret == 1, out  # the teardown error stays visible
+    assert took < 20, took
+
+
+def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--fail-on", "none", "--alluredir", "allure", "-k", "demo.fail")
+    assert res.ret == 0, res.stdout.str()
+    results = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")]
+    (fail,) = [r for r in results if r.get("name") == "test_fail"]
+    assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
+    assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
+    assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
+    env = (pytester.path / "allure" / "environment.properties").read_text()
+    assert "broker.product=fakebroker" in env and "profile=rabbitmq" in env and "client.pika=" in env, env
+
+
+def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.Pytester,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
+    pytester.makeini("[pytest]\namqp_case_timeout = -1\n")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 4 and "--case-timeout must be positive" in res.stderr.str()  # the ini twin
+    monkeypatch.setenv("AMQP_CONFORMANCE_CASE_TIMEOUT", "abc")
+    res = pytester.runpytest_subprocess()
+    assert res.ret == 4 and "takes a number of seconds" in res.stderr.str()  # env over ini
+    res = pytester.runpytest_subprocess("--amqp-case-timeout", "2", "--collect-only")
+    assert res.ret == 0, res.stderr.str()  # the command line over both

@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from conformance.cases import Case, Level
-from conformance.plugin import CaseContext, decide
+from conformance.plugin.context import CaseContext
 from conformance.verdicts import (
+    CaseOutcome,
     CaseTimeout,
     HarnessError,
     Mismatch,
     Unsupported,
     Verdict,
+    decide,
     parse_fail_on,
 )
 
@@ -86,3 +88,32 @@ def test_profile_expectation_recorded_as_expected() -> None:
     with pytest.raises(Mismatch) as exc:
         ctx.check_profile(540, "recover(requeue=false)")
     assert exc.value.explicit_verdict is Verdict.FAIL
+
+
+class BrokerHungUp(CaseTimeout):
+    """A library's own exception for a broker that went silent (carries its verdict)."""
+
+
+class BrokerNacked(Mismatch):
+    """A library exception caused by what the broker sent: the broker's verdict, by level."""
+
+
+class Informational(CaseOutcome):
+    verdict = Verdict.INFORMATIONAL
+
+
+def test_decide_reads_the_exceptions_own_verdict() -> None:
+    assert decide(mk(), info(BrokerHungUp("basic.consume-ok", 1.0)), None).verdict is Verdict.TIMEOUT
+    assert decide(mk(), info(BrokerNacked("nack", expected="ack", observed="nack")), None).verdict is Verdict.FAIL
+    assert decide(mk(Level.SHOULD), info(BrokerNacked("nack")), None).verdict is Verdict.NON_STRICT
+    d = decide(mk(), info(Informational("seen", observed="x")), None)
+    assert d.verdict is Verdict.INFORMATIONAL and d.observed == "x"
+    # The verdict comes from the exception, not from the class ladder: a new subclass needs no edit.
+    assert BrokerNacked("x", verdict=Verdict.NON_STRICT).verdict_for(Level.MUST) is Verdict.NON_STRICT
+
+
+def test_plugin_package_reexports() -> None:
+    from conformance import plugin
+
+    assert plugin.decide is decide and plugin.CaseContext is CaseContext
+    assert {"Cleanup", "Connections", "area_table", "results_file"} <= set(plugin.__all__)

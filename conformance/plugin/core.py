@@ -1,0 +1,397 @@
+"""The registered plugin object: every hook of a suite session, as methods over its state."""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.cases import Case, case_of
+from conformance.clients.raw import redact
+from conformance.plugin.ceiling import ceiling
+from conformance.plugin.fixtures import mark_allure_description
+from conformance.plugin.liveness import (
+    CHECK_MAX_S,
+    EXIT_UNRESPONSIVE,
+    Unresponsive,
+    broker_answers,
+    check_timeout,
+    marker_path,
+    read_marker,
+    write_marker,
+)
+from conformance.plugin.records import STATUS, area_table, write_allure_environment, write_record
+from conformance.plugin.session import (
+    CTX,
+    WORKER_INPUT_KEY,
+    SessionState,
+    close_all,
+    is_worker,
+    results_writable,
+    start_target,
+    wants_target,
+    worker_input,
+)
+from conformance.results import merge_parts, recorded_case_ids
+from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
+
+VERDICT_KEY = "verdict"
+DEADLINE = pytest.StashKey[float]()
+WAIT_TICK_S = 0.2
+THREAD_JOIN_S = 2.0
+# The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
+FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
+
+
+def verdict_of(report: pytest.TestReport) -> Verdict | None:
+    """The verdict a setup/call report carries (teardown reports repeat it for JUnit only)."""
+    if report.when == "teardown":
+        return None
+    for key, value in report.user_properties:
+        if key == VERDICT_KEY:
+            return Verdict(value)
+    return None
+
+
+def case_markers(c: Case) -> tuple[str, ...]:
+    """The markers a case carries, for ``-m``: its area, level, client, and restart/wedges."""
+    names = [c.area, c.level.value.lower(), c.client.replace("-", "_")]
+    if c.needs_restart:
+        names.append("restart")
+    if c.wedges:
+        names.append("wedges")
+    return tuple(names)
+
+
+def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str]) -> None:
+    """Make a case selectable by its id (``-k``) and by its markers (``-m``); ``known`` holds the
+    marker names registered so far (registered here, so --strict-markers accepts them)."""
+    item.extra_keyword_matches.add(c.id)
+    mark_allure_description(item, c)
+    for name in case_markers(c):
+        if name not in known:
+            config.addinivalue_line("markers", f"{name}: conformance cases ({name})")
+            known.add(name)
+        item.add_marker(name)
+
+
+class ConformancePlugin:
+    """One per pytest process (controller or xdist worker); holds the session's state."""
+
+    def __init__(self, config: pytest.Config, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+        self.stopped: Unresponsive | None = None  # set once the broker was found silent
+        self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
+        self.other_failures = 0  # failed reports that carry no verdict
+        self.threads_before = {t.ident for t in threading.enumerate()}
+
+    # -- never cascade ---------------------------------------------------------------------------
+
+    @property
+    def marker(self) -> Path:
+        return marker_path(self.state.results_dir, self.state.run_id)
+
+    def unresponsive(self) -> Unresponsive | None:
+        """Has any process of this run found the broker silent? (a file: xdist workers share it)"""
+        if self.stopped is None and self.marker.exists():
+            self.stopped = read_marker(self.marker)
+        return self.stopped
+
+    def _after_timeout(self, case_id: str) -> None:
+        """A TIMEOUT: check, on a fresh connection, that the broker still answers at all."""
+        if not self.state.url or self.unresponsive() is not None:
+            return
+        cause = broker_answers(self.state.url, check_timeout(self.state.case_timeout))
+        if cause is not None:
+            write_marker(self.marker, Unresponsive(case_id, cause, self.state.worker))
+            self.unresponsive()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+        """Once the broker stopped answering, a case is not run: it is recorded NOT_RUN at once."""
+        c = case_of(item)
+        if c is not None and c.wedges and is_worker(item.config):
+            self._wait_for_the_others()
+        found = self.unresponsive()
+        if c is None or found is None:
+            return None
+        ihook = item.ihook
+        ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        decision = Decision(Verdict.NOT_RUN, c.expectation, "-", found.message())
+        # Skipped for pytest and JUnit (it never ran); the exit code is EXIT_UNRESPONSIVE anyway.
+        rep = pytest.TestReport(
+            item.nodeid, item.location, {k: 1 for k in item.keywords}, "skipped",
+            (str(item.path), item.location[1] or 0, f"NOT_RUN: {decision.message}"),
+            "call", user_properties=self._properties(c.id, c.area, decision),
+        )
+        ihook.pytest_runtest_logreport(report=rep)
+        ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        write_record(self.state, c, None, decision, 0.0, item.nodeid,
+                     {"after_case": found.after_case, "cause": found.cause})
+        return True
+
+    @staticmethod
+    def _properties(case_id: str, area: str, decision: Decision) -> list[tuple[str, object]]:
+        return [(VERDICT_KEY, decision.verdict.value), ("case_id", case_id), ("area", area),
+                ("expected", decision.expected[:300]), ("observed", decision.observed[:300])]
+
+    # -- selection -------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they see the ids and markers
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        known = {str(line).split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+        for item in items:
+            c = case_of(item)
+            if c is not None:
+                label(config, item, c, known)
+        self._wedging_cases_last(items)
+        settings = self.state.settings
+        if settings.case_globs or settings.rule_globs:
+            self._select(config, items, settings.case_globs, settings.rule_globs)
+
+    @staticmethod
+    def _select(config: pytest.Config, items: list[pytest.Item], case_globs: tuple[str, ...],
+                rule_globs: tuple[str, ...]) -> None:
+        """``--case GLOBS`` / ``--rule GLOBS``: keep only the cases that match (both, when both given)."""
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            c = case_of(item)
+            matched = c is not None
+            if c is not None and case_globs:
+                matched = any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)
+            if c is not None and rule_globs:
+                matched = matched and any(fnmatch.fnmatchcase(r, g) for r in c.rules for g in rule_globs)
+            (keep if matched else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._first_ids(session.items)  # after every deselection (-k, -m, --case)
+
+    def _wedging_cases_last(self, items: list[pytest.Item]) -> None:
+        """On a broker the suite cannot isolate (a URL), cases that may wedge it run last.
+
+        Spawned targets give such cases a private broker (the ``isolated`` fixtures); a shared
+        broker cannot be, so a wedge must not come before unrelated cases. The order is a pure
+        function of the collection, so every xdist worker computes the same one.
+        """
+        if not self._shared_target():
+            return
+        items.sort(key=lambda item: bool((c := case_of(item)) and c.wedges))  # stable
+
+    def _first_ids(self, items: list[pytest.Item]) -> None:
+        """Remember the cases that must be finished (by any worker) before a wedging case starts."""
+        if self._shared_target() and any((c := case_of(i)) and c.wedges for i in items):
+            self.first_ids = frozenset(c.id for i in items if (c := case_of(i)) is not None and not c.wedges)
+
+    def _wait_for_the_others(self) -> None:
+        """xdist spreads cases over workers: before a wedging case, wait (bounded) until every
+        other case of the run has a result, read from the workers' part files. The wait ends when
+        all are there or when no new result has come for a whole case ceiling."""
+        if not self.first_ids:
+            return
+        quiet_limit = (self.state.settings.case_ceiling or 6 * self.state.case_timeout) + CHECK_MAX_S
+        done: set[str] = set()
+        last_progress = time.monotonic()
+        tick = threading.Event()
+        while time.monotonic() - last_progress < quiet_limit:
+            now_done = recorded_case_ids(self.state.results_dir, self.state.run_id)
+            if self.first_ids <= now_done or self.unresponsive() is not None:
+                return
+            if len(now_done) > len(done):
+                done, last_progress = now_done, time.monotonic()
+            tick.wait(WAIT_TICK_S)
+
+    def _shared_target(self) -> bool:
+        state = self.state
+        if state.target_name:
+            return state.target_name == "url"
+        return bool(state.settings.broker_url) and state.settings.broker_kind in ("", "url")
+
+    # -- the target ------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        config = session.config
+        if is_worker(config) or not wants_target(config, self.state.settings):
+            return
+        # Before the target starts: a run that cannot keep its results must not begin.
+        unwritable = results_writable(self.state.results_dir)
+        if unwritable:
+            raise pytest.UsageError(unwritable)
+        start_target(self.state)
+        if self.state.failed_to_start:
+            # pytest prints a UsageError once, as "ERROR: <line>", and exits 4 before any case.
+            raise pytest.UsageError(self.state.failed_to_start)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[WORKER_INPUT_KEY] = worker_input(self.state)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        close_all(self.state)
+        self._threads_left_behind()
+
+    def _threads_left_behind(self) -> None:
+        """Name the non-daemon threads cases left running (a client library's, after a timed-out
+        call): Python waits for them at exit. Each gets a bounded join first."""
+        deadline = time.monotonic() + THREAD_JOIN_S
+        left = [t for t in threading.enumerate()
+                if t.ident not in self.threads_before and not t.daemon and t is not threading.current_thread()]
+        for t in left:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        alive = [t.name for t in left if t.is_alive()]
+        if alive:
+            print(f"amqp-conformance: warning: {len(alive)} non-daemon thread(s) left running by cases "
+                  f"({', '.join(alive[:5])}); 'amqp-conformance run' ends without them", file=sys.stderr)
+
+    # -- the hard ceiling: setup and body share one deadline, teardown has its own -----------
+
+    def _bounded(self, item: pytest.Item, phase: str) -> Any:
+        limit = self.state.settings.case_ceiling
+        if case_of(item) is None or limit <= 0:
+            return ceiling(0, phase)
+        if phase == "setup":
+            item.stash[DEADLINE] = time.monotonic() + limit
+        elif phase == "call":
+            # The body gets what setup left, but never less than a second to start.
+            limit = max(1.0, item.stash.get(DEADLINE, time.monotonic() + limit) - time.monotonic())
+        return ceiling(limit, phase)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        with self._bounded(item, "setup"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        with self._bounded(item, "call"):
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        with self._bounded(item, "teardown"):
+            return (yield)
+
+    # -- verdicts --------------------------------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        outcome = yield
+        rep: pytest.TestReport = outcome.get_result()
+        c = case_of(item)
+        if c is None or (call.when == "setup" and rep.passed):
+            return
+        if call.when == "teardown":
+            # Clean-up stuck past its ceiling: the broker may have stopped answering.
+            if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
+                self._after_timeout(c.id)
+            return
+        ctx = item.stash.get(CTX, None)
+        decision = decide(c, call.excinfo, ctx, call.when)
+        if decision.verdict is Verdict.UNSUPPORTED:
+            rep.outcome = "skipped"
+            rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
+        else:
+            # What JUnit/allure show is the verdict: --fail-on decides the exit code only.
+            rep.outcome = "failed" if decision.verdict in FAILURES else "passed"
+            if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.TIMEOUT):
+                rep.longrepr = (f"{decision.verdict.value}: {c.id}\n  {decision.message}\n"
+                                f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
+                                f"  rules: {', '.join(c.rules) or '-'}  sources: {', '.join(c.sources) or '-'}")
+            elif rep.outcome == "passed":
+                rep.longrepr = None
+        rep.user_properties.extend(self._properties(c.id, c.area, decision))
+        # JUnit writes a test case's properties from its teardown report, made from the item's.
+        item.user_properties.extend(self._properties(c.id, c.area, decision))
+        extra: dict[str, Any] = {}
+        if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
+            extra["stuck_stack"] = list(call.excinfo.value.stack)
+        write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
+                     extra)
+        if decision.verdict is Verdict.TIMEOUT:
+            self._after_timeout(c.id)
+
+    def pytest_report_teststatus(self, report: pytest.TestReport,
+                                 config: pytest.Config) -> tuple[str, str, str] | None:
+        verdict = verdict_of(report)
+        return None if verdict is None else STATUS[verdict]
+
+    @pytest.hookimpl(tryfirst=True)  # before junitxml writes the test case
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        verdict = verdict_of(report)
+        if verdict is None:
+            if report.failed:
+                self.other_failures += 1  # not a case (or a case's teardown): pytest's own failure
+            return
+        props = dict(report.user_properties)
+        case_id, area = str(props.get("case_id")), str(props.get("area"))
+        self.state.rows.append((case_id, area, verdict))
+        self._junit_names(report, case_id, area)
+
+    def _junit_names(self, report: pytest.TestReport, case_id: str, area: str) -> None:
+        """JUnit names a case by its id, in a class named by its area (not by the Python
+        function and the folder pytest ran from)."""
+        from _pytest.junitxml import xml_key  # no public API names a JUnit test case
+
+        xml = self.config.stash.get(xml_key, None)
+        if xml is None:
+            return
+        reporter = xml.node_reporter(report)
+        reporter.add_attribute("name", case_id)
+        reporter.add_attribute("classname", area)
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        state = self.state
+        if is_worker(session.config):
+            return
+        if self.unresponsive() is not None:
+            session.exitstatus = EXIT_UNRESPONSIVE
+        elif session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and state.rows:
+            # --fail-on decides the exit code (pytest's "failed" follows the verdict, for JUnit).
+            bad = self.other_failures or any(v in state.fail_on for _c, _a, v in state.rows)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK
+        if state.writer is not None:
+            state.writer.close()
+            state.writer = None
+        if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
+            merge_parts(state.results_dir, state.run_id)
+        alluredir = session.config.getoption("allure_report_dir", None)
+        if alluredir and state.rows:
+            write_allure_environment(Path(alluredir), state)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        state = self.state
+        if is_worker(config) or not state.rows:
+            return
+        tr = terminalreporter
+        server = state.server
+        tr.write_sep("=", "amqp-conformance verdicts")
+        if server is not None:
+            tr.write_line(f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
+                          f"({server.platform}); profile {state.profile}")
+        for line in area_table(state.rows):
+            tr.write_line(line)
+        tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
+        found = self.unresponsive()
+        if found is not None:
+            not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)
+            tr.write_line(f"the broker stopped answering after case {found.after_case} ({found.cause}); "
+                          f"{not_run} case(s) not run; exit code {EXIT_UNRESPONSIVE}", red=True, bold=True)
+        bad = [r for r in state.rows if r[2] in state.fail_on]
+        if bad:
+            tr.write_line(f"fail-on {','.join(sorted(v.value for v in state.fail_on))}: {len(bad)} case(s): "
+                          + ", ".join(f"{cid} {v.value}" for cid, _a, v in bad[:20])
+                          + (" …" if len(bad) > 20 else ""))

@@ -1,0 +1,158 @@
+"""The fixtures a case can ask for (registered by the plugin, see ``FIXTURE_MODULES``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.cases import Case, Level, case_of
+from conformance.plugin.context import CaseContext, Cleanup, Connections
+from conformance.plugin.session import CTX, STATE, SessionState, start_target
+from conformance.probe import ServerInfo
+from conformance.targets import Target, TargetError, spawn_private
+from conformance.verdicts import CaseTimeout, Unsupported
+
+
+@pytest.fixture(scope="session")
+def conformance_state(pytestconfig: pytest.Config) -> SessionState:
+    state = pytestconfig.stash[STATE]
+    if not state.ready:
+        start_target(state)
+        if state.failed_to_start:
+            pytest.exit(state.failed_to_start, returncode=4)
+    return state
+
+
+@pytest.fixture(scope="session")
+def broker_url(conformance_state: SessionState) -> str:
+    return conformance_state.url
+
+
+@pytest.fixture(scope="session")
+def server(conformance_state: SessionState) -> ServerInfo:
+    assert conformance_state.server is not None
+    return conformance_state.server
+
+
+@pytest.fixture(scope="session")
+def profile(conformance_state: SessionState) -> str:
+    return conformance_state.profile
+
+
+@pytest.fixture(scope="session")
+def case_timeout(conformance_state: SessionState) -> float:
+    return conformance_state.case_timeout
+
+
+@pytest.fixture
+def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> CaseContext:
+    c = case_of(request.node)
+    context = CaseContext(c, conformance_state.profile, conformance_state.case_timeout, conformance_state.worker)
+    request.node.stash[CTX] = context
+    return context
+
+
+@pytest.fixture
+def cleanup(broker_url: str, case_timeout: float) -> Iterator[Cleanup]:
+    c = Cleanup(broker_url, case_timeout)
+    yield c
+    c.run()
+
+
+@pytest.fixture
+def amqp(broker_url: str, case_timeout: float, cleanup: Cleanup) -> Iterator[Connections]:
+    # Depends on ``cleanup`` so that, whatever order a case names its fixtures in, the case's
+    # connections are closed *before* its entities are deleted: deleting a queue while the case's
+    # own consumer still holds unacked deliveries is a different scenario (and wedges garagemq).
+    conns = Connections(broker_url, case_timeout)
+    yield conns
+    conns.close_all()
+
+
+@pytest.fixture
+def restartable(request: pytest.FixtureRequest, conformance_state: SessionState) -> Target:
+    """A target with a controller, for restart cases; UNSUPPORTED where there is none.
+
+    Spawned targets (reference, local:*) give each worker a private broker of the same kind, so
+    a restart never disturbs cases running in parallel. A url target needs --restart-cmd and
+    restarts the shared broker (do not combine with -n).
+    """
+    state = conformance_state
+    kind = state.target_name
+    if kind == "url":
+        if state.restart_cmd:
+            from conformance.targets.url import url_target
+
+            return url_target(state.url, state.restart_cmd)
+        raise Unsupported("restart cases need a broker the suite controls: use --broker reference|local:* "
+                          "or give --restart-cmd with --broker-url")
+    if kind.startswith("container:"):
+        raise Unsupported("restart cases are not available for container targets")
+    if kind not in state.private:
+        try:
+            state.private[kind] = spawn_private(kind)
+        except TargetError as exc:
+            raise CaseTimeout(f"a private {kind} broker for restart cases", state.case_timeout,
+                              observed=str(exc)) from exc
+    return state.private[kind]
+
+
+@pytest.fixture(autouse=True)
+def _conformance_case(request: pytest.FixtureRequest) -> None:
+    """Every case: its context, its allure labels, and UNSUPPORTED for a capability not offered."""
+    c = case_of(request.node)
+    if c is None:
+        return
+    state: SessionState = request.getfixturevalue("conformance_state")
+    request.getfixturevalue("ctx")
+    _allure_labels(c)
+    assert state.server is not None
+    for cap in c.requires:
+        if not state.server.supports(cap):
+            raise Unsupported(f"the broker does not advertise capability {cap!r}",
+                              expected=f"capability {cap}", observed="not in server-properties")
+
+
+# The AMQP 0-9-1 specification as published (the XML every rule id points into).
+SPEC_URL = "https://www.rabbitmq.com/resources/specs/amqp0-9-1.xml"
+
+
+def _allure_labels(c: Case) -> None:
+    try:
+        import allure
+    except ImportError:
+        return
+    severity = {Level.MUST: "critical", Level.SHOULD: "normal", Level.MAY: "minor",
+                Level.EXTENSION: "normal", Level.INFO: "trivial"}[c.level]
+    allure.dynamic.epic(c.area)
+    allure.dynamic.story(c.id)
+    allure.dynamic.severity(severity)
+    for rule_id in c.rules:
+        allure.dynamic.tag(rule_id)
+        # A real URL; allure's --allure-link-pattern can still rewrite links of type "spec-rule".
+        allure.dynamic.link(SPEC_URL, name=f"spec rule {rule_id}", link_type="spec-rule")
+
+
+def allure_description(c: Case) -> str:
+    """What allure shows as a case's description: what it does, expects, and the rules' text."""
+    from conformance.spec import load_rules
+
+    rules = {r.id: r for r in load_rules()}
+    lines = [c.description, "", f"Expectation: {c.expectation}", f"Level: {c.level.value}"]
+    for rule_id in c.rules:
+        rule = rules.get(rule_id)
+        lines += ["", f"Rule {rule_id}: {rule.doc if rule else '(not in the spec XML)'}"]
+    if c.sources:
+        lines += ["", "Sources: " + "; ".join(c.sources)]
+    return "\n".join(lines)
+
+
+def mark_allure_description(item: pytest.Item, c: Case) -> None:
+    """allure-pytest reads the description from a marker after setup (a dynamic one set by a
+    fixture is overwritten), so the case's description is a marker set at collection."""
+    try:
+        from allure_pytest.utils import ALLURE_DESCRIPTION_MARK
+    except ImportError:
+        return
+    item.add_marker(getattr(pytest.mark, ALLURE_DESCRIPTION_MARK)(allure_description(c)))

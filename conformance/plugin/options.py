@@ -1,0 +1,148 @@
+"""The plugin's command-line options (each with an environment twin) and their validation."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.verdicts import Verdict, parse_fail_on
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: ``--amqp-NAME`` on the command line (and ``--NAME`` where that cannot clash with
+    another plugin), an environment twin and an ini key ``amqp_NAME``; the command line wins, then
+    the environment, then the ini file, then the default."""
+
+    name: str
+    env: str
+    default: str | None
+    help: str
+    alias: bool = True  # also accept the short, unprefixed ``--NAME`` (today's spelling)
+
+    @property
+    def flag(self) -> str:
+        return f"--amqp-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        return "amqp_" + self.name.replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("broker-url", "AMQP_CONFORMANCE_BROKER_URL", None,
+           "run against the broker at this URL (amqp://user:pass@host:port/vhost)"),
+    Option("broker", "AMQP_CONFORMANCE_BROKER", None,
+           "target: reference (default) | url | local:rabbitmq | local:garagemq | container:IMAGE"),
+    # No unprefixed alias: pytest-profiling (and many conftests) define --profile.
+    Option("profile", "AMQP_CONFORMANCE_PROFILE", DEFAULT_PROFILE,
+           f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})", alias=False),
+    Option("case-timeout", "AMQP_CONFORMANCE_CASE_TIMEOUT", "10",
+           "seconds any single wait of a case may take before TIMEOUT (default 10)"),
+    Option("case-ceiling", "AMQP_CONFORMANCE_CASE_CEILING", "6",
+           "hard ceiling of one case (setup and body; teardown its own) as a multiple of --case-timeout: "
+           "a case still running then is interrupted and recorded TIMEOUT with where it was stuck "
+           "(default 6; 0 disables)"),
+    Option("results", "AMQP_CONFORMANCE_RESULTS", "reports/results",
+           "folder for the results JSONL (default reports/results)"),
+    Option("fail-on", "AMQP_CONFORMANCE_FAIL_ON", "FAIL,TIMEOUT,ERROR",
+           "verdicts that make the exit code non-zero (default FAIL,TIMEOUT,ERROR; 'none' for none)"),
+    Option("restart-cmd", "AMQP_CONFORMANCE_RESTART_CMD", None,
+           "shell command that restarts the --broker-url broker (enables restart cases for url targets)"),
+    Option("case", "AMQP_CONFORMANCE_CASE", None,
+           "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')"),
+    Option("rule", "AMQP_CONFORMANCE_RULE", None,
+           "only the cases that check a spec rule matching one of these comma separated globs "
+           "(e.g. 'basic.ack/*,tx.*')"),
+)
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("amqp-conformance", "AMQP 0-9-1 conformance suite")
+    for opt in OPTIONS:
+        names = [opt.flag, f"--{opt.name}"] if opt.alias else [opt.flag]
+        # default None: "not given here" must be told apart from a value (env, ini, default).
+        group.addoption(*names, action="store", dest=opt.dest, default=None,
+                        help=f"{opt.help} [env {opt.env}; ini {opt.dest}]")
+        parser.addini(opt.dest, f"{opt.help} (as --amqp-{opt.name})", default=None)
+
+
+def option(config: pytest.Config, name: str) -> str | None:
+    """The value of one setting: command line, else environment, else ini, else default."""
+    opt = BY_NAME[name]
+    given = config.getoption(opt.dest, None)
+    if given is not None:
+        return str(given)
+    if os.environ.get(opt.env):
+        return os.environ[opt.env]
+    ini = config.getini(opt.dest)
+    if ini:
+        return str(ini)
+    return opt.default
+
+
+def asked(config: pytest.Config) -> bool:
+    """Was the suite asked for in this session (an option on the command line or an ini key)?
+
+    An exported ``AMQP_CONFORMANCE_*`` variable alone does not count: it must not make an
+    unrelated pytest session in the same environment start or probe a broker.
+    """
+    return any(config.getoption(o.dest, None) is not None or config.getini(o.dest) for o in OPTIONS)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated options of one pytest session."""
+
+    profile: str
+    case_timeout: float
+    case_ceiling: float  # seconds; 0 when disabled
+    fail_on: frozenset[Verdict]
+    results_dir: Path
+    broker_kind: str
+    broker_url: str | None
+    restart_cmd: str | None
+    case_globs: tuple[str, ...]
+    rule_globs: tuple[str, ...]
+    asked: bool  # an option or ini key named the suite (not only the environment)
+
+
+def _globs(text: str | None) -> tuple[str, ...]:
+    return tuple(g.strip() for g in (text or "").split(",") if g.strip())
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    """Validate the options; bad input is a ``UsageError`` (one line, exit 4, before any case)."""
+    try:
+        fail_on = parse_fail_on(option(config, "fail-on") or "")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    try:
+        case_timeout = float(option(config, "case-timeout") or "")
+    except ValueError as exc:
+        raise pytest.UsageError("--case-timeout takes a number of seconds") from exc
+    if case_timeout <= 0:
+        raise pytest.UsageError("--case-timeout must be positive")
+    try:
+        factor = float(option(config, "case-ceiling") or "")
+    except ValueError as exc:
+        raise pytest.UsageError("--case-ceiling takes a multiple of --case-timeout (a number)") from exc
+    if factor != 0 and factor < 1:
+        raise pytest.UsageError("--case-ceiling must be at least 1 (× --case-timeout), or 0 to disable it")
+    profile = option(config, "profile") or DEFAULT_PROFILE
+    if profile not in PROFILE_DESCRIPTIONS:
+        raise pytest.UsageError(f"unknown --amqp-profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
+    results = Path(option(config, "results") or "reports/results")
+    if not results.is_absolute():
+        results = Path(config.invocation_params.dir) / results
+    return Settings(
+        profile=profile, case_timeout=case_timeout, case_ceiling=factor * case_timeout, fail_on=fail_on,
+        results_dir=results, broker_kind=option(config, "broker") or "", broker_url=option(config, "broker-url"),
+        restart_cmd=option(config, "restart-cmd"), case_globs=_globs(option(config, "case")),
+        rule_globs=_globs(option(config, "rule")), asked=asked(config),
+    )

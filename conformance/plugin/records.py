@@ -1,0 +1,100 @@
+"""What a run leaves behind: one JSON line per case, and the area × verdict table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from conformance import __version__
+from conformance.cases import Case
+from conformance.clients.raw import redact
+from conformance.plugin.context import CaseContext
+from conformance.plugin.session import SessionState
+from conformance.probe import ServerInfo
+from conformance.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
+from conformance.verdicts import Decision, Verdict
+
+# pytest's status for each verdict: (category, short letter, word)
+STATUS: dict[Verdict, tuple[str, str, str]] = {
+    Verdict.PASS: ("passed", ".", "PASS"),
+    Verdict.FAIL: ("failed", "F", "FAIL"),
+    Verdict.NON_STRICT: ("non_strict", "n", "NON_STRICT"),
+    Verdict.UNSUPPORTED: ("unsupported", "u", "UNSUPPORTED"),
+    Verdict.INFORMATIONAL: ("informational", "i", "INFORMATIONAL"),
+    Verdict.TIMEOUT: ("timeout", "T", "TIMEOUT"),
+    Verdict.ERROR: ("error", "E", "ERROR"),
+    Verdict.NOT_RUN: ("not_run", "x", "NOT_RUN"),
+}
+
+
+def client_version(client: str) -> str:
+    try:
+        if client == "pika":
+            from conformance.clients.libs import pika_version
+
+            return pika_version()
+        if client == "aio-pika":
+            from conformance.clients.libs import aio_pika_version
+
+            return aio_pika_version()
+    except ImportError:
+        return "?"
+    import pamqp
+
+    return f"pamqp {pamqp.__version__} / amqp-conformance {__version__}"
+
+
+def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decision, duration: float,
+                 nodeid: str, extra: dict[str, Any] | None = None) -> None:
+    """Append the case's result to this process's part file (merged when the session ends)."""
+    if state.writer is None:
+        state.writer = ResultsWriter(part_path(state.results_dir, state.run_id, state.worker))
+    server = state.server or ServerInfo("?", "?", "?")
+    client = ctx.client if ctx else c.client
+    fields = dict(ctx.extra) if ctx else {}
+    fields.update(extra or {})
+    fields.setdefault("url", redact(state.url))
+    state.writer.write(ResultRecord(
+        run_id=state.run_id, time=utc_now_iso(), target=state.target_name or "?",
+        broker_product=server.product, broker_version=server.version, broker_platform=server.platform,
+        client=client, client_version=client_version(client), case_id=c.id, area=c.area,
+        rules=list(c.rules), level=c.level.value, profile=state.profile, verdict=d.verdict.value,
+        expected=d.expected[:2000], observed=d.observed[:2000], duration_s=round(duration, 4),
+        message=d.message[:2000], nodeid=nodeid, worker=state.worker, extra=fields,
+    ))
+
+
+def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
+    """The area × verdict counts, as text lines."""
+    counts: Counter[tuple[str, Verdict]] = Counter((area, v) for _case, area, v in rows)
+    areas = sorted({area for _c, area, _v in rows})
+    shown = [v for v in Verdict if any(counts[(a, v)] for a in areas)]
+    width = max([len("total"), *map(len, areas)])
+    head = "area".ljust(width) + "".join(f" {v.value:>13}" for v in shown) + f" {'total':>6}"
+    lines = [head, "-" * len(head)]
+    for a in areas:
+        total = sum(counts[(a, v)] for v in Verdict)
+        lines.append(a.ljust(width) + "".join(f" {counts[(a, v)]:>13}" for v in shown) + f" {total:>6}")
+    total_line = "total".ljust(width) + "".join(
+        f" {sum(counts[(a, v)] for a in areas):>13}" for v in shown) + f" {len(rows):>6}"
+    lines.append(total_line)
+    return lines
+
+
+def allure_environment(state: SessionState) -> dict[str, str]:
+    """What allure's Environment panel shows for a run: the broker, the profile, the clients."""
+    server = state.server or ServerInfo("?", "?", "?")
+    return {
+        "broker.product": server.product, "broker.version": server.version, "broker.platform": server.platform,
+        "target": state.target_name or "?", "url": redact(state.url), "profile": state.profile,
+        "run_id": state.run_id, "client.raw": client_version("raw"), "client.pika": client_version("pika"),
+        "client.aio-pika": client_version("aio-pika"),
+    }
+
+
+def write_allure_environment(alluredir: Path, state: SessionState) -> None:
+    """``environment.properties`` in the allure results folder (``key=value`` lines)."""
+    alluredir.mkdir(parents=True, exist_ok=True)
+    lines = [f"{k}={v.replace(chr(10), ' ')}" for k, v in allure_environment(state).items()]
+    (alluredir / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")

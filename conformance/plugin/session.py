@@ -1,0 +1,181 @@
+"""Session state and the target's lifecycle: start and probe it once, hand it to xdist workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.plugin.options import Settings
+from conformance.probe import ProbeError, ServerInfo, probe
+from conformance.results import ResultsWriter, new_run_id
+from conformance.targets import Target, TargetError, open_target
+from conformance.verdicts import Verdict
+
+SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
+RUN_ID_ENV = "AMQP_CONFORMANCE_RUN_ID"
+WORKER_INPUT_KEY = "amqp_conformance"
+
+
+@dataclass
+class SessionState:
+    """What one pytest process knows about the run (controller or xdist worker)."""
+
+    settings: Settings
+    run_id: str
+    worker: str = "main"
+    target_name: str = ""
+    url: str = ""
+    server: ServerInfo | None = None
+    target: Target | None = None  # only in the process that started it
+    private: dict[str, Target] = field(default_factory=dict)  # restartable brokers of this worker
+    writer: ResultsWriter | None = None
+    rows: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (case id, area, verdict)
+    started: float = field(default_factory=time.monotonic)
+    failed_to_start: str | None = None
+
+    # Shorthands for the settings most code reads.
+    @property
+    def profile(self) -> str:
+        return self.settings.profile
+
+    @property
+    def case_timeout(self) -> float:
+        return self.settings.case_timeout
+
+    @property
+    def fail_on(self) -> frozenset[Verdict]:
+        return self.settings.fail_on
+
+    @property
+    def results_dir(self) -> Path:
+        return self.settings.results_dir
+
+    @property
+    def restart_cmd(self) -> str | None:
+        return self.settings.restart_cmd
+
+    @property
+    def ready(self) -> bool:
+        return self.server is not None
+
+    @property
+    def results_file(self) -> Path:
+        return self.results_dir / f"{self.run_id}.jsonl"
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def new_state(config: pytest.Config, settings: Settings) -> SessionState:
+    """The controller's state, or a worker's from what the controller handed over."""
+    state = SessionState(settings=settings, run_id=os.environ.get(RUN_ID_ENV) or new_run_id())
+    if is_worker(config):
+        workerinput: dict[str, Any] = config.workerinput  # type: ignore[attr-defined]
+        info = json.loads(workerinput[WORKER_INPUT_KEY])
+        state.worker = workerinput.get("workerid", "gw")
+        state.run_id = info["run_id"]
+        if info.get("url"):
+            state.url = info["url"]
+            state.target_name = info["target"]
+            state.server = ServerInfo.from_json(info["server"])
+    return state
+
+
+def worker_input(state: SessionState) -> str:
+    """xdist controller → worker: the run id and the probed target, so workers never re-probe."""
+    return json.dumps({
+        "run_id": state.run_id,
+        "url": state.url,
+        "target": state.target_name,
+        "server": state.server.to_json() if state.server else None,
+    })
+
+
+def wants_target(config: pytest.Config, settings: Settings) -> bool:
+    """Is this session a suite run (so the target must be up before anything runs)?
+
+    Yes when an option or ini key names the suite, or the arguments point at the scenarios;
+    never for ``--collect-only``, and not merely because an ``AMQP_CONFORMANCE_*`` variable is
+    exported (an unrelated session must not probe a broker).
+    """
+    if config.getoption("collectonly", False):
+        return False
+    if settings.asked:
+        return True
+    args = [str(a) for a in config.args]
+    if config.getoption("pyargs", False) and any(a.split("::")[0].startswith("conformance") for a in args):
+        return True
+    for arg in args:
+        path = Path(arg.split("::")[0])
+        if not path.is_absolute():
+            path = Path(config.invocation_params.dir) / path
+        try:
+            path.resolve().relative_to(SCENARIOS_DIR)
+            return True
+        except ValueError:
+            continue
+    return False
+
+
+def results_writable(results_dir: Path) -> str | None:
+    """None when results can be written to ``results_dir``, else one line saying why not."""
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe_file = results_dir / f".amqpc-write-test-{os.getpid()}"
+        probe_file.write_bytes(b"")
+        probe_file.unlink()
+    except OSError as exc:
+        return f"amqp-conformance: cannot write results to {results_dir}: {exc.strerror or exc}"
+    return None
+
+
+def start_target(state: SessionState) -> None:
+    """Start/probe the target once; on failure remember one line for the caller to exit with."""
+    if state.ready or state.failed_to_start:
+        return
+    settings = state.settings
+    try:
+        target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd)
+    except TargetError as exc:
+        state.failed_to_start = (f"amqp-conformance: cannot start target {settings.broker_kind or 'reference'}: "
+                                 f"{exc}")
+        return
+    state.target = target
+    try:
+        state.server = probe(target.url, timeout=min(8.0, settings.case_timeout))
+    except ProbeError as exc:
+        state.failed_to_start = f"amqp-conformance: {exc.message}"
+        target.close()
+        state.target = None
+        return
+    state.url = target.url
+    state.target_name = target.name
+    if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
+        # Read by the vhost-separation case; xdist workers inherit it (they start after this).
+        os.environ[SECOND_VHOST_ENV] = target.second_vhost
+
+
+def close_all(state: SessionState) -> None:
+    """Stop what this process started: private brokers, the results writer, the target."""
+    for target in state.private.values():
+        target.close()
+    state.private.clear()
+    if state.writer is not None:
+        state.writer.close()
+        state.writer = None
+    if state.target is not None:
+        state.target.close()
+        state.target = None
+
+
+STATE = pytest.StashKey[SessionState]()
+# The CaseContext of a running case, on its item (the verdict hook reads its observations).
+CTX = pytest.StashKey[Any]()
