@@ -241,8 +241,16 @@ class FaultProxy:
             while True:
                 got = src.recv(65536)
                 if not got:
+                    if buf:
+                        dst.sendall(buf)  # an incomplete tail is the peer's to judge, not ours
                     break
                 buf += got
+                if not to_broker and buf[:4] == b"AMQP":
+                    if len(buf) < 8:
+                        continue
+                    # a broker refusing the client's protocol header answers with its own
+                    dst.sendall(buf[:8])
+                    buf = buf[8:]
                 if header_pending:
                     if len(buf) < 8:
                         continue

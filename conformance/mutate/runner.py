@@ -114,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
     p.add_argument("--case-timeout", default="5", help="seconds per wait before TIMEOUT (default 5)")
     p.add_argument("--run-timeout", type=float, default=900.0, help="deadline of one mutant's run in seconds")
+    p.add_argument("--case", default=None,
+                   help="only the cases whose id matches these comma separated globs (the suite's --case)")
     p.add_argument("--results", default="reports/mutate", help="results folder (default reports/mutate)")
     p.add_argument("--list", action="store_true", help="print the catalogue and exit")
     p.add_argument("--json", action="store_true", help="with --list: machine-readable")
@@ -144,7 +146,8 @@ def main(argv: Sequence[str]) -> int:
         upstream = _upstream(target.url)
         session = Session(upstream=upstream, results=Path(args.results).resolve(),
                           session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
-                          workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout)
+                          workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout,
+                          extra_pytest=["--case", args.case] if args.case else [])
         session.results.mkdir(parents=True, exist_ok=True)
         return _run_all(session, mutants, args.jobs, target.name, started)
     finally:
@@ -162,7 +165,7 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
     areas = sorted({a for m in mutants for a in m.areas})
     print(f"mutate: {len(mutants)} mutants over areas {', '.join(areas)}; target {target_name}; "
           f"baseline run first", flush=True)
-    base, base_problem, base_secs = _run_areas(session, areas, Fault(), BASELINE)
+    base, base_problem, base_secs = run_areas(session, areas, Fault(), BASELINE)
     if base_problem:
         _err(f"the baseline run (no fault) produced no results: {base_problem}")
         return EXIT_TARGET
@@ -171,7 +174,7 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
           f"{', '.join(f'{c}={v}' for c, v in sorted(not_clean.items())) or 'none'}", flush=True)
 
     def one(m: Mutant) -> MutantResult:
-        verdicts, problem, secs = _run_areas(session, list(m.areas), m.make(), m.id)
+        verdicts, problem, secs = run_areas(session, list(m.areas), m.make(), m.id)
         res = judge(m, verdicts, base, secs, problem)
         with session.lock:
             print(_line(res), flush=True)
@@ -204,8 +207,10 @@ def judge(m: Mutant, verdicts: dict[str, str], base: dict[str, str], seconds: fl
                         seconds, problem)
 
 
-def _run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str) -> tuple[dict[str, str], str, float]:
-    """Run ``areas`` through a proxy with ``fault``; (case id -> verdict, problem, seconds)."""
+def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
+               cases: str | None = None) -> tuple[dict[str, str], str, float]:
+    """Run ``areas`` (only ``cases``, comma separated globs, if given) through a proxy with
+    ``fault``; (case id -> verdict, problem, seconds)."""
     up = session.upstream
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="amqpc-mut-run-") as tmp, \
@@ -215,6 +220,8 @@ def _run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str)
                "--pyargs", *[f"conformance.scenarios.test_{a}" for a in areas],
                "--broker-url", proxy.url(up.user, up.password, up.vhost), "--case-timeout", session.case_timeout,
                "--results", tmp, "--fail-on", "none", *session.extra_pytest]
+        if cases:
+            cmd += ["--case", cases]
         if session.workers not in ("0", ""):
             cmd += ["-n", session.workers]
         env = {**os.environ, "AMQP_CONFORMANCE_RUN_ID": run_id, "AMQP_CONFORMANCE_MUTANT": mutant_id}
