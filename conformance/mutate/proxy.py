@@ -167,10 +167,34 @@ FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, Roll
                                                      RejectRequeueDropped)}
 
 
+_UNCHECKED: dict[type, type] = {}
+
+
+def _unchecked(frm: Any) -> Any:
+    """``frm`` as an instance of a subclass that skips pamqp's validation: a broker may send
+    names pamqp's client-side domain checks refuse, and a mutant must be able to pass them on."""
+    cls = type(frm)
+    sub = _UNCHECKED.get(cls)
+    if sub is None:
+        sub = _UNCHECKED[cls] = type(cls.__name__, (cls,), {"validate": lambda self: None})
+    out = sub.__new__(sub)
+    for name in cls.__slots__:
+        if hasattr(frm, name):
+            setattr(out, name, getattr(frm, name))
+    return out
+
+
 def _encode(ch: int, f: Any) -> bytes:
     raw = getattr(f, "_raw", None)
     # re-encoding decoded frames is not always valid pamqp: unchanged frames keep their bytes
-    return raw[1] if raw is not None and raw[0] == ch else pframe.marshal(f, ch)
+    if raw is not None and raw[0] == ch:
+        return raw[1]
+    try:
+        return pframe.marshal(f, ch)
+    except ValueError:
+        if not hasattr(f, "validate"):
+            raise
+        return pframe.marshal(_unchecked(f), ch)
 
 
 @dataclass
@@ -189,6 +213,7 @@ class FaultProxy:
         self.port = self.sock.getsockname()[1]
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
+        self.errors: list[str] = []  # faults that raised: the frame went through unchanged
         self._thread = threading.Thread(target=self._accept, daemon=True)
 
     def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> str:
@@ -272,11 +297,15 @@ class FaultProxy:
                             out += chunk
                             continue
                         frm._raw = (channel, chunk)
-                        frames = (self.fault.to_broker if to_broker else self.fault.to_client)(st, channel, frm)
-                        for ch, f in frames:
-                            out += _encode(ch, f)
-                        for ch, f in st.pop(TO_CLIENT, []):
-                            (back if to_broker else out).extend(_encode(ch, f))
+                        try:
+                            frames = (self.fault.to_broker if to_broker else self.fault.to_client)(st, channel, frm)
+                            encoded = b"".join(_encode(ch, f) for ch, f in frames)
+                            injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
+                        except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
+                            self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
+                            encoded, injected = chunk, b""
+                        out += encoded
+                        (back if to_broker else out).extend(injected)
                     if out:
                         dst.sendall(bytes(out))
                     if back:

@@ -227,6 +227,9 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         env = {**os.environ, "AMQP_CONFORMANCE_RUN_ID": run_id, "AMQP_CONFORMANCE_MUTANT": mutant_id}
         env.pop("AMQP_CONFORMANCE_CASE", None)
         problem = _run_bounded(cmd, env, session.run_timeout)
+        if proxy.errors:
+            # the mutant was not what the catalogue says during this run: no verdict of it counts
+            problem = f"the proxy's fault failed {len(proxy.errors)} time(s): {proxy.errors[0]}"
         out = Path(tmp) / f"{run_id}.jsonl"
         if not out.exists():
             return {}, problem or "the pytest run wrote no results", time.monotonic() - started

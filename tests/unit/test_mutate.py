@@ -181,3 +181,14 @@ def test_error_only_never_kills_and_equivalents_are_not_scored() -> None:
     summary = summarise(results, 12.0)
     assert summary["total"] == {"mutants": 4, "killed": 1, "survived": 1, "equivalent": 1, "no_result": 1}
     assert "33.3%" in render_summary(summary)
+
+
+def test_frames_pamqp_would_refuse_are_still_encoded() -> None:
+    from pamqp import frame as pframe
+
+    from conformance.mutate.proxy import _encode
+
+    ok = spec.Queue.DeclareOk(queue="q", message_count=1, consumer_count=0)
+    ok.queue = "a name pamqp refuses!"  # as a broker may send; the client judges it, not the proxy
+    _n, ch, back = pframe.unmarshal(_encode(3, ok))
+    assert (ch, back.queue, back.message_count) == (3, "a name pamqp refuses!", 1)
