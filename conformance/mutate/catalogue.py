@@ -188,13 +188,13 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.Rewrite("delete-count", spec.Queue.DeleteOk, _plus_one("message_count"))),
     # -- consumer tags -------------------------------------------------------------------------
     M("tags.consume-ok-tag-rewritten", "basic.consume-ok names another tag than the one the client chose",
-      "field:basic.consume-ok.consumer-tag", ("replies", "acks"),
+      "field:basic.consume-ok.consumer-tag", ("replies",),
       lambda: f.Rewrite("consume-ok-tag", spec.Basic.ConsumeOk, _suffix("consumer_tag"))),
     M("tags.deliver-tag-rewritten", "basic.deliver names another consumer tag than the consumer's",
       "field:basic.deliver.consumer-tag", ("replies",),
       lambda: f.Rewrite("deliver-ctag", D, _suffix("consumer_tag"))),
     M("tags.cancel-ok-tag-rewritten", "basic.cancel-ok names another consumer tag than the one cancelled",
-      "field:basic.cancel-ok.consumer-tag", ("replies", "acks"),
+      "field:basic.cancel-ok.consumer-tag", ("replies",),
       lambda: f.Rewrite("cancel-ok-tag", spec.Basic.CancelOk, _suffix("consumer_tag"))),
     M("tags.server-tags-renamed-consistently", "server-generated consumer tags get another (unique) name, "
       "used consistently in consume-ok, deliver, cancel and cancel-ok", "field:basic.consume.consumer-tag",

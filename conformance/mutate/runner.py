@@ -67,7 +67,7 @@ class MutantResult:
 
     @property
     def outcome(self) -> str:
-        if self.problem:
+        if self.problem and not self.kills:
             return "NO-RESULT"
         if self.equivalent:
             return "EQUIVALENT-KILLED" if self.killed else "EQUIVALENT"
@@ -113,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--workers", default="0", help="pytest-xdist workers per mutant run (default 0)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
     p.add_argument("--case-timeout", default="5", help="seconds per wait before TIMEOUT (default 5)")
-    p.add_argument("--run-timeout", type=float, default=900.0, help="deadline of one mutant's run in seconds")
+    p.add_argument("--run-timeout", type=float, default=300.0, help="deadline of one mutant's run in seconds")
     p.add_argument("--case", default=None,
                    help="only the cases whose id matches these comma separated globs (the suite's --case)")
     p.add_argument("--results", default="reports/mutate", help="results folder (default reports/mutate)")
@@ -142,6 +142,8 @@ def main(argv: Sequence[str]) -> int:
     except (TargetError, OSError, ValueError) as exc:
         _err(f"cannot start the target: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_TARGET
+    # a stopped mutate run must not leave its broker and its pytest runs behind
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         upstream = _upstream(target.url)
         session = Session(upstream=upstream, results=Path(args.results).resolve(),
@@ -151,7 +153,24 @@ def main(argv: Sequence[str]) -> int:
         session.results.mkdir(parents=True, exist_ok=True)
         return _run_all(session, mutants, args.jobs, target.name, started)
     finally:
+        for proc in list(_ACTIVE):
+            _kill_group(proc)
         target.close()
+        signal.signal(signal.SIGTERM, previous)
+
+
+_ACTIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _upstream(url: str) -> Upstream:
@@ -165,17 +184,17 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
     areas = sorted({a for m in mutants for a in m.areas})
     print(f"mutate: {len(mutants)} mutants over areas {', '.join(areas)}; target {target_name}; "
           f"baseline run first", flush=True)
-    base, base_problem, base_secs = run_areas(session, areas, Fault(), BASELINE)
-    if base_problem:
-        _err(f"the baseline run (no fault) produced no results: {base_problem}")
+    baseline = run_areas(session, areas, Fault(), BASELINE)
+    base, base_secs = baseline.verdicts, baseline.seconds
+    if baseline.problem:
+        _err(f"the baseline run (no fault) did not finish cleanly: {baseline.problem}")
         return EXIT_TARGET
     not_clean = {c: v for c, v in base.items() if v in KILLING or v == "ERROR"}
     print(f"baseline: {len(base)} cases in {base_secs:.1f}s; not PASS-like without a fault: "
           f"{', '.join(f'{c}={v}' for c, v in sorted(not_clean.items())) or 'none'}", flush=True)
 
     def one(m: Mutant) -> MutantResult:
-        verdicts, problem, secs = run_areas(session, list(m.areas), m.make(), m.id)
-        res = judge(m, verdicts, base, secs, problem)
+        res = judge(m, run_areas(session, list(m.areas), m.make(), m.id), base)
         with session.lock:
             print(_line(res), flush=True)
         return res
@@ -192,9 +211,11 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
     return EXIT_SURVIVORS if survivors else 0
 
 
-def judge(m: Mutant, verdicts: dict[str, str], base: dict[str, str], seconds: float, problem: str) -> MutantResult:
+def judge(m: Mutant, run: RunOutcome, base: dict[str, str]) -> MutantResult:
     """Which cases killed ``m``: FAIL/TIMEOUT (NON_STRICT for a SHOULD/MAY mutant) where the
-    fault-free run did not end so."""
+    fault-free run did not end so. A run stopped at its deadline still kills by the cases that
+    finished; a run whose fault failed kills nothing."""
+    verdicts = {} if run.tainted else run.verdicts
     kills: list[Kill] = []
     for case_id, v in sorted(verdicts.items()):
         was = base.get(case_id, "-")
@@ -204,19 +225,26 @@ def judge(m: Mutant, verdicts: dict[str, str], base: dict[str, str], seconds: fl
             kills.append(Kill(case_id, v, was))
     errors = tuple(sorted(c for c, v in verdicts.items() if v == "ERROR"))
     return MutantResult(m.id, m.category, m.areas, bool(m.equivalent), tuple(kills), len(verdicts), errors,
-                        seconds, problem)
+                        run.seconds, run.problem)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    verdicts: dict[str, str]  # case id -> verdict, of every case that finished
+    problem: str  # "" or why the run did not finish cleanly (deadline, no results, proxy failure)
+    seconds: float
+    tainted: bool = False  # the fault itself failed: no verdict of the run may count as a kill
 
 
 def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
-               cases: str | None = None) -> tuple[dict[str, str], str, float]:
-    """Run ``areas`` (only ``cases``, comma separated globs, if given) through a proxy with
-    ``fault``; (case id -> verdict, problem, seconds)."""
+              cases: str | None = None) -> RunOutcome:
+    """Run ``areas`` (only ``cases``, comma separated globs, if given) through a proxy with ``fault``."""
     up = session.upstream
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="amqpc-mut-run-") as tmp, \
             FaultProxy(up.host, up.port, fault) as proxy:
         run_id = f"{session.session_id}-{mutant_id}"
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--no-header", "-rN",
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--no-header", "-rN",
                "--pyargs", *[f"conformance.scenarios.test_{a}" for a in areas],
                "--broker-url", proxy.url(up.user, up.password, up.vhost), "--case-timeout", session.case_timeout,
                "--results", tmp, "--fail-on", "none", *session.extra_pytest]
@@ -227,41 +255,56 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         env = {**os.environ, "AMQP_CONFORMANCE_RUN_ID": run_id, "AMQP_CONFORMANCE_MUTANT": mutant_id}
         env.pop("AMQP_CONFORMANCE_CASE", None)
         problem = _run_bounded(cmd, env, session.run_timeout)
-        if proxy.errors:
+        tainted = bool(proxy.errors)
+        if tainted:
             # the mutant was not what the catalogue says during this run: no verdict of it counts
             problem = f"the proxy's fault failed {len(proxy.errors)} time(s): {proxy.errors[0]}"
-        out = Path(tmp) / f"{run_id}.jsonl"
-        if not out.exists():
-            return {}, problem or "the pytest run wrote no results", time.monotonic() - started
-        records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
+        # the merged file, or (a run stopped at its deadline) the parts its workers wrote so far
+        files = [Path(tmp) / f"{run_id}.jsonl"]
+        if not files[0].exists():
+            files = sorted(Path(tmp).glob(f"{run_id}.*.part.jsonl"))
+        records = [json.loads(line) for fp in files for line in fp.read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+    if not records:
+        return RunOutcome({}, problem or "the pytest run wrote no results", time.monotonic() - started, tainted)
     verdicts = {r["case_id"]: r["verdict"] for r in records}
     with session.lock, session.out_file.open("a", encoding="utf-8") as fh:
         for r in records:
             # the plugin knows nothing of mutants: the record says which one was active here
             r.setdefault("extra", {}).update({"mutant": mutant_id, "mutate_session": session.session_id})
             fh.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
-    return verdicts, problem, time.monotonic() - started
+    return RunOutcome(verdicts, problem, time.monotonic() - started, tainted)
 
 
 def _run_bounded(cmd: list[str], env: dict[str, str], deadline: float) -> str:
     """Run ``cmd`` in its own process group; on the deadline end the group. '' or the problem."""
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True)
+    _ACTIVE.add(proc)
     try:
         output, _ = proc.communicate(timeout=deadline)
+        return _exit_problem(proc.returncode, output)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return f"the run passed its {deadline:.0f}s deadline and was stopped"
-    if proc.returncode not in (0, 1):
-        tail = output.decode(errors="replace").strip().splitlines()[-3:]
-        return f"pytest exited {proc.returncode}: {' | '.join(tail)}"
-    return ""
+        _kill_group(proc)
+        output, _ = proc.communicate()
+    finally:
+        _ACTIVE.discard(proc)
+    lines = [ln for ln in output.decode(errors="replace").splitlines() if "::" in ln]
+    hung = lines[-1].split()[0].rsplit("/", 1)[-1] if lines else "?"
+    # pytest -v names a test before it runs it: the last one named never finished
+    return f"the run passed its {deadline:.0f}s deadline and was stopped; hung in {hung}"
+
+
+def _exit_problem(code: int, output: bytes) -> str:
+    if code in (0, 1):
+        return ""
+    tail = output.decode(errors="replace").strip().splitlines()[-3:]
+    return f"pytest exited {code}: {' | '.join(tail)}"
 
 
 def _line(r: MutantResult) -> str:
     head = f"{r.outcome:<17} {r.mutant:<44} {r.seconds:6.1f}s"
-    if r.problem:
+    if r.problem and not r.kills:
         return f"{head}  {r.problem}"
     if r.kills:
         shown = ", ".join(f"{k.case_id}={k.verdict}" for k in r.kills[:4])
@@ -271,6 +314,8 @@ def _line(r: MutantResult) -> str:
         body = f"  {r.cases} cases of {', '.join(r.areas)} all unaffected"
     if r.errors:
         body += f"; ERROR (not a kill): {', '.join(r.errors[:3])}"
+    if r.problem:
+        body += f"; {r.problem}"
     return head + body
 
 

@@ -50,15 +50,15 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 def test_mutant_is_killed(session: Session, mutant_id: str, area: str, cases: str, killer: str | None) -> None:
     mutant = BY_ID[mutant_id]
     assert area in mutant.areas
-    base, problem, _s = run_areas(session, [area], Fault(), "none", cases)
-    assert not problem and base and set(base.values()) == {"PASS"}, (problem, base)
-    verdicts, problem, _s = run_areas(session, [area], mutant.make(), mutant.id, cases)
-    assert not problem, problem
-    result = judge(mutant, verdicts, base, 0.0, problem)
+    base = run_areas(session, [area], Fault(), "none", cases)
+    assert not base.problem and base.verdicts and set(base.verdicts.values()) == {"PASS"}, base
+    run = run_areas(session, [area], mutant.make(), mutant.id, cases)
+    assert not run.problem, run.problem
+    result = judge(mutant, run, base.verdicts)
     if killer is None:
         assert mutant.equivalent and result.outcome == "EQUIVALENT", result
     else:
         assert killer in {k.case_id for k in result.kills}, result
         assert result.outcome == "KILLED"
     records = [json.loads(line) for line in session.out_file.read_text().splitlines()]
-    assert {r["extra"]["mutant"] for r in records if r["case_id"] in verdicts} >= {"none", mutant_id}
+    assert {r["extra"]["mutant"] for r in records if r["case_id"] in run.verdicts} >= {"none", mutant_id}

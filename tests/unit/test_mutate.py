@@ -14,7 +14,7 @@ from pamqp.header import ContentHeader
 from conformance.mutate import faults as f
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import TO_CLIENT, Fault
-from conformance.mutate.runner import judge, render_summary, summarise
+from conformance.mutate.runner import RunOutcome, judge, render_summary, summarise
 from conformance.spec import load_rules
 
 CATEGORIES = {"confirms", "returns", "deliveries", "counts", "tags", "errors", "tx", "qos", "cancel", "timing"}
@@ -161,26 +161,34 @@ def _mutant(should: bool = False, equivalent: str = "") -> Mutant:
 def test_judge_counts_fail_and_timeout_new_against_the_baseline() -> None:
     base = {"a": "PASS", "b": "FAIL", "c": "PASS", "d": "PASS", "e": "PASS"}
     got = {"a": "FAIL", "b": "FAIL", "c": "ERROR", "d": "TIMEOUT", "e": "NON_STRICT"}
-    r = judge(_mutant(), got, base, 1.0, "")
+    r = judge(_mutant(), RunOutcome(got, "", 1.0), base)
     assert [(k.case_id, k.verdict) for k in r.kills] == [("a", "FAIL"), ("d", "TIMEOUT")]
     assert r.errors == ("c",) and r.outcome == "KILLED"
 
 
 def test_judge_non_strict_kills_only_a_should_mutant() -> None:
-    assert judge(_mutant(), {"e": "NON_STRICT"}, {"e": "PASS"}, 1.0, "").outcome == "SURVIVED"
-    assert judge(_mutant(should=True), {"e": "NON_STRICT"}, {"e": "PASS"}, 1.0, "").outcome == "KILLED"
-    assert judge(_mutant(should=True), {"e": "NON_STRICT"}, {"e": "NON_STRICT"}, 1.0, "").outcome == "SURVIVED"
+    assert judge(_mutant(), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "PASS"}).outcome == "SURVIVED"
+    assert judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "PASS"}).outcome == "KILLED"
+    assert judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "NON_STRICT"}).outcome == "SURVIVED"
 
 
 def test_error_only_never_kills_and_equivalents_are_not_scored() -> None:
-    results = [judge(_mutant(), {"a": "ERROR"}, {"a": "PASS"}, 1.0, ""),
-               judge(_mutant(equivalent="why"), {"a": "PASS"}, {"a": "PASS"}, 1.0, ""),
-               judge(_mutant(), {"a": "FAIL"}, {"a": "PASS"}, 1.0, ""),
-               judge(_mutant(), {}, {}, 1.0, "no results")]
+    results = [judge(_mutant(), RunOutcome({"a": "ERROR"}, "", 1.0), {"a": "PASS"}),
+               judge(_mutant(equivalent="why"), RunOutcome({"a": "PASS"}, "", 1.0), {"a": "PASS"}),
+               judge(_mutant(), RunOutcome({"a": "FAIL"}, "", 1.0), {"a": "PASS"}),
+               judge(_mutant(), RunOutcome({}, "no results", 1.0), {})]
     assert [r.outcome for r in results] == ["SURVIVED", "EQUIVALENT", "KILLED", "NO-RESULT"]
     summary = summarise(results, 12.0)
     assert summary["total"] == {"mutants": 4, "killed": 1, "survived": 1, "equivalent": 1, "no_result": 1}
     assert "33.3%" in render_summary(summary)
+
+
+def test_a_stopped_run_kills_by_its_finished_cases_and_a_failed_fault_kills_nothing() -> None:
+    stopped = RunOutcome({"a": "FAIL"}, "the run passed its 300s deadline and was stopped; hung in x", 300.0)
+    assert judge(_mutant(), stopped, {"a": "PASS"}).outcome == "KILLED"
+    assert judge(_mutant(), RunOutcome({"a": "PASS"}, "deadline", 300.0), {"a": "PASS"}).outcome == "NO-RESULT"
+    tainted = RunOutcome({"a": "FAIL"}, "the proxy's fault failed", 1.0, tainted=True)
+    assert judge(_mutant(), tainted, {"a": "PASS"}).outcome == "NO-RESULT"
 
 
 def test_frames_pamqp_would_refuse_are_still_encoded() -> None:
