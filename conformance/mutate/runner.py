@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,13 @@ def main(argv: Sequence[str]) -> int:
         return _print_catalogue(mutants, as_json=args.json)
     from conformance.targets import TargetError, open_target
 
+    if args.broker_url:
+        try:
+            _upstream(args.broker_url)
+        except ValueError as exc:
+            _err(str(exc))
+            return EXIT_BAD_INPUT
+
     started = time.monotonic()
     try:
         target = open_target(args.broker or "", args.broker_url, workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")))
@@ -146,6 +154,11 @@ def main(argv: Sequence[str]) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         upstream = _upstream(target.url)
+        try:
+            socket.create_connection((upstream.host, upstream.port), timeout=5).close()
+        except OSError as exc:
+            _err(f"cannot reach the broker at {upstream.host}:{upstream.port}: {exc.strerror or exc}")
+            return EXIT_TARGET
         session = Session(upstream=upstream, results=Path(args.results).resolve(),
                           session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
                           workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout,
