@@ -285,7 +285,7 @@ CATALOGUE: tuple[Mutant, ...] = (
       ("exclusive",), ExclusiveIgnored),
     # -- client methods carried out wrongly ----------------------------------------------------
     M("client-methods.ack-multiple-ignored", "basic.ack(multiple=true) settles only the tag it names",
-      "field:basic.ack.multiple", ("acks",),
+      "field:basic.ack.multiple", ("acks", "replies"),
       lambda: f.Rewrite("ack-multi", spec.Basic.Ack, lambda m: {"multiple": False} if m.multiple and m.delivery_tag
                         else {}, to_client=False)),
     M("client-methods.ack-lost", "the client's basic.ack never reaches the queue", "basic/10", ("acks",),

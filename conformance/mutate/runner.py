@@ -114,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--workers", default="0", help="pytest-xdist workers per mutant run (default 0)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
     p.add_argument("--case-timeout", default="5", help="seconds per wait before TIMEOUT (default 5)")
-    p.add_argument("--run-timeout", type=float, default=300.0, help="deadline of one mutant's run in seconds")
+    p.add_argument("--run-timeout", type=float, default=150.0, help="deadline of one mutant's run in seconds")
     p.add_argument("--case", default=None,
                    help="only the cases whose id matches these comma separated globs (the suite's --case)")
     p.add_argument("--results", default="reports/mutate", help="results folder (default reports/mutate)")

@@ -259,3 +259,31 @@ def test_mandatory_return_whole(amqp, ctx, cleanup) -> None:
                    "the basic.return")
     ctx.check((ack.name, ack.method.delivery_tag, ack.method.multiple), ("basic.ack", 1, False),
               "the confirm after the return")
+
+
+@case(
+    "replies.ack-multiple-counts",
+    rules=["basic/10"],
+    sources=["amqp0-9-1.xml basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
+             COUNTS],
+    level=Level.MUST,
+    description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the channel "
+                "is closed so what is still unacked is requeued",
+    expectation="passive queue.declare-ok message-count 1, and the one message left is m4 (tags 1-3 were "
+                "acknowledged by the one multiple ack)",
+)
+def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    for n in range(1, 5):
+        ch.publish("", q, b"m%d" % n)
+    ch.consume(q)
+    got = ch.deliveries(4)
+    ch.ack(int(got[2].method.delivery_tag), multiple=True)
+    ch.barrier()
+    ch.close()
+    probe = amqp.channel()
+    left = probe.message_count(q)
+    ev = probe.get(q, no_ack=True)
+    ctx.check((left, None if ev is None else ev.body), (1, b"m4"), "(messages left, the one left) after the ack")
