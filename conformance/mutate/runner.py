@@ -303,7 +303,7 @@ def _run_bounded(cmd: list[str], env: dict[str, str], deadline: float) -> str:
     finally:
         _ACTIVE.discard(proc)
     lines = [ln for ln in output.decode(errors="replace").splitlines() if "::" in ln]
-    hung = lines[-1].split()[0].rsplit("/", 1)[-1] if lines else "?"
+    hung = lines[-1].split()[0].rsplit("::", 1)[-1] if lines else "?"
     # pytest -v names a test before it runs it: the last one named never finished
     return f"the run passed its {deadline:.0f}s deadline and was stopped; hung in {hung}"
 
