@@ -222,6 +222,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
     "gate": (_lazy("conformance.gate", "main"), "release gate: a candidate run against a baseline (no JVM)"),
+    "mutate": (_lazy("conformance.mutate.runner", "main"), "run the suite through injected broker faults (mutants)"),
     "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
 }
 

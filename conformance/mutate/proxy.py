@@ -1,0 +1,320 @@
+"""A fault-injecting AMQP proxy: a good broker behind it becomes a deliberately broken one.
+
+The proxy decodes every frame in both directions and lets a :class:`Fault` rewrite, drop, add or
+reorder them. With a fault, the broker seen through the proxy violates one stated expectation.
+A fault may also answer the client itself (``st["to_client"]``), as a broker that skips a step
+would, or hold frames and release them later.
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+import struct
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from pamqp import commands as spec
+from pamqp import frame as pframe
+from pamqp.body import ContentBody
+from pamqp.header import ContentHeader
+
+Frame = tuple[int, Any]  # (channel, pamqp frame)
+
+# Frames a fault queues here (per connection) go to the client right after the frames it
+# returned: a proxy answering in the broker's name (e.g. a select-ok the broker never sent).
+TO_CLIENT = "to_client"
+
+
+def replace(frm: Any, **changes: Any) -> Any:
+    """A copy of a decoded frame with some fields changed, re-encoded on the way out."""
+    out = copy.copy(frm)
+    for name, value in changes.items():
+        setattr(out, name, value)
+    if hasattr(out, "_raw"):
+        del out._raw  # the raw bytes are the unchanged frame's
+    return out
+
+
+class Fault:
+    """Override ``to_client`` / ``to_broker``: frames in, frames out (per connection state in ``st``)."""
+
+    name = "none"
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        return [(channel, frm)]
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        return [(channel, frm)]
+
+
+class DoubleConfirm(Fault):
+    """confirms: every basic.ack from the broker is followed by a basic.nack of the same tag."""
+
+    name = "confirm-ack-and-nack"
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Basic.Ack) and channel in st.setdefault("confirm_channels", set()):
+            return [(channel, frm), (channel, spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple,
+                                                              requeue=False))]
+        return [(channel, frm)]
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Confirm.Select):
+            st.setdefault("confirm_channels", set()).add(channel)
+        return [(channel, frm)]
+
+
+class RollbackCommits(Fault):
+    """tx: tx.rollback is carried out as tx.commit (and its commit-ok shown as rollback-ok)."""
+
+    name = "tx-rollback-commits"
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Tx.Rollback):
+            st.setdefault("swapped", set()).add(channel)
+            return [(channel, spec.Tx.Commit())]
+        return [(channel, frm)]
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Tx.CommitOk) and channel in st.get("swapped", set()):
+            st["swapped"].discard(channel)
+            return [(channel, spec.Tx.RollbackOk())]
+        return [(channel, frm)]
+
+
+class NoRedeliveredFlag(Fault):
+    """reject / recover: the broker never sets redelivered=true."""
+
+    name = "no-redelivered-flag"
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, (spec.Basic.Deliver, spec.Basic.GetOk)) and frm.redelivered:
+            return [(channel, replace(frm, redelivered=False))]
+        return [(channel, frm)]
+
+
+class ExclusiveIgnored(Fault):
+    """exclusive queues: the exclusive flag of queue.declare is dropped."""
+
+    name = "exclusive-ignored"
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Queue.Declare) and frm.exclusive:
+            return [(channel, replace(frm, exclusive=False))]
+        return [(channel, frm)]
+
+
+class RejectRequeueDropped(Fault):
+    """reject: basic.reject(requeue=true) from the client is carried out with requeue=false."""
+
+    name = "reject-requeue-dropped"
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Basic.Reject) and frm.requeue:
+            return [(channel, replace(frm, requeue=False))]
+        return [(channel, frm)]
+
+
+class NackMultipleIgnored(Fault):
+    """nack: basic.nack(multiple=true) from the client settles only the tag it names."""
+
+    name = "nack-multiple-ignored"
+
+    def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Basic.Nack) and frm.multiple and frm.delivery_tag:
+            return [(channel, replace(frm, multiple=False))]
+        return [(channel, frm)]
+
+
+class SwapDeliveries(Fault):
+    """ordering: every two consecutive deliveries on a channel arrive in swapped order.
+
+    A delivery is a method frame, a header and its body frames; the first of a pair is held
+    until the second is complete. A lone held delivery is released by the next non-content frame.
+    """
+
+    name = "swap-deliveries"
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        cur = st.setdefault("cur", {})
+        held = st.setdefault("held", {})
+        if isinstance(frm, spec.Basic.Deliver):
+            cur[channel] = [(channel, frm)]
+            return []
+        if isinstance(frm, (ContentHeader, ContentBody)) and channel in cur:
+            cur[channel].append((channel, frm))
+            hdr = next((f for _c, f in cur[channel] if isinstance(f, ContentHeader)), None)
+            got = sum(len(f.value) for _c, f in cur[channel] if isinstance(f, ContentBody))
+            if hdr is None or got < hdr.body_size:
+                return []
+            done = cur.pop(channel)
+            if channel in held:
+                first = held.pop(channel)
+                return done + first
+            held[channel] = done
+            return []
+        out: list[Frame] = []
+        if channel in held:
+            out.extend(held.pop(channel))
+        out.append((channel, frm))
+        return out
+
+
+FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, RollbackCommits, NoRedeliveredFlag,
+                                                     ExclusiveIgnored, NackMultipleIgnored, SwapDeliveries,
+                                                     RejectRequeueDropped)}
+
+
+_UNCHECKED: dict[type, type] = {}
+
+
+def _unchecked(frm: Any) -> Any:
+    """``frm`` as an instance of a subclass that skips pamqp's validation: a broker may send
+    names pamqp's client-side domain checks refuse, and a mutant must be able to pass them on."""
+    cls = type(frm)
+    sub = _UNCHECKED.get(cls)
+    if sub is None:
+        sub = _UNCHECKED[cls] = type(cls.__name__, (cls,), {"validate": lambda self: None})
+    out = sub.__new__(sub)
+    for name in cls.__slots__:
+        if hasattr(frm, name):
+            setattr(out, name, getattr(frm, name))
+    return out
+
+
+def _encode(ch: int, f: Any) -> bytes:
+    raw = getattr(f, "_raw", None)
+    # re-encoding decoded frames is not always valid pamqp: unchanged frames keep their bytes
+    if raw is not None and raw[0] == ch:
+        return raw[1]
+    try:
+        return pframe.marshal(f, ch)
+    except ValueError:
+        if not hasattr(f, "validate"):
+            raise
+        return pframe.marshal(_unchecked(f), ch)
+
+
+@dataclass
+class FaultProxy:
+    upstream_host: str
+    upstream_port: int
+    fault: Fault = field(default_factory=Fault)
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((self.host, 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._socks: list[socket.socket] = []
+        self.errors: list[str] = []  # faults that raised: the frame went through unchanged
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+
+    def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> str:
+        from urllib.parse import quote
+
+        path = "" if vhost == "/" else quote(vhost, safe="")
+        return f"amqp://{user}:{password}@{self.host}:{self.port}/{path}"
+
+    def __enter__(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.sock.close()
+        for s in list(self._socks):
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._thread.join(timeout=2)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            try:
+                upstream = socket.create_connection((self.upstream_host, self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            self._socks[:] = [s for s in self._socks if s.fileno() != -1] + [client, upstream]
+            state: dict[str, Any] = {}
+            lock = threading.Lock()
+            threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, to_broker: bool, st: dict[str, Any],
+              lock: threading.Lock) -> None:
+        buf = b""
+        header_pending = to_broker  # the client's first 8 bytes are the protocol header
+        client = src if to_broker else dst
+        try:
+            while True:
+                got = src.recv(65536)
+                if not got:
+                    if buf:
+                        dst.sendall(buf)  # an incomplete tail is the peer's to judge, not ours
+                    break
+                buf += got
+                if not to_broker and buf[:4] == b"AMQP":
+                    if len(buf) < 8:
+                        continue
+                    # a broker refusing the client's protocol header answers with its own
+                    dst.sendall(buf[:8])
+                    buf = buf[8:]
+                if header_pending:
+                    if len(buf) < 8:
+                        continue
+                    dst.sendall(buf[:8])
+                    buf, header_pending = buf[8:], False
+                # Sending under the connection's lock keeps the frames a fault injects towards
+                # the client in order with the broker's own frames.
+                with lock:
+                    out = bytearray()
+                    back = bytearray()
+                    while len(buf) >= 7:
+                        size = struct.unpack(">I", buf[3:7])[0]
+                        if len(buf) < size + 8:
+                            break
+                        chunk, buf = buf[: size + 8], buf[size + 8:]
+                        try:
+                            _n, channel, frm = pframe.unmarshal(chunk)
+                        except Exception:  # noqa: BLE001 - pass through what we cannot decode
+                            out += chunk
+                            continue
+                        frm._raw = (channel, chunk)
+                        try:
+                            frames = (self.fault.to_broker if to_broker else self.fault.to_client)(st, channel, frm)
+                            encoded = b"".join(_encode(ch, f) for ch, f in frames)
+                            injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
+                        except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
+                            self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
+                            encoded, injected = chunk, b""
+                        out += encoded
+                        (back if to_broker else out).extend(injected)
+                    if out:
+                        dst.sendall(bytes(out))
+                    if back:
+                        client.sendall(bytes(back))
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass

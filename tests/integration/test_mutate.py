@@ -1,0 +1,64 @@
+"""CI subset of mutation testing: a representative handful of mutants, each killed against the
+reference broker by the cases named here (and an equivalent mutant that must survive).
+
+Each row runs only the cases that should kill it (the runner's ``--case`` narrowing), through
+the same proxy and judgement as ``amqp-conformance mutate``; the baseline is the same cases
+through a fault-free proxy, which must all PASS.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from conformance.broker import EmbeddedBroker
+from conformance.mutate.catalogue import CATALOGUE
+from conformance.mutate.proxy import Fault
+from conformance.mutate.runner import Session, Upstream, judge, run_areas
+
+# mutant id, area, cases run, the case that must kill it
+ROWS = [
+    ("deliveries.deliver-exchange-rewritten", "replies", "replies.first-delivery-*",
+     "replies.first-delivery-not-redelivered"),
+    ("counts.delete-ok-message-count", "replies", "replies.delete-ok-count", "replies.delete-ok-count"),
+    ("returns.after-ack", "replies", "replies.mandatory-return-*", "replies.mandatory-return-whole-reply"),
+    ("errors.channel-error-escalated", "errors", "errors.soft-error-keeps-other-channels",
+     "errors.soft-error-keeps-other-channels"),
+    ("tx.commit-rolls-back", "tx", "tx.publish.commit", "tx.publish.commit"),
+    ("confirms.first-ack-lost", "confirms", "confirms.seq-starts-at-1", "confirms.seq-starts-at-1"),
+    ("timing.deliveries-swapped", "ordering", "ordering.single-path-1000", "ordering.single-path-1000"),
+    ("tags.server-tags-renamed-consistently", "acks", "acks.cancel-stops-deliveries", None),
+]
+BY_ID = {m.id: m for m in CATALOGUE}
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    broker = EmbeddedBroker()
+    broker.start()
+    try:
+        yield Session(upstream=Upstream("127.0.0.1", broker.port, "guest", "guest", "/"),
+                      results=tmp_path_factory.mktemp("mutate"), session_id="ci-mutate", workers="0",
+                      case_timeout="3", run_timeout=120.0)
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize(("mutant_id", "area", "cases", "killer"), ROWS, ids=[r[0] for r in ROWS])
+def test_mutant_is_killed(session: Session, mutant_id: str, area: str, cases: str, killer: str | None) -> None:
+    mutant = BY_ID[mutant_id]
+    assert area in mutant.areas
+    base = run_areas(session, [area], Fault(), "none", cases)
+    assert not base.problem and base.verdicts and set(base.verdicts.values()) == {"PASS"}, base
+    run = run_areas(session, [area], mutant.make(), mutant.id, cases)
+    assert not run.problem, run.problem
+    result = judge(mutant, run, base.verdicts)
+    if killer is None:
+        assert mutant.equivalent and result.outcome == "EQUIVALENT", result
+    else:
+        assert killer in {k.case_id for k in result.kills}, result
+        assert result.outcome == "KILLED"
+    records = [json.loads(line) for line in session.out_file.read_text().splitlines()]
+    assert {r["extra"]["mutant"] for r in records if r["case_id"] in run.verdicts} >= {"none", mutant_id}
