@@ -16,7 +16,7 @@ from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.raw import RawChannel
 from conformance.scenarios.test_errors import check_outcome, outcome
 from conformance.verdicts import CaseOutcome, Mismatch
@@ -467,8 +467,7 @@ def test_sixteen_consumers(amqp, ctx, cleanup):
 def test_pika_passive_missing(broker_url, ctx):
     from pika import exceptions as pex
 
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika passive queue_declare") as conn:
         ch = conn.channel()
         try:
             ch.queue_declare(ctx.name("missing"), passive=True)
@@ -476,9 +475,6 @@ def test_pika_passive_missing(broker_url, ctx):
         except pex.ChannelClosedByBroker as exc:
             observed = exc.reply_code
         check(observed, 404, "pika ChannelClosedByBroker reply code")
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 @case(

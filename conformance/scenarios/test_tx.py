@@ -14,7 +14,6 @@ row (e.g. the broker never answered tx.select) or saw something outside the tabl
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.profiles import load_table
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -490,55 +489,25 @@ def _unexpected(closed: Event, what: str) -> str:
 # -- the two client libraries ---------------------------------------------------------------------
 
 
-def _bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """pika's blocking calls have no deadline: run them in a helper thread bounded by ``timeout``."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the case's thread below
-            box["error"] = exc
-
-    t = threading.Thread(target=target, name=f"pika-{what}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise CaseTimeout(what, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 def publish_pika(env: Env) -> str:
     from pika import exceptions as pex
 
     q = env.queue()
 
-    def run() -> list[bytes]:
-        conn = pika_connection(env.broker_url, env.ctx.timeout)
+    bodies: list[bytes] = []
+    with pika_session(env.broker_url, env.ctx.timeout, "pika tx publish") as conn:
+        ch = conn.channel()
         try:
-            ch = conn.channel()
-            try:
-                ch.tx_select()
-                ch.basic_publish("", q, b"rolled-back")
-                ch.tx_rollback()
-                ch.basic_publish("", q, b"committed")
-                ch.tx_commit()
-            except pex.AMQPChannelError as exc:
-                raise Mismatch("pika tx_select / tx_rollback / tx_commit", expected="all succeed",
-                               observed=repr(exc)) from exc
-            got = []
-            while True:
-                _m, _p, body = ch.basic_get(q, auto_ack=True)
-                if body is None:
-                    return got
-                got.append(body)
-        finally:
-            if conn.is_open:
-                conn.close()
-
-    bodies = _bounded(run, env.ctx.timeout, "pika tx publish")
+            ch.tx_select()
+            ch.basic_publish("", q, b"rolled-back")
+            ch.tx_rollback()
+            ch.basic_publish("", q, b"committed")
+            ch.tx_commit()
+        except pex.AMQPChannelError as exc:
+            raise Mismatch("pika tx_select / tx_rollback / tx_commit", expected="all succeed",
+                           observed=repr(exc)) from exc
+        while (body := ch.basic_get(q, auto_ack=True)[2]) is not None:
+            bodies.append(body)
     env.ctx.observe("queue contents", bodies)
     if bodies == [b"committed"]:
         return "yes"
