@@ -176,7 +176,7 @@ class Bound:
         if self.expired.is_set():
             return CaseTimeout(self.what, self.seconds,
                                observed=f"no complete answer within {self.seconds:.1f}s; {self.evidence()}; "
-                                        f"the library was waiting in {type(exc).__name__}")
+                                        f"the connection was cut at the deadline ({type(exc).__name__})")
         if isinstance(exc, CaseOutcome):
             return exc
         if isinstance(exc, TimeoutError):

@@ -29,7 +29,7 @@ CASE_TIMEOUT = 2.0
 # A library case runs at most three bounded interactions of up to 3 x the case timeout, plus the
 # bounded closes; the ceiling is what "the worker is free again" means here.
 CEILING = 12 * CASE_TIMEOUT
-BROKER_VERDICTS = {"FAIL", "NON_STRICT", "TIMEOUT", "UNSUPPORTED"}
+BROKER_VERDICTS = {"FAIL", "NON_STRICT", "TIMEOUT"}
 
 
 class RenameConsumerTag(Fault):
@@ -93,15 +93,6 @@ def library_cases() -> list[Case]:
     return [c for c in all_cases() if c.client in ("pika", "aio-pika")]
 
 
-def confirm_cases() -> list[str]:
-    """Library cases that publish in confirm mode, by their source: a nack must not pass them."""
-    ids = []
-    for c in library_cases():
-        if "publisher_confirms" in c.requires or c.id in ("exchange.pika-fanout-routes", "queue.aio-pika-purge-count"):
-            ids.append(c.id)
-    return ids
-
-
 @pytest.fixture(scope="module")
 def broker() -> Iterator[EmbeddedBroker]:
     b = EmbeddedBroker()
@@ -119,7 +110,7 @@ def run_through(broker: EmbeddedBroker, fault: Fault, out: Path) -> tuple[dict[s
             [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "conformance.scenarios",
              "--broker-url", proxy.url(), "--case", ",".join(ids), "--case-timeout", str(CASE_TIMEOUT),
              "--results", str(out), "--fail-on", "none"],
-            capture_output=True, text=True, timeout=CEILING * len(ids), stdin=subprocess.DEVNULL)
+            capture_output=True, text=True, timeout=CEILING * len(ids) / 2, stdin=subprocess.DEVNULL)
         wall = time.monotonic() - t0
     files = list(out.glob("*.jsonl"))
     assert len(files) == 1, res.stdout[-3000:] + res.stderr[-2000:]
@@ -140,10 +131,14 @@ def test_library_cases_end_within_their_ceiling(broker: EmbeddedBroker, tmp_path
     slow = {i: r["duration_s"] for i, r in records.items() if r["duration_s"] > CEILING}
     assert not slow, f"cases over their {CEILING}s ceiling: {slow}"
     assert wall < CEILING * len(ids) / 2, f"the run took {wall:.0f}s"
-    if fault is NackEveryPublish:
-        passed = [i for i in confirm_cases() if records[i]["verdict"] not in BROKER_VERDICTS]
-        assert not passed, f"nacked publishes passed: {passed}"
-    if fault in (RenameConsumerTag, NeverAnswerConsume):
-        consumers = ["acks.pika-consume-ack-loop", "ordering.pika-consume-200", "acks.aio-pika-iterator-ack"]
-        assert {i: records[i]["verdict"] for i in consumers} == dict.fromkeys(consumers, "TIMEOUT") \
-            if fault is NeverAnswerConsume else all(records[i]["verdict"] != "PASS" for i in consumers[:2])
+    verdicts = {i: r["verdict"] for i, r in records.items()}
+    if fault is NackEveryPublish:  # a nacked publish is a broker fault every confirms case sees
+        confirms = {i: v for i, v in verdicts.items() if i.startswith("confirms.")}
+        assert confirms and set(confirms.values()) == {"FAIL"}, confirms
+    if fault is DuplicateReplies:  # pika's own assertion on the second ack is blamed on the broker
+        assert verdicts["confirms.pika-publish-returns"] == "FAIL", records["confirms.pika-publish-returns"]
+        assert "_CallbackResult was already set" in records["confirms.pika-publish-returns"]["observed"]
+    if fault in (RenameConsumerTag, NeverAnswerConsume):  # the waits that hung the run for 9 minutes
+        assert verdicts["acks.pika-consume-ack-loop"] == "TIMEOUT", records["acks.pika-consume-ack-loop"]
+        assert verdicts["acks.aio-pika-iterator-ack"] == "TIMEOUT", records["acks.aio-pika-iterator-ack"]
+        assert verdicts["ordering.pika-consume-200"] in BROKER_VERDICTS, records["ordering.pika-consume-200"]
