@@ -296,8 +296,9 @@ class PikaBound:
         import pika
 
         params = params if params is not None else _pika_params(url or self.url, self.bound.seconds)
-        with self.bound.translating():
-            conn = pika.BlockingConnection(params)
+        # Not translated here: the scenario may expect pika's exception (an auth refusal); what it
+        # does not catch is translated where pika_bound ends.
+        conn = pika.BlockingConnection(params)
         self.connections.append(conn)
         self._watch(conn, f"pika#{len(self.connections)}")
         return conn
