@@ -339,6 +339,9 @@ def pika_bound(url: str, timeout: float, what: str) -> Iterator[PikaBound]:
     try:
         with bound.translating():
             yield pb
+            if bound.expired.is_set():
+                # The scenario caught what the cut connection raised: its result is an artifact.
+                raise CaseTimeout(what, timeout, observed=bound.evidence())
     finally:
         # The close runs under a short deadline of its own: the scenario is over and a broker that
         # never sends close-ok must not hold the worker.
@@ -428,7 +431,11 @@ def run_async(coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:
     try:
         with bound.translating():
             try:
-                return loop.run_until_complete(task)
+                result = loop.run_until_complete(task)
+                if bound.expired.is_set():
+                    # The scenario caught what the aborted connection raised: an artifact.
+                    raise CaseTimeout(what, timeout, observed=bound.evidence())
+                return result
             except asyncio.CancelledError as exc:
                 raise CaseTimeout(what, timeout, observed=bound.evidence()) from exc
             except RuntimeError as exc:

@@ -494,6 +494,8 @@ def test_aio_pika_unknown_vhost(broker_url, ctx):
     async def scenario() -> str:
         try:
             conn = await aio_pika.connect(url, timeout=ctx.timeout)
+        except TimeoutError:
+            raise  # silence is not a refusal: run_async makes it a TIMEOUT
         except Exception as exc:  # noqa: BLE001 - any refusal is the expectation; its type is recorded
             return f"refused: {type(exc).__name__}: {exc}"
         await conn.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
+import time
 
 import aio_pika.exceptions as apex
 import pytest
@@ -11,7 +14,7 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 from pika import exceptions as pex
 
-from conformance.clients.libs import Bound, FrameTap
+from conformance.clients.libs import CLOSE_GRACE, Bound, FrameTap, pika_bound, run_async
 from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
 
 
@@ -98,3 +101,34 @@ def test_frame_tap_decodes_split_input_and_skips_content() -> None:
     assert [f.split("(")[0] for f in tap.frames] == ["ch2 Basic.Deliver", "ch1 Basic.Ack"]
     tap.feed(b"\x01\x00\x01\x00\x00\x00\x01\x00\x00")  # a frame pamqp cannot decode
     assert "undecodable" in tap.frames[-1]
+
+
+def test_a_scenario_that_swallows_its_cancellation_still_times_out() -> None:
+    async def swallowing() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "carried on as if answered"
+        return "answered"
+
+    t0 = time.monotonic()
+    with pytest.raises(CaseTimeout):
+        run_async(swallowing(), 0.2, "an answer")
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_a_scenario_that_ignores_every_cancellation_is_stopped() -> None:
+    async def stubborn() -> str:
+        while True:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(30)
+
+    t0 = time.monotonic()
+    with pytest.raises(CaseTimeout):
+        run_async(stubborn(), 0.2, "an answer")
+    assert time.monotonic() - t0 < 0.2 + 2 * CLOSE_GRACE + 1.0  # the stop, then the bounded close
+
+
+def test_pika_bound_reports_timeout_when_the_scenario_outlived_its_deadline() -> None:
+    with pytest.raises(CaseTimeout), pika_bound("amqp://127.0.0.1:1/", 0.1, "an answer") as pb:
+        pb.bound.expired.wait(5.0)  # a scenario that caught what the cut raised and returned
