@@ -435,6 +435,8 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
 
     q = cleanup.queue(ctx.name("q"))
     seen: list[bytes] = []
+    # Every pika call below (basic_consume waiting for its consume-ok included) is bounded by
+    # pika_session: a broker that never answers, or answers with another consumer tag, is a TIMEOUT.
     with pika_session(broker_url, ctx.timeout, "pika consume loop") as conn:
         ch = conn.channel()
         ch.queue_declare(q)
@@ -448,7 +450,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
                 channel.stop_consuming()
 
         ch.basic_consume(q, on_message, auto_ack=False)
-        ch.start_consuming()  # bounded by pika_session's deadline
+        ch.start_consuming()
         ch.close()
     ctx.observe("bodies", seen)
     raw = amqp.channel()

@@ -18,7 +18,7 @@ from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import CaseTimeout
 
@@ -178,8 +178,7 @@ def test_bad_frames(amqp, ctx, cleanup, kind):
     expectation="every channel opens (is_open) and the connection stays open",
 )
 def test_pika_channels(broker_url, ctx):
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika channels") as conn:
         chans = [conn.channel() for _ in range(8)]
         opened = [c.is_open for c in chans]
         for c in chans:
@@ -187,9 +186,6 @@ def test_pika_channels(broker_url, ctx):
         again = conn.channel()
         check((opened, again.is_open, conn.is_open), ([True] * 8, True, True),
               "(8 channels open, a 9th after closing them, connection open)")
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 @case(

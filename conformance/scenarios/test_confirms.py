@@ -21,11 +21,10 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.bounded import bounded
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -486,23 +485,16 @@ def test_pika_publish_returns(broker_url, ctx, cleanup):
 
     q = cleanup.queue(ctx.name("q"))
 
-    def run() -> int:
-        conn = pika_connection(broker_url, ctx.timeout)
+    with pika_session(broker_url, ctx.timeout, "pika confirmed publish") as conn:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
         try:
-            ch = conn.channel()
-            ch.queue_declare(q)
-            ch.confirm_delivery()
-            try:
-                ch.basic_publish("", q, b"m1", mandatory=True)
-            except (pex.NackError, pex.UnroutableError, pex.AMQPChannelError) as exc:
-                raise Mismatch("pika basic_publish in confirm mode", expected="returns (broker acked)",
-                               observed=repr(exc)) from exc
-            return int(ch.queue_declare(q, passive=True).method.message_count)
-        finally:
-            if conn.is_open:
-                conn.close()
-
-    count = bounded(run, ctx.timeout, "pika confirmed publish")
+            ch.basic_publish("", q, b"m1", mandatory=True)
+        except (pex.NackError, pex.UnroutableError, pex.AMQPChannelError) as exc:
+            raise Mismatch("pika basic_publish in confirm mode", expected="returns (broker acked)",
+                           observed=repr(exc)) from exc
+        count = int(ch.queue_declare(q, passive=True).method.message_count)
     ctx.check(count, 1, "messages in the queue after the confirmed publish")
 
 
@@ -520,23 +512,16 @@ def test_pika_publish_returns(broker_url, ctx, cleanup):
 def test_pika_unroutable_raises(broker_url, ctx):
     from pika import exceptions as pex
 
-    def run() -> str:
-        conn = pika_connection(broker_url, ctx.timeout)
+    with pika_session(broker_url, ctx.timeout, "pika mandatory unroutable publish") as conn:
+        ch = conn.channel()
+        ch.confirm_delivery()
         try:
-            ch = conn.channel()
-            ch.confirm_delivery()
-            try:
-                ch.basic_publish("amq.direct", ctx.name("unbound-key"), b"m1", mandatory=True)
-            except pex.UnroutableError as exc:
-                return f"UnroutableError ({len(exc.messages)} returned)"
-            except pex.AMQPError as exc:
-                return repr(exc)
-            return "returned normally"
-        finally:
-            if conn.is_open:
-                conn.close()
-
-    outcome = bounded(run, ctx.timeout, "pika mandatory unroutable publish")
+            ch.basic_publish("amq.direct", ctx.name("unbound-key"), b"m1", mandatory=True)
+            outcome = "returned normally"
+        except pex.UnroutableError as exc:
+            outcome = f"UnroutableError ({len(exc.messages)} returned)"
+        except pex.NackError as exc:
+            outcome = repr(exc)
     ctx.check(outcome, "UnroutableError (1 returned)", "pika basic_publish outcome")
 
 

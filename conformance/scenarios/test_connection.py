@@ -319,16 +319,19 @@ def test_pika_wrong_password(broker_url, ctx):
                                        socket_timeout=ctx.timeout, stack_timeout=ctx.timeout,
                                        blocked_connection_timeout=ctx.timeout, connection_attempts=1,
                                        heartbeat=0)
-    try:
-        conn = pika.BlockingConnection(params)
-    except (pex.ProbableAuthenticationError, pex.AuthenticationError, pex.ProbableAccessDeniedError,
-            pex.ConnectionClosedByBroker) as exc:
-        ctx.observe("raised", f"{type(exc).__name__}: {exc}")
-        return
-    except pex.AMQPConnectionError as exc:
-        raise Mismatch("pika connect with a wrong password", expected="an authentication error",
-                       observed=f"{type(exc).__name__}: {exc}") from exc
-    conn.close()
+    from conformance.clients.libs import pika_bound
+
+    # pika_bound closes a connection that wrongly opened, under a deadline of its own.
+    with pika_bound(broker_url, ctx.timeout, "pika connect with a wrong password") as pb:
+        try:
+            pb.connect(params=params)
+        except (pex.ProbableAuthenticationError, pex.AuthenticationError, pex.ProbableAccessDeniedError,
+                pex.ConnectionClosedByBroker) as exc:
+            ctx.observe("raised", f"{type(exc).__name__}: {exc}")
+            return
+        except pex.AMQPConnectionError as exc:
+            raise Mismatch("pika connect with a wrong password", expected="an authentication error",
+                           observed=f"{type(exc).__name__}: {exc}") from exc
     raise Mismatch("pika connect with a wrong password", expected="an authentication error",
                    observed="connection opened")
 
@@ -348,6 +351,8 @@ def test_aio_pika_unknown_vhost(broker_url, ctx):
     async def scenario() -> str:
         try:
             conn = await aio_pika.connect(url, timeout=ctx.timeout)
+        except TimeoutError:
+            raise  # silence is not a refusal: run_async makes it a TIMEOUT
         except Exception as exc:  # noqa: BLE001 - any refusal is the expectation; its type is recorded
             return f"refused: {type(exc).__name__}: {exc}"
         await conn.close()

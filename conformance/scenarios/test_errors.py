@@ -12,7 +12,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import check, expect_channel_close, expect_connection_close
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.outcome import outcome
 from conformance.clients.raw import UnexpectedClose
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -131,8 +131,7 @@ def test_channel_reusable_after_close(amqp, ctx):
 def test_pika_soft_error(broker_url, ctx, cleanup):
     from pika import exceptions as pex
 
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika soft error scenario") as conn:
         ch = conn.channel()
         try:
             ch.exchange_declare(ctx.name("missing"), exchange_type="direct", passive=True)
@@ -144,9 +143,6 @@ def test_pika_soft_error(broker_url, ctx, cleanup):
         ok = conn.channel().queue_declare(q)
         check(ok.method.queue, q, "queue declared on a new channel of the same connection")
         check(conn.is_open, True, "pika connection still open")
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 @case(

@@ -16,7 +16,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check, expect_channel_close
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import RawChannel
 from conformance.verdicts import Mismatch, Unsupported
@@ -354,8 +354,7 @@ def test_e2e_binding(amqp, ctx, cleanup):
     expectation="each bound queue holds the message (basic_get returns it)",
 )
 def test_pika_fanout(broker_url, ctx, cleanup):
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika fanout scenario") as conn:
         ch = conn.channel()
         ch.confirm_delivery()
         x = cleanup.exchange(ctx.name("x"))
@@ -370,9 +369,6 @@ def test_pika_fanout(broker_url, ctx, cleanup):
             _m, _p, body = ch.basic_get(q, auto_ack=True)
             bodies.append(body)
         check(bodies, [b"fan", b"fan"], "message in each queue bound to the fanout exchange")
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 @case(

@@ -13,14 +13,12 @@ proving the broker processed the nack.
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
+from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import Mismatch, Unsupported
@@ -223,11 +221,9 @@ def test_unknown_tag(declared_queue, ctx):
     expectation="all three are back in the queue: draining it with basic_get returns p0, p1, p2",
 )
 def test_pika_multiple_requeue(broker_url, ctx, cleanup):
-    from pika import exceptions as pex
 
     q = cleanup.queue(ctx.name("q"))
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika nack scenario") as conn:
         ch = conn.channel()
         ch.queue_declare(q)
         ch.confirm_delivery()
@@ -246,11 +242,6 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
             if method is None:
                 break
             got.append(body.decode())
-    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
-        raise Mismatch("pika nack", expected="no broker error", observed=f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()
     ctx.check(sorted(got), ["p0", "p1", "p2"], "messages back in the queue after basic_nack(multiple)")
 
 

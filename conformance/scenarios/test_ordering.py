@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import body_list, drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -309,13 +309,11 @@ def test_several_consumers_observed(amqp, ctx, cleanup):
     expectation="the pika consumer receives the 200 messages in publication order",
 )
 def test_pika_consume_order(broker_url, ctx, cleanup):
-    from pika import exceptions as pex
 
     q = cleanup.queue(ctx.name("q"))
     bodies = [f"p{i:03d}" for i in range(200)]
     seen: list[str] = []
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout * 3, "pika publish and consume of 200 messages") as conn:
         ch = conn.channel()
         ch.queue_declare(q)
         ch.confirm_delivery()
@@ -331,12 +329,6 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
             if len(seen) == len(bodies):
                 break
         ch.cancel()
-    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
-        raise Mismatch("pika publish/consume", expected="no broker error",
-                       observed=f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()
     ctx.check(order_verdict(seen, bodies), IN_ORDER, "order of the 200 pika deliveries")
 
 

@@ -16,7 +16,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import Mismatch
 
@@ -418,8 +418,7 @@ def test_sixteen_consumers(declared_queue, ctx):
 def test_pika_passive_missing(broker_url, ctx):
     from pika import exceptions as pex
 
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
+    with pika_session(broker_url, ctx.timeout, "pika passive queue_declare") as conn:
         ch = conn.channel()
         try:
             ch.queue_declare(ctx.name("missing"), passive=True)
@@ -427,9 +426,6 @@ def test_pika_passive_missing(broker_url, ctx):
         except pex.ChannelClosedByBroker as exc:
             observed = exc.reply_code
         check(observed, 404, "pika ChannelClosedByBroker reply code")
-    finally:
-        if conn.is_open:
-            conn.close()
 
 
 @case(

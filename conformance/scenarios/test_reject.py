@@ -17,19 +17,18 @@ used as the barrier instead.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_connection, run_async
+from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import get_one, publish_confirmed, quiet_window
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verdicts import CaseTimeout
 
 R002 = "002_4ef6b84472723893.txt"
 R003 = "003_50388870ec53b6aa.txt"
@@ -245,17 +244,6 @@ def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
 # -- client libraries ------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def pika_broker_errors(what: str) -> Iterator[None]:
-    """A broker close seen by pika is the broker's behaviour (a Mismatch), not a harness error."""
-    from pika import exceptions as pex
-
-    try:
-        yield
-    except (pex.ChannelClosedByBroker, pex.ConnectionClosedByBroker) as exc:
-        raise Mismatch(what, expected=f"{what} succeeds", observed=f"{type(exc).__name__}: {exc}") from exc
-
-
 @case(
     "reject.pika-requeue-redelivers",
     sources=[SRC_REQUEUE, SRC_REJECT],
@@ -267,29 +255,24 @@ def pika_broker_errors(what: str) -> Iterator[None]:
 )
 def test_pika_requeue(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
-    conn = pika_connection(broker_url, ctx.timeout)
-    try:
-        with pika_broker_errors("pika reject/requeue loop"):
-            ch = conn.channel()
-            ch.queue_declare(q)
-            ch.confirm_delivery()
-            ch.basic_publish("", q, b"p1")
-            seen: list[tuple[bytes, bool]] = []
-            for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
-                if method is None:
-                    raise CaseTimeout("a delivery in the pika consumer loop", ctx.timeout,
-                                      observed=f"deliveries so far: {seen}")
-                seen.append((body, bool(method.redelivered)))
-                if len(seen) == 1:
-                    ch.basic_reject(method.delivery_tag, requeue=True)
-                else:
-                    ch.basic_ack(method.delivery_tag)
-                    break
-            ch.cancel()
-            remaining = ch.queue_declare(q, passive=True).method.message_count
-    finally:
-        with contextlib.suppress(Exception):
-            conn.close()
+    with pika_session(broker_url, ctx.timeout, "pika reject/requeue loop") as conn:
+        ch = conn.channel()
+        ch.queue_declare(q)
+        ch.confirm_delivery()
+        ch.basic_publish("", q, b"p1")
+        seen: list[tuple[bytes, bool]] = []
+        for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
+            if method is None:
+                raise CaseTimeout("a delivery in the pika consumer loop", ctx.timeout,
+                                  observed=f"deliveries so far: {seen}")
+            seen.append((body, bool(method.redelivered)))
+            if len(seen) == 1:
+                ch.basic_reject(method.delivery_tag, requeue=True)
+            else:
+                ch.basic_ack(method.delivery_tag)
+                break
+        ch.cancel()
+        remaining = ch.queue_declare(q, passive=True).method.message_count
     ctx.observe("deliveries", seen)
     ctx.check((seen[1][0], remaining), (b"p1", 0), "(body of the second delivery, messages left)")
 

@@ -24,9 +24,8 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
-from conformance.clients.bounded import bounded as _bounded  # the name the pika bodies use
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.libs import pika_connection, run_async
+from conformance.clients.libs import pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.profiles import load_table
@@ -446,30 +445,20 @@ def publish_pika(env: Env) -> str:
 
     q = env.queue()
 
-    def run() -> list[bytes]:
-        conn = pika_connection(env.broker_url, env.ctx.timeout)
+    bodies: list[bytes] = []
+    with pika_session(env.broker_url, env.ctx.timeout, "pika tx publish") as conn:
+        ch = conn.channel()
         try:
-            ch = conn.channel()
-            try:
-                ch.tx_select()
-                ch.basic_publish("", q, b"rolled-back")
-                ch.tx_rollback()
-                ch.basic_publish("", q, b"committed")
-                ch.tx_commit()
-            except pex.AMQPChannelError as exc:
-                raise Mismatch("pika tx_select / tx_rollback / tx_commit", expected="all succeed",
-                               observed=repr(exc)) from exc
-            got = []
-            while True:
-                _m, _p, body = ch.basic_get(q, auto_ack=True)
-                if body is None:
-                    return got
-                got.append(body)
-        finally:
-            if conn.is_open:
-                conn.close()
-
-    bodies = _bounded(run, env.ctx.timeout, "pika tx publish")
+            ch.tx_select()
+            ch.basic_publish("", q, b"rolled-back")
+            ch.tx_rollback()
+            ch.basic_publish("", q, b"committed")
+            ch.tx_commit()
+        except pex.AMQPChannelError as exc:
+            raise Mismatch("pika tx_select / tx_rollback / tx_commit", expected="all succeed",
+                           observed=repr(exc)) from exc
+        while (body := ch.basic_get(q, auto_ack=True)[2]) is not None:
+            bodies.append(body)
     env.ctx.observe("queue contents", bodies)
     if bodies == [b"committed"]:
         return "yes"
