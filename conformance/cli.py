@@ -185,7 +185,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
     "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
-    "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
+    "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale)"),
 }
 
 
