@@ -79,6 +79,7 @@ def broker_parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> list[str]:
     from conformance.bench.runner import SCENARIOS
     from conformance.clients.raw import URL
+    from conformance.targets.local import LOCAL_BROKERS
 
     if not 0 < args.seconds <= 600:
         raise ValueError("--seconds must be > 0 and <= 600")
@@ -94,7 +95,7 @@ def _check(args: argparse.Namespace) -> list[str]:
     for t in args.targets or []:
         if t.kind == "url":
             URL.parse(t.value)
-        elif t.kind != "reference" and not t.kind.startswith("local:"):
+        elif t.kind != "reference" and t.kind.removeprefix("local:") not in LOCAL_BROKERS:
             raise ValueError(f"unknown --broker {t.kind!r} (use reference | local:rabbitmq | local:garagemq)")
     if args.json_out is not None and not args.json_out.parent.exists():
         raise ValueError(f"--json-out folder {args.json_out.parent} does not exist")

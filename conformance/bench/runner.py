@@ -10,6 +10,7 @@ generator, set the pace.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -287,6 +288,9 @@ def as_json(results: Sequence[TargetResult], names: Sequence[str], settings: loa
                         "scenarios": scen, "confirm_over_tx": factors})
     return {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # The machine may be shared: the load average says how much else competed for CPU.
+        "cpus": os.cpu_count(),
+        "loadavg_at_end": os.getloadavg(),
         "command": command,
         "settings": {"seconds": settings.seconds, "connections": settings.connections,
                      "window": settings.window, "batch": settings.batch, "prefetch": settings.prefetch,
