@@ -184,6 +184,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
+    "ingest": (_lazy("conformance.report.store", "ingest_main"), "append results runs to a Parquet results store (--store DIR)"),
     "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
     "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale)"),
 }

@@ -37,7 +37,9 @@ def report_parser() -> argparse.ArgumentParser:
         prog="amqp-conformance report",
         description="Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
     )
-    p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="results JSONL files, folders or globs")
+    p.add_argument("--store", action="append", default=[], metavar="DIR",
+                   help="a results store made by 'amqp-conformance ingest' (repeatable; with or without RESULTS)")
     p.add_argument("--out", required=True, type=Path, help="output folder, e.g. reports/nightly")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--name", default=None, help="report name (default: the output folder's name)")
@@ -47,13 +49,20 @@ def report_parser() -> argparse.ArgumentParser:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
+    from conformance.report.store import is_store
+
+    not_stores = [d for d in args.store if not is_store(d)]
+    if not_stores or not (args.results or args.store):
+        _err("report", f"--store {not_stores[0]} is not a results store (no store.json; make one with "
+             "'amqp-conformance ingest')" if not_stores else "give RESULTS files or --store DIR")
+        return EXIT_BAD_INPUT
     from conformance.report import build_report
     from conformance.report.edges import InputProblem
     from conformance.report.session import EnvironmentProblem
 
     try:
         summary = build_report(
-            args.results, args.out, master=args.master, name=args.name, progress=None if args.quiet else _progress
+            [*args.results, *args.store], args.out, master=args.master, name=args.name, progress=None if args.quiet else _progress
         )
     except (InputProblem, EnvironmentProblem) as exc:
         _err("report", str(exc))
