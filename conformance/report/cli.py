@@ -221,6 +221,8 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--work", type=Path, default=None, help="folder for the data and the report (default: a temp folder, removed)")
     p.add_argument("--seed", type=int, default=7, help="generator seed")
+    p.add_argument("--store", action="store_true",
+                   help="ingest the generated results into a results store and report from the store")
     return p
 
 
@@ -233,13 +235,16 @@ def bench_main(argv: list[str]) -> int:
     from conformance.report.session import EnvironmentProblem
 
     try:
-        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress)
+        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
+                            store=args.store)
     except EnvironmentProblem as exc:
         _err("bench", str(exc))
         return EXIT_BAD_INPUT
     print(f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, {figures['files']} files) on {figures['master']}")
     print(f"  spark startup        {figures['startup_s']:7.1f} s")
     print(f"  generate             {figures['generate_s']:7.1f} s")
+    if figures.get("ingest_s") is not None:
+        print(f"  ingest into store    {figures['ingest_s']:7.1f} s")
     for stage, secs in figures["stages"].items():
         print(f"  {stage:<20} {secs:7.1f} s")
     print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")
