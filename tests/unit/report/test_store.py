@@ -115,3 +115,15 @@ def test_ingest_and_report_commands(golden_store: Path, tmp_path: Path, capsys: 
     assert "(nothing new)" in capsys.readouterr().out
     assert report_main(["--store", str(golden_store), "--out", str(tmp_path / "r"), "--quiet"]) == 0
     assert "45 executions" in capsys.readouterr().out
+
+
+def test_bench_report_through_the_store(spark: SparkSession, tmp_path: Path) -> None:
+    from conformance.report.bench import run_bench
+
+    figures = run_bench(3000, work=tmp_path, store=True)
+    assert figures["ingest_s"] is not None and figures["ingest_s"] > 0
+    manifest = json.loads((tmp_path / "store" / "store.json").read_text())
+    stored = sum(ing["rows"] for ing in manifest["ingests"])
+    # Every valid generated row went through the store into the report.
+    assert figures["rows"] == stored > 0
+    assert figures["summary"]["inputs"]["n_malformed"] == sum(ing["malformed"] for ing in manifest["ingests"])
