@@ -204,8 +204,15 @@ def _print_rule_coverage(cases: Sequence[object], *, as_json: bool) -> int:
 # -- dispatch --------------------------------------------------------------------------------
 
 
-def _lazy(module: str, func: str) -> Callable[[Sequence[str]], int]:
+def _lazy(module: str, func: str, extra: str | None = None) -> Callable[[Sequence[str]], int]:
     def call(argv: Sequence[str]) -> int:
+        if extra is not None and "-h" not in argv and "--help" not in argv:
+            from conformance.extras import missing_extra
+
+            problem = missing_extra(extra, "this command")
+            if problem is not None:
+                _err(problem)
+                return EXIT_BAD_INPUT
         try:
             mod = importlib.import_module(module)
         except ImportError as exc:
@@ -221,9 +228,10 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
+    "ingest": (_lazy("conformance.report.store", "ingest_main", extra="report"), "append results runs to a Parquet results store (--store DIR)"),
     "gate": (_lazy("conformance.gate", "main"), "release gate: a candidate run against a baseline (no JVM)"),
     "mutate": (_lazy("conformance.mutate.runner", "main"), "run the suite through injected broker faults (mutants)"),
-    "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
+    "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale)"),
 }
 
 

@@ -37,8 +37,13 @@ def build_report(
     from conformance.report.edges import resolve_inputs
     from conformance.report.pipeline import run_report
     from conformance.report.session import spark_session
+    from conformance.report.store import read_manifest, split_inputs
 
-    resolve_inputs(inputs)  # fail on bad inputs before paying for a JVM
+    plain, stores = split_inputs(inputs)
+    if plain or not stores:
+        resolve_inputs(plain)  # fail on bad inputs before paying for a JVM
+    for s in stores:
+        read_manifest(s)
     if progress is not None:
         progress("report: starting Spark")
     with spark_session(master) as spark:

@@ -36,7 +36,9 @@ def report_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
     )
-    p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
+    p.add_argument("results", nargs="*", metavar="RESULTS", help="results JSONL files, folders or globs")
+    p.add_argument("--store", action="append", default=[], metavar="DIR",
+                   help="a results store made by 'amqp-conformance ingest' (repeatable; with or without RESULTS)")
     p.add_argument("--out", required=True, type=Path, help="output folder, e.g. reports/nightly")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--name", default=None, help="report name (default: the output folder's name)")
@@ -57,7 +59,17 @@ def out_dir_problem(out: Path) -> str | None:
 
 def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
-    problem = missing_extra("report", "the compliance report") or out_dir_problem(args.out)
+    problem = missing_extra("report", "the compliance report")
+    if problem is None:
+        from conformance.report.store import is_store
+
+        not_stores = [d for d in args.store if not is_store(d)]
+        if not_stores:
+            problem = (f"--store {not_stores[0]} is not a results store (no store.json; make one with "
+                       "'amqp-conformance ingest')")
+        elif not (args.results or args.store):
+            problem = "give RESULTS files or --store DIR"
+    problem = problem or out_dir_problem(args.out)
     if problem is not None:
         _err("report", problem)
         return EXIT_BAD_INPUT
@@ -67,7 +79,7 @@ def report_main(argv: list[str]) -> int:
 
     try:
         summary = build_report(
-            args.results, args.out, master=args.master, name=args.name, progress=None if args.quiet else _progress
+            [*args.results, *args.store], args.out, master=args.master, name=args.name, progress=None if args.quiet else _progress
         )
     except (InputProblem, EnvironmentProblem) as exc:
         _err("report", str(exc))
@@ -106,6 +118,8 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--work", type=Path, default=None, help="folder for the data and the report (default: a temp folder, removed)")
     p.add_argument("--seed", type=int, default=7, help="generator seed")
+    p.add_argument("--store", action="store_true",
+                   help="ingest the generated results into a results store and report from the store")
     return p
 
 
@@ -122,13 +136,16 @@ def bench_main(argv: list[str]) -> int:
     from conformance.report.session import EnvironmentProblem
 
     try:
-        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress)
+        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
+                            store=args.store)
     except EnvironmentProblem as exc:
         _err("bench", str(exc))
         return EXIT_BAD_INPUT
     print(f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, {figures['files']} files) on {figures['master']}")
     print(f"  spark startup        {figures['startup_s']:7.1f} s")
     print(f"  generate             {figures['generate_s']:7.1f} s")
+    if figures.get("ingest_s") is not None:
+        print(f"  ingest into store    {figures['ingest_s']:7.1f} s")
     for stage, secs in figures["stages"].items():
         print(f"  {stage:<20} {secs:7.1f} s")
     print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")

@@ -18,7 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import edges, page, stages, tx_table
+from conformance.report import edges, page, stages, store, tx_table
 from conformance.report.schema import VERDICTS
 from conformance.spec import load_rules
 
@@ -81,8 +81,9 @@ def run_report(
     """Build the whole report with ``spark``; return the summary (also written as summary.json)."""
     say = progress or _noop
     timer = Timer(say)
-    files = edges.resolve_inputs(inputs)
-    say(f"report: {len(files)} input file(s)")
+    plain, stores = store.split_inputs(inputs)
+    files = edges.resolve_inputs(plain) if plain or not stores else []
+    say(f"report: {len(files)} input file(s)" + (f", {len(stores)} store(s)" if stores else ""))
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or out_dir.name
     tables: dict[str, int] = {}
@@ -90,7 +91,7 @@ def run_report(
     holder: dict[str, edges.Loaded] = {}
 
     def load() -> int:
-        holder["loaded"] = edges.load_results(spark, files)
+        holder["loaded"] = store.load_inputs(spark, files, stores)
         return holder["loaded"].n_valid
 
     timer.stage("read+parse", load)
@@ -138,7 +139,7 @@ def run_report(
         return sum(len(v) for v in view.values() if isinstance(v, list))
 
     timer.stage("collect top-N", collect, "rows for the page")
-    summary = make_summary(name, files, loaded, tables, view, len(rules), len({r.id for r in rules}))
+    summary = make_summary(name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules}))
     summary["timings_s"] = dict(timer.timings)
 
     def render() -> int:

@@ -1,0 +1,267 @@
+"""The results store: runs ingested once into a partitioned Parquet dataset, read by ``report``.
+
+Every report used to re-parse every JSONL file it was given, so keeping history made each report
+slower. ``amqp-conformance ingest RESULTS… --store DIR`` parses once and appends; ``report
+--store DIR`` reads the columns it needs from Parquet.
+
+Layout of DIR (a local folder, or one shared by every node of a cluster)::
+
+    store.json                      the manifest: format, committed ingests, their runs and sources
+    results/ingest=<id>/*.parquet   valid records (schema.RESULTS_COLUMNS), one partition per ingest
+    malformed/ingest=<id>/*.parquet malformed lines kept aside (file, line, reason, value)
+
+Commit protocol: an ingest writes its partitions first and then replaces ``store.json``
+atomically (write + rename). Readers take only the ingests the manifest lists, so an ingest
+that died half-way is invisible, and the next ingest removes its leftovers. Idempotent by run
+id: a run already in the manifest is never appended again, whichever file brings it; a source
+file's malformed lines are kept once per (file, line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from conformance.report import edges, stages
+from conformance.report.schema import RESULTS_COLUMNS
+from conformance.report.session import spark_session
+
+FORMAT = 1
+MANIFEST = "store.json"
+PARTITION = "ingest"
+
+
+class StoreProblem(edges.InputProblem):
+    """The store cannot be used (not a store, another format, …); one line to print."""
+
+
+@dataclass(frozen=True)
+class IngestSummary:
+    ingest_id: str | None  # None: nothing new, nothing written
+    files: int
+    rows_added: int
+    runs_added: tuple[str, ...]
+    runs_skipped: tuple[str, ...]  # already in the store
+    malformed_added: int
+    seconds: float
+
+
+def is_store(path: str | Path) -> bool:
+    return (Path(str(path).removeprefix("file://")) / MANIFEST).is_file()
+
+
+def read_manifest(store: Path) -> dict[str, Any]:
+    path = store / MANIFEST
+    if not path.exists():
+        return {"format": FORMAT, "columns": list(RESULTS_COLUMNS), "ingests": []}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreProblem(f"{path} is not a readable store manifest: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise StoreProblem(f"{path}: store format {manifest.get('format') if isinstance(manifest, dict) else '?'}"
+                           f" is not {FORMAT}; ingest into a new --store folder")
+    if list(manifest.get("columns", [])) != list(RESULTS_COLUMNS):
+        raise StoreProblem(f"{path}: the store's columns differ from this version's; ingest into a new --store folder")
+    return manifest
+
+
+def _write_manifest(store: Path, manifest: dict[str, Any]) -> None:
+    tmp = store / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(store / MANIFEST)
+
+
+def _uri(path: Path) -> str:
+    return path.resolve().as_uri()
+
+
+def _remove_uncommitted(store: Path, committed: set[str]) -> None:
+    """Partitions of ingests that never reached the manifest (a crash between write and commit)."""
+    for table in ("results", "malformed"):
+        folder = store / table
+        if not folder.is_dir():
+            continue
+        for part in folder.glob(f"{PARTITION}=*"):
+            if part.name.split("=", 1)[1] not in committed:
+                shutil.rmtree(part, ignore_errors=True)
+
+
+def ingest(spark: SparkSession, inputs: list[str], store: Path,
+           progress: Callable[[str], None] | None = None) -> IngestSummary:
+    """Append the runs of ``inputs`` (results files, folders, globs) that ``store`` lacks."""
+    say = progress or (lambda _m: None)
+    t0 = time.perf_counter()
+    files = edges.resolve_inputs(inputs)
+    store.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(store)
+    known_runs = {run for ing in manifest["ingests"] for run in ing["runs"]}
+    _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
+
+    lines = edges.read_lines(spark, files)
+    parsed = stages.parse_lines(lines).cache()
+    malformed = None
+    try:
+        # One pass for both: records per run id, and whether any line is malformed.
+        counts = parsed.groupBy("run_id", F.col("reason").isNull().alias("ok")).agg(F.count(F.lit(1)).alias("n")).collect()
+        per_run = {r["run_id"]: int(r["n"]) for r in counts if r["ok"]}
+        new_runs = {run: n for run, n in per_run.items() if run not in known_runs}
+        skipped = sorted(run for run in per_run if run in known_runs)
+        n_malformed = 0
+        if any(not r["ok"] for r in counts):
+            malformed = stages.with_line_numbers(stages.malformed_lines(parsed), stages.split_stats(lines))
+            committed = [ing["id"] for ing in manifest["ingests"] if ing["malformed"]]
+            if committed:
+                # A file ingested again (or grown) keeps each malformed line once.
+                kept = (spark.read.parquet(_uri(store / "malformed"))
+                        .where(F.col(PARTITION).isin(committed)).select("file", "line"))
+                malformed = malformed.join(kept, ["file", "line"], "left_anti")
+            malformed = malformed.select("file", "line", "reason", "value").cache()
+            n_malformed = malformed.count()
+        if not new_runs and not n_malformed:
+            say(f"ingest: nothing new ({len(skipped)} run(s) already in the store)")
+            return IngestSummary(None, len(files), 0, (), tuple(skipped), 0, time.perf_counter() - t0)
+        ingest_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+        if new_runs:
+            rows = stages.valid_results(parsed)
+            if skipped:
+                runs_df = spark.createDataFrame([(r,) for r in new_runs], "run_id string")
+                rows = rows.join(F.broadcast(runs_df), "run_id", "left_semi")
+            rows = rows.select(*RESULTS_COLUMNS).withColumn(PARTITION, F.lit(ingest_id))
+            say(f"ingest: writing {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
+            rows.write.mode("append").partitionBy(PARTITION).parquet(_uri(store / "results"))
+        if malformed is not None and n_malformed:
+            malformed.withColumn(PARTITION, F.lit(ingest_id)).coalesce(1).write.mode("append") \
+                .partitionBy(PARTITION).parquet(_uri(store / "malformed"))
+    finally:
+        if malformed is not None:
+            malformed.unpersist()
+        parsed.unpersist()
+    manifest["ingests"].append({
+        "id": ingest_id,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": [_display(f) for f in files],
+        "runs": new_runs,
+        "rows": sum(new_runs.values()),
+        "malformed": n_malformed,
+    })
+    _write_manifest(store, manifest)  # the commit point
+    secs = time.perf_counter() - t0
+    say(f"ingest: committed {ingest_id} in {secs:.1f}s")
+    return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)),
+                         tuple(skipped), n_malformed, secs)
+
+
+def _display(path: str) -> str:
+    return path.removeprefix("file://").removeprefix("file:")
+
+
+def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
+    """The store's committed rows as the pipeline's :class:`~conformance.report.edges.Loaded`."""
+    manifest = read_manifest(store)
+    committed = [ing["id"] for ing in manifest["ingests"]]
+    n_valid = sum(int(ing["rows"]) for ing in manifest["ingests"])
+    n_malformed = sum(int(ing["malformed"]) for ing in manifest["ingests"])
+    if n_valid == 0:
+        raise StoreProblem(f"the store {store} holds no result records (ingest results into it first)")
+    results = (spark.read.parquet(_uri(store / "results"))
+               .where(F.col(PARTITION).isin(committed)).select(*RESULTS_COLUMNS))
+    if n_malformed:
+        malformed = (spark.read.parquet(_uri(store / "malformed"))
+                     .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
+    else:
+        malformed = spark.createDataFrame([], "file string, line long, reason string, value string")
+    examples = ([r.asDict() for r in malformed.orderBy("file", "line").limit(edges.MALFORMED_EXAMPLES).collect()]
+                if n_malformed else [])
+    files = [{"file": f"{store} (store: {len(committed)} ingest(s), {sum(len(i['runs']) for i in manifest['ingests'])} runs)",
+              "n_valid": n_valid, "n_malformed": n_malformed}]
+    return edges.Loaded(parsed=results, results=results, files=files, n_valid=n_valid,
+                        n_malformed=n_malformed, malformed=malformed, examples=examples)
+
+
+def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
+    """Several inputs (stores and/or parsed JSONL files) as one.
+
+    Only a JSONL part holds a persisted frame (``parsed``); a store's frames are plain Parquet
+    reads, so closing the union releases what there is to release.
+    """
+    if len(parts) == 1:
+        return parts[0]
+    results, malformed = parts[0].results, parts[0].malformed
+    for p in parts[1:]:
+        results = results.unionByName(p.results)
+        malformed = malformed.unionByName(p.malformed)
+    persisted = next((p.parsed for p in parts if p.parsed is not p.results), parts[0].parsed)
+    return edges.Loaded(parsed=persisted, results=results, files=[f for p in parts for f in p.files],
+                        n_valid=sum(p.n_valid for p in parts), n_malformed=sum(p.n_malformed for p in parts),
+                        malformed=malformed, examples=[e for p in parts for e in p.examples][:edges.MALFORMED_EXAMPLES])
+
+
+def split_inputs(inputs: list[str]) -> tuple[list[str], list[Path]]:
+    """(results files/folders/globs, stores) from a report's inputs."""
+    stores = [Path(i.removeprefix("file://")) for i in inputs if is_store(i)]
+    plain = [i for i in inputs if not is_store(i)]
+    return plain, stores
+
+
+def load_inputs(spark: SparkSession, files: list[str], stores: list[Path]) -> edges.Loaded:
+    parts = [load_store(spark, s) for s in stores]
+    if files:
+        parts.append(edges.load_results(spark, files))
+    if not parts:
+        raise edges.InputProblem("no results inputs given (pass files, folders, globs or --store DIR)")
+    return union_loaded(parts)
+
+
+# -- the ``ingest`` command -------------------------------------------------------------------
+
+
+def ingest_main(argv: list[str]) -> int:
+    """``amqp-conformance ingest RESULTS… --store DIR [--master URL]``: 0 done, 2 bad input."""
+    import argparse
+    import sys
+
+    from conformance.report.session import EnvironmentProblem
+
+    p = argparse.ArgumentParser(prog="amqp-conformance ingest",
+                                description="Append results runs to a Parquet results store, once per run id.")
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
+    p.add_argument("--store", required=True, type=Path, help="the store folder (created if missing)")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    args = p.parse_args(argv)
+
+    def err(message: str) -> int:
+        print(f"amqp-conformance ingest: {message}", file=sys.stderr, flush=True)
+        return 2
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    if args.store.exists() and not args.store.is_dir():
+        return err(f"--store {args.store} is not a folder")
+    if args.store.is_dir() and any(args.store.iterdir()) and not is_store(args.store):
+        return err(f"--store {args.store} is a folder with other content, not a results store")
+    try:
+        edges.resolve_inputs(args.results)  # a typo fails before a JVM starts
+        read_manifest(args.store)
+        say("ingest: starting Spark")
+        with spark_session(args.master) as spark:
+            done = ingest(spark, args.results, args.store, progress=say)
+    except (edges.InputProblem, EnvironmentProblem) as exc:
+        return err(str(exc))
+    print(f"ingest {done.ingest_id or '(nothing new)'}: {done.rows_added:,} rows from {len(done.runs_added)} new run(s), "
+          f"{len(done.runs_skipped)} run(s) already stored, {done.malformed_added} malformed line(s) kept aside, "
+          f"{done.files} file(s) in {done.seconds:.1f}s → {args.store}")
+    return 0
