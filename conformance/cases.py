@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 
 import pytest
 
+from conformance.profiles import PROFILE_DESCRIPTIONS
+
 MARKER = "conformance_case"
 ID_RE = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9._-]*$")
 RULE_RE = re.compile(r"^[a-z0-9-]+(\.[a-z0-9-]+){0,2}/[a-z0-9-]+$")
 
-# Profiles a case may name; ``spec`` is the AMQP 0-9-1 XML read strictly, ``rabbitmq`` is
-# RabbitMQ 3.x as its documentation describes it (see conformance/profiles/).
-PROFILES: tuple[str, ...] = ("rabbitmq", "spec")
+# Profiles a case may name: the one list is conformance/profiles (names and descriptions).
+PROFILES: tuple[str, ...] = tuple(PROFILE_DESCRIPTIONS)
 
 
 class Level(enum.StrEnum):

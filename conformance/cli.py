@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conformance import __version__
+from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
 
 EXIT_BAD_INPUT = 2
 
@@ -43,7 +44,8 @@ def _run_parser() -> argparse.ArgumentParser:
     target.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     p.add_argument("-n", "--workers", default="0",
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
-    p.add_argument("--profile", default=None, help="rabbitmq (default) | spec")
+    p.add_argument("--profile", default=None,
+                   help=" | ".join(f"{n} (default)" if n == DEFAULT_PROFILE else n for n in PROFILE_DESCRIPTIONS))
     p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
     p.add_argument("--case-ceiling", default=None,
                    help="hard ceiling per case, a multiple of --case-timeout (default 6; 0 disables): a case "

@@ -552,6 +552,22 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
     triage = _triage(args, base_sel)
     options = Options(args.allow_missing, args.allow_product_change, args.allow_profile_change, args.strict)
     res = compare(base, cand, triage, options)
+    _print_result(args, res, out)
+    _github_outputs(args, res, out)
+    print(f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
+          + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
+    if update_target is not None:
+        n = write_baseline(cand, update_target)
+        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict) is None]
+        print(f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
+              + (f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}" if untriaged else ""),
+              file=out)
+        return EXIT_OK
+    return EXIT_FAILED if res.failed else EXIT_OK
+
+
+def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> None:
+    """The comparison as JSON (``--json``) and/or as the refusals, notes, table and summary line."""
     doc = to_json(res, args.strict)
     if args.json == "-":
         print(json.dumps(doc, indent=1, ensure_ascii=False), file=out)
@@ -567,28 +583,23 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         if shown:
             format_table(shown, out)
         print(summary_line(res, args.strict), file=out)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        # Workflow commands are read from stdout; with --json on stdout they go to stderr to keep it JSON.
-        dest = sys.stderr if args.json == "-" else out
-        for line in github_annotations(res):
-            print(line, file=dest)
-        summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-        if summary_file:
-            try:
-                with open(summary_file, "a", encoding="utf-8") as fh:
-                    fh.write(step_summary(res, args.strict))
-            except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
-                print(f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}", file=sys.stderr)
-    print(f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
-          + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
-    if update_target is not None:
-        n = write_baseline(cand, update_target)
-        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict) is None]
-        print(f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
-              + (f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}" if untriaged else ""),
-              file=out)
-        return EXIT_OK
-    return EXIT_FAILED if res.failed else EXIT_OK
+
+
+def _github_outputs(args: argparse.Namespace, res: GateResult, out: TextIO) -> None:
+    """Under GitHub Actions: annotations for the findings and the job's step summary."""
+    if os.environ.get("GITHUB_ACTIONS") != "true":
+        return
+    # Workflow commands are read from stdout; with --json on stdout they go to stderr to keep it JSON.
+    dest = sys.stderr if args.json == "-" else out
+    for line in github_annotations(res):
+        print(line, file=dest)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary_file:
+        try:
+            with open(summary_file, "a", encoding="utf-8") as fh:
+                fh.write(step_summary(res, args.strict))
+        except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
+            print(f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}", file=sys.stderr)
 
 
 def _triage(args: argparse.Namespace, base_sel: Selector) -> Triage:

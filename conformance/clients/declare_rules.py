@@ -1,8 +1,9 @@
 """Declare rules that exchanges and queues share, written once: reserved ``amq.`` names, the
 name syntax, and a passive declare of a missing entity.
 
-test_exchange.py and test_queue.py each list their own cases (own ids, rules and profile data)
-in a ``DECLARE_RULES`` table and pass their :class:`Entity`.
+test_exchange.py and test_queue.py each hold their own family (own ids and rules, built by
+:func:`cases` from the same texts and profile data) in a ``DECLARE_RULES`` table and pass their
+:class:`Entity`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
+from conformance.cases import Case, Level, param
 from conformance.clients.expect import expect_channel_close
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.steps import bad_name_frame
@@ -84,3 +86,31 @@ def passive_missing(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
     ch = amqp.channel()
     ch.send(entity.declare(ctx.name("missing"), passive=True))
     expect_channel_close(ch, 404, what=f"passive declare of a missing {entity.kind}")
+
+
+def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
+    """The family of declare-rule cases for ``entity``: ``pytest.param``s carrying a scenario.
+
+    The ids are ``<kind>.reserved-name-403``, ``<kind>.name-syntax-406`` and
+    ``<kind>.passive-missing-404``; ``passive_rule`` is the spec rule of the passive declare (the
+    XML names it differently per class) and ``measured`` says where the RabbitMQ value comes from.
+    """
+    kind = entity.kind
+    a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
+    return [
+        param(Case(f"{kind}.reserved-name-403", rules=(f"{kind}.declare/reserved",), level=Level.MAY,
+                   description=f"Declaring a new {kind} whose name starts with 'amq.' (not passive)",
+                   expectation="channel.close 403 ACCESS_REFUSED"),
+              reserved_name),
+        param(Case(f"{kind}.name-syntax-406", rules=(f"{kind}.declare/syntax",), level=Level.MAY,
+                   description=f"Declaring {a_kind} whose name has characters outside letters, digits, - _ . :",
+                   expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
+                   expected={"spec": "channel.close 406", "rabbitmq": f"{kind}.declare-ok"},
+                   expected_sources={"spec": f"{kind}.declare/syntax (on-failure precondition-failed)",
+                                     "rabbitmq": f"{measured}: 'name with space!*' answered {kind}.declare-ok"}),
+              name_syntax),
+        param(Case(f"{kind}.passive-missing-404", rules=(passive_rule,), level=Level.MUST,
+                   description=f"Passive declare of {a_kind} that does not exist",
+                   expectation="channel.close 404 NOT_FOUND"),
+              passive_missing),
+    ]

@@ -12,7 +12,6 @@ of a TIMEOUT.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -161,22 +160,6 @@ def expect_get_empty(ch: RawChannel, queue: str, *, what: str = "queue is empty"
     if ev is not None:
         raise Mismatch(what, expected="basic.get-empty", observed=ev.describe())
     record(what, "basic.get-empty")
-
-
-def collect_until(ch: RawChannel, stop: Callable[[list[Event]], bool], *, what: str,
-                  timeout: float | None = None,
-                  types: type | tuple[type, ...] = spec.Basic.Deliver) -> list[Event]:
-    """Collect events of ``types`` until ``stop(collected)`` holds; TIMEOUT shows what came."""
-    limit = ch.conn.timeout if timeout is None else timeout
-    deadline = time.monotonic() + limit
-    got: list[Event] = []
-    while not stop(got):
-        remaining = deadline - time.monotonic()
-        try:
-            got.append(ch.wait(types, what, timeout=max(remaining, 0.0)))
-        except CaseTimeout as exc:
-            raise CaseTimeout(what, limit, observed=f"{len(got)} events: {summarize(got)}") from exc
-    return got
 
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:

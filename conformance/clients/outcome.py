@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pamqp import commands as spec
@@ -56,6 +57,53 @@ def _code(ev: Event | SocketClosed) -> str:
     return short(ev, names=False)
 
 
+def _closed_since(ch: RawChannel, after: int) -> tuple[str, str] | None:
+    """The connection.close the broker sent after event ``after``, as an outcome, if any."""
+    closed = ch.conn.closed_by_broker
+    if closed is not None and closed.seq > after:
+        return _code(closed), closed.describe()
+    return None
+
+
+def _first_answer(ch: RawChannel, after: int, match: Callable[[Event], bool], what: str,
+                  limit: float) -> Event | tuple[str, str]:
+    """The first event after ``after`` that ``match`` accepts, or the close that came instead."""
+    deadline = time.monotonic() + limit
+    while True:
+        # Short slices so a connection.close (filed on channel 0) ends the wait promptly even
+        # when the broker keeps the socket open after close-ok.
+        closed = _closed_since(ch, after)
+        if closed is not None:
+            return closed
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise CaseTimeout(what, limit)
+        try:
+            return ch.conn.wait_event(ch.id, match, what, timeout=min(0.2, remaining), close_is_error=False)
+        except UnexpectedClose as exc:
+            return _code(exc.event), exc.event.describe()
+        except CaseTimeout:
+            continue
+
+
+def _late_close(ch: RawChannel, after: int, answered: int, grace: float) -> tuple[str, str] | None:
+    """A close that arrives within ``grace`` seconds after the probe's answer (event ``answered``)."""
+    until = time.monotonic() + grace
+    while time.monotonic() < until:
+        closed = _closed_since(ch, after)
+        if closed is not None:
+            return closed
+        try:
+            late = ch.conn.wait_event(ch.id, lambda e: e.seq > answered and isinstance(e.method, spec.Channel.Close),
+                                      "a late close", timeout=0.1, close_is_error=False)
+            return _code(late), late.describe()
+        except UnexpectedClose as exc:
+            return _code(exc.event), exc.event.describe()
+        except CaseTimeout:
+            continue
+    return None
+
+
 def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,
             timeout: float | None = None) -> tuple[str, str]:
     """Send ``method`` (or the hand-made ``raw`` frame bytes) and a probe; return (short, detail).
@@ -84,42 +132,16 @@ def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, ra
     name = method_name(method) if method is not None else "the frame"
     what = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
     limit = conn.timeout if timeout is None else timeout
-    deadline = time.monotonic() + limit
-    while True:
-        # Short slices so a connection.close (filed on channel 0) ends the wait promptly even
-        # when the broker keeps the socket open after close-ok.
-        closed = conn.closed_by_broker
-        if closed is not None and closed.seq > after:
-            return _code(closed), closed.describe()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise CaseTimeout(f"{what} (reply to {name})", limit)
-        try:
-            ev = conn.wait_event(ch.id, match, f"{what} (reply to {name})", timeout=min(0.2, remaining),
-                                 close_is_error=False)
-            break
-        except UnexpectedClose as exc:
-            return _code(exc.event), exc.event.describe()
-        except CaseTimeout:
-            continue
+    first = _first_answer(ch, after, match, f"{what} (reply to {name})", limit)
+    if not isinstance(first, Event):
+        return first
+    ev = first
     if isinstance(ev.method, spec.Exchange.DeclareOk) and not probe_answer_is_reply:
         if not oks:
             # An asynchronous method or a bare frame has no reply: allow a short grace for an
             # error the broker raises after answering the probe.
-            grace = time.monotonic() + min(LATE_CLOSE_GRACE, limit)
-            while time.monotonic() < grace:
-                closed = conn.closed_by_broker
-                if closed is not None and closed.seq > after:
-                    return _code(closed), closed.describe()
-                try:
-                    late = conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Channel.Close),
-                                           "a late close", timeout=0.1, close_is_error=False)
-                    return _code(late), late.describe()
-                except UnexpectedClose as exc:
-                    return _code(exc.event), exc.event.describe()
-                except CaseTimeout:
-                    continue
-            return "accepted (probe answered)", f"no error for {name}; the probe was answered"
+            late = _late_close(ch, after, ev.seq, min(LATE_CLOSE_GRACE, limit))
+            return late or ("accepted (probe answered)", f"no error for {name}; the probe was answered")
         return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
                                               f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
     if isinstance(ev.method, spec.Channel.Close):

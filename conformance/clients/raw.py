@@ -629,11 +629,6 @@ class RawChannel:
         self.conn.wait_event(self.id, lambda e: isinstance(e.method, (spec.Channel.CloseOk, spec.Channel.Close)),
                              "channel.close-ok", timeout=timeout, close_is_error=False)
 
-    def closed_event(self) -> Event | None:
-        for ev in self.history():
-            if isinstance(ev.method, spec.Channel.Close):
-                return ev
-        return None
 
 
 def tags(events: Iterable[Event]) -> list[int]:

@@ -11,7 +11,7 @@ must hold:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -572,6 +572,3 @@ def rules_summary(coverage: DataFrame) -> DataFrame:
         F.sum(sum((F.col(f"n_{v.lower()}") for v in VERDICTS if v != "PASS"), F.lit(0))).alias("n_other"),
     )
 
-
-def select_brokers(df: DataFrame, keys: Sequence[str] = BROKER_KEYS) -> DataFrame:
-    return df.select(*keys).distinct()

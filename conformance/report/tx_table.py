@@ -1,74 +1,40 @@
-"""The seed's tx table ("Broker Semantics" → "Semantics of tx") as data.
+"""The seed's tx table ("Broker Semantics" → "Semantics of tx") as the report pipeline reads it.
 
-One row per feature, keyed by the row slug that tx cases carry in ``extra["tx_row"]`` (their ids
-are ``tx.<row-slug>[.<variant>]``); one column per behaviour the document describes. Values are
-written as the document writes them: ``yes`` / ``no`` / ``immediate`` / ``on commit`` /
-``undefined``. In profile inference ``undefined`` in a column matches any observation.
+The table itself is ``conformance/profiles/tx.toml``, the one copy the tx cases are generated from
+too; this module only gives the pipeline typed views of it. One row per feature, keyed by the row
+slug that tx cases carry in ``extra["tx_row"]`` (their ids are ``tx.<row-slug>[.<variant>]``); one
+column per behaviour the document describes. Values are written as the document writes them:
+``yes`` / ``no`` / ``immediate`` / ``on commit`` / ``undefined``. In profile inference
+``undefined`` in a column matches any observation.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-COLUMNS: Final[tuple[str, ...]] = ("amqp-0-9-1", "rabbitmq<2.6", "rabbitmq-2.6-2.7.1", "rabbitmq>=2.8")
+from conformance.profiles import load_table
 
-COLUMN_LABELS: Final[dict[str, str]] = {
-    "amqp-0-9-1": "AMQP 0-9-1",
-    "rabbitmq<2.6": "RabbitMQ < 2.6.0",
-    "rabbitmq-2.6-2.7.1": "RabbitMQ 2.6.0-2.7.1",
-    "rabbitmq>=2.8": "RabbitMQ >= 2.8.0",
-}
+_TABLE: Final[dict[str, Any]] = load_table("tx")
 
-# The suite's profile (conformance/profiles/, conformance.cases.PROFILES) each column stands for:
-# ``spec`` is the XML read strictly, ``rabbitmq`` is RabbitMQ 3.x, which the >= 2.8.0 column
-# describes. The two older RabbitMQ columns have no profile of their own.
-COLUMN_PROFILE: Final[dict[str, str | None]] = {
-    "amqp-0-9-1": "spec",
-    "rabbitmq<2.6": None,
-    "rabbitmq-2.6-2.7.1": None,
-    "rabbitmq>=2.8": "rabbitmq",
-}
+COLUMNS: Final[tuple[str, ...]] = tuple(_TABLE["columns"])
+
+COLUMN_LABELS: Final[dict[str, str]] = {name: col["label"] for name, col in _TABLE["columns"].items()}
+
+# The suite's profile (conformance.cases.PROFILES) each column stands for: ``spec`` is the XML read
+# strictly, ``rabbitmq`` is RabbitMQ 3.x, which the >= 2.8.0 column describes. The two older
+# RabbitMQ columns have no profile of their own.
+COLUMN_PROFILE: Final[dict[str, str | None]] = {name: col.get("profile") for name, col in _TABLE["columns"].items()}
 
 # Column names as table fields (Parquet and Spark column names avoid "<", ">", "." and "-").
-COLUMN_FIELD: Final[dict[str, str]] = {
-    "amqp-0-9-1": "amqp_0_9_1",
-    "rabbitmq<2.6": "rabbitmq_lt_2_6",
-    "rabbitmq-2.6-2.7.1": "rabbitmq_2_6_to_2_7_1",
-    "rabbitmq>=2.8": "rabbitmq_ge_2_8",
-}
+COLUMN_FIELD: Final[dict[str, str]] = {name: col["field"] for name, col in _TABLE["columns"].items()}
 
-UNDEFINED: Final = "undefined"
-VALUES: Final[frozenset[str]] = frozenset({"yes", "no", "immediate", "on commit", UNDEFINED})
+UNDEFINED: Final[str] = _TABLE["undefined"]
+VALUES: Final[frozenset[str]] = frozenset(_TABLE["values"])
 
-ROW_LABELS: Final[dict[str, str]] = {
-    "publish": "transactional basic.publish",
-    "ack": "transactional basic.ack",
-    "reject": "transactional basic.reject",
-    "declare-delete-bind": "transactional exchange/queue/binding creation/deletion",
-    "consume-get": "transactional consuming/getting of messages",
-    "atomicity-single-queue": "atomicity in single queue",
-    "atomicity-multi-queue": "atomicity across multiple queues",
-    "error-detection": "error detection (e.g. invalid exchange)",
-    "no-route-return": "sending of 'no_route' basic.return",
-    "effect-visibility": "effect visibility / responsibility transfer / durability",
-}
-
-
-def _row(a: str, b: str, c: str, d: str) -> dict[str, str]:
-    return dict(zip(COLUMNS, (a, b, c, d), strict=True))
-
+ROW_LABELS: Final[dict[str, str]] = {slug: row["feature"] for slug, row in _TABLE["rows"].items()}
 
 TX_TABLE: Final[dict[str, dict[str, str]]] = {
-    "publish": _row("yes", "yes", "yes", "yes"),
-    "ack": _row("yes", "yes", "yes", "yes"),
-    "reject": _row("no", "no", "no", "yes"),
-    "declare-delete-bind": _row("no", "no", "no", "no"),
-    "consume-get": _row("no", "no", "no", "no"),
-    "atomicity-single-queue": _row("yes", "no", "no", "no"),
-    "atomicity-multi-queue": _row("no", "no", "no", "no"),
-    "error-detection": _row("undefined", "immediate", "immediate", "immediate"),
-    "no-route-return": _row("undefined", "immediate", "on commit", "on commit"),
-    "effect-visibility": _row("undefined", "on commit", "on commit", "on commit"),
+    slug: {c: row[c] for c in COLUMNS} for slug, row in _TABLE["rows"].items()
 }
 
 ROWS: Final[tuple[str, ...]] = tuple(TX_TABLE)

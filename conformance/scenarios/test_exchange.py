@@ -163,23 +163,7 @@ def test_default_access(amqp, ctx, method, ok):
 
 
 # The declare rules exchanges and queues share (clients/declare_rules.py).
-DECLARE_RULES = [
-    param(Case("exchange.reserved-name-403", rules=("exchange.declare/reserved",), level=Level.MAY,
-               description="Declaring a new exchange whose name starts with 'amq.' (not passive)",
-               expectation="channel.close 403 ACCESS_REFUSED"),
-          declare_rules.reserved_name),
-    param(Case("exchange.name-syntax-406", rules=("exchange.declare/syntax",), level=Level.MAY,
-               description="Declaring an exchange whose name has characters outside letters, digits, - _ . :",
-               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-               expected={"spec": "channel.close 406", "rabbitmq": "exchange.declare-ok"},
-               expected_sources={"spec": "exchange.declare/syntax (on-failure precondition-failed)",
-                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered exchange.declare-ok"}),
-          declare_rules.name_syntax),
-    param(Case("exchange.passive-missing-404", rules=("exchange.declare/not-found",), level=Level.MUST,
-               description="Passive declare of an exchange that does not exist",
-               expectation="channel.close 404 NOT_FOUND"),
-          declare_rules.passive_missing),
-]
+DECLARE_RULES = declare_rules.cases(declare_rules.EXCHANGE, passive_rule="exchange.declare/not-found", measured=RMQ)
 
 
 @pytest.mark.parametrize("scenario", DECLARE_RULES)

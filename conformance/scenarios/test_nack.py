@@ -68,25 +68,6 @@ def test_capability_advertised(declared_queue, ctx):
     ctx.check(bool(caps.get("basic.nack", False)), True, "server-properties capabilities['basic.nack']")
 
 
-# -- single ----------------------------------------------------------------------------------------
-
-
-@case(
-    "nack.single-requeue",
-    sources=[SRC_NACK, SRC_REJECTION],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
-    expectation="exactly that message is back in the queue (the other stays unacked)",
-)
-def test_single_requeue(declared_queue, ctx):
-    ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"n1", b"n2"])
-    evs = get_n(ch, q, 2)
-    ch.nack(evs[1].method.delivery_tag, multiple=False, requeue=True)
-    ctx.check(body_list(drain(ch, q)), ["n2"], "messages in the queue after the single nack")
-
-
 # -- the scenarios nack shares with reject (clients/settle.py) -------------------------------------
 
 TWINS = [
@@ -123,42 +104,41 @@ def test_settle_twin(declared_queue, amqp, ctx, cleanup, scenario: settle.Scenar
     scenario(declared_queue, amqp, ctx, cleanup, "nack")
 
 
-# -- multiple --------------------------------------------------------------------------------------
+# -- single and multiple requeue -------------------------------------------------------------------
 
 
-@case(
-    "nack.multiple-with-gaps",
-    sources=[SRC_NACK, SRC_TAG],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="Tags 1..5 unacked; ack 2 and 4; then basic.nack(5, multiple=true, requeue=true)",
-    expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 and the "
-                "channel stays open",
-)
-def test_multiple_with_gaps(declared_queue, ctx):
+# (messages published and got, indexes of the deliveries acked first, index of the delivery nacked
+# (None: tag 0), multiple, the bodies back in the queue afterwards (sorted), what they are)
+REQUEUES = [
+    param(Case("nack.single-requeue", sources=(SRC_NACK, SRC_REJECTION), level=Level.EXTENSION,
+               requires=tuple(NACK),
+               description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
+               expectation="exactly that message is back in the queue (the other stays unacked)"),
+          2, (), 1, False, ["n2"], "messages in the queue after the single nack"),
+    param(Case("nack.multiple-with-gaps", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION,
+               requires=tuple(NACK),
+               description="Tags 1..5 unacked; ack 2 and 4; then basic.nack(5, multiple=true, requeue=true)",
+               expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 "
+                           "and the channel stays open"),
+          5, (1, 3), 4, True, ["n1", "n3", "n5"], "messages requeued by the multiple nack"),
+    param(Case("nack.zero-multiple-all-outstanding", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION,
+               requires=tuple(NACK),
+               description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
+               expectation="tag 0 with multiple means all outstanding: all three are back in the queue"),
+          3, (), None, True, ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)"),
+]
+
+
+@pytest.mark.parametrize("n,acked,nacked,multiple,requeued,what", REQUEUES)
+def test_nack_requeues(declared_queue, ctx, n: int, acked: tuple[int, ...], nacked: int | None,
+                       multiple: bool, requeued: list[str], what: str) -> None:
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3", b"n4", b"n5"])
-    evs = get_n(ch, q, 5)
-    ch.ack(evs[1].method.delivery_tag)
-    ch.ack(evs[3].method.delivery_tag)
-    ch.nack(evs[4].method.delivery_tag, multiple=True, requeue=True)
-    ctx.check(sorted(body_list(drain(ch, q))), ["n1", "n3", "n5"], "messages requeued by the multiple nack")
-
-
-@case(
-    "nack.zero-multiple-all-outstanding",
-    sources=[SRC_NACK, SRC_TAG],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
-    expectation="tag 0 with multiple means all outstanding: all three are back in the queue",
-)
-def test_zero_multiple(declared_queue, ctx):
-    ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"n1", b"n2", b"n3"])
-    get_n(ch, q, 3)
-    ch.nack(0, multiple=True, requeue=True)
-    ctx.check(sorted(body_list(drain(ch, q))), ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)")
+    publish_confirmed(ch, "", q, [b"n%d" % (i + 1) for i in range(n)])
+    evs = get_n(ch, q, n)
+    for i in acked:
+        ch.ack(evs[i].method.delivery_tag)
+    ch.nack(0 if nacked is None else evs[nacked].method.delivery_tag, multiple=multiple, requeue=True)
+    ctx.check(sorted(body_list(drain(ch, q))), requeued, what)
 
 
 @case(

@@ -64,23 +64,7 @@ def test_server_named(amqp, ctx, cleanup):
 
 
 # The declare rules exchanges and queues share (clients/declare_rules.py).
-DECLARE_RULES = [
-    param(Case("queue.reserved-name-403", rules=("queue.declare/reserved",), level=Level.MAY,
-               description="Declaring a new queue whose name starts with 'amq.' (not passive)",
-               expectation="channel.close 403 ACCESS_REFUSED"),
-          declare_rules.reserved_name),
-    param(Case("queue.name-syntax-406", rules=("queue.declare/syntax",), level=Level.MAY,
-               description="Declaring a queue whose name has characters outside letters, digits, - _ . :",
-               expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-               expected={"spec": "channel.close 406", "rabbitmq": "queue.declare-ok"},
-               expected_sources={"spec": "queue.declare/syntax (on-failure precondition-failed)",
-                                 "rabbitmq": f"{RMQ}: 'name with space!*' answered queue.declare-ok"}),
-          declare_rules.name_syntax),
-    param(Case("queue.passive-missing-404", rules=("queue.declare/passive",), level=Level.MUST,
-               description="Passive declare of a queue that does not exist",
-               expectation="channel.close 404 NOT_FOUND"),
-          declare_rules.passive_missing),
-]
+DECLARE_RULES = declare_rules.cases(declare_rules.QUEUE, passive_rule="queue.declare/passive", measured=RMQ)
 
 
 @pytest.mark.parametrize("scenario", DECLARE_RULES)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import pytest
@@ -113,29 +114,29 @@ def counted(observed: int, mapping: dict[int, str], what: str) -> str:
 # -- variants: each returns the observed table value for its row ----------------------------------
 
 
-def publish_commit(env: Env) -> str:
-    q = env.queue()
-    ch = env.tx_channel()
-    ch.publish("", q, b"m1")
-    ch.tx_commit()
-    return counted(env.count(q), {1: "yes", 0: "no"}, "messages in the queue after tx.commit-ok")
-
-
-def publish_rollback(env: Env) -> str:
-    q = env.queue()
-    ch = env.tx_channel()
-    ch.publish("", q, b"m1")
-    ch.tx_rollback()
-    return counted(env.count(q), {0: "yes", 1: "no"}, "messages in the queue after tx.rollback-ok")
-
-
-def publish_close(env: Env) -> str:
-    q = env.queue()
-    ch = env.tx_channel()
-    ch.publish("", q, b"m1")
+def close_after_barrier(ch: RawChannel) -> None:
+    """Close a channel once the broker has processed everything sent on it before."""
     ch.barrier()
     ch.close()
-    return counted(env.count(q), {0: "yes", 1: "no"}, "messages in the queue after closing the tx channel")
+
+
+# how a publish's tx ends -> (the ending, the table value for 1 / 0 messages left, what is counted)
+PUBLISH_ENDINGS: dict[str, tuple[Callable[[RawChannel], None], dict[int, str], str]] = {
+    "commit": (lambda ch: ch.tx_commit(), {1: "yes", 0: "no"}, "messages in the queue after tx.commit-ok"),
+    "rollback": (lambda ch: ch.tx_rollback(), {0: "yes", 1: "no"}, "messages in the queue after tx.rollback-ok"),
+    "close": (close_after_barrier, {0: "yes", 1: "no"},
+              "messages in the queue after closing the tx channel"),
+}
+
+
+def publish_then(ending: str, env: Env) -> str:
+    """One publish in a tx, ended by ``ending`` (a key of PUBLISH_ENDINGS)."""
+    end, mapping, what = PUBLISH_ENDINGS[ending]
+    q = env.queue()
+    ch = env.tx_channel()
+    ch.publish("", q, b"m1")
+    end(ch)
+    return counted(env.count(q), mapping, what)
 
 
 def ack_rollback_reack(env: Env) -> str:
@@ -160,8 +161,7 @@ def ack_close_uncommitted(env: Env) -> str:
     ch = env.tx_channel()
     (tag,) = get_tags(ch, q, 1)
     ch.ack(tag)
-    ch.barrier()
-    ch.close()
+    close_after_barrier(ch)
     return counted(env.count_after_close(q, 1), {1: "yes", 0: "no"},
                    "messages requeued after closing the channel with an uncommitted ack")
 
@@ -249,30 +249,29 @@ def reject_rollback(env: Env) -> str:
     return "yes"
 
 
-def declare_rollback(env: Env) -> str:
-    q = env.cleanup.queue(env.ctx.name("q"))
+def queue_exists_after_rollback(env: Env, q: str, op: Callable[[RawChannel], None]) -> bool:
+    """Run ``op`` on queue ``q`` in a tx and roll back; whether ``q`` exists afterwards."""
     ch = env.tx_channel()
-    ch.declare_queue(q)
+    op(ch)
     ch.tx_rollback()
     gone = closes_with(env.observer(), lambda: env.observer().declare_queue(q, passive=True))
     env.ctx.observe("passive declare after rollback", gone.describe() if gone else "exists")
-    if gone is not None:
-        env._observer = None
-        return "yes" if gone.method.reply_code == 404 else _unexpected(gone, "passive queue.declare")
-    return "no"
+    if gone is None:
+        return True
+    env._observer = None  # the 404 closed the observer channel
+    if gone.method.reply_code != 404:
+        _unexpected(gone, "passive queue.declare")
+    return False
+
+
+def declare_rollback(env: Env) -> str:
+    q = env.cleanup.queue(env.ctx.name("q"))
+    return "no" if queue_exists_after_rollback(env, q, lambda ch: ch.declare_queue(q)) else "yes"
 
 
 def delete_rollback(env: Env) -> str:
     q = env.queue()
-    ch = env.tx_channel()
-    ch.delete_queue(q)
-    ch.tx_rollback()
-    gone = closes_with(env.observer(), lambda: env.observer().declare_queue(q, passive=True))
-    env.ctx.observe("passive declare after rollback", gone.describe() if gone else "exists")
-    if gone is not None:
-        env._observer = None
-        return "no" if gone.method.reply_code == 404 else _unexpected(gone, "passive queue.declare")
-    return "yes"
+    return "yes" if queue_exists_after_rollback(env, q, lambda ch: ch.delete_queue(q)) else "no"
 
 
 def bind_rollback(env: Env) -> str:
@@ -286,24 +285,37 @@ def bind_rollback(env: Env) -> str:
     return counted(env.count(q), {1: "no", 0: "yes"}, "messages routed through the binding made in the rolled-back tx")
 
 
-def get_rollback(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    get_tags(ch, q, 1)
-    ch.tx_rollback()
-    return counted(env.count(q), {0: "no", 1: "yes"}, "messages ready after rolling back a basic.get")
-
-
-def get_noack_rollback(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
+def _get_noack(ch: RawChannel, q: str) -> None:
     if ch.get(q, no_ack=True) is None:
         raise Mismatch("setup basic.get", expected="1 message", observed="get-empty")
+
+
+def _consume_noack(ch: RawChannel, q: str) -> None:
+    ch.consume(q, no_ack=True)
+    ch.next_delivery()
+
+
+# how the one message is taken inside the tx -> (take it, close the channel after the rollback,
+# what the count after the rollback is)
+TAKES: dict[str, tuple[Callable[[RawChannel, str], object], bool, str]] = {
+    "get": (lambda ch, q: get_tags(ch, q, 1), False, "messages ready after rolling back a basic.get"),
+    "get-noack": (_get_noack, True, "messages in the queue after rolling back a no-ack basic.get"),
+    "consume-noack": (_consume_noack, True,
+                      "messages in the queue after rolling back (and closing) an auto-ack consumer's delivery"),
+}
+
+
+def take_then_rollback(take: str, env: Env) -> str:
+    """One message taken in a tx by ``take`` (a key of TAKES), then tx.rollback: requeued or not."""
+    fetch, close, what = TAKES[take]
+    q = env.queue()
+    env.fill(q, 1)
+    ch = env.tx_channel()
+    fetch(ch, q)
     ch.tx_rollback()
-    ch.close()
-    return counted(env.count(q), {0: "no", 1: "yes"}, "messages in the queue after rolling back a no-ack basic.get")
+    if close:
+        ch.close()
+    return counted(env.count(q), {0: "no", 1: "yes"}, what)
 
 
 def consume_rollback(env: Env) -> str:
@@ -318,18 +330,6 @@ def consume_rollback(env: Env) -> str:
     except Mismatch:
         return "yes"
     return counted(env.count(q), {0: "no", 1: "yes"}, "messages ready after rolling back a consumed delivery")
-
-
-def consume_noack_rollback(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    ch.consume(q, no_ack=True)
-    ch.next_delivery()
-    ch.tx_rollback()
-    ch.close()
-    return counted(env.count(q), {0: "no", 1: "yes"},
-                   "messages in the queue after rolling back (and closing) an auto-ack consumer's delivery")
 
 
 def atomic_single(env: Env) -> str:
@@ -530,11 +530,11 @@ class Variant:
 V = Variant
 VARIANTS: tuple[Variant, ...] = (
     V("publish", "commit", "A publish in a tx, then tx.commit",
-      "after commit-ok the message is in the queue", publish_commit),
+      "after commit-ok the message is in the queue", partial(publish_then, "commit")),
     V("publish", "rollback", "A publish in a tx, then tx.rollback",
-      "the publish is discarded: the queue stays empty", publish_rollback),
+      "the publish is discarded: the queue stays empty", partial(publish_then, "rollback")),
     V("publish", "close-without-commit", "A publish in a tx, then channel.close without commit",
-      "the uncommitted publish is discarded: the queue stays empty", publish_close),
+      "the uncommitted publish is discarded: the queue stays empty", partial(publish_then, "close")),
     V("publish", "pika", "pika BlockingChannel tx_select, publish, tx_rollback, publish, tx_commit",
       "only the committed message is in the queue", publish_pika, client="pika"),
     V("publish", "aio-pika", "aio-pika channel.transaction(): select, publish, rollback, publish, commit",
@@ -566,13 +566,13 @@ VARIANTS: tuple[Variant, ...] = (
     V("declare-delete-bind", "bind-survives-rollback", "queue.bind inside a tx, then tx.rollback",
       "binding is not transactional: a later publish is routed through the binding", bind_rollback),
     V("consume-get", "get-not-requeued-on-rollback", "basic.get (ack mode) inside a tx, then tx.rollback",
-      "getting is not transactional: the message is not requeued by the rollback", get_rollback),
+      "getting is not transactional: the message is not requeued by the rollback", partial(take_then_rollback, "get")),
     V("consume-get", "get-noack-not-undone", "basic.get with no-ack inside a tx, then tx.rollback",
-      "the auto-acked get is not undone: the queue stays empty", get_noack_rollback, sources=(DESIGN_FACTS,)),
+      "the auto-acked get is not undone: the queue stays empty", partial(take_then_rollback, "get-noack"), sources=(DESIGN_FACTS,)),
     V("consume-get", "consume-not-requeued-on-rollback", "basic.consume delivery inside a tx, then tx.rollback",
       "consuming is not transactional: no requeue and no redelivery after the rollback", consume_rollback),
     V("consume-get", "autoack-outside-tx", "An auto-ack (no-ack) consumer's delivery in a tx, rollback, close",
-      "auto-ack deliveries are outside the tx: the message is not requeued", consume_noack_rollback),
+      "auto-ack deliveries are outside the tx: the message is not requeued", partial(take_then_rollback, "consume-noack")),
     V("atomicity-single-queue", "commit-no-fault", "20 publishes to one queue in a tx, committed "
       "without fault injection", "recorded only: atomicity needs a fault during tx.commit", atomic_single,
       level=Level.INFO),
@@ -649,27 +649,18 @@ def test_select_ok(amqp, ctx):
     ctx.observe("reply to tx.select", ok[0])
 
 
-@case_decorator(
-    "tx.commit-non-transacted-406",
-    rules=["tx.commit/transacted"],
-    level=Level.MUST,
-    description="tx.commit on a channel that never sent tx.select",
-    expectation="the channel is closed with 406 PRECONDITION_FAILED",
-)
-def test_commit_non_transacted(amqp, ctx):
-    ch = amqp.channel()
-    ch.send(spec.Tx.Commit())
-    expect_channel_close(ch, 406, what="tx.commit on a non-transacted channel")
+NON_TRANSACTED = [
+    param(Case("tx.commit-non-transacted-406", rules=("tx.commit/transacted",), level=Level.MUST,
+               description="tx.commit on a channel that never sent tx.select",
+               expectation="the channel is closed with 406 PRECONDITION_FAILED"), spec.Tx.Commit()),
+    param(Case("tx.rollback-non-transacted-406", rules=("tx.rollback/transacted",), level=Level.MUST,
+               description="tx.rollback on a channel that never sent tx.select",
+               expectation="the channel is closed with 406 PRECONDITION_FAILED"), spec.Tx.Rollback()),
+]
 
 
-@case_decorator(
-    "tx.rollback-non-transacted-406",
-    rules=["tx.rollback/transacted"],
-    level=Level.MUST,
-    description="tx.rollback on a channel that never sent tx.select",
-    expectation="the channel is closed with 406 PRECONDITION_FAILED",
-)
-def test_rollback_non_transacted(amqp, ctx):
+@pytest.mark.parametrize("method", NON_TRANSACTED)
+def test_non_transacted(amqp, ctx, method: spec.Tx.Commit | spec.Tx.Rollback) -> None:
     ch = amqp.channel()
-    ch.send(spec.Tx.Rollback())
-    expect_channel_close(ch, 406, what="tx.rollback on a non-transacted channel")
+    ch.send(method)
+    expect_channel_close(ch, 406, what=f"{method.name.lower()} on a non-transacted channel")
