@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import selectors
 import shutil
+import ssl
 import subprocess
 import sys
 import threading
@@ -192,3 +193,39 @@ def test_rabbitmq_over_amqps(rmq: object, stranger: TLSFiles) -> None:
     assert err.kind == "tls" and "it is a TLS port (use amqps://)" in err.message
     err = _probe_error(plain.with_(scheme="amqps", cacertfile=str(rmq.tls.ca)))
     assert err.kind == "tls" and "is it a TLS port" in err.message
+
+
+# -- pika and aio-pika from the same URL (clients/uri.py, for libs.py) ---------------------------
+
+
+def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
+    import asyncio
+
+    import aio_pika
+    import pika
+
+    from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
+
+    url = _tls_url(ref, certs)
+    conn = pika.BlockingConnection(pika_parameters(url, 5.0))
+    try:
+        assert conn.channel().queue_declare("", exclusive=True).method.queue
+    finally:
+        conn.close()
+    # verification is on for pika too; pika lets the ssl error itself through BlockingConnection
+    with pytest.raises(ssl.SSLCertVerificationError):
+        pika.BlockingConnection(pika_parameters(url.with_(cacertfile=str(stranger.ca)), 5.0))
+
+    async def aio() -> str:
+        c = await aio_pika.connect(**aio_pika_connect_kwargs(url, 5.0))
+        try:
+            ch = await c.channel()
+            return (await ch.declare_queue("", exclusive=True)).name
+        finally:
+            await c.close()
+
+    assert asyncio.run(asyncio.wait_for(aio(), 10.0))
+    with pytest.raises(ValueError, match="aio-pika cannot take"):
+        aio_pika_connect_kwargs(url.with_(frame_max=8192), 5.0)
+    with pytest.raises(ValueError, match="pika cannot use SASL mechanism AMQPLAIN"):
+        pika_parameters(url.with_(auth_mechanisms=("AMQPLAIN",)), 5.0)
