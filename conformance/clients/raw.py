@@ -172,7 +172,7 @@ class RawConnection:
         if not handshake:
             return conn
         conn._handshake(
-            u.heartbeat or 0 if heartbeat is None else heartbeat,
+            (u.heartbeat or 0) if heartbeat is None else heartbeat,
             (u.frame_max or 131072) if frame_max is None else frame_max,
             (u.channel_max or 2047) if channel_max is None else channel_max,
             client_properties,

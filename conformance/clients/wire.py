@@ -189,7 +189,7 @@ class URL:
 
     def __str__(self) -> str:
         """The URL again, every part spelled out (a password shown: use :func:`redact` for messages)."""
-        q = lambda text: urllib.parse.quote(text, safe="")  # noqa: E731 - a local spelling aid
+        q = _quote
         host = f"[{self.host}]" if ":" in self.host else q(self.host)
         query: list[tuple[str, str]] = []
         for name in INT_OPTIONS:
@@ -232,6 +232,10 @@ class URL:
         if self.server_name_indication == "disable":
             return None
         return self.server_name_indication or self.host
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
 
 
 def _query_options(query: str, scheme: str, url: str) -> dict[str, Any]:

@@ -88,6 +88,9 @@ def test_reference_url_tuning_over_amqps(ref: EmbeddedBroker, certs: TLSFiles) -
         assert conn.is_open, conn.socket_closed or conn.closed_by_broker
         conn.channel()  # and it still works
         assert conn.heartbeats_received >= 1
+    # an explicit argument wins over the URL's option
+    with RawConnection.open(url, timeout=5.0, heartbeat=0, frame_max=4096) as conn:
+        assert (conn.heartbeat, conn.frame_max, conn.channel_max) == (0, 4096, 9)
 
 
 def test_reference_untrusted_certificate_is_one_line(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
