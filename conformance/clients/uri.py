@@ -10,6 +10,7 @@ port, vhost and credentials.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from conformance.clients.wire import URL
@@ -73,3 +74,24 @@ def aio_pika_connect_kwargs(url: str | URL, timeout: float) -> dict[str, Any]:
     if _mechanism(u, AIORMQ_MECHANISMS, "aio-pika") == "EXTERNAL":
         kwargs["auth"] = "external"
     return kwargs
+
+
+def with_tls_options(url: str, *, ca: str | None = None, cert: str | None = None, key: str | None = None,
+                     insecure: bool = False) -> str:
+    """``url`` with the command line's ``--tls-ca/--tls-cert/--tls-key/--tls-insecure`` folded in
+    (each overrides the URL's own cacertfile/certfile/keyfile/verify), so every client reads the
+    TLS settings from the one URL. ValueError (one line) when they are given for an amqp:// URL
+    or name a file that does not exist."""
+    if ca is None and cert is None and key is None and not insecure:
+        return url
+    u = URL.parse(url)
+    if not u.tls:
+        raise ValueError("--tls-ca/--tls-cert/--tls-key/--tls-insecure need an amqps:// broker URL")
+    if key is not None and cert is None and u.certfile is None:
+        raise ValueError("--tls-key needs --tls-cert (or certfile= in the URL)")
+    for flag, path in (("--tls-ca", ca), ("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"{flag} {path}: no such file")
+    u = u.with_(cacertfile=ca or u.cacertfile, certfile=cert or u.certfile, keyfile=key or u.keyfile,
+                verify=u.verify and not insecure)
+    return str(u)

@@ -166,3 +166,19 @@ def test_tls_files_are_a_ca_chain(tmp_path: Path) -> None:
     ctx = ssl.create_default_context(cafile=str(files.ca))
     ctx.load_cert_chain(str(files.client_cert), str(files.client_key))  # the pair matches
     assert files.client_cn == "guest"
+
+
+def test_command_line_tls_options_fold_into_the_url(tmp_path: Path) -> None:
+    from conformance.clients.uri import with_tls_options
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    assert with_tls_options("amqp://h") == "amqp://h"  # nothing given: the URL untouched
+    u = URL.parse(with_tls_options("amqps://u:p@h/v?heartbeat=4", ca=str(ca), insecure=True))
+    assert (u.cacertfile, u.verify, u.heartbeat, u.vhost) == (str(ca), False, 4, "v")
+    with pytest.raises(ValueError, match="need an amqps:// broker URL"):
+        with_tls_options("amqp://h", ca=str(ca))
+    with pytest.raises(ValueError, match="no such file"):
+        with_tls_options("amqps://h", ca=str(tmp_path / "missing.pem"))
+    with pytest.raises(ValueError, match="--tls-key needs --tls-cert"):
+        with_tls_options("amqps://h", key=str(ca))
