@@ -8,6 +8,7 @@ constants on purpose: the system under test must not share code with the suite t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ssl
 import urllib.parse
 from dataclasses import dataclass
@@ -208,9 +209,11 @@ class URL:
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The client TLS context the URL asks for (None for amqp://); ValueError for a file
-        that cannot be read."""
-        if not self.tls:
-            return None
+        that cannot be read. One context per URL, shared: loading the system's CA store costs
+        about 30 ms, and a run opens thousands of connections."""
+        return _ssl_context(self) if self.tls else None
+
+    def _new_ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
         try:
             if self.cacertfile:
@@ -232,6 +235,11 @@ class URL:
         if self.server_name_indication == "disable":
             return None
         return self.server_name_indication or self.host
+
+
+@functools.lru_cache(maxsize=16)
+def _ssl_context(u: URL) -> ssl.SSLContext:
+    return u._new_ssl_context()  # a failure (ValueError) is not cached: lru_cache keeps results only
 
 
 def _quote(text: str) -> str:
