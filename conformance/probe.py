@@ -7,12 +7,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.clients.handshake import TLSError
 from conformance.clients.raw import URL, HandshakeError, RawConnection, redact
 from conformance.verdicts import CaseTimeout, HarnessError
 
 
 class ProbeError(Exception):
-    """The target cannot be used; ``kind`` is unreachable | not-amqp | login | vhost | timeout | url."""
+    """The target cannot be used; ``kind`` is unreachable | tls | not-amqp | login | vhost | timeout | url."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -69,11 +70,19 @@ def probe(url: str, timeout: float = 8.0) -> ServerInfo:
     started = time.monotonic()
     try:
         conn = RawConnection.open(u, timeout=timeout)
+    except TLSError as exc:
+        raise ProbeError("tls", f"{shown}: {exc.message}") from exc
     except HandshakeError as exc:
+        if exc.stage == "tls":
+            raise ProbeError("tls", f"{shown}: {exc.detail}") from exc
         if exc.stage == "header":
             raise ProbeError("not-amqp", f"{shown} does not speak AMQP 0-9-1 ({exc.detail})") from exc
         if exc.stage == "start":
-            raise ProbeError("not-amqp", f"{shown} accepted TCP but did not start AMQP 0-9-1 ({exc.detail})") from exc
+            # A TLS listener given plain bytes may just hang up: say so rather than "not AMQP".
+            hint = "" if u.tls else "; if it is a TLS port, use amqps://"
+            raise ProbeError("not-amqp", f"{shown} accepted TCP but did not start AMQP 0-9-1 ({exc.detail}){hint}") from exc
+        if exc.stage == "mechanism":
+            raise ProbeError("login", f"{shown}: {exc.detail} (auth_mechanism= in the URL)") from exc
         if exc.stage == "login":
             raise ProbeError("login", f"{shown}: login refused for user {u.user!r} ({exc.detail}); "
                                       "check the user and password in the URL") from exc

@@ -1,6 +1,10 @@
 """``python -m conformance.broker --host 127.0.0.1 --port 5672 --data-dir DIR``
 
-Prints ``LISTENING <host> <port>`` once the socket is bound; SIGTERM/SIGINT stop it
+``--tls-cert CERT [--tls-key KEY] [--tls-ca CA] [--tls-port 5671]`` adds a TLS listener (the
+same broker behind it; with ``--tls-ca`` clients are asked for a certificate that CA signed).
+
+Prints ``LISTENING <host> <port>`` once the socket is bound (and ``LISTENING-TLS <host>
+<port>`` for the TLS listener); SIGTERM/SIGINT stop it
 cleanly (exit 0).  ``--users FILE`` is JSON::
 
     {"users": {"guest": "guest", "alice": "s3cret"}, "vhosts": ["/", "test"]}
@@ -18,7 +22,7 @@ import signal
 import sys
 import tempfile
 
-from .server import BrokerServer, load_users, new_event_loop
+from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")
     p.add_argument("--users", default=None, help='JSON file: {"users": {"name": "pw"}, "vhosts": ["/"]}')
     p.add_argument("--heartbeat", type=int, default=60, help="heartbeat offered in connection.tune (s)")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate (chain): also listen with TLS")
+    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (if not in that file)")
+    p.add_argument("--tls-ca", default=None, help="PEM CA bundle: ask TLS clients for a certificate it signed")
+    p.add_argument("--tls-port", type=int, default=5671, help="TLS listener port (0 picks a free port)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -35,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if (args.tls_key or args.tls_ca) and not args.tls_cert:
+        print("amqp-conformance broker: --tls-key/--tls-ca need --tls-cert", file=sys.stderr)
+        return 2
+    tls = None
+    if args.tls_cert:
+        try:
+            tls = tls_context(args.tls_cert, args.tls_key, args.tls_ca)
+        except ValueError as exc:
+            print(f"amqp-conformance broker: {exc}", file=sys.stderr)
+            return 2
     users, vhosts = load_users(args.users)
     tmp = None
     data_dir = args.data_dir
@@ -43,13 +61,16 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = tmp
 
     async def run() -> None:
-        server = BrokerServer(data_dir, host=args.host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat)
+        server = BrokerServer(data_dir, host=args.host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
+                              tls=tls, tls_port=args.tls_port)
         await server.start()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         print(f"LISTENING {args.host} {server.port}", flush=True)
+        if server.tls_port is not None:
+            print(f"LISTENING-TLS {args.host} {server.tls_port}", flush=True)
         await stop.wait()
         await server.stop()
 

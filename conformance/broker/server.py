@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import shutil
+import ssl
 import tempfile
 import threading
 from pathlib import Path
@@ -99,11 +100,17 @@ class BrokerServer:
         users: dict[str, str] | None = None,
         vhosts: list[str] | None = None,
         heartbeat: int = 60,
+        tls: ssl.SSLContext | None = None,
+        tls_port: int = 0,
     ) -> None:
         self.host = host
         self.requested_port = port
         self.port = port
         self.heartbeat = heartbeat
+        self.tls = tls
+        self.requested_tls_port = tls_port
+        self.tls_port: int | None = None  # bound once started, when ``tls`` is given
+        self._tls_server: asyncio.base_events.Server | None = None
         self.store = Store(data_dir)
         self.broker = Broker(self.store, users=users, vhosts=vhosts or ["/"])
         self.protocols: set[AMQPProtocol] = set()
@@ -119,6 +126,15 @@ class BrokerServer:
             lambda: AMQPProtocol(self), self.host, self.requested_port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.tls is not None:
+            # The same protocol behind TLS: asyncio does the handshake before connection_made,
+            # so the core never sees a byte of TLS. ssl_handshake_timeout bounds a client that
+            # connects and never says hello.
+            self._tls_server = await self.loop.create_server(
+                lambda: AMQPProtocol(self), self.host, self.requested_tls_port, reuse_address=True,
+                ssl=self.tls, ssl_handshake_timeout=10.0,
+            )
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
 
     async def _tick_forever(self) -> None:
@@ -168,6 +184,8 @@ class BrokerServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -187,6 +205,23 @@ class BrokerServer:
         self.store.close()
         if self._server is not None:
             await self._server.wait_closed()
+        if self._tls_server is not None:
+            await self._tls_server.wait_closed()
+
+
+def tls_context(certfile: str, keyfile: str | None = None, cafile: str | None = None) -> ssl.SSLContext:
+    """The server side of the TLS listener. With ``cafile`` a client certificate signed by it
+    is asked for (and checked when sent); without, none is asked for. ValueError (one line) for
+    files that cannot be loaded."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(certfile, keyfile)
+        if cafile:
+            ctx.load_verify_locations(cafile=cafile)
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load the TLS certificate/key: {exc}") from exc
+    return ctx
 
 
 def load_users(path: str | os.PathLike[str] | None) -> tuple[dict[str, str], list[str]]:
@@ -218,8 +253,11 @@ class EmbeddedBroker:
         users: dict[str, str] | None = None,
         vhosts: list[str] | None = None,
         heartbeat: int = 60,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._own_dir = data_dir is None
+        self.tls = tls
+        self.tls_port: int | None = None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="amqp-ref-"))
         self.host = host
         self.port = port
@@ -234,6 +272,11 @@ class EmbeddedBroker:
     @property
     def url(self) -> str:
         return f"amqp://guest:guest@{self.host}:{self.port}/"
+
+    @property
+    def tls_url(self) -> str:
+        """``amqps://`` to the TLS listener (without CA options: add ``?cacertfile=…``)."""
+        return f"amqps://guest:guest@{self.host}:{self.tls_port}/"
 
     @property
     def broker(self) -> Broker:
@@ -258,9 +301,12 @@ class EmbeddedBroker:
                     users=self.users,
                     vhosts=self.vhosts,
                     heartbeat=self.heartbeat,
+                    tls=self.tls,
+                    tls_port=self.tls_port or 0,
                 )
                 await self.server.start()
                 self.port = self.server.port
+                self.tls_port = self.server.tls_port
                 ready.set()
                 await self._stopped.wait()
                 await self.server.stop()

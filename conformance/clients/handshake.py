@@ -10,10 +10,12 @@ is recorded (``ended``), never raised, so a case can judge it.
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from typing import Any
 
 from pamqp import commands as spec
+from pamqp import encode as pencode
 from pamqp import frame as pframe
 from pamqp import heartbeat as pheartbeat
 from pamqp.exceptions import UnmarshalingException
@@ -24,7 +26,8 @@ from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
 
 class HandshakeError(HarnessError):
     """The broker refused or broke the opening handshake. ``stage`` says where:
-    header | start | login | vhost."""
+    tls | header | start | mechanism | login | vhost (``tls``: a TLS peer answered a plain
+    connection; ``mechanism``: the broker offers none of the URL's SASL mechanisms)."""
 
     def __init__(self, stage: str, detail: str) -> None:
         super().__init__(f"handshake failed at {stage}: {detail}")
@@ -32,14 +35,78 @@ class HandshakeError(HarnessError):
         self.detail = detail
 
 
+class TLSError(HarnessError):
+    """The TLS layer failed before any AMQP: an untrusted or mismatched certificate
+    (``kind="verify"``), a peer that does not speak TLS (``kind="handshake"``), or files the URL
+    names that cannot be loaded (``kind="files"``). The message is one line for the user."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 def connect(u: URL, timeout: float) -> socket.socket:
-    """A TCP connection to the broker (no AMQP yet); a failure is the harness's, not the broker's."""
+    """A TCP connection to the broker, TLS-wrapped for amqps:// (no AMQP yet); a failure is the
+    harness's (or the deployment's), not a protocol verdict. ``timeout`` bounds the TCP connect
+    and the TLS handshake each."""
+    try:
+        ctx = u.ssl_context()
+    except ValueError as exc:
+        raise TLSError("files", str(exc)) from exc
     try:
         sock = socket.create_connection((u.host, u.port), timeout=timeout)
     except OSError as exc:
         raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
+    if ctx is None:
+        return sock
+    where = f"{u.host}:{u.port}"
+    try:
+        return ctx.wrap_socket(sock, server_hostname=u.tls_server_name)
+    except ssl.SSLCertVerificationError as exc:
+        sock.close()
+        raise TLSError("verify", f"TLS: the certificate of {where} is not accepted ({exc.verify_message}); "
+                                 "name its CA with cacertfile=… (verify=verify_none skips the check)") from exc
+    except ssl.SSLError as exc:
+        sock.close()
+        raise TLSError("handshake", f"TLS handshake with {where} failed ({exc.reason or exc}): "
+                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+    except TimeoutError as exc:
+        sock.close()
+        raise TLSError("handshake", f"TLS handshake with {where} got no answer within {timeout:.1f}s: "
+                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+    except OSError as exc:  # the peer closed or reset mid-handshake: a plain port hanging up
+        sock.close()
+        raise TLSError("handshake", f"TLS handshake with {where} failed ({exc}): "
+                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+
+
+def sasl_response(mechanism: str, user: str, password: str) -> str:
+    """The start-ok response for a SASL mechanism: PLAIN's ``\\0user\\0password``, AMQPLAIN's
+    LOGIN/PASSWORD field table (without its length prefix, as RabbitMQ reads it), EXTERNAL's
+    empty response (the identity is the TLS client certificate)."""
+    if mechanism == "AMQPLAIN":
+        table = pencode.field_table({"LOGIN": user, "PASSWORD": password})[4:]
+        return table.decode("latin-1")  # pamqp encodes the str response as UTF-8: keep to ASCII names
+    if mechanism == "EXTERNAL":
+        return ""
+    return f"\x00{user}\x00{password}"
+
+
+def choose_mechanism(u: URL, offered: str) -> str:
+    """The first of the URL's mechanisms (PLAIN if it names none) the broker offers; a
+    HandshakeError("mechanism") when it offers none of them."""
+    wanted = u.auth_mechanisms or ("PLAIN",)
+    have = offered.split()
+    for mech in wanted:
+        if mech in have:
+            return mech
+    raise HandshakeError("mechanism", f"the broker offers SASL mechanisms {offered!r}, none of {', '.join(wanted)}")
+
+
+# A TLS record of type alert (21), version 3.x: what a TLS server sends to bytes that are no
+# ClientHello. No AMQP frame starts so (frame types are 1, 2, 3 and 8).
+TLS_ALERT = bytes((21, 3))
 
 
 class Handshake:
@@ -102,6 +169,9 @@ class Handshake:
         while True:
             if self.buf.startswith(b"AMQP") and len(self.buf) >= len(PROTOCOL_HEADER):
                 raise HandshakeError("header", f"broker answered with protocol header {self.buf[:8]!r}")
+            if self.buf.startswith(TLS_ALERT) and not self.url.tls:
+                raise HandshakeError("tls", f"{self.url.host}:{self.url.port} answered the plain protocol header "
+                                            "with a TLS alert: it is a TLS port (use amqps://)")
             while self.buf:
                 try:
                     n, _ch, frm = pframe.unmarshal(self.buf)
@@ -159,7 +229,7 @@ class Handshake:
         props: dict[str, Any] = client_properties if client_properties is not None else {
             "product": "amqp-conformance wire", "capabilities": {"authentication_failure_close": True}}
         return spec.Connection.StartOk(client_properties=props, mechanism=mechanism,
-                                       response=f"\x00{self.url.user}\x00{pw}", locale="en_US")
+                                       response=sasl_response(mechanism, self.url.user, pw), locale="en_US")
 
     def start_ok(self, *, mechanism: str = "PLAIN", password: str | None = None,
                  client_properties: dict[str, Any] | None = None) -> None:

@@ -16,7 +16,9 @@ Socket and decoding failures raise :class:`~conformance.verdicts.HarnessError`.
 from __future__ import annotations
 
 import itertools
+import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -33,7 +35,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
-from conformance.clients.handshake import Handshake, HandshakeError, connect
+from conformance.clients.handshake import Handshake, HandshakeError, choose_mechanism, connect
 from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
     FRAME_END,
     PROTOCOL_HEADER,
@@ -48,6 +50,10 @@ from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names
 from conformance.verdicts import CaseTimeout, Mismatch
 
 DEFAULT_TIMEOUT = 10.0
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
 CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
 
 
@@ -127,6 +133,8 @@ class RawConnection:
         self.auto_close_ok = True
         self._reader: threading.Thread | None = None
         self._closing = False
+        self._stopped = threading.Event()  # set once the client drops the connection
+        self.heartbeat = 0  # the negotiated interval (s); 0: none
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -139,48 +147,64 @@ class RawConnection:
         vhost: str | None = None,
         user: str | None = None,
         password: str | None = None,
-        heartbeat: int = 0,
-        frame_max: int = 131072,
-        channel_max: int = 2047,
+        heartbeat: int | None = None,
+        frame_max: int | None = None,
+        channel_max: int | None = None,
         client_properties: dict[str, Any] | None = None,
         handshake: bool = True,
     ) -> RawConnection:
         """Connect and run the whole handshake (header, start-ok, tune-ok, open).
 
-        With ``handshake=False`` only the TCP connection is made; drive it with
-        :meth:`send_bytes` and read ``conn.sock`` directly (no reader thread runs).
+        ``heartbeat``, ``frame_max`` and ``channel_max`` not given come from the URL's query
+        options, else 0 (no heartbeats), 131072 and 2047. The URL's ``connection_timeout`` (else
+        ``timeout``) bounds TCP connect, TLS and the AMQP handshake together; ``timeout`` bounds
+        every wait after. With ``handshake=False`` only the TCP (and TLS) connection is made;
+        drive it with :meth:`send_bytes` and read ``conn.sock`` directly (no reader thread runs).
         """
         u = URL.parse(url) if isinstance(url, str) else url
         if vhost is not None or user is not None or password is not None:
-            u = URL(u.host, u.port, user if user is not None else u.user,
-                    password if password is not None else u.password, vhost if vhost is not None else u.vhost)
-        sock = connect(u, timeout)
+            u = u.with_(user=user if user is not None else u.user,
+                        password=password if password is not None else u.password,
+                        vhost=vhost if vhost is not None else u.vhost)
+        connect_within = u.connection_timeout or timeout
+        sock = connect(u, connect_within)
         conn = cls(sock, u, timeout=timeout)
         if not handshake:
             return conn
-        conn._handshake(heartbeat, frame_max, channel_max, client_properties)
+        conn._handshake(
+            (u.heartbeat or 0) if heartbeat is None else heartbeat,
+            (u.frame_max or 131072) if frame_max is None else frame_max,
+            (u.channel_max or 2047) if channel_max is None else channel_max,
+            client_properties,
+            deadline=time.monotonic() + connect_within,
+        )
         return conn
 
     def _handshake(
-        self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None
+        self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None,
+        *, deadline: float,
     ) -> None:
         """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
-        deadline; then the reader thread takes over the socket."""
-        deadline = time.monotonic() + self.timeout
+        deadline; then the reader thread takes over the socket (and, when a heartbeat was
+        negotiated, a sender keeps the connection alive)."""
         hs = Handshake(self.sock, self.url, self.timeout)
         start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
         props = client_properties if client_properties is not None else default_client_properties()
-        hs.start_ok(client_properties=props)
+        mechanism = choose_mechanism(self.url, _text(start.mechanisms))
+        hs.start_ok(mechanism=mechanism, client_properties=props)
         tune = hs.next_frame("connection.tune", deadline=deadline)
         if isinstance(tune, spec.Connection.Close):
             raise HandshakeError("login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}")
         if not isinstance(tune, spec.Connection.Tune):
             raise HandshakeError("login", hs.unexpected("connection.tune", tune))
         self.tune = tune
-        self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max else frame_max
-        self.channel_max = min(channel_max, tune.channel_max) if tune.channel_max else channel_max
+        # 0 in connection.tune means "no limit" (amqp0-9-1.xml, connection.tune fields).
+        self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max and frame_max else frame_max or tune.frame_max
+        self.channel_max = (min(channel_max, tune.channel_max) if tune.channel_max and channel_max
+                            else channel_max or tune.channel_max)
         hb = min(heartbeat, tune.heartbeat) if tune.heartbeat and heartbeat else heartbeat
+        self.heartbeat = hb
         hs.tune_ok_open(tune, frame_max=self.frame_max, channel_max=self.channel_max, heartbeat=hb)
         ok = hs.next_frame("connection.open-ok", deadline=deadline)
         if isinstance(ok, spec.Connection.Close):
@@ -192,6 +216,19 @@ class RawConnection:
         self._inboxes[0] = _Inbox(threading.Condition(self._lock))
         self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
         self._reader.start()
+        if hb:
+            threading.Thread(target=self._beat, args=(hb,), name="raw-amqp-heartbeat", daemon=True).start()
+
+    def _beat(self, interval: int) -> None:
+        """Send a heartbeat every half interval (as pika does) until the connection ends, so a
+        URL's heartbeat= does not get the connection closed for silence."""
+        while not self._stopped.wait(interval / 2):
+            if not self.is_open:
+                return
+            try:
+                self.send_frame(0, pheartbeat.Heartbeat())
+            except (UnexpectedClose, OSError):
+                return
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -261,6 +298,31 @@ class RawConnection:
                 box = self._inboxes[channel] = _Inbox(self._lock)
             return box
 
+    def _recv(self) -> bytes:
+        """The next bytes from the broker (b"" at its end). On TLS, OpenSSL must not read and
+        write one connection from two threads at once, so each read is a non-blocking one under
+        the send lock, after select() says bytes (perhaps only a TLS record with no data for us,
+        such as a session ticket) have arrived."""
+        if not isinstance(self.sock, ssl.SSLSocket):
+            return self.sock.recv(262144)
+        while True:
+            try:
+                if not self.sock.pending():
+                    select.select([self.sock], [], [])
+            except ValueError:  # the client closed the socket (fd -1) while the reader waited
+                return b""
+            with self._send_lock:
+                if self.sock.fileno() == -1:
+                    return b""
+                self.sock.setblocking(False)
+                try:
+                    return self.sock.recv(262144)
+                except (ssl.SSLWantReadError, BlockingIOError):
+                    continue
+                finally:
+                    if self.sock.fileno() != -1:
+                        self.sock.setblocking(True)
+
     def _read_loop(self) -> None:
         buf = getattr(self, "_pending_handshake_bytes", b"")
         partial: dict[int, tuple[Any, pheader.ContentHeader | None, list[bytes], int]] = {}
@@ -280,7 +342,7 @@ class RawConnection:
                         reason = f"undecodable frame from the broker: {exc}"
                         raise _Stop from exc
                     self._on_frame(channel, frm, partial)
-                got = self.sock.recv(262144)
+                got = self._recv()
                 if not got:
                     break
                 buf += got
@@ -438,6 +500,7 @@ class RawConnection:
     def abort(self) -> None:
         """Drop the TCP connection without any AMQP close (as a crashing client would)."""
         self._closing = True
+        self._stopped.set()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:

@@ -7,6 +7,9 @@ constants on purpose: the system under test must not share code with the suite t
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import ssl
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -83,43 +86,226 @@ def short_method(frm: Any, *, names: bool = True) -> str:
     return method_name(frm)
 
 
+DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
+# The query options of RabbitMQ's "URI Query Parameters" page (Erlang client) this client honours.
+# TLS ones only make sense with amqps://. fail_if_no_peer_cert and depth are server-side or
+# Erlang-only knobs Python's ssl module cannot express: they are refused rather than ignored.
+INT_OPTIONS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
+TLS_OPTIONS = ("cacertfile", "certfile", "keyfile", "password", "verify", "server_name_indication")
+OPTIONS = (*INT_OPTIONS, "auth_mechanism", *TLS_OPTIONS)
+MECHANISMS = ("PLAIN", "AMQPLAIN", "EXTERNAL")
+VERIFY = {"verify_peer": True, "verify_none": False}
+
+
+def _unquote(text: str, what: str, url: str) -> str:
+    # errors="strict": an escape that is not UTF-8 is a bad URL, not a replacement character.
+    try:
+        return urllib.parse.unquote(text, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} in {redact(url)} is not percent-encoded UTF-8") from exc
+
+
 @dataclass(frozen=True)
 class URL:
-    host: str
-    port: int
-    user: str
-    password: str
-    vhost: str
+    """A broker address per RabbitMQ's AMQP URI specification (https://www.rabbitmq.com/uri-spec.html)
+    and its query parameters (https://www.rabbitmq.com/docs/uri-query-parameters).
+
+    Defaults for absent parts: host ``localhost``, port 5672 (amqp) / 5671 (amqps), user and
+    password ``guest``, vhost ``/``; ``amqp://host/%2f`` names ``/``; user, password, host and
+    vhost are percent-decoded (pika leaves a host's escapes alone: the spec's way is taken here).
+
+    Two deliberate differences from the specification's examples: ``amqp://host/`` (an empty
+    path) is the vhost ``/``, not the empty vhost, because pika and aiormq read it so and the
+    suite's raw client must reach the same vhost as its pika and aio-pika cases for the same URL
+    (every target's URL ends in ``/``); and TLS verification is on unless the URL says
+    ``verify=verify_none`` (RabbitMQ's Erlang client defaults to no verification).
+    """
+
+    host: str = "localhost"
+    port: int = 5672
+    user: str = "guest"
+    password: str = "guest"
+    vhost: str = "/"
+    scheme: str = "amqp"
+    heartbeat: int | None = None  # seconds
+    frame_max: int | None = None
+    channel_max: int | None = None
+    connection_timeout: float | None = None  # seconds (the URL gives milliseconds)
+    auth_mechanisms: tuple[str, ...] = ()  # the client's preference order; () means PLAIN
+    cacertfile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    key_password: str | None = None
+    verify: bool = True
+    server_name_indication: str | None = None  # None: the host; "disable": no SNI, no name check
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "amqps"
 
     @classmethod
     def parse(cls, url: str) -> URL:
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("amqp", ""):
-            raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)} (use amqp://)")
-        if not parts.hostname:
-            raise ValueError(f"no host in broker URL {redact(url)!r} (expected amqp://user:pass@host:port/vhost)")
+        """Parse ``url``; ValueError with one line naming what is wrong (the password redacted)."""
         try:
-            port = parts.port or 5672
+            parts = urllib.parse.urlsplit(url)
+        except ValueError as exc:  # e.g. an unclosed "[" of an IPv6 literal
+            raise ValueError(f"malformed broker URL {redact(url)!r}: {exc}") from exc
+        scheme = parts.scheme or "amqp"
+        if scheme not in DEFAULT_PORTS:
+            raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {redact(url)} (use amqp:// or amqps://)")
+        if parts.fragment:
+            raise ValueError(f"a broker URL has no fragment: {redact(url)}")
+        try:
+            port = parts.port
         except ValueError as exc:
             raise ValueError(f"bad port in broker URL {redact(url)!r}") from exc
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        vhost = urllib.parse.unquote(path) if path else "/"
-        return cls(
-            host=parts.hostname,
-            port=port,
-            user=urllib.parse.unquote(parts.username or "guest"),
-            password=urllib.parse.unquote(parts.password or "guest"),
-            vhost=vhost,
-        )
+        if port == 0:
+            raise ValueError(f"bad port in broker URL {redact(url)!r}")
+        netloc_host = parts.netloc.rpartition("@")[2]
+        host = parts.hostname or ""
+        if not netloc_host.startswith("["):
+            # hostname is lower-cased but not unquoted; the spec allows percent-encoded hosts.
+            host = _unquote(netloc_host.rsplit(":", 1)[0] if ":" in netloc_host else netloc_host, "host", url)
+        if parts.path in ("", "/"):
+            vhost = "/"  # pika and aiormq read "amqp://host/" so too (see the class docstring)
+        else:
+            segment = parts.path[1:]
+            if "/" in segment:
+                raise ValueError(f"the vhost in {redact(url)} has an unencoded '/' (write it as %2F)")
+            vhost = _unquote(segment, "vhost", url)
+        fields: dict[str, Any] = {
+            "scheme": scheme,
+            "host": host or "localhost",
+            "port": port or DEFAULT_PORTS[scheme],
+            "user": "guest" if parts.username is None else _unquote(parts.username, "user", url),
+            "password": "guest" if parts.password is None else _unquote(parts.password, "password", url),
+            "vhost": vhost,
+        }
+        fields.update(_query_options(parts.query, scheme, url))
+        return cls(**fields)
+
+    def with_(self, **changes: Any) -> URL:
+        """A copy with some parts changed (``u.with_(vhost="other")``)."""
+        return dataclasses.replace(self, **changes)
+
+    def __str__(self) -> str:
+        """The URL again, every part spelled out (a password shown: use :func:`redact` for messages)."""
+        q = _quote
+        host = f"[{self.host}]" if ":" in self.host else q(self.host)
+        query: list[tuple[str, str]] = []
+        for name in INT_OPTIONS:
+            value = getattr(self, name)
+            if value is not None:
+                query.append((name, str(round(value * 1000) if name == "connection_timeout" else value)))
+        query += [("auth_mechanism", m.lower()) for m in self.auth_mechanisms]
+        for name, attr in (("cacertfile", "cacertfile"), ("certfile", "certfile"), ("keyfile", "keyfile"),
+                           ("password", "key_password"), ("server_name_indication", "server_name_indication")):
+            if getattr(self, attr) is not None:
+                query.append((name, getattr(self, attr)))
+        if self.tls and not self.verify:
+            query.append(("verify", "verify_none"))
+        tail = f"?{urllib.parse.urlencode(query)}" if query else ""
+        return f"{self.scheme}://{q(self.user)}:{q(self.password)}@{host}:{self.port}/{q(self.vhost)}{tail}"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client TLS context the URL asks for (None for amqp://); ValueError for a file
+        that cannot be read. One context per URL, shared: loading the system's CA store costs
+        about 30 ms, and a run opens thousands of connections."""
+        return _ssl_context(self) if self.tls else None
+
+    def _new_ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        try:
+            if self.cacertfile:
+                ctx.load_verify_locations(cafile=self.cacertfile)
+            if self.certfile:
+                ctx.load_cert_chain(self.certfile, self.keyfile, password=self.key_password)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(f"cannot load the TLS files named in the URL: {exc}") from exc
+        if not self.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.server_name_indication == "disable":
+            ctx.check_hostname = False  # the chain is still verified; there is no name to check
+        return ctx
+
+    @property
+    def tls_server_name(self) -> str | None:
+        """The name sent as SNI and checked against the certificate."""
+        if self.server_name_indication == "disable":
+            return None
+        return self.server_name_indication or self.host
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages and results."""
+@functools.lru_cache(maxsize=16)
+def _ssl_context(u: URL) -> ssl.SSLContext:
+    return u._new_ssl_context()  # a failure (ValueError) is not cached: lru_cache keeps results only
+
+
+def _quote(text: str) -> str:
+    return urllib.parse.quote(text, safe="")
+
+
+def _query_options(query: str, scheme: str, url: str) -> dict[str, Any]:
+    """The URL's query options as URL fields; one clear ValueError for an unknown or bad one."""
+    out: dict[str, Any] = {}
+    mechanisms: list[str] = []
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query),
+                                       errors="strict")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed query in broker URL {redact(url)}") from exc
+    for name, value in pairs:
+        if name not in OPTIONS:
+            raise ValueError(f"unknown URL option {name!r} in {redact(url)} (known: {', '.join(OPTIONS)})")
+        if name in TLS_OPTIONS and scheme != "amqps":
+            raise ValueError(f"URL option {name!r} needs amqps:// ({redact(url)})")
+        if name in INT_OPTIONS:
+            try:
+                number = int(value)
+            except ValueError as exc:
+                raise ValueError(f"URL option {name}={value!r} is not a whole number") from exc
+            if number < 0:
+                raise ValueError(f"URL option {name}={value!r} is negative")
+            out[name] = number / 1000 if name == "connection_timeout" else number
+        elif name == "auth_mechanism":
+            mech = value.upper()
+            if mech not in MECHANISMS:
+                raise ValueError(f"URL option auth_mechanism={value!r} is not one of "
+                                 f"{', '.join(m.lower() for m in MECHANISMS)}")
+            mechanisms.append(mech)
+        elif name == "verify":
+            if value not in VERIFY:
+                raise ValueError(f"URL option verify={value!r} is not verify_peer or verify_none")
+            out["verify"] = VERIFY[value]
+        elif name == "password":
+            out["key_password"] = value
+        else:
+            if not value:
+                raise ValueError(f"URL option {name} is empty")
+            out[name] = value
+    if mechanisms:
+        out["auth_mechanisms"] = tuple(mechanisms)
+    if out.get("connection_timeout") == 0:
+        raise ValueError("URL option connection_timeout=0 would give no time to connect")
+    if "keyfile" in out and "certfile" not in out:
+        raise ValueError("URL option keyfile needs certfile too")
+    return out
+
+
+def redact(url: str | URL) -> str:
+    """The URL without its passwords (the login's and a TLS key's ``password=`` option), for
+    messages and results."""
+    url = str(url)
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return "<unparseable URL>"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = "&".join("password=***" if pair.split("=", 1)[0] == "password" else pair
+                         for pair in parts.query.split("&"))
+        parts = parts._replace(query=query)
+    return urllib.parse.urlunsplit(parts)

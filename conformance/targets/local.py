@@ -10,12 +10,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from conformance.targets.base import SECOND_VHOST, ProcessController, Target, TargetError, free_port
 from conformance.targets.readiness import amqp_ready
+from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -29,17 +32,58 @@ def _find(binary: str, fallback: str | None, install_hint: str) -> str:
     return found
 
 
-def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> Target:
+@dataclass
+class TLSTarget(Target):
+    """A target whose ``url`` is its amqps:// listener (verified against ``tls.ca``); the
+    plain listener stays up at ``plain_url`` for the cases that compare the two."""
+
+    plain_url: str = ""
+    tls: TLSFiles | None = None
+
+
+def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
+    """rabbitmq.conf lines for a TLS listener (RabbitMQ's TLS guide, "Enabling TLS Support"):
+    clients are asked for a certificate the CA signed but need not send one
+    (fail_if_no_peer_cert = false), so PLAIN over TLS works and EXTERNAL can take the user
+    name from the certificate's CN (rabbitmq_auth_mechanism_ssl, ssl_cert_login_from)."""
+    return "\n".join([
+        f"listeners.ssl.default = {host}:{port}",
+        f"ssl_options.cacertfile = {files.ca}",
+        f"ssl_options.certfile = {files.server_cert}",
+        f"ssl_options.keyfile = {files.server_key}",
+        "ssl_options.verify = verify_peer",
+        "ssl_options.fail_if_no_peer_cert = false",
+        "auth_mechanisms.1 = PLAIN",
+        "auth_mechanisms.2 = AMQPLAIN",
+        "auth_mechanisms.3 = EXTERNAL",
+        "ssl_cert_login_from = common_name",
+        "",
+    ])
+
+
+def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
+    """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
+    and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one."""
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
         "rabbitmq-server", None, "install it with: apt-get install -y rabbitmq-server")
     base = Path(tempfile.mkdtemp(prefix="amqpc-rmq-", dir=workdir))
     port, dist = free_port(host), free_port(host)
     node = f"amqpc{port}@localhost"
     plugins = base / "enabled_plugins"
-    plugins.write_text("[].\n")
+    plugins.write_text("[rabbitmq_auth_mechanism_ssl].\n" if tls else "[].\n")
     conf = base / "rabbitmq.conf"
     # loopback_users: guest may log in over loopback only (RabbitMQ's default, kept explicit).
-    conf.write_text(f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n")
+    text = f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+    files: TLSFiles | None = None
+    tls_port = 0
+    if tls:
+        try:
+            files = make_tls_files(base / "tls")
+        except ImportError as exc:
+            raise TargetError("a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'") from exc
+        tls_port = free_port(host)
+        text += rabbitmq_tls_config(host, tls_port, files)
+    conf.write_text(text)
     env = dict(os.environ)
     env.update({
         "HOME": str(base),  # a fresh Erlang cookie per node
@@ -55,12 +99,19 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> T
         "ERL_EPMD_ADDRESS": host,
         "RABBITMQ_LOGS": str(base / "log" / "rabbit.log"),
     })
-    url = f"amqp://guest:guest@{host}:{port}/"
+    plain_url = f"amqp://guest:guest@{host}:{port}/"
+    url = plain_url if files is None else (
+        f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}")
     ctl = ProcessController([server], env=env, host=host, port=port, log_path=base / "stdout.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "rabbitmq-server"),
                             what="rabbitmq-server", stop_timeout=60, start_timeout=120)
     ctl.start()
-    target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
+    target: Target
+    if files is None:
+        target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
+    else:
+        target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
+                           plain_url=plain_url, tls=files)
     target.second_vhost = _rabbitmq_add_vhost(env, node)
     return target
 

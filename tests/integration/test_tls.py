@@ -1,0 +1,234 @@
+"""amqps end to end: the raw client and the probe over TLS against the reference broker's TLS
+listener and a local RabbitMQ 3.10 with ``listeners.ssl.default``, with certificates the test
+makes; and the one-line errors for an untrusted or mismatched certificate, a plain connection
+to the TLS port and a TLS connection to the plain port."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance.broker.cli import main as broker_main
+from conformance.broker.server import EmbeddedBroker, tls_context
+from conformance.clients.raw import RawConnection
+from conformance.clients.wire import URL
+from conformance.probe import ProbeError, probe
+from conformance.targets.tlscerts import TLSFiles, make_tls_files
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    return make_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def stranger(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    """Certificates of another CA: their CA does not trust the broker's certificate."""
+    return make_tls_files(tmp_path_factory.mktemp("other-tls"))
+
+
+@pytest.fixture(scope="module")
+def ref(certs: TLSFiles) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tls=tls_context(str(certs.server_cert), str(certs.server_key), str(certs.ca))) as b:
+        yield b
+
+
+def _tls_url(b: EmbeddedBroker, certs: TLSFiles) -> URL:
+    return URL.parse(b.tls_url).with_(cacertfile=str(certs.ca))
+
+
+def _probe_error(url: URL | str) -> ProbeError:
+    with pytest.raises(ProbeError) as info:
+        probe(str(url), timeout=5.0)
+    assert "\n" not in info.value.message
+    return info.value
+
+
+def _round_trip(url: URL | str) -> None:
+    """Declare, publish, get over the connection: the reader thread works on this socket."""
+    with RawConnection.open(str(url), timeout=5.0) as conn:
+        ch = conn.channel()
+        q = ch.declare_queue("", exclusive=True).queue
+        ch.publish("", q, b"over tls")
+        got = ch.get(q, no_ack=True)
+        assert got is not None and got.body == b"over tls"
+
+
+# -- the reference broker ---------------------------------------------------------------------
+
+
+def test_reference_probe_and_round_trip_over_amqps(ref: EmbeddedBroker, certs: TLSFiles) -> None:
+    url = _tls_url(ref, certs)
+    assert probe(str(url), timeout=5.0).product.startswith("amqp-conformance")
+    _round_trip(url)
+    # a client certificate is sent when the URL names one; "localhost" is in the certificate too
+    _round_trip(url.with_(host="localhost", certfile=str(certs.client_cert), keyfile=str(certs.client_key)))
+
+
+def test_reference_url_tuning_over_amqps(ref: EmbeddedBroker, certs: TLSFiles) -> None:
+    url = _tls_url(ref, certs).with_(frame_max=8192, channel_max=9, heartbeat=1, auth_mechanisms=("AMQPLAIN",))
+    with RawConnection.open(url, timeout=5.0) as conn:
+        assert (conn.frame_max, conn.channel_max, conn.heartbeat) == (8192, 9, 1)
+        # The broker closes a connection silent for two heartbeat intervals (the spec's
+        # dead-peer rule); idle for three, only the client's heartbeats keep it open.
+        threading.Event().wait(3.0)
+        assert conn.is_open, conn.socket_closed or conn.closed_by_broker
+        conn.channel()  # and it still works
+        assert conn.heartbeats_received >= 1
+    # an explicit argument wins over the URL's option
+    with RawConnection.open(url, timeout=5.0, heartbeat=0, frame_max=4096) as conn:
+        assert (conn.heartbeat, conn.frame_max, conn.channel_max) == (0, 4096, 9)
+
+
+def test_reference_untrusted_certificate_is_one_line(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
+    err = _probe_error(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca)))
+    assert err.kind == "tls" and "not accepted" in err.message and "cacertfile" in err.message
+    err = _probe_error(ref.tls_url)  # no CA named: the system's CAs do not know the test CA
+    assert err.kind == "tls"
+
+
+def test_reference_name_mismatch_is_one_line(ref: EmbeddedBroker, certs: TLSFiles) -> None:
+    err = _probe_error(_tls_url(ref, certs).with_(server_name_indication="wrong.example"))
+    assert err.kind == "tls" and "wrong.example" in err.message
+
+
+def test_reference_verify_none_is_the_explicit_insecure_switch(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
+    assert probe(str(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca), verify=False)), timeout=5.0)
+
+
+def test_reference_plain_to_tls_port_and_tls_to_plain_port(ref: EmbeddedBroker, certs: TLSFiles) -> None:
+    err = _probe_error(_tls_url(ref, certs).with_(scheme="amqp", cacertfile=None))
+    assert "amqps://" in err.message  # Python's ssl server just hangs up: the hint names the cure
+    err = _probe_error(URL.parse(ref.url).with_(scheme="amqps", cacertfile=str(certs.ca)))
+    assert err.kind == "tls" and "is it a TLS port" in err.message
+
+
+def test_run_exits_4_with_one_line_for_an_untrusted_certificate(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
+    url = str(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca)))
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--broker-url", url, "--area", "connection",
+                           "-n", "0", "--no-report"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 4, done.stdout + done.stderr
+    lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "not accepted" in ln]
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+
+
+def test_broker_cli_tls_listener(certs: TLSFiles, tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "conformance.broker", "--port", "0", "--tls-port", "0", "--data-dir", str(tmp_path),
+            "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        out = b""
+        with selectors.DefaultSelector() as sel:
+            assert proc.stdout is not None
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            deadline = time.monotonic() + 30
+            while out.count(b"\n") < 2 and time.monotonic() < deadline:
+                if sel.select(deadline - time.monotonic()):
+                    chunk = os.read(proc.stdout.fileno(), 4096)
+                    if not chunk:
+                        break
+                    out += chunk
+        lines = out.decode().splitlines()
+        assert len(lines) >= 2 and lines[0].startswith("LISTENING ") and lines[1].startswith("LISTENING-TLS "), lines
+        _, host, port = lines[1].split()
+        _round_trip(f"amqps://guest:guest@{host}:{port}/?cacertfile={certs.ca}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_broker_cli_bad_tls_files_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert broker_main(["--port", "0", "--tls-cert", str(tmp_path / "missing.pem")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("amqp-conformance broker: cannot load the TLS certificate") and "\n" not in err
+    assert broker_main(["--port", "0", "--tls-key", str(tmp_path / "k.pem")]) == 2
+
+
+# -- RabbitMQ 3.10 with a TLS listener ------------------------------------------------------
+
+HAVE_RABBITMQ = bool(shutil.which("rabbitmq-server")) or Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
+
+
+@pytest.fixture(scope="module")
+def rmq() -> Iterator[object]:
+    from conformance.targets.local import start_rabbitmq
+
+    target = start_rabbitmq(tls=True)
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_RABBITMQ, reason="rabbitmq-server is not installed")
+def test_rabbitmq_over_amqps(rmq: object, stranger: TLSFiles) -> None:
+    from conformance.targets.local import TLSTarget
+
+    assert isinstance(rmq, TLSTarget) and rmq.tls is not None
+    url, plain = URL.parse(rmq.url), URL.parse(rmq.plain_url)
+    assert url.tls and probe(rmq.url, timeout=5.0).product == "RabbitMQ"
+    _round_trip(url)
+    _round_trip(url.with_(auth_mechanisms=("AMQPLAIN",)))
+    # EXTERNAL: the user is the client certificate's CN ("guest"); without a certificate, refused.
+    _round_trip(url.with_(certfile=str(rmq.tls.client_cert), keyfile=str(rmq.tls.client_key),
+                          auth_mechanisms=("EXTERNAL",)))
+    assert _probe_error(url.with_(auth_mechanisms=("EXTERNAL",))).kind == "login"
+    err = _probe_error(url.with_(cacertfile=str(stranger.ca)))
+    assert err.kind == "tls" and "not accepted" in err.message
+    err = _probe_error(url.with_(server_name_indication="wrong.example"))
+    assert err.kind == "tls" and "wrong.example" in err.message
+    err = _probe_error(url.with_(scheme="amqp", cacertfile=None))  # RabbitMQ answers with a TLS alert
+    assert err.kind == "tls" and "it is a TLS port (use amqps://)" in err.message
+    err = _probe_error(plain.with_(scheme="amqps", cacertfile=str(rmq.tls.ca)))
+    assert err.kind == "tls" and "is it a TLS port" in err.message
+
+
+# -- pika and aio-pika from the same URL (clients/uri.py, for libs.py) ---------------------------
+
+
+def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
+    import asyncio
+
+    import aio_pika
+    import pika
+
+    from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
+
+    url = _tls_url(ref, certs)
+    conn = pika.BlockingConnection(pika_parameters(url, 5.0))
+    try:
+        assert conn.channel().queue_declare("", exclusive=True).method.queue
+    finally:
+        conn.close()
+    # verification is on for pika too; pika lets the ssl error itself through BlockingConnection
+    with pytest.raises(ssl.SSLCertVerificationError):
+        pika.BlockingConnection(pika_parameters(url.with_(cacertfile=str(stranger.ca)), 5.0))
+
+    async def aio() -> str:
+        c = await aio_pika.connect(**aio_pika_connect_kwargs(url, 5.0))
+        try:
+            ch = await c.channel()
+            return (await ch.declare_queue("", exclusive=True)).name
+        finally:
+            await c.close()
+
+    assert asyncio.run(asyncio.wait_for(aio(), 10.0))
+    with pytest.raises(ValueError, match="aio-pika cannot take"):
+        aio_pika_connect_kwargs(url.with_(frame_max=8192), 5.0)
+    with pytest.raises(ValueError, match="pika cannot use SASL mechanism AMQPLAIN"):
+        pika_parameters(url.with_(auth_mechanisms=("AMQPLAIN",)), 5.0)
