@@ -27,10 +27,10 @@ from conformance.cases import Level, case
 from conformance.clients.raw import Event, RawChannel
 from conformance.verdicts import Mismatch
 
-FIELDS = "amqp0-9-1.xml basic.deliver/get-ok/return field definitions (exchange, routing-key, redelivered)"
-COUNTS = "amqp0-9-1.xml *-ok message-count / consumer-count field definitions"
+FIELDS = "amqp0-9-1.xml#basic.deliver/get-ok/return field definitions (exchange, routing-key, redelivered)"
+COUNTS = "amqp0-9-1.xml#*-ok message-count / consumer-count field definitions"
 TAGS = "003_50388870ec53b6aa.txt#the-delivery-tag"
-CTAG = "amqp0-9-1.xml basic.consume consumer-tag field: the identifier of the consumer"
+CTAG = "amqp0-9-1.xml#basic.consume consumer-tag field: the identifier of the consumer"
 
 
 def _props(n: int) -> spec.Basic.Properties:
@@ -234,7 +234,7 @@ def test_delete_ok_count(amqp, ctx, cleanup) -> None:
 @case(
     "replies.mandatory-return-whole-reply",
     rules=["basic.publish.mandatory/01"],
-    sources=["amqp0-9-1.xml constant no-route (312) and basic.return fields", FIELDS],
+    sources=["amqp0-9-1.xml#constant no-route (312) and basic.return fields", FIELDS],
     level=Level.MUST,
     description="On a confirm channel, a mandatory message with properties published with a key no queue is "
                 "bound to",
@@ -264,7 +264,7 @@ def test_mandatory_return_whole(amqp, ctx, cleanup) -> None:
 @case(
     "replies.ack-multiple-counts",
     rules=["basic/10"],
-    sources=["amqp0-9-1.xml basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
+    sources=["amqp0-9-1.xml#basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
              COUNTS],
     level=Level.MUST,
     description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the channel "
