@@ -163,6 +163,14 @@ def _ids(method: base.Frame) -> tuple[int, int]:
     return method.index >> 16, method.index & 0xFFFF
 
 
+_CLOSE_INDEXES = frozenset({spec.Connection.Close.index, spec.Connection.CloseOk.index})
+
+
+def _is_close_method(ftype: int, channel: int, payload: bytes) -> bool:
+    """Whether a frame is connection.close or close-ok, judged without decoding it."""
+    return ftype == FRAME_METHOD and channel == 0 and int.from_bytes(payload[:4], "big") in _CLOSE_INDEXES
+
+
 def _as_text(value: str | bytes) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -943,12 +951,21 @@ class ConnectionCore:
             return
         self.last_rx = self.broker.clock()
         self._in += data
+        # Each pass either ends the parse or moves the connection one step towards closed
+        # (open -> closing -> discarding), so this loop runs at most three times.
         while True:
+            was_closing = self.state is ConnectionState.CLOSING
             try:
                 self._parse()
                 break
             except AMQPError as err:
                 self.connection_error(err)
+                if was_closing:
+                    # An error while closing has no reply left to give (spec connection.close:
+                    # everything but close/close-ok is discarded), and a frame that cannot be
+                    # delimited leaves nothing parseable after it: drop the rest of the stream
+                    # and let the close-ok deadline end the connection.
+                    self.discard_input = True
                 if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
                     self._in.clear()
                     break
@@ -1105,6 +1122,8 @@ class ConnectionCore:
         )
 
     def _on_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        if self.state is ConnectionState.CLOSING and not _is_close_method(ftype, channel, payload):
+            return  # spec connection.close: "any received methods except Close and Close-OK MUST be discarded"
         if ftype == FRAME_HEARTBEAT:
             if channel != 0:
                 raise AMQPError(ReplyCode.FRAME_ERROR, "heartbeat frame on a non-zero channel")
@@ -1118,8 +1137,6 @@ class ConnectionCore:
             return
         if ftype in (FRAME_HEADER, FRAME_BODY):
             if channel == 0 or self.state is not ConnectionState.OPEN:
-                if self.state is ConnectionState.CLOSING:
-                    return
                 raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0 or before connection.open")
             if ftype == FRAME_HEADER:
                 self._on_channel_frame(channel, lambda ch: ch.on_header(payload), None)
@@ -1280,8 +1297,6 @@ class ConnectionCore:
 
     # -- channel frames ------------------------------------------------------------------------
     def _on_channel_frame(self, number: int, action: Callable[[ChannelCore], None], method: base.Frame | None) -> None:
-        if self.state is ConnectionState.CLOSING:
-            return  # spec: discard everything but close/close-ok
         if self.state is not ConnectionState.OPEN:
             raise AMQPError(ReplyCode.CHANNEL_ERROR, "channel frame before connection.open")
         if method is not None and is_connection_method(method):

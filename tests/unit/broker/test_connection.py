@@ -9,6 +9,7 @@ from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
 from conformance.broker.core import (
+    CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     ChannelClosed,
     ChannelOpened,
@@ -382,3 +383,51 @@ def test_events_record_channel_close(link: Link) -> None:
     link.expect(spec.Channel.CloseOk)
     assert ChannelClosed(1, 200, "done", by_peer=True) in link.core_events
     assert not any(isinstance(e, CloseTransport) for e in link.core_events)
+
+
+def _feed_bounded(link: Link, data: bytes, seconds: float = 5.0) -> None:
+    """Feed in a helper thread so that a core that never returns fails the test, not the run."""
+    import threading
+
+    worker = threading.Thread(target=link.feed, args=(data,), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "receive_data did not return: the core is spinning"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(frame(9, 0, b"x")[:-1] + b"\x00", id="unknown-type-bad-end"),
+        pytest.param(struct.pack(">BHI", 9, 0, 1_000_000), id="unknown-type-too-large"),
+        pytest.param(frame(1, 0, b"\x00\x0a\x00\x32\x00"), id="undecodable-close"),
+        pytest.param(frame(9, 0, b""), id="unknown-type"),
+    ],
+)
+def test_issue12_error_while_closing_does_not_spin(broker: Broker, clock: FakeClock, garbage: bytes) -> None:
+    # Issue 12: a method on a never-opened channel (-> connection.close 504), then a frame
+    # the server cannot use, used to loop forever inside receive_data.
+    link = Link(broker, channel=None)
+    link.send(spec.Queue.Declare(queue="q"), 5)
+    link.connection_closed(504)
+    _feed_bounded(link, garbage)
+    _feed_bounded(link, frame(1, 1, b"\x00\x32\x00\x0a") + spec.Connection.CloseOk().marshal())
+    link.nothing()
+    clock.advance(CLOSE_OK_TIMEOUT + 0.1)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
+    # Nothing one connection sent affects another.
+    other = Link(broker)
+    other.declare("q2")
+
+
+def test_closing_connection_discards_methods_without_decoding(link: Link) -> None:
+    link.send(spec.Channel.Open(), 1)  # second open: connection error 504
+    link.connection_closed(504)
+    link.feed(frame(1, 1, b"\x00\x32"))  # would be a 501 if it were decoded
+    link.feed(frame(3, 0, b"body"))  # content on channel 0: would be a 505
+    link.nothing()
+    assert not link.transport_closed
+    link.send(spec.Connection.CloseOk(), 0)
+    assert link.transport_closed
