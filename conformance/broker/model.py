@@ -843,7 +843,9 @@ class Broker:
         return next(self._ids)
 
     def authenticate(self, user: str, password: str) -> bool:
-        return user in self.users and secrets.compare_digest(self.users[user], password)
+        # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets
+        expected = self.users.get(user)
+        return expected is not None and secrets.compare_digest(expected.encode("utf-8"), password.encode("utf-8"))
 
     # -- persistence -----------------------------------------------------------------------
     def log(self, rec: Record) -> int:

@@ -99,6 +99,21 @@ def test_bad_credentials(broker: Broker, caps: dict, notified: bool) -> None:
     assert link.transport_closed
 
 
+@pytest.mark.parametrize("response", ["\0guest\0gü", "\0gäst\0guest"], ids=["password", "user"])
+def test_non_ascii_credentials_are_refused_not_a_crash(broker: Broker, response: str) -> None:
+    # secrets.compare_digest raises TypeError on non-ASCII str (found by the fuzzer)
+    link = started(broker)
+    link.send(spec.Connection.StartOk(client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response), 0)
+    link.connection_closed(403)
+
+
+def test_non_ascii_password_can_log_in() -> None:
+    broker = make_broker(users={"jürgen": "pässword"})
+    link = Link(broker, handshake=False)
+    link.handshake(user="jürgen", password="pässword")
+    assert link.core.user == "jürgen"
+
+
 @pytest.mark.parametrize("response", ["garbage", "\0only"])
 def test_malformed_plain(broker: Broker, response: str) -> None:
     link = started(broker)
