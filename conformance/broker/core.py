@@ -967,8 +967,9 @@ class ConnectionCore:
                     # and let the close-ok deadline end the connection.
                     self.discard_input = True
                 if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
-                    self._in.clear()
                     break
+        if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+            self._in.clear()  # nothing after the end of a connection is ever read: do not hold it
         self._after_input()
 
     def data_to_send(self) -> bytes:

@@ -446,3 +446,11 @@ def test_closing_connection_discards_methods_without_decoding(link: Link) -> Non
     assert not link.transport_closed
     link.send(spec.Connection.CloseOk(), 0)
     assert link.transport_closed
+
+
+def test_input_after_a_refused_header_is_not_kept(broker: Broker) -> None:
+    # found by the fuzzer: the rest of the first read stayed buffered on a closed connection
+    link = Link(broker, handshake=False)
+    link.feed(b"AMqP\x00\x00\x09\x01" + bytes(100_000))
+    assert link.transport_closed
+    assert len(link.core._in) == 0
