@@ -186,6 +186,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
     "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
     "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
+    "fuzz": (_lazy("conformance.fuzz.cli", "main"), "frame-aware fuzzing of a broker (or the reference core)"),
 }
 
 

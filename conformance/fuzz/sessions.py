@@ -99,6 +99,8 @@ def handshake(user: str = "guest", password: str = "guest", vhost: str = "/") ->
 class _Builder:
     rng: random.Random
     frames: list[Frame] = field(default_factory=list)
+    #: each template runs on a channel of its own (delivery tags and modes are per channel)
+    channel: int = 1
 
     def name(self, kind: str) -> str:
         return f"fuzz.{kind}.{self.rng.getrandbits(40):010x}"
@@ -121,12 +123,13 @@ class _Builder:
         size = self.rng.choice([FRAME_MAX - 8, FRAME_MAX + 100] if big else [0, 1, 10, 200])
         return self.rng.randbytes(size) if size < 300 else bytes(size)
 
-    def add(self, m: base.Frame, channel: int = 1) -> None:
-        self.frames.append(method(m, channel))
+    def add(self, m: base.Frame, channel: int | None = None) -> None:
+        self.frames.append(method(m, self.channel if channel is None else channel))
 
-    def publish(self, queue: str, channel: int = 1, *, mandatory: bool = False) -> None:
-        self.add(spec.Basic.Publish(exchange="", routing_key=queue, mandatory=mandatory), channel)
-        self.frames += content(channel, self.body(), self.props())
+    def publish(self, queue: str, channel: int | None = None, *, mandatory: bool = False) -> None:
+        ch = self.channel if channel is None else channel
+        self.add(spec.Basic.Publish(exchange="", routing_key=queue, mandatory=mandatory), ch)
+        self.frames += content(ch, self.body(), self.props())
 
 
 def _queue_roundtrip(b: _Builder) -> None:
@@ -134,8 +137,10 @@ def _queue_roundtrip(b: _Builder) -> None:
     b.add(spec.Queue.Declare(queue=q, exclusive=True))
     for _ in range(b.rng.randint(1, 3)):
         b.publish(q)
-    b.add(spec.Basic.Get(queue=q, no_ack=b.rng.random() < 0.3))
-    b.add(spec.Basic.Ack(delivery_tag=1, multiple=b.rng.random() < 0.5))
+    no_ack = b.rng.random() < 0.3
+    b.add(spec.Basic.Get(queue=q, no_ack=no_ack))
+    if not no_ack:
+        b.add(spec.Basic.Ack(delivery_tag=1, multiple=b.rng.random() < 0.5))
     b.add(spec.Queue.Purge(queue=q))
     b.add(spec.Queue.Delete(queue=q))
 
@@ -154,6 +159,7 @@ def _tx(b: _Builder) -> None:
     b.add(spec.Queue.Declare(queue=q, exclusive=True))
     b.add(spec.Tx.Select())
     b.publish(q)
+    b.add(spec.Tx.Commit())  # a publish inside a transaction reaches the queue on commit
     b.add(spec.Basic.Get(queue=q))
     b.add(spec.Basic.Reject(delivery_tag=1, requeue=True))
     b.add(b.rng.choice([spec.Tx.Commit(), spec.Tx.Rollback()]))
@@ -163,23 +169,26 @@ def _consume(b: _Builder) -> None:
     q = b.name("q")
     b.add(spec.Basic.Qos(prefetch_count=b.rng.choice([0, 1, 10]), global_=b.rng.random() < 0.5))
     b.add(spec.Queue.Declare(queue=q, exclusive=True))
-    b.add(spec.Basic.Consume(queue=q, consumer_tag="ctag", no_ack=b.rng.random() < 0.3))
+    no_ack = b.rng.random() < 0.3
+    b.add(spec.Basic.Consume(queue=q, consumer_tag="ctag", no_ack=no_ack))
     for _ in range(b.rng.randint(1, 3)):
         b.publish(q)
-    b.add(spec.Basic.Nack(delivery_tag=1, multiple=False, requeue=b.rng.random() < 0.5))
+    if not no_ack:
+        b.add(spec.Basic.Nack(delivery_tag=1, multiple=False, requeue=b.rng.random() < 0.5))
     b.add(spec.Basic.Recover(requeue=True))
     b.add(spec.Basic.Cancel(consumer_tag="ctag"))
 
 
 def _exchanges(b: _Builder) -> None:
     x, y, q = b.name("x"), b.name("y"), b.name("q")
-    b.add(spec.Exchange.Declare(exchange=x, exchange_type=b.rng.choice(["direct", "fanout", "topic", "headers"]), auto_delete=True))
-    b.add(spec.Exchange.Declare(exchange=y, exchange_type="fanout", auto_delete=True))
+    # not auto-delete: unbinding would delete them before the explicit deletes below
+    b.add(spec.Exchange.Declare(exchange=x, exchange_type=b.rng.choice(["direct", "fanout", "topic", "headers"])))
+    b.add(spec.Exchange.Declare(exchange=y, exchange_type="fanout"))
     b.add(spec.Exchange.Bind(destination=y, source=x, routing_key="k"))
     b.add(spec.Queue.Declare(queue=q, exclusive=True))
     b.add(spec.Queue.Bind(queue=q, exchange=y, routing_key="k"))
     b.add(spec.Basic.Publish(exchange=x, routing_key="k"))
-    b.frames += content(1, b.body(), b.props())
+    b.frames += content(b.channel, b.body(), b.props())
     b.add(spec.Queue.Unbind(queue=q, exchange=y, routing_key="k"))
     b.add(spec.Exchange.Unbind(destination=y, source=x, routing_key="k"))
     b.add(spec.Exchange.Delete(exchange=y))
@@ -187,14 +196,14 @@ def _exchanges(b: _Builder) -> None:
 
 
 def _channels(b: _Builder) -> None:
-    b.add(spec.Channel.Open(), 2)
-    b.add(spec.Channel.Flow(active=True), 2)
+    other = b.channel + 100
+    b.add(spec.Channel.Open(), other)
+    b.add(spec.Channel.Flow(active=True), other)
     q = b.name("q")
-    b.add(spec.Queue.Declare(queue=q, exclusive=True), 2)
-    b.publish(q, channel=2)
-    b.add(spec.Basic.Get(queue=q, no_ack=True), 1)
-    b.add(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 2)
-    b.add(spec.Channel.CloseOk(), 2)
+    b.add(spec.Queue.Declare(queue=q, exclusive=True), other)
+    b.publish(q, channel=other)
+    b.add(spec.Basic.Get(queue=q, no_ack=True))
+    b.add(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), other)
 
 
 TEMPLATES: dict[str, Callable[[_Builder], None]] = {
@@ -208,12 +217,13 @@ TEMPLATES: dict[str, Callable[[_Builder], None]] = {
 
 
 def valid_session(rng: random.Random, *, user: str = "guest", password: str = "guest", vhost: str = "/") -> Session:
-    """A handshake, channel 1, one or two templates, channel.close and connection.close."""
+    """A handshake, one or two templates (channels 1 and 2), channel.close, connection.close."""
     b = _Builder(rng)
     b.frames += handshake(user, password, vhost)
-    b.add(spec.Channel.Open())
     names = rng.sample(sorted(TEMPLATES), rng.randint(1, 2))
-    for name in names:
+    for number, name in enumerate(names, 1):
+        b.channel = number
+        b.add(spec.Channel.Open())
         TEMPLATES[name](b)
     if rng.random() < 0.7:
         b.add(spec.Channel.Close(reply_code=200, reply_text="done", class_id=0, method_id=0))
