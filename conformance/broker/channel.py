@@ -38,7 +38,7 @@ from .model import (
     rs_exchange,
     rs_queue,
 )
-from .states import ChannelState, ConnectionState, Disposition, transition
+from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
 if TYPE_CHECKING:
     from .connection import ConnectionCore
@@ -227,7 +227,7 @@ class ChannelCore:
         self.teardown()
         self.pending = None
         self.content = ContentState.METHOD
-        self.state = ChannelState.CLOSING
+        self.state = step(self.state, Signal.SERVER_CLOSE)
         self.send(
             spec.Channel.Close(
                 reply_code=int(err.code), reply_text=err.reply_text, class_id=err.class_id, method_id=err.method_id

@@ -34,7 +34,7 @@ from .frames import (
     marshal_method,
 )
 from .model import Broker, Queue, VHost
-from .states import ChannelState, ConnectionState, Disposition, is_connection_method, transition
+from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
 from .version import __version__
 
 
@@ -137,7 +137,7 @@ class ConnectionCore:
         """The socket went away (EOF or error)."""
         if self.state is not ConnectionState.CLOSED:
             self._cleanup()
-            self.state = ConnectionState.CLOSED
+            self.state = step(self.state, Signal.SOCKET_LOST)
             self.emit(ConnectionClosed(ReplyCode.CONNECTION_FORCED, "connection lost", by_peer=True))
         self.broker.listeners.discard(self)
 
@@ -156,7 +156,7 @@ class ConnectionCore:
         if st is not ConnectionState.OPEN:
             if now - self.created > HANDSHAKE_TIMEOUT:
                 self._cleanup()
-                self.state = ConnectionState.CLOSED
+                self.state = step(self.state, Signal.ABORT)
                 self._close_transport("handshake timeout")
             return
         if self.heartbeat:
@@ -165,7 +165,7 @@ class ConnectionCore:
                 # octets) for two heartbeat intervals or longer, it should close the
                 # connection without following the Connection.Close/Close-Ok handshaking"
                 self._cleanup()
-                self.state = ConnectionState.CLOSED
+                self.state = step(self.state, Signal.ABORT)
                 self.emit(ConnectionClosed(ReplyCode.CONNECTION_FORCED, "missed heartbeats", by_peer=False))
                 self._close_transport("missed heartbeats from client")
             elif now - self.last_tx >= self.heartbeat / 2:
@@ -258,10 +258,10 @@ class ConnectionCore:
             # spec 4.2.2: "the server MUST reject the protocol header [...] write a valid
             # protocol header to the socket, then close the socket connection"
             self.send_frames([PROTOCOL_HEADER])
-            self.state = ConnectionState.CLOSED
+            self.state = step(self.state, Signal.HEADER_REFUSED)
             self._close_transport("unsupported protocol header")
             return
-        self.state = ConnectionState.AWAITING_START_OK
+        self.state = step(self.state, Signal.HEADER_ACCEPTED)
         self.send_method(
             spec.Connection.Start(
                 version_major=0,
@@ -413,7 +413,7 @@ class ConnectionCore:
         self.emit(ConnectionClosed(int(err.code), err.reply_text, by_peer=False))
         if not notify:
             # RabbitMQ closes the socket without a word on other handshake errors.
-            self.state = ConnectionState.CLOSED
+            self.state = step(self.state, Signal.ABORT)
             self._close_transport(err.reply_text)
             return
         self.send_method(
@@ -421,7 +421,7 @@ class ConnectionCore:
                 reply_code=int(err.code), reply_text=err.reply_text, class_id=err.class_id, method_id=err.method_id
             )
         )
-        self.state = ConnectionState.CLOSING
+        self.state = step(self.state, Signal.SERVER_CLOSE)
         self.close_deadline = self.broker.clock() + CLOSE_OK_TIMEOUT
         if err.code is ReplyCode.FRAME_ERROR:
             # RabbitMQ fatal_frame_error: the stream is out of sync, nothing more can be
@@ -480,7 +480,7 @@ class ConnectionCore:
     def channel_gone(self, ch: ChannelCore, code: int, text: str, *, by_peer: bool) -> None:
         if self.channels.get(ch.number) is ch:
             del self.channels[ch.number]
-        ch.state = ChannelState.CLOSED
+        ch.state = step(ch.state, Signal.RELEASED)
         if by_peer:
             self.emit(ChannelClosed(ch.number, code, text, by_peer=True))
 
