@@ -3,7 +3,10 @@ garbage ends alone, other connections are served, SIGTERM always stops the proce
 
 from __future__ import annotations
 
+import socket
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 from pamqp import commands as spec
 
-from .broker_process import BrokerProcess
+from .broker_process import ROOT, BrokerProcess
 from .broker_rawclient import RawClient
 
 pytestmark = pytest.mark.integration
@@ -88,3 +91,36 @@ def test_sigterm_with_connections_in_every_state(proc: BrokerProcess) -> None:
     finally:
         for c in clients:
             c.close()
+
+
+def _broker_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "conformance.broker", *args], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "cannot read --users"),
+        ('{"users": ', "is not a JSON users file"),
+        ('["guest"]', "is not a JSON users file"),
+    ],
+    ids=["missing", "not-json", "not-an-object"],
+)
+def test_cli_bad_users_file_is_one_line(tmp_path: Path, content: str | None, message: str) -> None:
+    users = tmp_path / "users.json"
+    if content is not None:
+        users.write_text(content)
+    r = _broker_cli("--port", "0", "--data-dir", str(tmp_path / "d"), "--users", str(users))
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_cli_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        r = _broker_cli("--port", str(port), "--data-dir", str(tmp_path / "d"))
+    assert r.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
