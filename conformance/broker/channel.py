@@ -15,7 +15,17 @@ from typing import TYPE_CHECKING, Any
 from pamqp import base
 from pamqp import commands as spec
 
-from .errors import AMQPError, ReplyCode, precondition
+from .errors import (
+    AMQPError,
+    ReplyCode,
+    default_exchange_refused,
+    method_frame_expected,
+    not_transactional,
+    precondition,
+    rs_exchange,
+    rs_queue,
+    unknown_delivery_tag,
+)
 from .events import ChannelClosed
 from .frames import (
     _CONTENT_HDR,
@@ -35,8 +45,6 @@ from .model import (
     VHost,
     _amqp_type_name,
     decode_properties,
-    rs_exchange,
-    rs_queue,
 )
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
@@ -161,7 +169,7 @@ class ChannelCore:
         if self.state is ChannelState.CLOSING:
             return
         if self.content is not ContentState.HEADER or self.pending is None:
-            raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+            raise method_frame_expected()
         if len(payload) < 14:
             raise AMQPError(ReplyCode.FRAME_ERROR, "content header frame too short")
         class_id, _weight, size = _CONTENT_HDR.unpack_from(payload)
@@ -196,7 +204,7 @@ class ChannelCore:
             return
         p = self.pending
         if self.content is not ContentState.BODY or p is None or p.parts is None:
-            raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+            raise method_frame_expected()
         p.parts.append(payload)
         p.received += len(payload)
         if p.received > p.body_size:
@@ -260,7 +268,7 @@ class ChannelCore:
         if not m.passive and m.exchange_type not in ("direct", "fanout", "topic", "headers"):
             raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown exchange type '{m.exchange_type}'")
         if name == "":
-            raise AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            raise default_exchange_refused()
         if m.passive:
             vh.lookup_exchange(name)
         else:
@@ -278,7 +286,7 @@ class ChannelCore:
     def _exchange_delete(self, m: spec.Exchange.Delete) -> None:
         vh = self.vhost
         if m.exchange == "":
-            raise AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            raise default_exchange_refused()
         if m.exchange.startswith("amq."):
             raise AMQPError(
                 ReplyCode.ACCESS_REFUSED, f"deletion of system {rs_exchange(vh.name, m.exchange)} not allowed"
@@ -294,7 +302,7 @@ class ChannelCore:
     def _exchange_bind_common(self, destination: str, source: str) -> tuple[Exchange, Exchange]:
         vh = self.vhost
         if destination == "" or source == "":
-            raise AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            raise default_exchange_refused()
         src = vh.lookup_exchange(source)
         dst = vh.lookup_exchange(destination)
         return src, dst
@@ -377,7 +385,7 @@ class ChannelCore:
         if routing_key == "" and queue == "":
             routing_key = qname  # spec queue.bind: empty queue AND key -> last queue's name
         if exchange == "":
-            raise AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+            raise default_exchange_refused()
         x = vh.lookup_exchange(exchange)
         q = vh.lookup_queue(qname)
         if check_exclusive:
@@ -582,7 +590,7 @@ class ChannelCore:
             self.unacked.clear()
             return items
         if tag not in self.unacked:
-            raise precondition(f"unknown delivery tag {tag}")
+            raise unknown_delivery_tag(tag)
         if not multiple:
             return [self.unacked.pop(tag)]
         items = [u for t, u in self.unacked.items() if t <= tag]
@@ -673,7 +681,7 @@ class ChannelCore:
 
     def _tx_commit(self, m: spec.Tx.Commit) -> None:
         if not self.tx:
-            raise precondition("channel is not transactional")
+            raise not_transactional()
         broker = self.conn.broker
         vh = self.vhost
         publishes, self.tx_publishes = self.tx_publishes, []
@@ -697,7 +705,7 @@ class ChannelCore:
 
     def _tx_rollback(self, m: spec.Tx.Rollback) -> None:
         if not self.tx:
-            raise precondition("channel is not transactional")
+            raise not_transactional()
         self.tx_publishes.clear()
         # acks/rejects are undone: the messages are unacked again (RabbitMQ keeps them on
         # the channel, in delivery-tag order, and they may be acked later).

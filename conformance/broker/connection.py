@@ -12,7 +12,7 @@ from pamqp import base, decode
 from pamqp import commands as spec
 
 from .channel import ChannelCore
-from .errors import AMQPError, ReplyCode
+from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     _FRAME_HDR,
@@ -454,7 +454,7 @@ class ConnectionCore:
         if ch is None:
             if method is None:
                 # RabbitMQ: a fresh channel's assembler expects a method frame first.
-                raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+                raise method_frame_expected()
             if isinstance(method, spec.Channel.Open):
                 if len(self.channels) >= self.channel_max:
                     raise AMQPError(

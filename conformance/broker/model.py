@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pamqp import commands as spec
 
-from .errors import AMQPError, ReplyCode, not_found, precondition
+from .errors import AMQPError, ReplyCode, not_found, precondition, rs_exchange, rs_queue
 from .store import MemoryStore, Record, Recovered, Store
 
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
@@ -50,14 +50,6 @@ EQUIVALENCE_ARGS = (
 )
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
-
-
-def rs_queue(vhost: str, name: str) -> str:
-    return f"queue '{name}' in vhost '{vhost}'"
-
-
-def rs_exchange(vhost: str, name: str) -> str:
-    return f"exchange '{name}' in vhost '{vhost}'"
 
 
 def freeze(value: Any) -> Any:
