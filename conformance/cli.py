@@ -179,13 +179,20 @@ def _lazy(module: str, func: str) -> Callable[[Sequence[str]], int]:
     return call
 
 
+def _bench(argv: Sequence[str]) -> int:
+    # 'bench crash' is the broker's kill -9 soak; every other bench is the report pipeline's
+    if argv[:1] == ["crash"]:
+        return _lazy("conformance.broker.crash", "main")(argv[1:])
+    return _lazy("conformance.report.cli", "bench_main")(argv)
+
+
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "run": (run_main, "run the suite (default: against the built-in reference broker) and build its report"),
     "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
     "gate": (_lazy("conformance.report.cli", "gate_main"), "regressions between a baseline and a candidate"),
-    "bench": (_lazy("conformance.report.cli", "bench_main"), "benchmarks (report pipeline at scale)"),
+    "bench": (_bench, "benchmarks (report pipeline at scale; 'bench crash': kill -9 soak)"),
     "fuzz": (_lazy("conformance.fuzz.cli", "main"), "frame-aware fuzzing of a broker (or the reference core)"),
 }
 
