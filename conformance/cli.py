@@ -233,7 +233,8 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "ingest": (_lazy("conformance.report.store", "ingest_main", extra="report"), "append results runs to a Parquet results store (--store DIR)"),
     "gate": (_lazy("conformance.gate", "main"), "release gate: a candidate run against a baseline (no JVM)"),
     "mutate": (_lazy("conformance.mutate.runner", "main"), "run the suite through injected broker faults (mutants)"),
-    "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale)"),
+    "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale), crash (kill -9 soak)"),
+    "fuzz": (_lazy("conformance.fuzz.cli", "main"), "frame-aware fuzzing of a broker (or the reference core)"),
 }
 
 

@@ -19,7 +19,8 @@ from typing import Any
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
-USAGE = "usage: amqp-conformance bench {broker,report} [options]   (bench broker --help, bench report --help)"
+USAGE = ("usage: amqp-conformance bench {broker,report,crash} [options]   "
+         "(bench broker --help, bench report --help, bench crash --help)")
 
 
 def _err(message: str) -> None:
@@ -141,6 +142,10 @@ def bench_main(argv: Sequence[str]) -> int:
     argv = list(argv)
     if argv and argv[0] == "broker":
         return broker_main(argv[1:])
+    if argv and argv[0] == "crash":  # the reference broker's kill -9 soak
+        from conformance.broker.crash import main as crash_main
+
+        return int(crash_main(argv[1:]) or 0)
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return EXIT_OK if argv else EXIT_BAD_INPUT

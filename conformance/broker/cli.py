@@ -40,20 +40,35 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_BAD_INPUT = 2
+
+
+class _CannotListen(Exception):
+    """The listening socket could not be bound (port in use, address not local)."""
+
+
+def _bad(message: str) -> int:
+    print(f"amqp-conformance broker: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if (args.tls_key or args.tls_ca) and not args.tls_cert:
-        print("amqp-conformance broker: --tls-key/--tls-ca need --tls-cert", file=sys.stderr)
-        return 2
+        return _bad("--tls-key/--tls-ca need --tls-cert")
     tls = None
     if args.tls_cert:
         try:
             tls = tls_context(args.tls_cert, args.tls_key, args.tls_ca)
         except ValueError as exc:
-            print(f"amqp-conformance broker: {exc}", file=sys.stderr)
-            return 2
-    users, vhosts = load_users(args.users)
+            return _bad(str(exc))
+    try:
+        users, vhosts = load_users(args.users)
+    except OSError as exc:
+        return _bad(f"cannot read --users {args.users}: {exc.strerror or exc}")
+    except (ValueError, AttributeError) as exc:
+        return _bad(f"--users {args.users} is not a JSON users file ({exc})")
     tmp = None
     data_dir = args.data_dir
     if data_dir is None:
@@ -63,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     async def run() -> None:
         server = BrokerServer(data_dir, host=args.host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
                               tls=tls, tls_port=args.tls_port)
-        await server.start()
+        try:
+            await server.start()
+        except OSError as exc:
+            server.store.close()
+            raise _CannotListen(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -77,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     loop = new_event_loop()
     try:
         loop.run_until_complete(run())
+    except _CannotListen as exc:
+        return _bad(str(exc))
     finally:
         loop.close()
         if tmp is not None:

@@ -88,3 +88,31 @@ def not_found(kind: str, name: str, vhost: str) -> AMQPError:
 
 def precondition(explanation: str) -> AMQPError:
     return AMQPError(ReplyCode.PRECONDITION_FAILED, explanation)
+
+
+# -- RabbitMQ's error texts (rabbit_misc:rs/1 and the channel's messages), in one place ------
+
+
+def rs_queue(vhost: str, name: str) -> str:
+    return f"queue '{name}' in vhost '{vhost}'"
+
+
+def rs_exchange(vhost: str, name: str) -> str:
+    return f"exchange '{name}' in vhost '{vhost}'"
+
+
+def default_exchange_refused() -> AMQPError:
+    return AMQPError(ReplyCode.ACCESS_REFUSED, "operation not permitted on the default exchange")
+
+
+def method_frame_expected() -> AMQPError:
+    """A content frame where the channel's assembler expects a method frame."""
+    return AMQPError(ReplyCode.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
+
+
+def unknown_delivery_tag(tag: int) -> AMQPError:
+    return AMQPError(ReplyCode.PRECONDITION_FAILED, f"unknown delivery tag {tag}")
+
+
+def not_transactional() -> AMQPError:
+    return AMQPError(ReplyCode.PRECONDITION_FAILED, "channel is not transactional")

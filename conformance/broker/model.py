@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pamqp import commands as spec
 
-from .errors import AMQPError, ReplyCode, not_found, precondition
+from .errors import AMQPError, ReplyCode, not_found, precondition, rs_exchange, rs_queue
 from .store import MemoryStore, Record, Recovered, Store
 
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
@@ -50,14 +50,6 @@ EQUIVALENCE_ARGS = (
 )
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
-
-
-def rs_queue(vhost: str, name: str) -> str:
-    return f"queue '{name}' in vhost '{vhost}'"
-
-
-def rs_exchange(vhost: str, name: str) -> str:
-    return f"exchange '{name}' in vhost '{vhost}'"
 
 
 def freeze(value: Any) -> Any:
@@ -843,7 +835,9 @@ class Broker:
         return next(self._ids)
 
     def authenticate(self, user: str, password: str) -> bool:
-        return user in self.users and secrets.compare_digest(self.users[user], password)
+        # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets
+        expected = self.users.get(user)
+        return expected is not None and secrets.compare_digest(expected.encode("utf-8"), password.encode("utf-8"))
 
     # -- persistence -----------------------------------------------------------------------
     def log(self, rec: Record) -> int:

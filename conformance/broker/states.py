@@ -33,6 +33,18 @@ class ChannelState(Enum):
     CLOSING = "closing"  # we sent channel.close, waiting for close-ok
 
 
+class Signal(Enum):
+    """What moves a state besides a client method: the protocol header, our own closes,
+    timers and the socket.  They go through the same table as methods."""
+
+    HEADER_ACCEPTED = "protocol header accepted"
+    HEADER_REFUSED = "protocol header refused"
+    SERVER_CLOSE = "the server sent close"  # connection.close / channel.close, awaiting close-ok
+    ABORT = "closed without the close handshake"  # handshake errors, timeouts, missed heartbeats
+    SOCKET_LOST = "the socket went away"
+    RELEASED = "the channel's close handshake finished"
+
+
 class Disposition(Enum):
     """What to do with a method that is not in the table."""
 
@@ -69,7 +81,9 @@ _CHANNEL_METHODS: tuple[type[base.Frame], ...] = (
     spec.Confirm.Select,
 )
 
-TRANSITIONS: dict[tuple[Enum, type[base.Frame]], Enum] = {
+_LIVE = (C.AWAITING_HEADER, C.AWAITING_START_OK, C.AWAITING_TUNE_OK, C.AWAITING_OPEN, C.OPEN, C.CLOSING)
+
+TRANSITIONS: dict[tuple[Enum, type[base.Frame] | Signal], Enum] = {
     # -- connection (channel 0) --------------------------------------------------------
     (C.AWAITING_START_OK, spec.Connection.StartOk): C.AWAITING_TUNE_OK,
     (C.AWAITING_TUNE_OK, spec.Connection.TuneOk): C.AWAITING_OPEN,
@@ -88,6 +102,16 @@ TRANSITIONS: dict[tuple[Enum, type[base.Frame]], Enum] = {
     (Ch.CLOSING, spec.Channel.CloseOk): Ch.CLOSED,
     (Ch.CLOSING, spec.Channel.Close): Ch.CLOSING,
     **{(Ch.OPEN, m): Ch.OPEN for m in _CHANNEL_METHODS},
+    # -- signals ---------------------------------------------------------------------------
+    (C.AWAITING_HEADER, Signal.HEADER_ACCEPTED): C.AWAITING_START_OK,
+    # spec 4.2.2: reject the header by writing ours and closing the socket
+    (C.AWAITING_HEADER, Signal.HEADER_REFUSED): C.CLOSED,
+    **{(s, Signal.SERVER_CLOSE): C.CLOSING for s in _LIVE if s is not C.CLOSING},
+    **{(s, Signal.ABORT): C.CLOSED for s in _LIVE},
+    **{(s, Signal.SOCKET_LOST): C.CLOSED for s in _LIVE},
+    (Ch.OPEN, Signal.SERVER_CLOSE): Ch.CLOSING,
+    (Ch.OPEN, Signal.RELEASED): Ch.CLOSED,  # the client closed it (close-ok sent)
+    (Ch.CLOSING, Signal.RELEASED): Ch.CLOSED,  # the client's close-ok arrived
 }
 
 
@@ -99,6 +123,14 @@ def transition(state: Enum, method: base.Frame) -> Enum | Disposition:
     if state in (C.CLOSING, Ch.CLOSING):
         return Disposition.DISCARD
     raise violation(state, method)
+
+
+def step(state: Enum, signal: Signal) -> Enum:
+    """The state after ``signal``; a pair missing from the table is a bug of the core."""
+    try:
+        return TRANSITIONS[(state, signal)]
+    except KeyError:
+        raise AssertionError(f"no transition for {signal.name} in state {state}") from None
 
 
 def violation(state: Enum, method: base.Frame) -> AMQPError:

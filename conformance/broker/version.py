@@ -1,1 +1,5 @@
-__version__ = "0.1.0"
+"""The reference broker reports the package's version (one version string: conformance.__version__)."""
+
+from conformance import __version__
+
+__all__ = ["__version__"]

@@ -17,59 +17,11 @@ import pytest
 
 from conformance.broker import EmbeddedBroker
 
+from .broker_process import BrokerProcess
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class BrokerProcess:
-    def __init__(self, data_dir: Path, *extra: str, port: int = 0) -> None:
-        self.data_dir = data_dir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "conformance.broker", "--port", str(port), "--data-dir", str(data_dir), *extra],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        line = self._readline(10.0)
-        parts = line.split()
-        assert parts[:2] == ["LISTENING", "127.0.0.1"], line
-        self.port = int(parts[2])
-
-    def _readline(self, timeout: float) -> str:
-        import selectors
-
-        assert self.proc.stdout is not None
-        sel = selectors.DefaultSelector()
-        sel.register(self.proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            self.proc.kill()
-            raise TimeoutError("broker did not print LISTENING")
-        return self.proc.stdout.readline()
-
-    @property
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/?socket_timeout=5"
-
-    def connect(self) -> pika.BlockingConnection:
-        return pika.BlockingConnection(pika.URLParameters(self.url))
-
-    def terminate(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(10)
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def cleanup(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture

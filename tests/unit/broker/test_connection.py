@@ -9,6 +9,7 @@ from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
 from conformance.broker.core import (
+    CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     ChannelClosed,
     ChannelOpened,
@@ -96,6 +97,21 @@ def test_bad_credentials(broker: Broker, caps: dict, notified: bool) -> None:
     else:
         link.nothing()
     assert link.transport_closed
+
+
+@pytest.mark.parametrize("response", ["\0guest\0gü", "\0gäst\0guest"], ids=["password", "user"])
+def test_non_ascii_credentials_are_refused_not_a_crash(broker: Broker, response: str) -> None:
+    # secrets.compare_digest raises TypeError on non-ASCII str (found by the fuzzer)
+    link = started(broker)
+    link.send(spec.Connection.StartOk(client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response), 0)
+    link.connection_closed(403)
+
+
+def test_non_ascii_password_can_log_in() -> None:
+    broker = make_broker(users={"jürgen": "pässword"})
+    link = Link(broker, handshake=False)
+    link.handshake(user="jürgen", password="pässword")
+    assert link.core.user == "jürgen"
 
 
 @pytest.mark.parametrize("response", ["garbage", "\0only"])
@@ -382,3 +398,59 @@ def test_events_record_channel_close(link: Link) -> None:
     link.expect(spec.Channel.CloseOk)
     assert ChannelClosed(1, 200, "done", by_peer=True) in link.core_events
     assert not any(isinstance(e, CloseTransport) for e in link.core_events)
+
+
+def _feed_bounded(link: Link, data: bytes, seconds: float = 5.0) -> None:
+    """Feed in a helper thread so that a core that never returns fails the test, not the run."""
+    import threading
+
+    worker = threading.Thread(target=link.feed, args=(data,), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "receive_data did not return: the core is spinning"
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param(frame(9, 0, b"x")[:-1] + b"\x00", id="unknown-type-bad-end"),
+        pytest.param(struct.pack(">BHI", 9, 0, 1_000_000), id="unknown-type-too-large"),
+        pytest.param(frame(1, 0, b"\x00\x0a\x00\x32\x00"), id="undecodable-close"),
+        pytest.param(frame(9, 0, b""), id="unknown-type"),
+    ],
+)
+def test_issue12_error_while_closing_does_not_spin(broker: Broker, clock: FakeClock, garbage: bytes) -> None:
+    # Issue 12: a method on a never-opened channel (-> connection.close 504), then a frame
+    # the server cannot use, used to loop forever inside receive_data.
+    link = Link(broker, channel=None)
+    link.send(spec.Queue.Declare(queue="q"), 5)
+    link.connection_closed(504)
+    _feed_bounded(link, garbage)
+    _feed_bounded(link, frame(1, 1, b"\x00\x32\x00\x0a") + spec.Connection.CloseOk().marshal())
+    link.nothing()
+    clock.advance(CLOSE_OK_TIMEOUT + 0.1)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
+    # Nothing one connection sent affects another.
+    other = Link(broker)
+    other.declare("q2")
+
+
+def test_closing_connection_discards_methods_without_decoding(link: Link) -> None:
+    link.send(spec.Channel.Open(), 1)  # second open: connection error 504
+    link.connection_closed(504)
+    link.feed(frame(1, 1, b"\x00\x32"))  # would be a 501 if it were decoded
+    link.feed(frame(3, 0, b"body"))  # content on channel 0: would be a 505
+    link.nothing()
+    assert not link.transport_closed
+    link.send(spec.Connection.CloseOk(), 0)
+    assert link.transport_closed
+
+
+def test_input_after_a_refused_header_is_not_kept(broker: Broker) -> None:
+    # found by the fuzzer: the rest of the first read stayed buffered on a closed connection
+    link = Link(broker, handshake=False)
+    link.feed(b"AMqP\x00\x00\x09\x01" + bytes(100_000))
+    assert link.transport_closed
+    assert len(link.core._in) == 0

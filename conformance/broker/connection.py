@@ -1,0 +1,504 @@
+"""One client connection (the connection layer of the sans-IO core): framing of the
+input stream, the handshake, connection-class methods and hard errors."""
+
+from __future__ import annotations
+
+import platform
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from pamqp import base, decode
+from pamqp import commands as spec
+
+from .channel import ChannelCore
+from .errors import AMQPError, ReplyCode, method_frame_expected
+from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
+from .frames import (
+    _FRAME_HDR,
+    CLOSE_OK_TIMEOUT,
+    FATAL_FRAME_CLOSE_DELAY,
+    FRAME_BODY,
+    FRAME_END,
+    FRAME_HEADER,
+    FRAME_HEARTBEAT,
+    FRAME_METHOD,
+    FRAME_MIN_SIZE,
+    HANDSHAKE_TIMEOUT,
+    HEARTBEAT_FRAME,
+    PROTOCOL_HEADER,
+    _as_text,
+    _ids,
+    _is_close_method,
+    _snippet,
+    marshal_method,
+)
+from .model import Broker, Queue, VHost
+from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
+from .version import __version__
+
+
+def server_properties() -> dict[str, Any]:
+    return {
+        "product": "amqp-conformance reference broker",
+        "version": __version__,
+        "platform": f"Python {platform.python_version()}",
+        "copyright": "amqp-conformance contributors",
+        "information": "Reference broker of the amqp-conformance suite (RabbitMQ 3.x semantics)",
+        # advertise only what is implemented (RabbitMQ's capability names)
+        "capabilities": {
+            "publisher_confirms": True,
+            "exchange_exchange_bindings": True,
+            "basic.nack": True,
+            "consumer_cancel_notify": True,
+            "connection.blocked": False,
+            "consumer_priorities": False,
+            "authentication_failure_close": True,
+            "per_consumer_qos": True,
+            "direct_reply_to": False,
+        },
+    }
+
+
+class ConnectionCore:
+    """One client connection.  Feed it bytes, take bytes and events out."""
+
+    SERVER_CHANNEL_MAX = 2047
+    SERVER_FRAME_MAX = 131072
+
+    def __init__(self, broker: Broker, *, heartbeat: int = 60, peer: str = "") -> None:
+        self.broker = broker
+        self.peer = peer
+        self.id = broker.next_id()
+        self.state = ConnectionState.AWAITING_HEADER
+        self._in = bytearray()
+        self._out: list[bytes] = []
+        self._events: list[Event] = []
+        self.channels: dict[int, ChannelCore] = {}
+        self.server_heartbeat = heartbeat
+        self.heartbeat = 0
+        self.frame_max = FRAME_MIN_SIZE
+        self.channel_max = self.SERVER_CHANNEL_MAX
+        self.user = ""
+        self.vhost: VHost | None = None
+        self.client_properties: dict[str, Any] = {}
+        self.exclusive_queues: set[Queue] = set()
+        self.confirms_dirty = False
+        self.transport_closing = False
+        self.wake: Callable[[], None] | None = None
+        self.sync_requester: Callable[[], None] | None = None
+        now = broker.clock()
+        self.created = now
+        self.last_rx = now
+        self.last_tx = now
+        self.close_deadline: float | None = None
+        self.discard_input = False  # after a fatal frame error the stream cannot be parsed
+        broker.listeners.add(self)
+
+    # -- sans-IO surface -------------------------------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+            return
+        self.last_rx = self.broker.clock()
+        self._in += data
+        # Each pass either ends the parse or moves the connection one step towards closed
+        # (open -> closing -> discarding), so this loop runs at most three times.
+        while True:
+            was_closing = self.state is ConnectionState.CLOSING
+            try:
+                self._parse()
+                break
+            except AMQPError as err:
+                self.connection_error(err)
+                if was_closing:
+                    # An error while closing has no reply left to give (spec connection.close:
+                    # everything but close/close-ok is discarded), and a frame that cannot be
+                    # delimited leaves nothing parseable after it: drop the rest of the stream
+                    # and let the close-ok deadline end the connection.
+                    self.discard_input = True
+                if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+                    break
+        if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+            self._in.clear()  # nothing after the end of a connection is ever read: do not hold it
+        self._after_input()
+
+    def data_to_send(self) -> bytes:
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def events(self) -> list[Event]:
+        evs, self._events = self._events, []
+        return evs
+
+    def connection_lost(self) -> None:
+        """The socket went away (EOF or error)."""
+        if self.state is not ConnectionState.CLOSED:
+            self._cleanup()
+            self.state = step(self.state, Signal.SOCKET_LOST)
+            self.emit(ConnectionClosed(ReplyCode.CONNECTION_FORCED, "connection lost", by_peer=True))
+        self.broker.listeners.discard(self)
+
+    def tick(self) -> None:
+        """Timers: heartbeats, dead-peer detection, handshake and close-ok timeouts."""
+        if self.transport_closing:
+            return
+        now = self.broker.clock()
+        st = self.state
+        if st is ConnectionState.CLOSED:
+            return
+        if st is ConnectionState.CLOSING:
+            if self.close_deadline is not None and now >= self.close_deadline:
+                self._close_transport("timed out waiting for connection.close-ok")
+            return
+        if st is not ConnectionState.OPEN:
+            if now - self.created > HANDSHAKE_TIMEOUT:
+                self._cleanup()
+                self.state = step(self.state, Signal.ABORT)
+                self._close_transport("handshake timeout")
+            return
+        if self.heartbeat:
+            if now - self.last_rx > 2 * self.heartbeat:
+                # spec 4.2.7: "If a peer detects no incoming traffic (i.e. received
+                # octets) for two heartbeat intervals or longer, it should close the
+                # connection without following the Connection.Close/Close-Ok handshaking"
+                self._cleanup()
+                self.state = step(self.state, Signal.ABORT)
+                self.emit(ConnectionClosed(ReplyCode.CONNECTION_FORCED, "missed heartbeats", by_peer=False))
+                self._close_transport("missed heartbeats from client")
+            elif now - self.last_tx >= self.heartbeat / 2:
+                self.send_frames([HEARTBEAT_FRAME])
+
+    def on_durable(self) -> None:
+        self.confirms_dirty = True
+        self._after_input()
+
+    def request_sync(self) -> None:
+        """Make everything logged so far durable before the next reply (tx.commit)."""
+        if self.sync_requester is not None:
+            self.sync_requester()
+        else:
+            self.broker.store.sync_now()
+            self.broker.on_synced()
+
+    # -- plumbing --------------------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        self._events.append(event)
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        if self.transport_closing:
+            return
+        first = not self._out
+        self._out.extend(frames)
+        self.last_tx = self.broker.clock()
+        if first and self.wake is not None:
+            self.wake()
+
+    def send_method(self, method: base.Frame, channel: int = 0) -> None:
+        self.send_frames([marshal_method(method, channel)])
+
+    def capability(self, name: str) -> bool:
+        caps = self.client_properties.get("capabilities")
+        return isinstance(caps, dict) and caps.get(name) is True
+
+    def _close_transport(self, reason: str) -> None:
+        if not self.transport_closing:
+            self.emit(CloseTransport(reason))
+            if self.wake is not None:
+                self.wake()
+        self.transport_closing = True
+        self.broker.listeners.discard(self)
+
+    def _after_input(self) -> None:
+        if self.confirms_dirty and self.state is ConnectionState.OPEN:
+            self.confirms_dirty = False
+            for ch in list(self.channels.values()):
+                if ch.confirm:
+                    ch.flush_confirms()
+
+    # -- framing -------------------------------------------------------------------------------
+    def _parse(self) -> None:
+        buf = self._in
+        pos = 0
+        try:
+            while not self.transport_closing and self.state is not ConnectionState.CLOSED:
+                if self.state is ConnectionState.AWAITING_HEADER:
+                    if len(buf) - pos < 8:
+                        return
+                    header = bytes(buf[pos : pos + 8])
+                    pos += 8
+                    self._on_protocol_header(header)
+                    continue
+                if len(buf) - pos < 7:
+                    return
+                ftype, channel, size = _FRAME_HDR.unpack_from(buf, pos)
+                if self.frame_max and size + 8 > self.frame_max:
+                    raise AMQPError(
+                        ReplyCode.FRAME_ERROR,
+                        f"type {ftype}, all octets = <<>>: {{frame_too_large,{size},{self.frame_max - 8}}}",
+                    )
+                end = pos + 7 + size
+                if len(buf) < end + 1:
+                    return
+                if buf[end] != FRAME_END:
+                    raise AMQPError(
+                        ReplyCode.FRAME_ERROR,
+                        f"type {ftype}, {_snippet(bytes(buf[pos + 7 : end]))}: {{invalid_frame_end_marker,{buf[end]}}}",
+                    )
+                payload = bytes(buf[pos + 7 : end])
+                pos = end + 1
+                self._on_frame(ftype, channel, payload)
+        finally:
+            del buf[:pos]
+
+    def _on_protocol_header(self, header: bytes) -> None:
+        if header != PROTOCOL_HEADER:
+            # spec 4.2.2: "the server MUST reject the protocol header [...] write a valid
+            # protocol header to the socket, then close the socket connection"
+            self.send_frames([PROTOCOL_HEADER])
+            self.state = step(self.state, Signal.HEADER_REFUSED)
+            self._close_transport("unsupported protocol header")
+            return
+        self.state = step(self.state, Signal.HEADER_ACCEPTED)
+        self.send_method(
+            spec.Connection.Start(
+                version_major=0,
+                version_minor=9,
+                server_properties=server_properties(),
+                mechanisms="PLAIN AMQPLAIN",
+                locales="en_US",
+            )
+        )
+
+    def _on_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        if self.state is ConnectionState.CLOSING and not _is_close_method(ftype, channel, payload):
+            return  # spec connection.close: "any received methods except Close and Close-OK MUST be discarded"
+        if ftype == FRAME_HEARTBEAT:
+            if channel != 0:
+                raise AMQPError(ReplyCode.FRAME_ERROR, "heartbeat frame on a non-zero channel")
+            return
+        if ftype == FRAME_METHOD:
+            method = self._decode_method(payload)
+            if channel == 0:
+                self._on_connection_method(method)
+            else:
+                self._on_channel_frame(channel, lambda ch: ch.on_method(method), method)
+            return
+        if ftype in (FRAME_HEADER, FRAME_BODY):
+            if channel == 0 or self.state is not ConnectionState.OPEN:
+                raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0 or before connection.open")
+            if ftype == FRAME_HEADER:
+                self._on_channel_frame(channel, lambda ch: ch.on_header(payload), None)
+            else:
+                self._on_channel_frame(channel, lambda ch: ch.on_body(payload), None)
+            return
+        raise AMQPError(ReplyCode.FRAME_ERROR, f"type {ftype}, {_snippet(payload)}: unknown_frame")
+
+    def _decode_method(self, payload: bytes) -> base.Frame:
+        if len(payload) < 4:
+            raise AMQPError(ReplyCode.FRAME_ERROR, "method frame too short")
+        index = int.from_bytes(payload[:4], "big")
+        cls = spec.INDEX_MAPPING.get(index)
+        if cls is None:
+            raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown method {index >> 16}/{index & 0xFFFF}", index >> 16, index & 0xFFFF)
+        method = cls()
+        try:
+            method.unmarshal(payload[4:])
+        except Exception as exc:
+            # RabbitMQ: frame_error "cannot decode"
+            raise AMQPError(ReplyCode.FRAME_ERROR, f"cannot decode {cls.name}: {exc}", index >> 16, index & 0xFFFF) from exc
+        return method
+
+    # -- connection class ----------------------------------------------------------------------
+    def _on_connection_method(self, method: base.Frame) -> None:
+        nxt = transition(self.state, method)
+        if nxt is Disposition.DISCARD:
+            return
+        assert isinstance(nxt, ConnectionState)
+        try:
+            # the table admitted only methods that have a handler here
+            _CONNECTION_HANDLERS[type(method)](self, method)
+        except AMQPError as err:
+            if not isinstance(method, spec.Connection.StartOk):  # RabbitMQ: 0/0 for login failures
+                err.with_method(*_ids(method))
+            raise
+        self.state = nxt
+
+    def _on_close(self, m: spec.Connection.Close) -> None:
+        self._cleanup()
+        self.send_method(spec.Connection.CloseOk())
+        if self.state is not ConnectionState.CLOSING:
+            self.emit(ConnectionClosed(m.reply_code, _as_text(m.reply_text), by_peer=True))
+        self._close_transport("client closed the connection")
+
+    def _on_close_ok(self, m: spec.Connection.CloseOk) -> None:
+        self._close_transport("close handshake complete")
+
+    def _on_start_ok(self, m: spec.Connection.StartOk) -> None:
+        self.client_properties = dict(m.client_properties or {})
+        mech = m.mechanism
+        response = m.response
+        raw = response.encode("utf-8") if isinstance(response, str) else bytes(response)
+        if mech == "PLAIN":
+            parts = raw.split(b"\x00")
+            if len(parts) != 3:
+                raise AMQPError(ReplyCode.ACCESS_REFUSED, "PLAIN login refused: malformed response")
+            user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+        elif mech == "AMQPLAIN":
+            try:
+                _, table = decode.field_table(struct.pack(">I", len(raw)) + raw)
+            except Exception as exc:
+                raise AMQPError(ReplyCode.ACCESS_REFUSED, "AMQPLAIN login refused: malformed response") from exc
+            user, password = str(table.get("LOGIN", "")), str(table.get("PASSWORD", ""))
+        else:
+            raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown authentication mechanism '{mech}'")
+        if not self.broker.authenticate(user, password):
+            raise AMQPError(
+                ReplyCode.ACCESS_REFUSED,
+                f"Login was refused using authentication mechanism {mech}. For details see the broker logfile.",
+            )
+        self.user = user
+        self.send_method(
+            spec.Connection.Tune(
+                channel_max=self.SERVER_CHANNEL_MAX, frame_max=self.SERVER_FRAME_MAX, heartbeat=self.server_heartbeat
+            )
+        )
+
+    def _on_tune_ok(self, m: spec.Connection.TuneOk) -> None:
+        # RabbitMQ validate_negotiated_integer_value: 530 NOT_ALLOWED outside [min, server max]
+        for field_name, value, low, high in (
+            ("frame_max", m.frame_max, FRAME_MIN_SIZE, self.SERVER_FRAME_MAX),
+            ("channel_max", m.channel_max, 1, self.SERVER_CHANNEL_MAX),
+        ):
+            if value != 0 and value < low:
+                raise AMQPError(
+                    ReplyCode.NOT_ALLOWED,
+                    f"negotiated {field_name} = {value} is lower than the minimum allowed value ({low})",
+                )
+            if value == 0 or value > high:
+                raise AMQPError(
+                    ReplyCode.NOT_ALLOWED,
+                    f"negotiated {field_name} = {value} is higher than the maximum allowed value ({high})",
+                )
+        self.frame_max = m.frame_max
+        self.channel_max = m.channel_max
+        self.heartbeat = m.heartbeat
+
+    def _on_open(self, m: spec.Connection.Open) -> None:
+        vh = self.broker.vhosts.get(m.virtual_host)
+        if vh is None:
+            raise AMQPError(ReplyCode.NOT_ALLOWED, f"vhost {m.virtual_host} not found")
+        self.vhost = vh
+        self.send_method(spec.Connection.OpenOk())
+        self.emit(ConnectionOpened(self.user, vh.name))
+
+    def connection_error(self, err: AMQPError) -> None:
+        """Hard error: connection.close with the code, then wait for close-ok."""
+        if self.state in (ConnectionState.CLOSED, ConnectionState.CLOSING) or self.transport_closing:
+            if self.state is ConnectionState.CLOSING:
+                return
+            self._close_transport(err.reply_text)
+            return
+        pre_open = self.state is not ConnectionState.OPEN
+        notify = not pre_open
+        if self.state is ConnectionState.AWAITING_START_OK and err.code is ReplyCode.ACCESS_REFUSED:
+            notify = self.capability("authentication_failure_close")
+        elif self.state is ConnectionState.AWAITING_OPEN and err.code is ReplyCode.NOT_ALLOWED:
+            # RabbitMQ 3.10 answers an unknown/forbidden vhost with connection.close, but
+            # a failed tune negotiation with a silent close.
+            notify = True
+        self._cleanup()
+        self.emit(ConnectionClosed(int(err.code), err.reply_text, by_peer=False))
+        if not notify:
+            # RabbitMQ closes the socket without a word on other handshake errors.
+            self.state = step(self.state, Signal.ABORT)
+            self._close_transport(err.reply_text)
+            return
+        self.send_method(
+            spec.Connection.Close(
+                reply_code=int(err.code), reply_text=err.reply_text, class_id=err.class_id, method_id=err.method_id
+            )
+        )
+        self.state = step(self.state, Signal.SERVER_CLOSE)
+        self.close_deadline = self.broker.clock() + CLOSE_OK_TIMEOUT
+        if err.code is ReplyCode.FRAME_ERROR:
+            # RabbitMQ fatal_frame_error: the stream is out of sync, nothing more can be
+            # parsed. Like RabbitMQ, discard further input and drop the socket only after a
+            # grace period: closing at once turns the peer's unread bytes into a TCP reset,
+            # which can destroy the connection.close before the peer reads it.
+            self.discard_input = True
+            self.close_deadline = self.broker.clock() + FATAL_FRAME_CLOSE_DELAY
+
+    def close(self, code: int = ReplyCode.CONNECTION_FORCED, text: str = "broker shutdown") -> None:
+        """Server-initiated close (e.g. broker shutdown)."""
+        self.connection_error(AMQPError(ReplyCode(code), text))
+
+    def _cleanup(self) -> None:
+        """Channels release their messages and consumers; exclusive queues go away."""
+        for ch in list(self.channels.values()):
+            ch.teardown()
+        self.channels.clear()
+        for q in list(self.exclusive_queues):
+            q.vhost.delete_queue(q)
+        self.exclusive_queues.clear()
+
+    # -- channel frames ------------------------------------------------------------------------
+    def _on_channel_frame(self, number: int, action: Callable[[ChannelCore], None], method: base.Frame | None) -> None:
+        if self.state is not ConnectionState.OPEN:
+            raise AMQPError(ReplyCode.CHANNEL_ERROR, "channel frame before connection.open")
+        if method is not None and is_connection_method(method):
+            raise AMQPError(ReplyCode.COMMAND_INVALID, "unimplemented method", *_ids(method))
+        ch = self.channels.get(number)
+        if ch is None:
+            if method is None:
+                # RabbitMQ: a fresh channel's assembler expects a method frame first.
+                raise method_frame_expected()
+            if isinstance(method, spec.Channel.Open):
+                if len(self.channels) >= self.channel_max:
+                    raise AMQPError(
+                        ReplyCode.NOT_ALLOWED,
+                        f"number of channels opened ({len(self.channels)}) has reached the negotiated channel_max ({self.channel_max})",
+                    )  # RabbitMQ reports class/method 0/0 here
+                ch = ChannelCore(self, number)
+                self.channels[number] = ch
+                ch.send(spec.Channel.OpenOk())
+                self.emit(ChannelOpened(number))
+                return
+            raise transition_error(ChannelState.CLOSED, method)
+        try:
+            if ch.state is ChannelState.CLOSING and isinstance(method, spec.Channel.Close):
+                ch._channel_close_crossing(method)
+                return
+            action(ch)
+        except AMQPError as err:
+            if err.is_hard:
+                raise
+            ch.close_with_error(err)
+
+    def channel_gone(self, ch: ChannelCore, code: int, text: str, *, by_peer: bool) -> None:
+        if self.channels.get(ch.number) is ch:
+            del self.channels[ch.number]
+        ch.state = step(ch.state, Signal.RELEASED)
+        if by_peer:
+            self.emit(ChannelClosed(ch.number, code, text, by_peer=True))
+
+
+_CONNECTION_HANDLERS: dict[type[base.Frame], Callable[[ConnectionCore, Any], None]] = {
+    spec.Connection.StartOk: ConnectionCore._on_start_ok,
+    spec.Connection.TuneOk: ConnectionCore._on_tune_ok,
+    spec.Connection.Open: ConnectionCore._on_open,
+    spec.Connection.Close: ConnectionCore._on_close,
+    spec.Connection.CloseOk: ConnectionCore._on_close_ok,
+}
+
+
+def transition_error(state: ChannelState, method: base.Frame) -> AMQPError:
+    try:
+        transition(state, method)
+    except AMQPError as err:
+        return err
+    raise AssertionError("transition unexpectedly allowed")  # pragma: no cover
+
+
