@@ -83,6 +83,14 @@ def run_main(argv: Sequence[str]) -> int:
     if unwritable:
         print(unwritable, file=sys.stderr)
         return EXIT_BAD_INPUT
+    if not args.no_report:
+        from conformance.extras import missing_extra
+
+        # Before the suite runs, not after: a run whose report cannot be built says so up front.
+        problem = missing_extra("report", "the run's report (or give --no-report)")
+        if problem is not None:
+            _err(problem)
+            return EXIT_BAD_INPUT
     pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
     targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]

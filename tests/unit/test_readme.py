@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MAIN = "pip install -e . && amqp-conformance run"
+MAIN = "pip install -e '.[report]' && amqp-conformance run"
 TESTS = "pip install -e '.[dev]' && python -m pytest"
 
 
