@@ -20,7 +20,18 @@ from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition,
 from .exchanges import BUILTIN_EXCHANGES, Binding, Exchange
 from .messages import Message, QueuedMessage, decode_properties
 from .queues import EQUIVALENCE_ARGS, Queue, validate_queue_args
-from .store import MemoryStore, Record, Recovered, Store
+from .records import (
+    BindingAdded,
+    BindingRemoved,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    MessageDelivered,
+    MessageStored,
+    QueueDeclared,
+    QueueDeleted,
+    Record,
+)
+from .store import MemoryStore, Recovered, Store
 
 
 def _b(value: bool) -> str:
@@ -57,7 +68,7 @@ class VHost:
             x = Exchange(self.name, name, type_, durable, auto_delete, internal, dict(arguments))
             self.exchanges[name] = x
             if durable:
-                self.broker.log(("x", self.name, name, type_, auto_delete, internal, dict(arguments)))
+                self.broker.log(ExchangeDeclared(self.name, name, type_, auto_delete, internal, dict(arguments)))
             return x
         where = rs_exchange(self.name, name)
         for field_name, got, have in (
@@ -85,7 +96,7 @@ class VHost:
             for b in [b for b in other.bindings.values() if b.dest_kind == "e" and b.dest == x.name]:
                 self._remove_binding(other, b, log=False)
         if x.durable:
-            self.broker.log(("X", self.name, x.name))
+            self.broker.log(ExchangeDeleted(self.name, x.name))
 
     # -- bindings ----------------------------------------------------------------------
     def _dest_durable(self, kind: str, name: str) -> bool:
@@ -101,7 +112,7 @@ class VHost:
             return
         x.bindings[b.key] = b
         if x.durable and self._dest_durable(kind, dest):
-            self.broker.log(("b", self.name, x.name, kind, dest, routing_key, dict(arguments)))
+            self.broker.log(BindingAdded(self.name, x.name, kind, dest, routing_key, dict(arguments)))
 
     def has_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> bool:
         return Binding(x.name, kind, dest, routing_key, arguments).key in x.bindings
@@ -116,7 +127,7 @@ class VHost:
     def _remove_binding(self, x: Exchange, b: Binding, *, log: bool) -> None:
         x.bindings.pop(b.key, None)
         if log and x.durable and self._dest_durable(b.dest_kind, b.dest):
-            self.broker.log(("B", self.name, x.name, b.dest_kind, b.dest, b.routing_key, b.arguments))
+            self.broker.log(BindingRemoved(self.name, x.name, b.dest_kind, b.dest, b.routing_key, b.arguments))
         # RabbitMQ: an auto-delete exchange is deleted when its last binding (as source)
         # is removed.
         if x.auto_delete and not x.bindings and not x.deleted:
@@ -160,7 +171,7 @@ class VHost:
         if q.timed:
             self.broker.timed_queues.add(q)
         if durable:
-            self.broker.log(("q", self.name, name, auto_delete, dict(arguments)))
+            self.broker.log(QueueDeclared(self.name, name, auto_delete, dict(arguments)))
         return q, True
 
     def lookup_queue(self, name: str) -> Queue:
@@ -180,7 +191,7 @@ class VHost:
             for b in [b for b in x.bindings.values() if b.dest_kind == "q" and b.dest == q.name]:
                 self._remove_binding(x, b, log=False)
         if q.durable:
-            self.broker.log(("Q", self.name, q.name))
+            self.broker.log(QueueDeleted(self.name, q.name))
         consumers = list(q.consumers)
         q.consumers.clear()
         q.ready.clear()
@@ -276,11 +287,15 @@ class Broker:
         return self.store.append(rec)
 
     def log_message(self, q: Queue, qm: QueuedMessage) -> int:
+        return self.log(self._message_record(q, qm))
+
+    def _message_record(self, q: Queue, qm: QueuedMessage) -> MessageStored:
+        # the log keeps the expiry in wall-clock time: monotonic clocks restart with the process
         expires_wall = None
         if qm.expires_at is not None:
             expires_wall = self.wallclock() + (qm.expires_at - self.clock())
         m = qm.msg
-        return self.log(("m", q.vhost.name, q.name, qm.seq, m.exchange, m.routing_key, m.props, m.body, expires_wall))
+        return MessageStored(q.vhost.name, q.name, qm.seq, m.exchange, m.routing_key, m.props, m.body, expires_wall)
 
     def is_durable(self, lsn: int) -> bool:
         return lsn <= self.store.synced_lsn
@@ -298,7 +313,7 @@ class Broker:
                 vh = self.vhosts.get(vname)
                 if vh is None or xname in vh.exchanges:
                     continue
-                vh.exchanges[xname] = Exchange(vname, xname, r[3], True, r[4], r[5], dict(r[6]))
+                vh.exchanges[xname] = Exchange(vname, xname, r.type, True, r.auto_delete, r.internal, dict(r.arguments))
             for (vname, qname), sq in rec.queues.items():
                 vh = self.vhosts.get(vname)
                 if vh is None:
@@ -306,10 +321,11 @@ class Broker:
                 q = Queue(vh, qname, durable=True, exclusive_owner=None, auto_delete=sq.auto_delete, arguments=sq.arguments)
                 vh.queues[qname] = q
                 for seq in sorted(sq.messages):
-                    mrec, delivered = sq.messages[seq]
-                    props = decode_properties(mrec[6])
-                    msg = Message.from_publish(mrec[4], mrec[5], mrec[6], mrec[7], props)
-                    expires_at = None if mrec[8] is None else now + (mrec[8] - wall)
+                    stored = sq.messages[seq]
+                    mrec, delivered = stored.record, stored.delivered
+                    props = decode_properties(mrec.props)
+                    msg = Message.from_publish(mrec.exchange, mrec.routing_key, mrec.props, mrec.body, props)
+                    expires_at = None if mrec.expires_at is None else now + (mrec.expires_at - wall)
                     # messages delivered but not acked before the stop come back redelivered
                     qm = QueuedMessage(seq, msg, expires_at, redelivered=delivered, persisted=True, delivered_logged=delivered)
                     q.ready.append(qm)
@@ -319,11 +335,11 @@ class Broker:
                     q.next_seq = seq + 1
                 if q.timed:
                     self.timed_queues.add(q)
-            for r in rec.bindings.values():
-                vh = self.vhosts.get(r[1])
-                if vh is None or r[2] not in vh.exchanges:
+            for b in rec.bindings.values():
+                vh = self.vhosts.get(b.vhost)
+                if vh is None or b.source not in vh.exchanges:
                     continue
-                vh.add_binding(vh.exchanges[r[2]], r[3], r[4], r[5], dict(r[6]))
+                vh.add_binding(vh.exchanges[b.source], b.dest_kind, b.dest, b.routing_key, dict(b.arguments))
         finally:
             self._recovering = False
         return rec
@@ -334,28 +350,24 @@ class Broker:
         for vh in self.vhosts.values():
             for x in vh.exchanges.values():
                 if x.durable and x.name and not any(x.name == b for b, _ in BUILTIN_EXCHANGES):
-                    out.append(("x", vh.name, x.name, x.type, x.auto_delete, x.internal, dict(x.arguments)))
+                    out.append(ExchangeDeclared(vh.name, x.name, x.type, x.auto_delete, x.internal, dict(x.arguments)))
             for q in vh.queues.values():
                 if not q.durable:
                     continue
-                out.append(("q", vh.name, q.name, q.auto_delete, dict(q.arguments)))
+                out.append(QueueDeclared(vh.name, q.name, q.auto_delete, dict(q.arguments)))
                 msgs = sorted(itertools.chain(q.ready, q.unacked.values()), key=lambda m: m.seq)
                 for qm in msgs:
                     if not qm.persisted:
                         continue
-                    m = qm.msg
-                    expires_wall = None
-                    if qm.expires_at is not None:
-                        expires_wall = self.wallclock() + (qm.expires_at - self.clock())
-                    out.append(("m", vh.name, q.name, qm.seq, m.exchange, m.routing_key, m.props, m.body, expires_wall))
+                    out.append(self._message_record(q, qm))
                     if qm.delivered_logged or qm.redelivered:
-                        out.append(("d", vh.name, q.name, qm.seq))
+                        out.append(MessageDelivered(vh.name, q.name, qm.seq))
             for x in vh.exchanges.values():
                 if not x.durable:
                     continue
                 for b in x.bindings.values():
                     if vh._dest_durable(b.dest_kind, b.dest):
-                        out.append(("b", vh.name, x.name, b.dest_kind, b.dest, b.routing_key, dict(b.arguments)))
+                        out.append(BindingAdded(vh.name, x.name, b.dest_kind, b.dest, b.routing_key, dict(b.arguments)))
         return out
 
     def compact(self) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
 from .messages import Consumer, Message, QueuedMessage
+from .records import MessageDelivered, MessagesRemoved
 
 if TYPE_CHECKING:
     from .model import Broker, VHost
@@ -153,7 +154,7 @@ class Queue:
     def forget(self, qm: QueuedMessage) -> None:
         """The message left the queue for good (acked, dropped, dead-lettered)."""
         if qm.persisted and not self.deleted:
-            self.broker.log(("r", self.vhost.name, self.name, [qm.seq]))
+            self.broker.log(MessagesRemoved(self.vhost.name, self.name, (qm.seq,)))
 
     # -- consuming -------------------------------------------------------------------
     def dispatch(self) -> None:
@@ -193,7 +194,7 @@ class Queue:
             self.unacked[qm.seq] = qm
             if qm.persisted and not qm.delivered_logged:
                 qm.delivered_logged = True
-                self.broker.log(("d", self.vhost.name, self.name, qm.seq))
+                self.broker.log(MessageDelivered(self.vhost.name, self.name, qm.seq))
 
     def get(self, no_ack: bool) -> QueuedMessage | None:
         self.touch()
@@ -252,7 +253,7 @@ class Queue:
         self.ready.clear()
         self.ready_bytes = 0
         if seqs:
-            self.broker.log(("r", self.vhost.name, self.name, seqs))
+            self.broker.log(MessagesRemoved(self.vhost.name, self.name, tuple(seqs)))
         return count
 
     def add_consumer(self, consumer: Consumer) -> None:
