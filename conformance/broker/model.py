@@ -13,7 +13,7 @@ import datetime
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition, rs_exchange, rs_queue
@@ -345,30 +345,35 @@ class Broker:
         return rec
 
     def snapshot(self) -> list[Record]:
-        """The durable state as log records (for compaction)."""
+        """The durable state as log records (for compaction), in the order recovery needs:
+        per vhost its exchanges, its queues each followed by its messages, then bindings."""
         out: list[Record] = []
         for vh in self.vhosts.values():
+            builtin = {name for name, _ in BUILTIN_EXCHANGES}
             for x in vh.exchanges.values():
-                if x.durable and x.name and not any(x.name == b for b, _ in BUILTIN_EXCHANGES):
+                if x.durable and x.name and x.name not in builtin:
                     out.append(ExchangeDeclared(vh.name, x.name, x.type, x.auto_delete, x.internal, dict(x.arguments)))
             for q in vh.queues.values():
-                if not q.durable:
-                    continue
-                out.append(QueueDeclared(vh.name, q.name, q.auto_delete, dict(q.arguments)))
-                msgs = sorted(itertools.chain(q.ready, q.unacked.values()), key=lambda m: m.seq)
-                for qm in msgs:
-                    if not qm.persisted:
-                        continue
-                    out.append(self._message_record(q, qm))
-                    if qm.delivered_logged or qm.redelivered:
-                        out.append(MessageDelivered(vh.name, q.name, qm.seq))
+                if q.durable:
+                    out.extend(self._queue_records(q))
             for x in vh.exchanges.values():
-                if not x.durable:
-                    continue
-                for b in x.bindings.values():
-                    if vh._dest_durable(b.dest_kind, b.dest):
-                        out.append(BindingAdded(vh.name, x.name, b.dest_kind, b.dest, b.routing_key, dict(b.arguments)))
+                if x.durable:
+                    out.extend(
+                        BindingAdded(vh.name, x.name, b.dest_kind, b.dest, b.routing_key, dict(b.arguments))
+                        for b in x.bindings.values()
+                        if vh._dest_durable(b.dest_kind, b.dest)
+                    )
         return out
+
+    def _queue_records(self, q: Queue) -> Iterator[Record]:
+        """A durable queue and its persisted messages (ready and unacked, in queue order)."""
+        yield QueueDeclared(q.vhost.name, q.name, q.auto_delete, dict(q.arguments))
+        for qm in sorted(itertools.chain(q.ready, q.unacked.values()), key=lambda m: m.seq):
+            if not qm.persisted:
+                continue
+            yield self._message_record(q, qm)
+            if qm.delivered_logged or qm.redelivered:
+                yield MessageDelivered(q.vhost.name, q.name, qm.seq)
 
     def compact(self) -> None:
         self.store.compact(self.snapshot())
