@@ -7,6 +7,7 @@ confirm bookkeeping, while the channel owns framing, entities and publishing.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,6 +32,14 @@ class Unacked:
     queue: Queue
     qm: QueuedMessage
     consumer: Consumer | None  # None for basic.get
+
+
+def _coalesce(seqs: list[int], *limits: int | None) -> tuple[list[int], list[int]]:
+    """Split sorted ``seqs`` into the prefix below every limit (one ``multiple`` frame
+    covers it) and the rest (one frame each)."""
+    cutoff = min(x for x in (*limits, seqs[-1] + 1) if x is not None)
+    n = bisect.bisect_left(seqs, cutoff)
+    return seqs[:n], seqs[n:]
 
 
 class Settlement:
@@ -63,12 +72,7 @@ class Settlement:
         lowest still-unconfirmed sequence number goes out as one ``multiple`` frame."""
         if not self.confirm or self.state is not ChannelState.OPEN:
             return
-        if self.confirm_pending:
-            broker = self.conn.broker
-            for seq, lsn in list(self.confirm_pending.items()):
-                if broker.is_durable(lsn):
-                    del self.confirm_pending[seq]
-                    self.confirm_ready.append((seq, True))
+        self._release_durable()
         if not self.confirm_ready:
             return
         acks = sorted(seq for seq, ok in self.confirm_ready if ok)
@@ -76,19 +80,27 @@ class Settlement:
         self.confirm_ready.clear()
         pending_low = min(self.confirm_pending) if self.confirm_pending else None
         if acks:
-            cutoff = min(x for x in (pending_low, nacks[0] if nacks else None, acks[-1] + 1) if x is not None)
-            below = [s for s in acks if s < cutoff]
+            below, rest = _coalesce(acks, pending_low, nacks[0] if nacks else None)
             if below:
                 self.send(spec.Basic.Ack(delivery_tag=below[-1], multiple=len(below) > 1))
-            for seq in acks[len(below) :]:
+            for seq in rest:
                 self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
         if nacks:
-            cutoff = min(x for x in (pending_low, acks[0] if acks else None, nacks[-1] + 1) if x is not None)
-            below = [s for s in nacks if s < cutoff]
+            below, rest = _coalesce(nacks, pending_low, acks[0] if acks else None)
             if below:
                 self.send(spec.Basic.Nack(delivery_tag=below[-1], multiple=True, requeue=False))
-            for seq in nacks[len(below) :]:
+            for seq in rest:
                 self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
+
+    def _release_durable(self) -> None:
+        """Publishes waiting for an fsync that has now happened become ready to ack."""
+        if not self.confirm_pending:
+            return
+        broker = self.conn.broker
+        for seq, lsn in list(self.confirm_pending.items()):
+            if broker.is_durable(lsn):
+                del self.confirm_pending[seq]
+                self.confirm_ready.append((seq, True))
 
     def _collect(self, tag: int, multiple: bool) -> list[Unacked]:
         """RabbitMQ collect_acks: the tag must be outstanding, multiple takes everything up
