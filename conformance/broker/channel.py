@@ -1,7 +1,8 @@
 """One channel's protocol state (the channel layer of the sans-IO core).
 
 Channel methods dispatch through ``_CHANNEL_HANDLERS`` after ``states.transition`` has
-admitted them; soft errors close the channel, hard ones propagate to the connection.
+admitted them (acks, tx and confirms are in ``settlement.py``); soft errors close the
+channel, hard ones propagate to the connection.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from pamqp import commands as spec
 from .errors import (
     AMQPError,
     ReplyCode,
+    amqp_type_name,
     default_exchange_refused,
     method_frame_expected,
-    not_transactional,
     precondition,
     rs_exchange,
     rs_queue,
-    unknown_delivery_tag,
 )
 from .events import ChannelClosed
+from .exchanges import Exchange
 from .frames import (
     _CONTENT_HDR,
     MAX_MESSAGE_SIZE,
@@ -36,28 +37,13 @@ from .frames import (
     marshal_method,
     unvalidated,
 )
-from .model import (
-    Consumer,
-    Exchange,
-    Message,
-    Queue,
-    QueuedMessage,
-    VHost,
-    _amqp_type_name,
-    decode_properties,
-)
+from .messages import Consumer, Message, QueuedMessage, decode_properties
+from .queues import Queue
+from .settlement import Settlement, Unacked
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
 if TYPE_CHECKING:
     from .connection import ConnectionCore
-
-@dataclass(eq=False, slots=True)
-class Unacked:
-    tag: int
-    queue: Queue
-    qm: QueuedMessage
-    consumer: Consumer | None  # None for basic.get
-
 
 class ContentState(Enum):
     METHOD = "method"
@@ -75,7 +61,7 @@ class PendingPublish:
     received: int = 0
 
 
-class ChannelCore:
+class ChannelCore(Settlement):
     """One channel's protocol state; also the ``ConsumerSink`` for its consumers."""
 
     def __init__(self, conn: ConnectionCore, number: int) -> None:
@@ -105,11 +91,6 @@ class ChannelCore:
     # -- output ----------------------------------------------------------------------------
     def send(self, method: base.Frame) -> None:
         self.conn.send_frames([marshal_method(method, self.number)])
-
-    @property
-    def vhost(self) -> VHost:
-        assert self.conn.vhost is not None
-        return self.conn.vhost
 
     # -- ConsumerSink ---------------------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
@@ -314,7 +295,7 @@ class ChannelCore:
             return
         value = arguments["x-match"]
         if not isinstance(value, str):
-            raise precondition(f"Invalid x-match field type {_amqp_type_name(value)} (value {value}); expected longstr")
+            raise precondition(f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr")
         if value not in ("all", "any", "all-with-x", "any-with-x"):
             raise precondition(
                 f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
@@ -529,40 +510,6 @@ class ChannelCore:
         ]
         self.conn.send_frames(frames)
 
-    def flush_confirms(self) -> None:
-        """Send basic.ack/nack for every publish whose fate is settled.
-
-        Like RabbitMQ's coalesce_and_send: acks first, then nacks; everything below the
-        lowest still-unconfirmed sequence number goes out as one ``multiple`` frame."""
-        if not self.confirm or self.state is not ChannelState.OPEN:
-            return
-        if self.confirm_pending:
-            broker = self.conn.broker
-            for seq, lsn in list(self.confirm_pending.items()):
-                if broker.is_durable(lsn):
-                    del self.confirm_pending[seq]
-                    self.confirm_ready.append((seq, True))
-        if not self.confirm_ready:
-            return
-        acks = sorted(seq for seq, ok in self.confirm_ready if ok)
-        nacks = sorted(seq for seq, ok in self.confirm_ready if not ok)
-        self.confirm_ready.clear()
-        pending_low = min(self.confirm_pending) if self.confirm_pending else None
-        if acks:
-            cutoff = min(x for x in (pending_low, nacks[0] if nacks else None, acks[-1] + 1) if x is not None)
-            below = [s for s in acks if s < cutoff]
-            if below:
-                self.send(spec.Basic.Ack(delivery_tag=below[-1], multiple=len(below) > 1))
-            for seq in acks[len(below) :]:
-                self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
-        if nacks:
-            cutoff = min(x for x in (pending_low, acks[0] if acks else None, nacks[-1] + 1) if x is not None)
-            below = [s for s in nacks if s < cutoff]
-            if below:
-                self.send(spec.Basic.Nack(delivery_tag=below[-1], multiple=True, requeue=False))
-            for seq in nacks[len(below) :]:
-                self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
-
     def _basic_get(self, m: spec.Basic.Get) -> None:
         q = self._queue(m.queue)
         qm = q.get(m.no_ack)
@@ -581,148 +528,6 @@ class ChannelCore:
             *content_frames(self.number, msg, self.conn.frame_max),
         ]
         self.conn.send_frames(frames)
-
-    def _collect(self, tag: int, multiple: bool) -> list[Unacked]:
-        """RabbitMQ collect_acks: the tag must be outstanding, multiple takes everything up
-        to it; tag 0 with multiple means "all outstanding"."""
-        if multiple and tag == 0:
-            items = list(self.unacked.values())
-            self.unacked.clear()
-            return items
-        if tag not in self.unacked:
-            raise unknown_delivery_tag(tag)
-        if not multiple:
-            return [self.unacked.pop(tag)]
-        items = [u for t, u in self.unacked.items() if t <= tag]
-        for u in items:
-            del self.unacked[u.tag]
-        return items
-
-    def _basic_ack(self, m: spec.Basic.Ack) -> None:
-        items = self._collect(m.delivery_tag, m.multiple)
-        if self.tx:
-            self.tx_acks.append(("ack", items))
-        else:
-            self._settle("ack", items)
-
-    def _basic_reject(self, m: spec.Basic.Reject) -> None:
-        items = self._collect(m.delivery_tag, False)
-        kind = "requeue" if m.requeue else "drop"
-        if self.tx:
-            self.tx_acks.append((kind, items))
-        else:
-            self._settle(kind, items)
-
-    def _basic_nack(self, m: spec.Basic.Nack) -> None:
-        items = self._collect(m.delivery_tag, m.multiple)
-        kind = "requeue" if m.requeue else "drop"
-        if self.tx:
-            self.tx_acks.append((kind, items))
-        else:
-            self._settle(kind, items)
-
-    def _release_credit(self, items: list[Unacked]) -> None:
-        for u in items:
-            if u.consumer is not None:
-                u.consumer.unacked -= 1
-                self.limited -= 1
-
-    def _settle(self, kind: str, items: list[Unacked]) -> None:
-        self._release_credit(items)
-        if kind == "requeue":
-            self._requeue(items, release=False)
-        else:
-            for u in items:
-                if kind == "ack":
-                    u.queue.settle(u.qm)
-                else:
-                    u.queue.reject(u.qm)
-        self._redispatch()
-
-    def _requeue(self, items: list[Unacked], *, release: bool = True) -> None:
-        if release:
-            self._release_credit(items)
-        by_queue: dict[int, tuple[Queue, list[QueuedMessage]]] = {}
-        for u in items:
-            by_queue.setdefault(id(u.queue), (u.queue, []))[1].append(u.qm)
-        for q, qms in by_queue.values():
-            q.requeue(qms)
-
-    def _redispatch(self) -> None:
-        seen: set[int] = set()
-        for c in list(self.consumers.values()):
-            if id(c.queue) not in seen:
-                seen.add(id(c.queue))
-                c.queue.dispatch()
-
-    def _basic_recover_async(self, m: spec.Basic.RecoverAsync) -> None:
-        if not m.requeue:
-            raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
-        items = list(self.unacked.values())
-        self.unacked.clear()
-        self._requeue(items)
-
-    def _basic_recover(self, m: spec.Basic.Recover) -> None:
-        if not m.requeue:
-            # RabbitMQ 3.x: basic.recover with requeue=false is not implemented.
-            raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
-        items = list(self.unacked.values())
-        self.unacked.clear()
-        # spec: recover-ok; RabbitMQ sends it before the redeliveries
-        self.send(spec.Basic.RecoverOk())
-        self._requeue(items)
-
-    # -- tx / confirm ---------------------------------------------------------------------------
-    def _tx_select(self, m: spec.Tx.Select) -> None:
-        if self.confirm:
-            raise precondition("cannot switch from confirm to tx mode")
-        self.tx = True
-        self.send(spec.Tx.SelectOk())
-
-    def _tx_commit(self, m: spec.Tx.Commit) -> None:
-        if not self.tx:
-            raise not_transactional()
-        broker = self.conn.broker
-        vh = self.vhost
-        publishes, self.tx_publishes = self.tx_publishes, []
-        acks, self.tx_acks = self.tx_acks, []
-        lsn = 0
-        for x, msg, mandatory in publishes:
-            if x.deleted:  # 001: "undefined" if entities change under a tx; we drop it
-                continue
-            routed, _accepted, q_lsn = broker.publish(vh, x, msg)
-            lsn = max(lsn, q_lsn)
-            if not routed and mandatory:
-                # 001 (>= 2.6): no_route basic.return is sent on commit, before commit-ok
-                self._send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
-        for kind, items in acks:
-            self._settle(kind, items)
-        # 001: "tx.commit-ok indicates that all transaction effects are visible and that
-        # the broker has accepted responsibility for all the messages" -> fsync first.
-        if lsn and not broker.is_durable(lsn):
-            self.conn.request_sync()
-        self.send(spec.Tx.CommitOk())
-
-    def _tx_rollback(self, m: spec.Tx.Rollback) -> None:
-        if not self.tx:
-            raise not_transactional()
-        self.tx_publishes.clear()
-        # acks/rejects are undone: the messages are unacked again (RabbitMQ keeps them on
-        # the channel, in delivery-tag order, and they may be acked later).
-        for _kind, items in self.tx_acks:
-            for u in items:
-                self.unacked[u.tag] = u
-        self.tx_acks.clear()
-        self.unacked = dict(sorted(self.unacked.items()))
-        self.send(spec.Tx.RollbackOk())
-
-    def _confirm_select(self, m: spec.Confirm.Select) -> None:
-        if self.tx:
-            raise precondition("cannot switch from tx to confirm mode")
-        self.confirm = True
-        if not m.nowait:
-            self.send(spec.Confirm.SelectOk())
-
 
 _CHANNEL_HANDLERS: dict[type[base.Frame], Callable[[ChannelCore, Any], None]] = {
     spec.Channel.Flow: ChannelCore._channel_flow,

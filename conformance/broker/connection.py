@@ -33,7 +33,8 @@ from .frames import (
     _snippet,
     marshal_method,
 )
-from .model import Broker, Queue, VHost
+from .model import Broker, VHost
+from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
 from .version import __version__
 

@@ -12,7 +12,7 @@ is the public surface and re-exports them.
 
 from __future__ import annotations
 
-from .channel import ChannelCore, ContentState, PendingPublish, Unacked
+from .channel import ChannelCore, ContentState, PendingPublish
 from .connection import ConnectionCore, server_properties, transition_error
 from .errors import not_found
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
@@ -33,6 +33,7 @@ from .frames import (
     marshal_method,
     unvalidated,
 )
+from .settlement import Unacked
 
 __all__ = [
     "CLOSE_OK_TIMEOUT",

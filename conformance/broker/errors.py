@@ -9,6 +9,7 @@ the same strings.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ReplyCode(IntEnum):
@@ -116,3 +117,48 @@ def unknown_delivery_tag(tag: int) -> AMQPError:
 
 def not_transactional() -> AMQPError:
     return AMQPError(ReplyCode.PRECONDITION_FAILED, "channel is not transactional")
+
+
+def amqp_type_name(value: Any) -> str:
+    # RabbitMQ names field types in its inequivalence messages; pamqp hands us Python
+    # values, so this is the closest name for the value rather than the exact wire type.
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        # the type pamqp (and so most Python clients) picks for the value
+        for low, high, name in (
+            (-(2**7), 2**7 - 1, "byte"),
+            (-(2**15), 2**15 - 1, "short"),
+            (0, 2**16 - 1, "unsignedshort"),
+            (-(2**31), 2**31 - 1, "signedint"),
+            (0, 2**32 - 1, "unsignedint"),
+        ):
+            if low <= value <= high:
+                return name
+        return "long"
+    if isinstance(value, str):
+        return "longstr"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+def fmt_arg(value: Any) -> str:
+    if value is None:
+        return "none"
+    shown = str(value).lower() if isinstance(value, bool) else value
+    return f"the value '{shown}' of type '{amqp_type_name(value)}'"
+
+
+def inequivalent(key: str, where: str, got: Any, have: Any) -> AMQPError:
+    # RabbitMQ 3.10: "received '2000' but current is '1000'" when both are set, the
+    # typed form when one side is missing.
+    if got is not None and have is not None:
+        g = str(got).lower() if isinstance(got, bool) else got
+        h = str(have).lower() if isinstance(have, bool) else have
+        return precondition(f"inequivalent arg '{key}' for {where}: received '{g}' but current is '{h}'")
+    return precondition(f"inequivalent arg '{key}' for {where}: received {fmt_arg(got)} but current is {fmt_arg(have)}")

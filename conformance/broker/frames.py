@@ -11,7 +11,7 @@ from typing import Any
 from pamqp import base, encode
 from pamqp import commands as spec
 
-from .model import Message
+from .messages import Message
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8

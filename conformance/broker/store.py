@@ -1,9 +1,9 @@
 """Append-only durability log with group commit, CRC-checked records and compaction.
 
 File layout: ``MAGIC`` then records ``[u32 length][u32 crc32(payload)][payload]`` where the
-payload is a pickled tuple (see ``Recovered.apply`` for the record kinds).  On recovery
-records are replayed until the first one that is short or fails its CRC: that is a torn
-tail from a crash mid-write, it is dropped and the file truncated there.
+payload is a pickled tuple (the record types and their tuple form are in ``records.py``).
+On recovery records are replayed until the first one that is short or fails its CRC:
+that is a torn tail from a crash mid-write, it is dropped and the file truncated there.
 
 The store never blocks the event loop on fsync by itself: ``append`` only buffers,
 ``write_pending`` hands the buffer to the OS (so a kill -9 of the broker loses nothing the
@@ -20,16 +20,33 @@ import pickle
 import struct
 import threading
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from . import records as log_records
+from .records import (
+    BindingAdded,
+    BindingRemoved,
+    ExchangeDeclared,
+    ExchangeDeleted,
+    MessageDelivered,
+    MessagesRemoved,
+    MessageStored,
+    QueueDeclared,
+    QueueDeleted,
+    Record,
+)
 
 MAGIC = b"AMQPCONF-LOG-1\n"
 _HDR = struct.Struct(">II")
 LOG_NAME = "broker.log"
 
-Record = tuple[Any, ...]
+@dataclass(slots=True)
+class StoredMessage:
+    record: MessageStored
+    delivered: bool = False
 
 
 @dataclass
@@ -38,66 +55,89 @@ class StoredQueue:
     name: str
     auto_delete: bool
     arguments: dict[str, Any]
-    #: seq -> [record, delivered-flag]
-    messages: dict[int, list[Any]] = field(default_factory=dict)
+    messages: dict[int, StoredMessage] = field(default_factory=dict)
 
 
 @dataclass
 class Recovered:
     """The durable state rebuilt from the log, before the broker turns it into objects."""
 
-    exchanges: dict[tuple[str, str], Record] = field(default_factory=dict)
+    exchanges: dict[tuple[str, str], ExchangeDeclared] = field(default_factory=dict)
     queues: dict[tuple[str, str], StoredQueue] = field(default_factory=dict)
-    bindings: dict[tuple[Any, ...], Record] = field(default_factory=dict)
+    bindings: dict[tuple[Any, ...], BindingAdded] = field(default_factory=dict)
     records: int = 0
     dropped_tail_bytes: int = 0
 
     def apply(self, rec: Record) -> None:
-        kind = rec[0]
-        if kind == "x":  # exchange declared: (x, vhost, name, type, auto_delete, internal, args)
-            self.exchanges[(rec[1], rec[2])] = rec
-        elif kind == "X":  # exchange deleted: (X, vhost, name)
-            self.exchanges.pop((rec[1], rec[2]), None)
-            for key in [k for k in self.bindings if k[0] == rec[1] and (k[1] == rec[2] or (k[2] == "e" and k[3] == rec[2]))]:
-                del self.bindings[key]
-        elif kind == "q":  # queue declared: (q, vhost, name, auto_delete, args)
-            self.queues[(rec[1], rec[2])] = StoredQueue(rec[1], rec[2], rec[3], rec[4])
-        elif kind == "Q":  # queue deleted: (Q, vhost, name)
-            self.queues.pop((rec[1], rec[2]), None)
-            for key in [k for k in self.bindings if k[0] == rec[1] and k[2] == "q" and k[3] == rec[2]]:
-                del self.bindings[key]
-        elif kind == "b":  # binding added: (b, vhost, source, dest_kind, dest, rk, args)
-            self.bindings[_binding_key(rec)] = rec
-        elif kind == "B":  # binding removed
-            self.bindings.pop(_binding_key(rec), None)
-        elif kind == "m":  # message: (m, vhost, queue, seq, exchange, rk, props, body, expires_at)
-            q = self.queues.get((rec[1], rec[2]))
-            if q is not None:
-                q.messages[rec[3]] = [rec, False]
-        elif kind == "d":  # delivered at least once: (d, vhost, queue, seq)
-            q = self.queues.get((rec[1], rec[2]))
-            if q is not None and rec[3] in q.messages:
-                q.messages[rec[3]][1] = True
-        elif kind == "r":  # removed (acked, purged, expired, dead-lettered): (r, vhost, queue, seqs)
-            q = self.queues.get((rec[1], rec[2]))
-            if q is not None:
-                for seq in rec[3]:
-                    q.messages.pop(seq, None)
-        else:
-            raise ValueError(f"unknown log record kind {kind!r}")
+        _APPLY[type(rec)](self, rec)
+
+    def _exchange_declared(self, rec: ExchangeDeclared) -> None:
+        self.exchanges[(rec.vhost, rec.name)] = rec
+
+    def _exchange_deleted(self, rec: ExchangeDeleted) -> None:
+        self.exchanges.pop((rec.vhost, rec.name), None)
+        # its bindings as source and as destination go with it
+        self._drop_bindings(lambda b: b.vhost == rec.vhost and (b.source == rec.name or (b.dest_kind, b.dest) == ("e", rec.name)))
+
+    def _queue_declared(self, rec: QueueDeclared) -> None:
+        self.queues[(rec.vhost, rec.name)] = StoredQueue(rec.vhost, rec.name, rec.auto_delete, rec.arguments)
+
+    def _queue_deleted(self, rec: QueueDeleted) -> None:
+        self.queues.pop((rec.vhost, rec.name), None)
+        self._drop_bindings(lambda b: b.vhost == rec.vhost and (b.dest_kind, b.dest) == ("q", rec.name))
+
+    def _drop_bindings(self, doomed: Callable[[BindingAdded], bool]) -> None:
+        for key in [key for key, b in self.bindings.items() if doomed(b)]:
+            del self.bindings[key]
+
+    def _binding_added(self, rec: BindingAdded) -> None:
+        self.bindings[rec.key] = rec
+
+    def _binding_removed(self, rec: BindingRemoved) -> None:
+        self.bindings.pop(rec.key, None)
+
+    def _message_stored(self, rec: MessageStored) -> None:
+        q = self.queues.get((rec.vhost, rec.queue))
+        if q is not None:
+            q.messages[rec.seq] = StoredMessage(rec)
+
+    def _message_delivered(self, rec: MessageDelivered) -> None:
+        q = self.queues.get((rec.vhost, rec.queue))
+        stored = q.messages.get(rec.seq) if q is not None else None
+        if stored is not None:
+            stored.delivered = True
+
+    def _messages_removed(self, rec: MessagesRemoved) -> None:
+        q = self.queues.get((rec.vhost, rec.queue))
+        if q is not None:
+            for seq in rec.seqs:
+                q.messages.pop(seq, None)
 
 
-def _binding_key(rec: Record) -> tuple[Any, ...]:
-    return (rec[1], rec[2], rec[3], rec[4], rec[5], repr(rec[6]))
+_APPLY: dict[type[Any], Callable[[Recovered, Any], None]] = {
+    ExchangeDeclared: Recovered._exchange_declared,
+    ExchangeDeleted: Recovered._exchange_deleted,
+    QueueDeclared: Recovered._queue_declared,
+    QueueDeleted: Recovered._queue_deleted,
+    BindingAdded: Recovered._binding_added,
+    BindingRemoved: Recovered._binding_removed,
+    MessageStored: Recovered._message_stored,
+    MessageDelivered: Recovered._message_delivered,
+    MessagesRemoved: Recovered._messages_removed,
+}
 
 
 def encode_record(rec: Record) -> bytes:
-    payload = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+    payload = pickle.dumps(log_records.encode(rec), protocol=pickle.HIGHEST_PROTOCOL)
     return _HDR.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def decode_records(data: bytes, start: int) -> tuple[list[Record], int]:
-    """Records from ``data[start:]`` up to the first torn/corrupt one, and where it stopped."""
+    """Records from ``data[start:]`` up to the first torn/corrupt one, and where it stopped.
+
+    A frame whose CRC holds but whose payload is no record raises ``ValueError``: that is
+    not a torn write but a log this broker cannot read, and truncating it would lose data.
+    """
     out: list[Record] = []
     pos = start
     n = len(data)
@@ -110,10 +150,10 @@ def decode_records(data: bytes, start: int) -> tuple[list[Record], int]:
         if zlib.crc32(payload) != crc:
             break
         try:
-            rec = pickle.loads(payload)
+            raw = pickle.loads(payload)
         except Exception:  # noqa: BLE001 - a CRC collision on garbage: treat as torn
             break
-        out.append(rec)
+        out.append(log_records.decode(raw))
         pos = end
     return out, pos
 
@@ -141,12 +181,12 @@ class Store:
         if self.path.exists():
             data = self.path.read_bytes()
             if data.startswith(MAGIC):
-                records, stop = decode_records(data, len(MAGIC))
+                recs, stop = decode_records(data, len(MAGIC))
             else:  # a crash before the magic was complete: nothing was ever committed
-                records, stop = [], 0
-            for rec in records:
+                recs, stop = [], 0
+            for rec in recs:
                 state.apply(rec)
-            state.records = len(records)
+            state.records = len(recs)
             state.dropped_tail_bytes = len(data) - stop
             if stop < len(MAGIC):
                 self._rewrite([])
@@ -162,10 +202,10 @@ class Store:
             self._rewrite([])
         return state
 
-    def _rewrite(self, records: Iterable[Record]) -> None:
-        """Write a fresh log holding ``records`` and atomically replace the old one."""
+    def _rewrite(self, recs: Iterable[Record]) -> None:
+        """Write a fresh log holding ``recs`` and atomically replace the old one."""
         tmp = self.path.with_suffix(".tmp")
-        blob = MAGIC + b"".join(encode_record(r) for r in records)
+        blob = MAGIC + b"".join(encode_record(r) for r in recs)
         with open(tmp, "wb") as f:
             f.write(blob)
             f.flush()

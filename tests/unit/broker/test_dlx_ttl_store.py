@@ -9,6 +9,7 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.broker.model import Broker
+from conformance.broker.records import QueueDeclared, decode
 from conformance.broker.store import MAGIC, MemoryStore, Store, decode_records, encode_record
 
 from .link import Content, FakeClock, Link, make_broker
@@ -210,11 +211,11 @@ def test_torn_tail_is_dropped(tmp_path: Path, clock: FakeClock, cut: int) -> Non
 
 
 def test_corrupt_record_stops_replay(tmp_path: Path) -> None:
-    blob = MAGIC + encode_record(("q", "/", "a", False, {})) + encode_record(("q", "/", "b", False, {}))
+    blob = MAGIC + encode_record(QueueDeclared("/", "a", False, {})) + encode_record(QueueDeclared("/", "b", False, {}))
     bad = bytearray(blob)
     bad[-3] ^= 0xFF
     recs, stop = decode_records(bytes(bad), len(MAGIC))
-    assert recs == [("q", "/", "a", False, {})] and stop < len(bad)
+    assert recs == [QueueDeclared("/", "a", False, {})] and stop < len(bad)
     (tmp_path / "broker.log").write_bytes(bytes(bad))
     rec = Store(tmp_path).recover()
     assert set(rec.queues) == {("/", "a")}
@@ -284,10 +285,8 @@ def test_memory_store_round_trip(clock: FakeClock) -> None:
 
 
 def test_unknown_record_kind_rejected() -> None:
-    from conformance.broker.store import Recovered
-
     with pytest.raises(ValueError, match="unknown log record kind"):
-        Recovered().apply(("?",))
+        decode(("?",))
 
 
 def test_recovery_skips_unknown_vhost(tmp_path: Path, clock: FakeClock) -> None:

@@ -80,7 +80,7 @@ def test_queue_equivalence(link: Link, kw: dict, text: str) -> None:
 
 
 def test_queue_equivalence_type_names(link: Link) -> None:
-    from conformance.broker.model import _amqp_type_name
+    from conformance.broker.errors import amqp_type_name as _amqp_type_name
 
     assert [_amqp_type_name(v) for v in (1, 300, 40000, 70000, 3_000_000_000, 2**40, "s", 1.5, {}, [], b"")] == [
         "byte", "short", "unsignedshort", "signedint", "unsignedint", "long", "longstr", "double", "table", "array", "bytes"

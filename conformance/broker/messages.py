@@ -1,0 +1,119 @@
+"""Messages as the broker holds them, and consumers as queues see them.
+
+``Message`` is one publication (shared by every queue it was routed to);
+``QueuedMessage`` is one queue's copy of it; a ``Consumer`` delivers through the
+``ConsumerSink`` its channel implements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pamqp import commands as spec
+
+from .errors import precondition
+
+if TYPE_CHECKING:
+    from .queues import Queue
+
+
+def decode_properties(raw: bytes) -> spec.Basic.Properties:
+    props = spec.Basic.Properties()
+    flags, offset, index = 0, 0, 0
+    while True:
+        part = int.from_bytes(raw[offset : offset + 2], "big")
+        flags |= part << (16 * index)
+        offset += 2
+        index += 1
+        if not part & 1:
+            break
+    props.unmarshal(flags, raw[offset:])
+    return props
+
+
+def parse_expiration(value: str) -> int:
+    """RabbitMQ: expiration must be the decimal string of a non-negative integer (ms)."""
+    if not value.isdigit():
+        raise precondition(f"invalid expiration '{value}': no_integer")
+    return int(value)
+
+
+@dataclass(eq=False, slots=True)
+class Message:
+    exchange: str
+    routing_key: str
+    #: content-header property flags and values exactly as received (re-sent verbatim)
+    props: bytes
+    body: bytes
+    persistent: bool = False
+    expiration: int | None = None
+    #: routing key followed by the CC and BCC header keys (sender-selected distribution)
+    routing_keys: tuple[str, ...] = ()
+    headers: dict[str, Any] | None = None
+
+    @classmethod
+    def from_publish(
+        cls, exchange: str, routing_key: str, props_raw: bytes, body: bytes, props: spec.Basic.Properties
+    ) -> Message:
+        expiration = parse_expiration(props.expiration) if props.expiration else None
+        headers = props.headers or None
+        keys: list[str] = [routing_key]
+        if headers and ("CC" in headers or "BCC" in headers):
+            for name in ("CC", "BCC"):
+                extra = headers.get(name)
+                if isinstance(extra, list):
+                    keys.extend(k for k in extra if isinstance(k, str))
+            if "BCC" in headers:
+                # RabbitMQ removes BCC before delivery ("blind" copy).
+                headers = dict(headers)
+                del headers["BCC"]
+                props.headers = headers
+                props_raw = props.marshal()
+        return cls(
+            exchange=exchange,
+            routing_key=routing_key,
+            props=props_raw,
+            body=body,
+            persistent=props.delivery_mode == 2,
+            expiration=expiration,
+            routing_keys=tuple(keys),
+            headers=headers,
+        )
+
+
+@dataclass(eq=False, slots=True)
+class QueuedMessage:
+    """One queue's copy of a message.  ``seq`` orders the queue (publication order)."""
+
+    seq: int
+    msg: Message
+    expires_at: float | None = None
+    redelivered: bool = False
+    persisted: bool = False
+    delivered_logged: bool = False
+
+
+class ConsumerSink(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None: ...
+
+    def cancelled_by_broker(self, consumer: Consumer) -> None: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    tag: str
+    queue: Queue
+    sink: ConsumerSink
+    no_ack: bool
+    exclusive: bool
+    prefetch: int = 0  # 0 = unlimited (basic.qos global=false at consume time)
+    unacked: int = 0
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def has_credit(self) -> bool:
+        return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch

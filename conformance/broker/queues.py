@@ -1,0 +1,319 @@
+"""One queue: ready messages in publication order, consumers, limits, TTL and expiry.
+
+Queues call back into the broker (``vhost.broker``) for the clock, the durable log
+and dead-lettering; they push deliveries into the consumers' channels.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
+from .messages import Consumer, Message, QueuedMessage
+from .records import MessageDelivered, MessagesRemoved
+
+if TYPE_CHECKING:
+    from .model import Broker, VHost
+
+#: queue arguments RabbitMQ compares on redeclaration (rabbit_amqqueue:declare_args/0).
+EQUIVALENCE_ARGS = (
+    "x-expires",
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-max-length",
+    "x-max-length-bytes",
+    "x-max-priority",
+    "x-overflow",
+    "x-queue-mode",
+    "x-queue-type",
+    "x-single-active-consumer",
+)
+
+OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+
+
+class Queue:
+    def __init__(
+        self,
+        vhost: VHost,
+        name: str,
+        *,
+        durable: bool,
+        exclusive_owner: object | None,
+        auto_delete: bool,
+        arguments: dict[str, Any],
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.exclusive_owner = exclusive_owner
+        self.auto_delete = auto_delete
+        self.arguments = dict(arguments)
+        self.ready: deque[QueuedMessage] = deque()
+        self.ready_bytes = 0
+        self.unacked: dict[int, QueuedMessage] = {}
+        self.consumers: deque[Consumer] = deque()
+        self.next_seq = 1
+        self.deleted = False
+        self.had_consumer = False
+        self._dispatching = False
+        self._again = False
+        broker = vhost.broker
+        self.last_used = broker.clock()
+        args = self.arguments
+        self.ttl: int | None = args.get("x-message-ttl")
+        self.expires: int | None = args.get("x-expires")
+        self.max_length: int | None = args.get("x-max-length")
+        self.max_bytes: int | None = args.get("x-max-length-bytes")
+        self.overflow: str = args.get("x-overflow", "drop-head")
+        self.dlx: str | None = args.get("x-dead-letter-exchange")
+        self.dlrk: str | None = args.get("x-dead-letter-routing-key")
+
+    @property
+    def broker(self) -> Broker:
+        return self.vhost.broker
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.vhost.name}/{self.name} ready={len(self.ready)} unacked={len(self.unacked)}>"
+
+    @property
+    def message_count(self) -> int:
+        return len(self.ready)
+
+    @property
+    def timed(self) -> bool:
+        return self.ttl is not None or self.expires is not None
+
+    def touch(self) -> None:
+        self.last_used = self.broker.clock()
+
+    # -- enqueue -----------------------------------------------------------------------
+    def _over_limit(self, extra_bytes: int) -> bool:
+        if self.max_length is not None and len(self.ready) + 1 > self.max_length:
+            return True
+        return self.max_bytes is not None and self.ready_bytes + extra_bytes > self.max_bytes
+
+    def enqueue(self, msg: Message, *, redelivered: bool = False) -> tuple[bool, int]:
+        """Accept ``msg``; returns (accepted, lsn the acceptance depends on)."""
+        broker = self.broker
+        if self.overflow in ("reject-publish", "reject-publish-dlx") and self._over_limit(len(msg.body)):
+            if self.overflow == "reject-publish-dlx":
+                broker.dead_letter(self, QueuedMessage(0, msg), "maxlen")
+            return False, 0
+        now = broker.clock()
+        ttl = self.ttl
+        if msg.expiration is not None:
+            ttl = msg.expiration if ttl is None else min(ttl, msg.expiration)
+        qm = QueuedMessage(self.next_seq, msg, None if ttl is None else now + ttl / 1000.0, redelivered)
+        self.next_seq += 1
+        lsn = 0
+        if msg.persistent and self.durable:
+            qm.persisted = True
+            lsn = broker.log_message(self, qm)
+        self.ready.append(qm)
+        self.ready_bytes += len(msg.body)
+        if qm.expires_at is not None:
+            broker.timed_queues.add(self)
+        self.dispatch()
+        self._enforce_drop_head()
+        self.expire_head(now)
+        return True, lsn
+
+    def _enforce_drop_head(self) -> None:
+        if self.overflow != "drop-head":
+            return
+        while self.ready and (
+            (self.max_length is not None and len(self.ready) > self.max_length)
+            or (self.max_bytes is not None and self.ready_bytes > self.max_bytes)
+        ):
+            qm = self._pop_head()
+            self.broker.dead_letter(self, qm, "maxlen")
+            self.forget(qm)
+
+    def _pop_head(self) -> QueuedMessage:
+        qm = self.ready.popleft()
+        self.ready_bytes -= len(qm.msg.body)
+        return qm
+
+    def expire_head(self, now: float, *, grace: bool = False) -> None:
+        """Expire messages at the head (RabbitMQ only expires at the head of the queue).
+
+        With ``grace`` a message whose TTL ends exactly now survives: RabbitMQ delivers
+        TTL=0 messages that a consumer can take at once."""
+        while self.ready:
+            qm = self.ready[0]
+            if qm.expires_at is None or qm.expires_at > now or (grace and qm.expires_at == now):
+                return
+            self._pop_head()
+            self.broker.dead_letter(self, qm, "expired")
+            self.forget(qm)
+
+    def forget(self, qm: QueuedMessage) -> None:
+        """The message left the queue for good (acked, dropped, dead-lettered)."""
+        if qm.persisted and not self.deleted:
+            self.broker.log(MessagesRemoved(self.vhost.name, self.name, (qm.seq,)))
+
+    # -- consuming -------------------------------------------------------------------
+    def dispatch(self) -> None:
+        if self._dispatching:
+            self._again = True
+            return
+        self._dispatching = True
+        try:
+            self._again = True
+            while self._again:
+                self._again = False
+                self._dispatch_once()
+        finally:
+            self._dispatching = False
+
+    def _dispatch_once(self) -> None:
+        now = self.broker.clock()
+        while self.ready and self.consumers and not self.deleted:
+            self.expire_head(now, grace=True)
+            if not self.ready:
+                return
+            for _ in range(len(self.consumers)):
+                consumer = self.consumers[0]
+                self.consumers.rotate(-1)
+                if consumer.has_credit() and consumer.sink.can_deliver(consumer):
+                    break
+            else:
+                return
+            qm = self._pop_head()
+            self.hand_out(qm, no_ack=consumer.no_ack)
+            consumer.sink.deliver(consumer, qm)
+
+    def hand_out(self, qm: QueuedMessage, *, no_ack: bool) -> None:
+        if no_ack:
+            self.forget(qm)
+        else:
+            self.unacked[qm.seq] = qm
+            if qm.persisted and not qm.delivered_logged:
+                qm.delivered_logged = True
+                self.broker.log(MessageDelivered(self.vhost.name, self.name, qm.seq))
+
+    def get(self, no_ack: bool) -> QueuedMessage | None:
+        self.touch()
+        self.expire_head(self.broker.clock())
+        if not self.ready:
+            return None
+        qm = self._pop_head()
+        self.hand_out(qm, no_ack=no_ack)
+        return qm
+
+    def settle(self, qm: QueuedMessage) -> None:
+        """An unacked message was acked (or rejected without requeue)."""
+        if self.unacked.pop(qm.seq, None) is not None:
+            self.forget(qm)
+
+    def reject(self, qm: QueuedMessage) -> None:
+        """basic.reject/nack with requeue=false: dead-letter (or drop)."""
+        if self.unacked.pop(qm.seq, None) is not None:
+            self.broker.dead_letter(self, qm, "rejected")
+            self.forget(qm)
+
+    def requeue(self, qms: Iterable[QueuedMessage]) -> None:
+        """Put messages back in their ORIGINAL position (RabbitMQ >= 2.7: the queue always
+        holds messages in publication order) with redelivered=true."""
+        changed = False
+        for qm in sorted(qms, key=lambda m: m.seq):
+            if self.unacked.pop(qm.seq, None) is None or self.deleted:
+                continue
+            qm.redelivered = True
+            self._insert_sorted(qm)
+            changed = True
+        if changed:
+            self.expire_head(self.broker.clock())
+            self.dispatch()
+
+    def _insert_sorted(self, qm: QueuedMessage) -> None:
+        ready = self.ready
+        self.ready_bytes += len(qm.msg.body)
+        if not ready or ready[-1].seq < qm.seq:
+            ready.append(qm)
+        elif ready[0].seq > qm.seq:
+            ready.appendleft(qm)
+        else:
+            lo, hi = 0, len(ready)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ready[mid].seq < qm.seq:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            ready.insert(lo, qm)
+
+    def purge(self) -> int:
+        count = len(self.ready)
+        seqs = [qm.seq for qm in self.ready if qm.persisted]
+        self.ready.clear()
+        self.ready_bytes = 0
+        if seqs:
+            self.broker.log(MessagesRemoved(self.vhost.name, self.name, tuple(seqs)))
+        return count
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.had_consumer = True
+        self.touch()
+        self.dispatch()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        try:
+            self.consumers.remove(consumer)
+        except ValueError:
+            return
+        self.touch()
+        # spec queue.declare auto-delete: "The server SHOULD allow for a reasonable delay
+        # between the point when it determines that a queue is not being used [...]";
+        # RabbitMQ deletes at once when the last consumer goes.
+        if self.auto_delete and not self.consumers and self.had_consumer and not self.deleted:
+            self.vhost.delete_queue(self)
+
+    def check_exclusive(self, owner: object) -> None:
+        """405 RESOURCE_LOCKED if ``owner`` may not use this exclusive queue."""
+        if self.exclusive_owner is not None and self.exclusive_owner is not owner:
+            raise self.locked()
+
+    def locked(self) -> AMQPError:
+        return AMQPError(
+            ReplyCode.RESOURCE_LOCKED,
+            f"cannot obtain exclusive access to locked {rs_queue(self.vhost.name, self.name)}. "
+            "It could be originally declared on another connection or the exclusive property "
+            "value does not match that of the original declaration.",
+        )
+
+
+def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
+    def bad(key: str, why: str) -> AMQPError:
+        return precondition(f"invalid arg '{key}' for {rs_queue(vhost, name)}: {why}")
+
+    def integer(key: str, *, positive: bool) -> None:
+        if key not in args:
+            return
+        value = args[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad(key, f'"expected integer, got {amqp_type_name(value)}"')
+        if value < 0:
+            raise bad(key, f"{{value_negative,{value}}}")
+        if positive and value == 0:
+            raise bad(key, "{value_zero,0}")
+
+    integer("x-message-ttl", positive=False)
+    integer("x-expires", positive=True)
+    integer("x-max-length", positive=False)
+    integer("x-max-length-bytes", positive=False)
+    if "x-overflow" in args and args["x-overflow"] not in OVERFLOW_MODES:
+        raise bad("x-overflow", f"{{invalid_overflow_value,{args['x-overflow']}}}")
+    for key in ("x-dead-letter-exchange", "x-dead-letter-routing-key"):
+        if key in args and not isinstance(args[key], str):
+            raise bad(key, f"{{unacceptable_type,{amqp_type_name(args[key])}}}")
+    if "x-dead-letter-routing-key" in args and "x-dead-letter-exchange" not in args:
+        raise bad(
+            "x-dead-letter-routing-key",
+            "Key x-dead-letter-routing-key should be specified together with x-dead-letter-exchange",
+        )

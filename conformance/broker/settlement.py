@@ -1,0 +1,244 @@
+"""What a channel settles after the fact: consumer acks/rejects/nacks and recover,
+transactions (RabbitMQ >= 2.8 semantics) and publisher confirms.
+
+``Settlement`` is the base of ``ChannelCore``: it owns the unacked-delivery and
+confirm bookkeeping, while the channel owns framing, entities and publishing.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pamqp import base
+from pamqp import commands as spec
+
+from .errors import AMQPError, ReplyCode, not_transactional, precondition, unknown_delivery_tag
+from .messages import Consumer, Message, QueuedMessage
+from .queues import Queue
+from .states import ChannelState
+
+if TYPE_CHECKING:
+    from .connection import ConnectionCore
+    from .exchanges import Exchange
+    from .model import VHost
+
+
+@dataclass(eq=False, slots=True)
+class Unacked:
+    tag: int
+    queue: Queue
+    qm: QueuedMessage
+    consumer: Consumer | None  # None for basic.get
+
+
+def _coalesce(seqs: list[int], *limits: int | None) -> tuple[list[int], list[int]]:
+    """Split sorted ``seqs`` into the prefix below every limit (one ``multiple`` frame
+    covers it) and the rest (one frame each)."""
+    cutoff = min(x for x in (*limits, seqs[-1] + 1) if x is not None)
+    n = bisect.bisect_left(seqs, cutoff)
+    return seqs[:n], seqs[n:]
+
+
+class Settlement:
+    """Acks, tx and confirms of one channel (the state lives on the channel)."""
+
+    conn: ConnectionCore
+    state: ChannelState
+    unacked: dict[int, Unacked]
+    consumers: dict[str, Consumer]
+    limited: int
+    confirm: bool
+    confirm_pending: dict[int, int]
+    confirm_ready: list[tuple[int, bool]]
+    tx: bool
+    tx_publishes: list[tuple[Exchange, Message, bool]]
+    tx_acks: list[tuple[str, list[Unacked]]]
+    # provided by ChannelCore
+    send: Callable[[base.Frame], None]
+    _send_return: Callable[[Message, int, str], None]
+
+    @property
+    def vhost(self) -> VHost:
+        assert self.conn.vhost is not None
+        return self.conn.vhost
+
+    def flush_confirms(self) -> None:
+        """Send basic.ack/nack for every publish whose fate is settled.
+
+        Like RabbitMQ's coalesce_and_send: acks first, then nacks; everything below the
+        lowest still-unconfirmed sequence number goes out as one ``multiple`` frame."""
+        if not self.confirm or self.state is not ChannelState.OPEN:
+            return
+        self._release_durable()
+        if not self.confirm_ready:
+            return
+        acks = sorted(seq for seq, ok in self.confirm_ready if ok)
+        nacks = sorted(seq for seq, ok in self.confirm_ready if not ok)
+        self.confirm_ready.clear()
+        pending_low = min(self.confirm_pending) if self.confirm_pending else None
+        if acks:
+            below, rest = _coalesce(acks, pending_low, nacks[0] if nacks else None)
+            if below:
+                self.send(spec.Basic.Ack(delivery_tag=below[-1], multiple=len(below) > 1))
+            for seq in rest:
+                self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
+        if nacks:
+            below, rest = _coalesce(nacks, pending_low, acks[0] if acks else None)
+            if below:
+                self.send(spec.Basic.Nack(delivery_tag=below[-1], multiple=True, requeue=False))
+            for seq in rest:
+                self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
+
+    def _release_durable(self) -> None:
+        """Publishes waiting for an fsync that has now happened become ready to ack."""
+        if not self.confirm_pending:
+            return
+        broker = self.conn.broker
+        for seq, lsn in list(self.confirm_pending.items()):
+            if broker.is_durable(lsn):
+                del self.confirm_pending[seq]
+                self.confirm_ready.append((seq, True))
+
+    def _collect(self, tag: int, multiple: bool) -> list[Unacked]:
+        """RabbitMQ collect_acks: the tag must be outstanding, multiple takes everything up
+        to it; tag 0 with multiple means "all outstanding"."""
+        if multiple and tag == 0:
+            items = list(self.unacked.values())
+            self.unacked.clear()
+            return items
+        if tag not in self.unacked:
+            raise unknown_delivery_tag(tag)
+        if not multiple:
+            return [self.unacked.pop(tag)]
+        items = [u for t, u in self.unacked.items() if t <= tag]
+        for u in items:
+            del self.unacked[u.tag]
+        return items
+
+    def _basic_ack(self, m: spec.Basic.Ack) -> None:
+        items = self._collect(m.delivery_tag, m.multiple)
+        if self.tx:
+            self.tx_acks.append(("ack", items))
+        else:
+            self._settle("ack", items)
+
+    def _basic_reject(self, m: spec.Basic.Reject) -> None:
+        items = self._collect(m.delivery_tag, False)
+        kind = "requeue" if m.requeue else "drop"
+        if self.tx:
+            self.tx_acks.append((kind, items))
+        else:
+            self._settle(kind, items)
+
+    def _basic_nack(self, m: spec.Basic.Nack) -> None:
+        items = self._collect(m.delivery_tag, m.multiple)
+        kind = "requeue" if m.requeue else "drop"
+        if self.tx:
+            self.tx_acks.append((kind, items))
+        else:
+            self._settle(kind, items)
+
+    def _release_credit(self, items: list[Unacked]) -> None:
+        for u in items:
+            if u.consumer is not None:
+                u.consumer.unacked -= 1
+                self.limited -= 1
+
+    def _settle(self, kind: str, items: list[Unacked]) -> None:
+        self._release_credit(items)
+        if kind == "requeue":
+            self._requeue(items, release=False)
+        else:
+            for u in items:
+                if kind == "ack":
+                    u.queue.settle(u.qm)
+                else:
+                    u.queue.reject(u.qm)
+        self._redispatch()
+
+    def _requeue(self, items: list[Unacked], *, release: bool = True) -> None:
+        if release:
+            self._release_credit(items)
+        by_queue: dict[int, tuple[Queue, list[QueuedMessage]]] = {}
+        for u in items:
+            by_queue.setdefault(id(u.queue), (u.queue, []))[1].append(u.qm)
+        for q, qms in by_queue.values():
+            q.requeue(qms)
+
+    def _redispatch(self) -> None:
+        seen: set[int] = set()
+        for c in list(self.consumers.values()):
+            if id(c.queue) not in seen:
+                seen.add(id(c.queue))
+                c.queue.dispatch()
+
+    def _basic_recover_async(self, m: spec.Basic.RecoverAsync) -> None:
+        if not m.requeue:
+            raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
+        items = list(self.unacked.values())
+        self.unacked.clear()
+        self._requeue(items)
+
+    def _basic_recover(self, m: spec.Basic.Recover) -> None:
+        if not m.requeue:
+            # RabbitMQ 3.x: basic.recover with requeue=false is not implemented.
+            raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
+        items = list(self.unacked.values())
+        self.unacked.clear()
+        # spec: recover-ok; RabbitMQ sends it before the redeliveries
+        self.send(spec.Basic.RecoverOk())
+        self._requeue(items)
+
+    # -- tx / confirm ---------------------------------------------------------------------------
+    def _tx_select(self, m: spec.Tx.Select) -> None:
+        if self.confirm:
+            raise precondition("cannot switch from confirm to tx mode")
+        self.tx = True
+        self.send(spec.Tx.SelectOk())
+
+    def _tx_commit(self, m: spec.Tx.Commit) -> None:
+        if not self.tx:
+            raise not_transactional()
+        broker = self.conn.broker
+        vh = self.vhost
+        publishes, self.tx_publishes = self.tx_publishes, []
+        acks, self.tx_acks = self.tx_acks, []
+        lsn = 0
+        for x, msg, mandatory in publishes:
+            if x.deleted:  # 001: "undefined" if entities change under a tx; we drop it
+                continue
+            routed, _accepted, q_lsn = broker.publish(vh, x, msg)
+            lsn = max(lsn, q_lsn)
+            if not routed and mandatory:
+                # 001 (>= 2.6): no_route basic.return is sent on commit, before commit-ok
+                self._send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
+        for kind, items in acks:
+            self._settle(kind, items)
+        # 001: "tx.commit-ok indicates that all transaction effects are visible and that
+        # the broker has accepted responsibility for all the messages" -> fsync first.
+        if lsn and not broker.is_durable(lsn):
+            self.conn.request_sync()
+        self.send(spec.Tx.CommitOk())
+
+    def _tx_rollback(self, m: spec.Tx.Rollback) -> None:
+        if not self.tx:
+            raise not_transactional()
+        self.tx_publishes.clear()
+        # acks/rejects are undone: the messages are unacked again (RabbitMQ keeps them on
+        # the channel, in delivery-tag order, and they may be acked later).
+        for _kind, items in self.tx_acks:
+            for u in items:
+                self.unacked[u.tag] = u
+        self.tx_acks.clear()
+        self.unacked = dict(sorted(self.unacked.items()))
+        self.send(spec.Tx.RollbackOk())
+
+    def _confirm_select(self, m: spec.Confirm.Select) -> None:
+        if self.tx:
+            raise precondition("cannot switch from tx to confirm mode")
+        self.confirm = True
+        if not m.nowait:
+            self.send(spec.Confirm.SelectOk())
