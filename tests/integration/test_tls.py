@@ -232,3 +232,38 @@ def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stra
         aio_pika_connect_kwargs(url.with_(frame_max=8192), 5.0)
     with pytest.raises(ValueError, match="pika cannot use SASL mechanism AMQPLAIN"):
         pika_parameters(url.with_(auth_mechanisms=("AMQPLAIN",)), 5.0)
+
+
+def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, certs: TLSFiles,
+                                                         stranger: TLSFiles) -> None:
+    """libs.py connects pika and aio-pika from the full URL; an untrusted certificate or a URL a
+    library cannot honour is a one-line ERROR (HarnessError), never a broker verdict."""
+    from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+    from conformance.verdicts import HarnessError
+
+    url = _tls_url(ref, certs)
+    with pika_session(str(url), 5.0) as conn:
+        assert conn.channel().queue_declare("", exclusive=True).method.queue
+
+    async def aio(u: URL) -> str:
+        c = await aio_pika_connect(u, 5.0)
+        try:
+            return (await (await c.channel()).declare_queue("", exclusive=True)).name
+        finally:
+            await c.close()
+
+    assert run_async(aio(url), 10.0, "aio-pika over amqps")
+    untrusted = url.with_(cacertfile=str(stranger.ca))
+    with pytest.raises(HarnessError) as info, pika_session(str(untrusted), 5.0, "pika over amqps"):
+        pass
+    assert "TLS with the broker failed: SSLCertVerificationError" in info.value.message
+    with pytest.raises(HarnessError) as info:
+        run_async(aio(untrusted), 10.0, "aio-pika over amqps")
+    assert "TLS with the broker failed: SSLCertVerificationError" in info.value.message
+    assert "\n" not in info.value.message
+    with pytest.raises(HarnessError, match="aio-pika cannot take channel_max/frame_max"):
+        run_async(aio(url.with_(frame_max=8192)), 10.0, "aio-pika over amqps")
+    # a TLS client on the plain port: the handshake fails, no frame was exchanged
+    plain_port = URL.parse(ref.url).port
+    with pytest.raises(HarnessError, match="TLS with the broker failed"):
+        run_async(aio(url.with_(port=plain_port)), 10.0, "aio-pika over amqps")
