@@ -5,6 +5,7 @@ to the TLS port and a TLS connection to the plain port."""
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shutil
@@ -124,6 +125,51 @@ def test_run_exits_4_with_one_line_for_an_untrusted_certificate(ref: EmbeddedBro
     assert done.returncode == 4, done.stdout + done.stderr
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "not accepted" in ln]
     assert len(lines) == 1 and "Traceback" not in done.stderr
+
+
+def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "run", "-n", "0", "--no-report", *argv],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles,
+                                           tmp_path: Path) -> None:
+    bare = str(URL.parse(ref.tls_url))  # no cacertfile: the system store does not trust the test CA
+    results = str(tmp_path / "results")
+    done = _run("--broker-url", bare, "--tls-ca", str(certs.ca), "--case", "connection.pika-*,connection.aio-*",
+                "--results", results)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for f in Path(results).glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert {r["verdict"] for r in rows} == {"PASS"} and len(rows) == 2
+    assert all("cacertfile" in r["extra"]["url"] for r in rows)
+    # the insecure switch as the environment twin of --amqp-tls-insecure
+    done = _run("--broker-url", bare, "--case", "connection.pika-*", "--results", results,
+                env={"AMQP_CONFORMANCE_TLS_INSECURE": "yes"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for argv, says in ((("--broker-url", bare, "--tls-ca", str(tmp_path / "missing.pem")), "no such file"),
+                       (("--broker-url", ref.url, "--tls-insecure"), "need an amqps:// broker URL"),
+                       (("--broker-url", bare, "--tls"), "for --broker-url give an amqps:// URL"),
+                       (("--broker", "local:garagemq", "--tls"), "--tls is available for reference and local:rabbitmq")):
+        done = _run(*argv, "--area", "connection", "--results", results)
+        assert done.returncode == 4, done.stdout + done.stderr
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if says in ln]
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    done = _run("--broker-url", bare, "--area", "connection", "--results", results,
+                env={"AMQP_CONFORMANCE_TLS_INSECURE": "maybe"})
+    assert done.returncode == 4 and "takes 1/0, true/false" in done.stderr, done.stdout + done.stderr
+
+
+def test_run_broker_reference_tls(tmp_path: Path) -> None:
+    """--broker reference --tls: the spawned broker listens with TLS, every client connects over
+    amqps (raw, pika, aio-pika), and the private restart brokers do too."""
+    results = tmp_path / "results"
+    done = _run("--broker", "reference", "--tls", "--case", "connection.pika-*,connection.aio-*,connection.unknown-vhost,"
+                "durability.aio-pika-*,durability.pika-*", "--results", str(results))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for f in results.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(rows) == 5 and {r["verdict"] for r in rows} == {"PASS"}, rows
+    assert all(r["extra"]["url"].startswith("amqps://") for r in rows)
 
 
 def test_broker_cli_tls_listener(certs: TLSFiles, tmp_path: Path) -> None:
