@@ -313,3 +313,25 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
     plain_port = URL.parse(ref.url).port
     with pytest.raises(HarnessError, match="TLS with the broker failed"):
         run_async(aio(url.with_(port=plain_port)), 10.0, "aio-pika over amqps")
+
+
+# -- the mutate proxy in front of a TLS-only broker --------------------------------------------
+
+
+def test_mutate_proxy_connects_upstream_over_tls(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
+    from conformance.mutate.proxy import FaultProxy, NoRedeliveredFlag
+
+    up = _tls_url(ref, certs)
+    with FaultProxy(up.host, up.port, NoRedeliveredFlag(), upstream_tls=up) as proxy:
+        _round_trip(proxy.url())  # the proxy listens plain; its upstream is the TLS listener
+        assert proxy.errors == []
+    untrusted = up.with_(cacertfile=str(stranger.ca))
+    with FaultProxy(up.host, up.port, upstream_tls=untrusted) as proxy:
+        with pytest.raises(Exception):  # noqa: B017 - the client only sees its connection end
+            RawConnection.open(proxy.url(), timeout=5.0)
+        assert proxy.errors and "is not accepted" in proxy.errors[0]
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "mutate", "--broker-url", str(untrusted),
+                           "--mutant", "*"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 3, done.stdout + done.stderr  # mutate's "the target could not be reached"
+    assert "is not accepted" in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
