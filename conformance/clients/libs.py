@@ -172,6 +172,8 @@ class Bound:
 
         * after the deadline, whatever the cut connection made the library raise → TIMEOUT;
         * a verdict the case body raised itself (Mismatch, CaseTimeout, …) → unchanged;
+        * TLS failing before any AMQP frame (our CA/certificate settings, a TLS client on a plain
+          port), or a certificate verification failure at any time → ERROR in one line;
         * a library timeout (aio-pika's ``timeout=``) → TIMEOUT;
         * a library exception caused by the broker's frames → Mismatch with the evidence;
         * the TCP connection to the broker refused → ERROR (local network, not the broker);
