@@ -52,6 +52,13 @@ def _run_parser() -> argparse.ArgumentParser:
                         "still running then is interrupted and recorded TIMEOUT with where it was stuck")
     p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
     p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
+    p.add_argument("--tls", action="store_true",
+                   help="--broker reference|local:rabbitmq listen with TLS (certificates made for the run) and "
+                        "the suite connects over amqps")
+    p.add_argument("--tls-ca", default=None, help="PEM CA bundle that verifies the broker's certificate")
+    p.add_argument("--tls-cert", default=None, help="PEM client certificate sent to the broker")
+    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    p.add_argument("--tls-insecure", action="store_true", help="do not verify the broker's certificate")
     p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
     p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
@@ -97,9 +104,11 @@ def run_main(argv: Sequence[str]) -> int:
     for name, value in (("broker", args.broker), ("broker-url", args.broker_url),
                         ("profile", args.profile), ("case-timeout", args.case_timeout),
                         ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
-                        ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule)):
+                        ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule),
+                        ("tls-ca", args.tls_ca), ("tls-cert", args.tls_cert), ("tls-key", args.tls_key)):
         if value is not None:
             pyargs += [f"--amqp-{name}", str(value)]
+    pyargs += [f"--amqp-{name}" for name, on in (("tls", args.tls), ("tls-insecure", args.tls_insecure)) if on]
     pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 import struct
 import threading
 import traceback
@@ -34,6 +35,8 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
+from conformance.clients.wire import URL, redact
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
 
 T = TypeVar("T")
@@ -56,6 +59,7 @@ class FrameTap:
     def __init__(self, label: str) -> None:
         self.label = label
         self.frames: deque[str] = deque(maxlen=RECENT_FRAMES)
+        self.connection_closes: list[Any] = []  # Connection.Close frames, for cases that check the code
         self._buf = b""
         self._broken = False
 
@@ -86,6 +90,8 @@ class FrameTap:
                 return
             chunk, self._buf = self._buf[: size + 8], self._buf[size + 8:]
             _n, channel, frm = pframe.unmarshal(chunk)
+            if getattr(frm, "name", "") == "Connection.Close":
+                self.connection_closes.append(frm)
             text = describe_frame(frm)
             if text:
                 self.frames.append(f"ch{channel} {text}")
@@ -166,6 +172,8 @@ class Bound:
 
         * after the deadline, whatever the cut connection made the library raise → TIMEOUT;
         * a verdict the case body raised itself (Mismatch, CaseTimeout, …) → unchanged;
+        * TLS failing before any AMQP frame (our CA/certificate settings, a TLS client on a plain
+          port), or a certificate verification failure at any time → ERROR in one line;
         * a library timeout (aio-pika's ``timeout=``) → TIMEOUT;
         * a library exception caused by the broker's frames → Mismatch with the evidence;
         * the TCP connection to the broker refused → ERROR (local network, not the broker);
@@ -179,6 +187,11 @@ class Bound:
                                         f"the connection was cut at the deadline ({type(exc).__name__})")
         if isinstance(exc, CaseOutcome):
             return exc
+        tls = tls_failure(exc)
+        if tls is not None and (isinstance(tls, ssl.SSLCertVerificationError) or not any(t.frames for t in self.taps)):
+            # Our TLS settings (CA, client certificate, a TLS client on a plain port) failed the
+            # handshake: no AMQP frame was exchanged, so there is no broker behaviour to judge.
+            return HarnessError(f"{self.what}: TLS with the broker failed: {exc_text(tls)}")
         if isinstance(exc, TimeoutError):
             return CaseTimeout(self.what, self.seconds, observed=f"{exc_text(exc)}; {self.evidence()}")
         if is_network_refusal(exc) and not any(t.frames for t in self.taps):
@@ -216,6 +229,11 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         yield e
         nested = [e.__cause__, e.__context__, *getattr(e, "args", ()), *(getattr(e, "exceptions", None) or ())]
         todo.extend(n for n in nested if isinstance(n, BaseException))
+
+
+def tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind ``exc`` (pika and aiormq wrap it in their connection errors), if any."""
+    return next((e for e in _chain(exc) if isinstance(e, ssl.SSLError)), None)
 
 
 def is_network_refusal(exc: BaseException) -> bool:
@@ -261,15 +279,12 @@ def is_broker_caused(exc: BaseException) -> bool:
 
 
 def _pika_params(url: str, timeout: float) -> Any:
-    import pika
-
-    params = pika.URLParameters(url)
-    params.socket_timeout = timeout
-    params.stack_timeout = timeout  # bounds the whole TCP + AMQP handshake
-    params.blocked_connection_timeout = timeout
-    params.connection_attempts = 1
-    params.heartbeat = 0
-    return params
+    """pika's parameters for ``url`` (TLS options included, every wait bounded by ``timeout``);
+    a URL pika cannot honour or a TLS file that cannot be loaded is the harness's error."""
+    try:
+        return pika_parameters(url, timeout)
+    except ValueError as exc:
+        raise HarnessError(f"pika cannot connect to {redact(url)}: {exc}") from exc
 
 
 def pika_connection(url: str, timeout: float) -> Any:
@@ -279,8 +294,10 @@ def pika_connection(url: str, timeout: float) -> Any:
 
     try:
         return pika.BlockingConnection(_pika_params(url, timeout))
-    except pex.AMQPConnectionError as exc:
-        raise HarnessError(f"pika could not connect: {exc!r}") from exc
+    except (pex.AMQPConnectionError, ssl.SSLError) as exc:  # pika lets a TLS handshake error through
+        tls = tls_failure(exc)
+        detail = f"TLS with the broker failed: {exc_text(tls)}" if tls is not None else repr(exc)
+        raise HarnessError(f"pika could not connect: {detail}") from exc
 
 
 class PikaBound:
@@ -368,6 +385,27 @@ def pika_version() -> str:
     import pika
 
     return str(pika.__version__)
+
+
+async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
+    """``aio_pika.connect`` to ``url`` as the raw client reaches it (amqps, TLS files, query
+    options: :func:`~conformance.clients.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
+    honour or a TLS file that cannot be loaded is the harness's error, not the broker's."""
+    import aio_pika
+
+    try:
+        kwargs = aio_pika_connect_kwargs(url, timeout)
+    except ValueError as exc:
+        raise HarnessError(f"aio-pika cannot connect to {redact(url)}: {exc}") from exc
+    return await aio_pika.connect(**kwargs)
+
+
+def received_connection_closes() -> list[Any]:
+    """The Connection.Close frames the connections of the running :func:`run_async` scenario
+    received (pamqp objects): how a case reads the code of a refusal aiormq only reports as text."""
+    loop = asyncio.get_running_loop()
+    bound = getattr(loop, "bound", None)
+    return [frm for tap in (bound.taps if isinstance(bound, Bound) else []) for frm in tap.connection_closes]
 
 
 def aio_pika_version() -> str:
@@ -471,7 +509,7 @@ async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: f
     """
     import aio_pika
 
-    conn = await aio_pika.connect(url, timeout=timeout)
+    conn = await aio_pika_connect(url, timeout)
     try:
         channel = await conn.channel()
         q = await channel.declare_queue(queue)

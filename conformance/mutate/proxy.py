@@ -20,6 +20,10 @@ from pamqp import frame as pframe
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
+from conformance.clients.handshake import connect
+from conformance.clients.wire import URL
+from conformance.verdicts import HarnessError
+
 Frame = tuple[int, Any]  # (channel, pamqp frame)
 
 # Frames a fault queues here (per connection) go to the client right after the frames it
@@ -199,10 +203,15 @@ def _encode(ch: int, f: Any) -> bytes:
 
 @dataclass
 class FaultProxy:
+    """Listens plain on ``host`` (a free port); each client connection gets its own upstream
+    connection, TLS-wrapped when ``upstream_tls`` (the broker's amqps:// URL, with its CA and
+    client certificate) is given, so a TLS-only broker can stand behind the proxy."""
+
     upstream_host: str
     upstream_port: int
     fault: Fault = field(default_factory=Fault)
     host: str = "127.0.0.1"
+    upstream_tls: URL | None = None
 
     def __post_init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -246,8 +255,10 @@ class FaultProxy:
                 return
             client.settimeout(None)
             try:
-                upstream = socket.create_connection((self.upstream_host, self.upstream_port), timeout=5)
-            except OSError:
+                upstream = self._connect_upstream()
+            except (OSError, HarnessError) as exc:
+                # the client sees its connection end; why is kept for the mutate report
+                self.errors.append(f"upstream connection: {exc}")
                 client.close()
                 continue
             upstream.settimeout(None)
@@ -256,6 +267,12 @@ class FaultProxy:
             lock = threading.Lock()
             threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
+
+    def _connect_upstream(self) -> socket.socket:
+        if self.upstream_tls is None:
+            return socket.create_connection((self.upstream_host, self.upstream_port), timeout=5)
+        # The TLS handshake runs in the accept thread: bounded (5 s), as the plain connect.
+        return connect(self.upstream_tls.with_(host=self.upstream_host, port=self.upstream_port), timeout=5)
 
     def _pump(self, src: socket.socket, dst: socket.socket, to_broker: bool, st: dict[str, Any],
               lock: threading.Lock) -> None:

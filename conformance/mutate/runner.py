@@ -29,8 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from conformance.clients.handshake import connect
+from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import Fault, FaultProxy
+from conformance.verdicts import HarnessError
 
 EXIT_SURVIVORS = 1
 EXIT_BAD_INPUT = 2
@@ -82,6 +85,7 @@ class Upstream:
     user: str
     password: str
     vhost: str
+    tls: URL | None = None  # the broker's amqps:// URL: the proxy connects to it with TLS
 
 
 @dataclass
@@ -108,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument("--broker", default=None,
                         help="the good broker behind the proxy: reference (default) | local:rabbitmq | local:garagemq")
     target.add_argument("--broker-url", default=None, help="a running broker behind the proxy: amqp://user:pass@host:port/")
+    p.add_argument("--tls", action="store_true",
+                   help="--broker reference|local:rabbitmq listen with TLS; the proxy connects to it over TLS "
+                        "(it listens plain itself)")
     p.add_argument("--mutant", action="append", default=[], help="only mutants whose id matches this glob (repeatable)")
     p.add_argument("--area", action="append", default=[],
                    help="only mutants observed by this area (scenario module) or of this category (repeatable)")
@@ -146,7 +153,8 @@ def main(argv: Sequence[str]) -> int:
 
     started = time.monotonic()
     try:
-        target = open_target(args.broker or "", args.broker_url, workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")))
+        target = open_target(args.broker or "", args.broker_url, workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")),
+                             tls=args.tls)
     except (TargetError, OSError, ValueError) as exc:
         _err(f"cannot start the target: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_TARGET
@@ -155,7 +163,13 @@ def main(argv: Sequence[str]) -> int:
     try:
         upstream = _upstream(target.url)
         try:
-            socket.create_connection((upstream.host, upstream.port), timeout=5).close()
+            if upstream.tls is not None:
+                connect(upstream.tls, timeout=5).close()  # TLS settings checked once, in one line
+            else:
+                socket.create_connection((upstream.host, upstream.port), timeout=5).close()
+        except HarnessError as exc:
+            _err(f"cannot reach the broker at {upstream.host}:{upstream.port}: {exc.message}")
+            return EXIT_TARGET
         except OSError as exc:
             _err(f"cannot reach the broker at {upstream.host}:{upstream.port}: {exc.strerror or exc}")
             return EXIT_TARGET
@@ -187,10 +201,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _upstream(url: str) -> Upstream:
-    from conformance.clients.raw import URL
-
     u = URL.parse(url)
-    return Upstream(u.host, u.port, u.user, u.password, u.vhost)
+    return Upstream(u.host, u.port, u.user, u.password, u.vhost, u if u.tls else None)
 
 
 def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: str, started: float) -> int:
@@ -255,7 +267,7 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
     up = session.upstream
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="amqpc-mut-run-") as tmp, \
-            FaultProxy(up.host, up.port, fault) as proxy:
+            FaultProxy(up.host, up.port, fault, upstream_tls=up.tls) as proxy:
         run_id = f"{session.session_id}-{mutant_id}"
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--no-header", "-rN",
                "--pyargs", *[f"conformance.scenarios.test_{a}" for a in areas],

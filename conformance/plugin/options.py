@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ class Option:
     default: str | None
     help: str
     alias: bool = True  # also accept the short, unprefixed ``--NAME`` (today's spelling)
+    switch: bool = False  # a flag without a value (its env twin and ini key take 1/0, true/false, yes/no)
 
     @property
     def flag(self) -> str:
@@ -58,6 +60,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("rule", "AMQP_CONFORMANCE_RULE", None,
            "only the cases that check a spec rule matching one of these comma separated globs "
            "(e.g. 'basic.ack/*,tx.*')"),
+    # TLS: no unprefixed aliases (--tls-* names are common enough to clash with other plugins).
+    Option("tls", "AMQP_CONFORMANCE_TLS", None,
+           "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
+           "(certificates made in the target's folder)", alias=False, switch=True),
+    Option("tls-ca", "AMQP_CONFORMANCE_TLS_CA", None,
+           "PEM CA bundle that verifies the broker's certificate (the URL's cacertfile=)", alias=False),
+    Option("tls-cert", "AMQP_CONFORMANCE_TLS_CERT", None,
+           "PEM client certificate sent to the broker (the URL's certfile=)", alias=False),
+    Option("tls-key", "AMQP_CONFORMANCE_TLS_KEY", None,
+           "PEM private key of --amqp-tls-cert (the URL's keyfile=)", alias=False),
+    Option("tls-insecure", "AMQP_CONFORMANCE_TLS_INSECURE", None,
+           "do not verify the broker's certificate (the URL's verify=verify_none)", alias=False, switch=True),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
@@ -67,8 +81,9 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         names = [opt.flag, f"--{opt.name}"] if opt.alias else [opt.flag]
         # default None: "not given here" must be told apart from a value (env, ini, default).
-        group.addoption(*names, action="store", dest=opt.dest, default=None,
-                        help=f"{opt.help} [env {opt.env}; ini {opt.dest}]")
+        kwargs: dict[str, Any] = {"action": "store_const", "const": "1"} if opt.switch else {"action": "store"}
+        group.addoption(*names, dest=opt.dest, default=None, help=f"{opt.help} [env {opt.env}; ini {opt.dest}]",
+                        **kwargs)
         parser.addini(opt.dest, f"{opt.help} (as --amqp-{opt.name})", default=None)
 
 
@@ -110,10 +125,36 @@ class Settings:
     case_globs: tuple[str, ...]
     rule_globs: tuple[str, ...]
     asked: bool  # an option or ini key named the suite (not only the environment)
+    tls: bool = False  # spawned targets listen with TLS; the suite connects over amqps
+    tls_ca: str | None = None  # absolute paths, folded into the target's URL (uri.with_tls_options)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_insecure: bool = False
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
     return tuple(g.strip() for g in (text or "").split(",") if g.strip())
+
+
+SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+                 "off": False}
+
+
+def _switch(config: pytest.Config, name: str) -> bool:
+    text = (option(config, name) or "0").strip().lower()
+    if text not in SWITCH_VALUES:
+        raise pytest.UsageError(f"--amqp-{name} ({BY_NAME[name].env}) takes 1/0, true/false, yes/no or on/off, "
+                                f"not {text!r}")
+    return SWITCH_VALUES[text]
+
+
+def _path(config: pytest.Config, name: str) -> str | None:
+    """A file option as an absolute path (xdist workers and targets may run elsewhere)."""
+    text = option(config, name)
+    if not text:
+        return None
+    path = Path(text).expanduser()
+    return str(path if path.is_absolute() else Path(config.invocation_params.dir) / path)
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -145,4 +186,6 @@ def read_settings(config: pytest.Config) -> Settings:
         results_dir=results, broker_kind=option(config, "broker") or "", broker_url=option(config, "broker-url"),
         restart_cmd=option(config, "restart-cmd"), case_globs=_globs(option(config, "case")),
         rule_globs=_globs(option(config, "rule")), asked=asked(config),
+        tls=_switch(config, "tls"), tls_ca=_path(config, "tls-ca"), tls_cert=_path(config, "tls-cert"),
+        tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
     )

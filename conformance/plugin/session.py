@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conformance.clients.uri import with_tls_options
 from conformance.plugin.options import Settings
 from conformance.probe import ProbeError, ServerInfo, probe
 from conformance.results import ResultsWriter, new_run_id
@@ -143,12 +144,23 @@ def start_target(state: SessionState) -> None:
         return
     settings = state.settings
     try:
-        target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd)
+        target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd,
+                             tls=settings.tls)
     except TargetError as exc:
         state.failed_to_start = (f"amqp-conformance: cannot start target {settings.broker_kind or 'reference'}: "
                                  f"{exc}")
         return
     state.target = target
+    try:
+        # --amqp-tls-ca/-cert/-key/-insecure become the URL's own options, so every client (raw,
+        # pika, aio-pika, probe, private brokers' URLs read from here) honours them alike.
+        target.url = with_tls_options(target.url, ca=settings.tls_ca, cert=settings.tls_cert, key=settings.tls_key,
+                                      insecure=settings.tls_insecure)
+    except ValueError as exc:
+        state.failed_to_start = f"amqp-conformance: {exc}"
+        target.close()
+        state.target = None
+        return
     try:
         state.server = probe(target.url, timeout=min(8.0, settings.case_timeout))
     except ProbeError as exc:

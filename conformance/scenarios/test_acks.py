@@ -469,12 +469,12 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
     import aio_pika
 
-    from conformance.clients.libs import run_async
+    from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> list[bytes]:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
             queue = await channel.declare_queue(q)

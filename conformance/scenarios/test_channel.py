@@ -18,7 +18,7 @@ from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import CaseTimeout
 
@@ -200,7 +200,7 @@ def test_aio_pika_close_one(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> bytes | None:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             a, b = await conn.channel(), await conn.channel()
             await a.close()

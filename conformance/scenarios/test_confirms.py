@@ -24,7 +24,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -540,7 +540,7 @@ def test_aio_pika_publish_acked(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def run() -> str:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel(publisher_confirms=True)
             await channel.declare_queue(q)

@@ -25,7 +25,7 @@ from pamqp import frame as pframe
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_channel_close
 from conformance.clients.handshake import Handshake
-from conformance.clients.libs import run_async
+from conformance.clients.libs import aio_pika_connect, run_async
 from conformance.clients.outcome import outcome
 from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -310,26 +310,24 @@ def test_close_stability(amqp, ctx, cleanup):
     expectation="raises an authentication / access-refused error (the connection is not opened)",
 )
 def test_pika_wrong_password(broker_url, ctx):
-    import pika
     from pika import exceptions as pex
 
-    u = URL.parse(broker_url)
-    params = pika.ConnectionParameters(host=u.host, port=u.port, virtual_host=u.vhost,
-                                       credentials=pika.PlainCredentials(u.user, "amqpc-wrong-password"),
-                                       socket_timeout=ctx.timeout, stack_timeout=ctx.timeout,
-                                       blocked_connection_timeout=ctx.timeout, connection_attempts=1,
-                                       heartbeat=0)
-    from conformance.clients.libs import pika_bound
+    from conformance.clients.libs import pika_bound, tls_failure
+
+    # The broker's URL (amqps and TLS files included) with only the password wrong.
+    wrong = str(URL.parse(broker_url).with_(password="amqpc-wrong-password"))
 
     # pika_bound closes a connection that wrongly opened, under a deadline of its own.
     with pika_bound(broker_url, ctx.timeout, "pika connect with a wrong password") as pb:
         try:
-            pb.connect(params=params)
+            pb.connect(wrong)
         except (pex.ProbableAuthenticationError, pex.AuthenticationError, pex.ProbableAccessDeniedError,
                 pex.ConnectionClosedByBroker) as exc:
             ctx.observe("raised", f"{type(exc).__name__}: {exc}")
             return
         except pex.AMQPConnectionError as exc:
+            if tls_failure(exc) is not None:
+                raise  # our TLS settings, not the broker: pika_bound makes it ERROR
             raise Mismatch("pika connect with a wrong password", expected="an authentication error",
                            observed=f"{type(exc).__name__}: {exc}") from exc
     raise Mismatch("pika connect with a wrong password", expected="an authentication error",
@@ -340,25 +338,36 @@ def test_pika_wrong_password(broker_url, ctx):
     "connection.aio-pika-unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
     client="aio-pika",
     description="aio-pika: connect() to a virtual host that does not exist",
-    expectation="connect raises (the connection is refused), it does not hang or open",
+    expectation="connect raises on the broker's connection.close (spec: 402 INVALID_PATH; RabbitMQ: 530 "
+                "NOT_ALLOWED); it does not hang or open",
+    expected={"spec": 402, "rabbitmq": 530},
+    expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
+                      "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"},
 )
 def test_aio_pika_unknown_vhost(broker_url, ctx):
-    import aio_pika
+    from aiormq import exceptions as aex
 
-    u = URL.parse(broker_url)
-    url = f"amqp://{u.user}:{u.password}@{u.host}:{u.port}/amqpc-no-such-vhost"
+    from conformance.clients.libs import received_connection_closes
 
-    async def scenario() -> str:
+    # The broker's URL (amqps and TLS files included) with only the vhost changed.
+    url = URL.parse(broker_url).with_(vhost="amqpc-no-such-vhost")
+
+    async def scenario() -> tuple[str, list[Any]]:
         try:
-            conn = await aio_pika.connect(url, timeout=ctx.timeout)
-        except TimeoutError:
-            raise  # silence is not a refusal: run_async makes it a TIMEOUT
-        except Exception as exc:  # noqa: BLE001 - any refusal is the expectation; its type is recorded
-            return f"refused: {type(exc).__name__}: {exc}"
+            conn = await aio_pika_connect(url, ctx.timeout)
+        except aex.AMQPError as exc:
+            # Only the library's reaction to the broker's frames is a refusal; a TLS or network
+            # failure propagates (run_async makes it ERROR, a silence TIMEOUT).
+            return f"refused: {type(exc).__name__}: {exc}", received_connection_closes()
         await conn.close()
-        return "opened"
+        return "opened", received_connection_closes()
 
-    got = run_async(scenario(), ctx.timeout * 2, "aio-pika connect to an unknown vhost")
+    got, closes = run_async(scenario(), ctx.timeout * 2, "aio-pika connect to an unknown vhost")
     ctx.observe("aio-pika", got)
     check(got.startswith("refused"), True, f"connect to an unknown vhost refused ({got[:120]})")
+    if not closes:
+        raise Mismatch("aio-pika connect to an unknown vhost", expected="a connection.close refusing the vhost",
+                       observed=f"no connection.close received ({got[:120]})")
+    ctx.observe("close", describe(closes[0]))
+    ctx.check_profile(closes[0].reply_code, "connection.close reply code")
 

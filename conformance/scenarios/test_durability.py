@@ -185,13 +185,13 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable) -> None:
 def test_aio_pika_persistent_survives(amqp, ctx, restartable) -> None:
     import aio_pika
 
-    from conformance.clients.libs import run_async
+    from conformance.clients.libs import aio_pika_connect, run_async
 
     url = restartable.url
     q = ctx.name("q")
 
     async def publish() -> None:
-        conn = await aio_pika.connect(url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(url, ctx.timeout)
         try:
             channel = await conn.channel(publisher_confirms=True)
             await channel.declare_queue(q, durable=True)
@@ -202,7 +202,7 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable) -> None:
             await conn.close()
 
     async def fetch() -> Any:
-        conn = await aio_pika.connect(url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(url, ctx.timeout)
         try:
             channel = await conn.channel()
             queue = await channel.declare_queue(q, durable=True)

@@ -12,7 +12,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import check, expect_channel_close, expect_connection_close
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import outcome
 from conformance.clients.raw import UnexpectedClose
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -161,7 +161,7 @@ def test_aio_pika_soft_error(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> tuple[str, bytes | None]:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             good = await conn.channel()
             bad = await conn.channel()

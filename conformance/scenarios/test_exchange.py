@@ -16,7 +16,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check, expect_channel_close
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import RawChannel
 from conformance.verdicts import Mismatch, Unsupported
@@ -362,11 +362,10 @@ def test_pika_fanout(broker_url, ctx, cleanup):
     expectation="raises ChannelNotFoundEntity (channel.close 404)",
 )
 def test_aio_pika_passive_missing(broker_url, ctx):
-    import aio_pika
     from aiormq import exceptions as aex
 
     async def scenario() -> str:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             ch = await conn.channel()
             try:

@@ -261,14 +261,13 @@ def test_pika_other_connection_locked(broker_url, ctx, cleanup) -> None:
                 "raises ChannelLockedResource (405)",
 )
 def test_aio_pika_server_named_locked(broker_url, ctx) -> None:
-    import aio_pika
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import run_async
+    from conformance.clients.libs import aio_pika_connect, run_async
 
     async def scenario() -> tuple[str, str]:
-        owner = await aio_pika.connect(broker_url, timeout=ctx.timeout)
-        other = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        owner = await aio_pika_connect(broker_url, ctx.timeout)
+        other = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             try:
                 queue = await (await owner.channel()).declare_queue(exclusive=True)

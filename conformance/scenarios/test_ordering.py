@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import body_list, drain, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -351,7 +351,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
         import aio_pika
         from aiormq.exceptions import AMQPError
 
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
             queue = await channel.declare_queue(q)

@@ -222,13 +222,13 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
 def test_aio_pika_set_qos(broker_url, ctx, cleanup) -> None:
     import aio_pika
 
-    from conformance.clients.libs import run_async
+    from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
     quiet = quiet_window(ctx.timeout)
 
     async def scenario() -> list[int]:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
             await channel.set_qos(prefetch_count=2)

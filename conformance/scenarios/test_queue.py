@@ -16,7 +16,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.verdicts import Mismatch
 
@@ -424,7 +424,7 @@ def test_aio_pika_purge(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> int:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             ch = await conn.channel(publisher_confirms=True)
             queue = await ch.declare_queue(q)

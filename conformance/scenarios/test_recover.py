@@ -19,7 +19,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_no_delivery
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, method_name, reply_name
 from conformance.clients.steps import publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -271,7 +271,7 @@ def test_aio_pika_recover(broker_url, ctx, cleanup):
         import aio_pika
         from aiormq.exceptions import AMQPError
 
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
             queue = await channel.declare_queue(q)

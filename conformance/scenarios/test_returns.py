@@ -214,12 +214,12 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
     import aio_pika
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import run_async
+    from conformance.clients.libs import aio_pika_connect, run_async
 
     key = ctx.name("no-queue")
 
     async def scenario() -> Any:
-        conn = await aio_pika.connect(broker_url, timeout=ctx.timeout)
+        conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel(on_return_raises=True)
             try:

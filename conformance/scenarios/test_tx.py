@@ -26,7 +26,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.libs import pika_session, run_async
+from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.profiles import load_table
@@ -473,7 +473,7 @@ def publish_aio_pika(env: Env) -> str:
     q = env.queue()
 
     async def run() -> list[bytes]:
-        conn = await aio_pika.connect(env.broker_url, timeout=env.ctx.timeout)
+        conn = await aio_pika_connect(env.broker_url, env.ctx.timeout)
         try:
             # publisher_confirms defaults to True in aio-pika, and a confirm channel cannot be
             # made transactional: ask for a plain channel.

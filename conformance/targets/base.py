@@ -10,7 +10,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from conformance.targets.tlscerts import TLSFiles
 
 SECOND_VHOST = "amqpc-second"
 
@@ -58,6 +61,15 @@ class Target:
                 fn()
             except Exception:  # noqa: BLE001 - shutting down: one failed cleanup must not skip the rest
                 pass
+
+
+@dataclass
+class TLSTarget(Target):
+    """A target whose ``url`` is its amqps:// listener (verified against ``tls.ca``); the
+    plain listener stays up at ``plain_url`` for the cases that compare the two."""
+
+    plain_url: str = ""
+    tls: TLSFiles | None = None  # tlscerts.TLSFiles
 
 
 def free_port(host: str = "127.0.0.1") -> int:

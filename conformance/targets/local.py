@@ -11,12 +11,18 @@ import shutil
 import subprocess
 import tempfile
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from conformance.targets.base import SECOND_VHOST, ProcessController, Target, TargetError, free_port
+from conformance.targets.base import (
+    SECOND_VHOST,
+    ProcessController,
+    Target,
+    TargetError,
+    TLSTarget,
+    free_port,
+)
 from conformance.targets.readiness import amqp_ready
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
@@ -30,15 +36,6 @@ def _find(binary: str, fallback: str | None, install_hint: str) -> str:
     if not found:
         raise TargetError(f"{binary} is not installed; {install_hint}")
     return found
-
-
-@dataclass
-class TLSTarget(Target):
-    """A target whose ``url`` is its amqps:// listener (verified against ``tls.ca``); the
-    plain listener stays up at ``plain_url`` for the cases that compare the two."""
-
-    plain_url: str = ""
-    tls: TLSFiles | None = None
 
 
 def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:

@@ -5,24 +5,49 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
-from conformance.targets.base import SECOND_VHOST, ProcessController, Target, free_port
+from conformance.targets.base import (
+    SECOND_VHOST,
+    ProcessController,
+    Target,
+    TargetError,
+    TLSTarget,
+    free_port,
+)
 from conformance.targets.readiness import amqp_ready
+from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 
-def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1") -> Target:
+def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
+    """The reference broker; with ``tls`` also its TLS listener (certificates made in the target's
+    folder, client certificates asked for but optional, as local:rabbitmq's listener) and the
+    returned :class:`TLSTarget`'s URL is the amqps:// one, verified against that CA."""
     base = Path(tempfile.mkdtemp(prefix="amqpc-ref-", dir=workdir))
     data = base / "data"
     data.mkdir()
     port = free_port(host)
-    url = f"amqp://guest:guest@{host}:{port}/"
+    plain_url = url = f"amqp://guest:guest@{host}:{port}/"
     users = base / "users.json"
     users.write_text(json.dumps({"users": {"guest": "guest"}, "vhosts": ["/", SECOND_VHOST]}))
     argv = [sys.executable, "-m", "conformance.broker", "--host", host, "--port", str(port),
             "--data-dir", str(data), "--users", str(users)]
+    files: TLSFiles | None = None
+    if tls:
+        try:
+            files = make_tls_files(base / "tls")
+        except ImportError as exc:
+            raise TargetError("a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'") from exc
+        tls_port = free_port(host)  # fixed for the target's life: a restart listens there again
+        argv += ["--tls-cert", str(files.server_cert), "--tls-key", str(files.server_key), "--tls-ca", str(files.ca),
+                 "--tls-port", str(tls_port)]
+        url = f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
     ctl = ProcessController(argv, host=host, port=port, log_path=base / "broker.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "reference broker"),
                             what="reference broker", stop_timeout=10, start_timeout=30)
     ctl.start()
-    return Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST)
+    if files is None:
+        return Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST)
+    return TLSTarget(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
+                     plain_url=plain_url, tls=files)

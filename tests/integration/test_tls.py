@@ -5,6 +5,7 @@ to the TLS port and a TLS connection to the plain port."""
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import shutil
@@ -126,6 +127,51 @@ def test_run_exits_4_with_one_line_for_an_untrusted_certificate(ref: EmbeddedBro
     assert len(lines) == 1 and "Traceback" not in done.stderr
 
 
+def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "run", "-n", "0", "--no-report", *argv],
+                          capture_output=True, text=True, timeout=180, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles,
+                                           tmp_path: Path) -> None:
+    bare = str(URL.parse(ref.tls_url))  # no cacertfile: the system store does not trust the test CA
+    results = str(tmp_path / "results")
+    done = _run("--broker-url", bare, "--tls-ca", str(certs.ca), "--case", "connection.pika-*,connection.aio-*",
+                "--results", results)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for f in Path(results).glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert {r["verdict"] for r in rows} == {"PASS"} and len(rows) == 2
+    assert all("cacertfile" in r["extra"]["url"] for r in rows)
+    # the insecure switch as the environment twin of --amqp-tls-insecure
+    done = _run("--broker-url", bare, "--case", "connection.pika-*", "--results", results,
+                env={"AMQP_CONFORMANCE_TLS_INSECURE": "yes"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for argv, says in ((("--broker-url", bare, "--tls-ca", str(tmp_path / "missing.pem")), "no such file"),
+                       (("--broker-url", ref.url, "--tls-insecure"), "need an amqps:// broker URL"),
+                       (("--broker-url", bare, "--tls"), "for --broker-url give an amqps:// URL"),
+                       (("--broker", "local:garagemq", "--tls"), "--tls is available for reference and local:rabbitmq")):
+        done = _run(*argv, "--area", "connection", "--results", results)
+        assert done.returncode == 4, done.stdout + done.stderr
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if says in ln]
+        assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    done = _run("--broker-url", bare, "--area", "connection", "--results", results,
+                env={"AMQP_CONFORMANCE_TLS_INSECURE": "maybe"})
+    assert done.returncode == 4 and "takes 1/0, true/false" in done.stderr, done.stdout + done.stderr
+
+
+def test_run_broker_reference_tls(tmp_path: Path) -> None:
+    """--broker reference --tls: the spawned broker listens with TLS, every client connects over
+    amqps (raw, pika, aio-pika), and the private restart brokers do too."""
+    results = tmp_path / "results"
+    done = _run("--broker", "reference", "--tls", "--case", "connection.pika-*,connection.aio-*,connection.unknown-vhost,"
+                "durability.aio-pika-*,durability.pika-*", "--results", str(results))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for f in results.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(rows) == 5 and {r["verdict"] for r in rows} == {"PASS"}, rows
+    assert all(r["extra"]["url"].startswith("amqps://") for r in rows)
+
+
 def test_broker_cli_tls_listener(certs: TLSFiles, tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "conformance.broker", "--port", "0", "--tls-port", "0", "--data-dir", str(tmp_path),
             "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key)]
@@ -232,3 +278,60 @@ def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stra
         aio_pika_connect_kwargs(url.with_(frame_max=8192), 5.0)
     with pytest.raises(ValueError, match="pika cannot use SASL mechanism AMQPLAIN"):
         pika_parameters(url.with_(auth_mechanisms=("AMQPLAIN",)), 5.0)
+
+
+def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, certs: TLSFiles,
+                                                         stranger: TLSFiles) -> None:
+    """libs.py connects pika and aio-pika from the full URL; an untrusted certificate or a URL a
+    library cannot honour is a one-line ERROR (HarnessError), never a broker verdict."""
+    from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+    from conformance.verdicts import HarnessError
+
+    url = _tls_url(ref, certs)
+    with pika_session(str(url), 5.0) as conn:
+        assert conn.channel().queue_declare("", exclusive=True).method.queue
+
+    async def aio(u: URL) -> str:
+        c = await aio_pika_connect(u, 5.0)
+        try:
+            return (await (await c.channel()).declare_queue("", exclusive=True)).name
+        finally:
+            await c.close()
+
+    assert run_async(aio(url), 10.0, "aio-pika over amqps")
+    untrusted = url.with_(cacertfile=str(stranger.ca))
+    with pytest.raises(HarnessError) as info, pika_session(str(untrusted), 5.0, "pika over amqps"):
+        pass
+    assert "TLS with the broker failed: SSLCertVerificationError" in info.value.message
+    with pytest.raises(HarnessError) as info:
+        run_async(aio(untrusted), 10.0, "aio-pika over amqps")
+    assert "TLS with the broker failed: SSLCertVerificationError" in info.value.message
+    assert "\n" not in info.value.message
+    with pytest.raises(HarnessError, match="aio-pika cannot take channel_max/frame_max"):
+        run_async(aio(url.with_(frame_max=8192)), 10.0, "aio-pika over amqps")
+    # a TLS client on the plain port: the handshake fails, no frame was exchanged
+    plain_port = URL.parse(ref.url).port
+    with pytest.raises(HarnessError, match="TLS with the broker failed"):
+        run_async(aio(url.with_(port=plain_port)), 10.0, "aio-pika over amqps")
+
+
+# -- the mutate proxy in front of a TLS-only broker --------------------------------------------
+
+
+def test_mutate_proxy_connects_upstream_over_tls(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
+    from conformance.mutate.proxy import FaultProxy, NoRedeliveredFlag
+
+    up = _tls_url(ref, certs)
+    with FaultProxy(up.host, up.port, NoRedeliveredFlag(), upstream_tls=up) as proxy:
+        _round_trip(proxy.url())  # the proxy listens plain; its upstream is the TLS listener
+        assert proxy.errors == []
+    untrusted = up.with_(cacertfile=str(stranger.ca))
+    with FaultProxy(up.host, up.port, upstream_tls=untrusted) as proxy:
+        with pytest.raises(Exception):  # noqa: B017 - the client only sees its connection end
+            RawConnection.open(proxy.url(), timeout=5.0)
+        assert proxy.errors and "is not accepted" in proxy.errors[0]
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "mutate", "--broker-url", str(untrusted),
+                           "--mutant", "*"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 3, done.stdout + done.stderr  # mutate's "the target could not be reached"
+    assert "is not accepted" in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 import time
 
@@ -70,6 +71,19 @@ def test_harness_faults_stay_errors(exc: Exception) -> None:
 def test_refused_tcp_connection_is_the_network_not_the_broker() -> None:
     exc = pex.AMQPConnectionError(ConnectionRefusedError(111, "Connection refused"))
     assert isinstance(Bound("connect", 2.0).translate(exc), HarnessError)
+
+
+def test_tls_failures_are_the_harness_not_the_broker() -> None:
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate")
+    # pika lets the ssl error itself through; aiormq wraps what connecting raised
+    for exc in (verify, aex.AMQPConnectionError(verify), pex.AMQPConnectionError(ssl.SSLError(1, "WRONG_VERSION_NUMBER"))):
+        out = Bound("connect", 2.0).translate(exc)
+        assert isinstance(out, HarnessError) and "TLS with the broker failed" in out.message, exc
+        assert "\n" not in out.message
+    # once AMQP frames were exchanged, a TLS stream the broker cut is the broker's behaviour
+    bound = Bound("consume", 2.0)
+    bound.tap("pika#1").feed(pframe.marshal(spec.Connection.Start(), 0))
+    assert isinstance(bound.translate(pex.StreamLostError(ssl.SSLEOFError(8, "EOF"))), Mismatch)
 
 
 def test_library_timeout_and_cut_connection_are_timeouts() -> None:
