@@ -141,6 +141,10 @@ def _close(ch: RawChannel, held: list[Event]) -> None:
     ch.close()
 
 
+def _close_connection(ch: RawChannel, held: list[Event]) -> None:
+    ch.conn.close()
+
+
 Requeue = Callable[[RawChannel, list[Event]], None]
 
 
@@ -180,6 +184,10 @@ REQUEUE_ROWS = [
                         "basic.cancel: 'This does not affect already delivered messages')",
                         extra_sources=[f"{R003}#consumer-cancellation"]),
           _close, True),
+    param(_requeue_case("connection-close", "closes the whole connection (the basic.get deliveries are "
+                        "requeued; the queue is read from another connection)",
+                        extra_sources=[f"{R003}#what-happens-to-unacknowledged-messages"]),
+          _close_connection, False),
 ]
 
 
@@ -212,6 +220,9 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
     expected = ["m0", "m2", "m3", "m5", "m6", "m7", "m8", "m9"]
     if requeue is _close:
         reader = conn.channel()
+        wait_ready(reader, q, len(expected), ctx.timeout)
+    elif requeue is _close_connection:
+        reader = amqp.channel()
         wait_ready(reader, q, len(expected), ctx.timeout)
     else:
         reader = ch  # basic.get on the requeueing channel is ordered after the requeue
