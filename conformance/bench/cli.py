@@ -55,6 +55,7 @@ def broker_parser() -> argparse.ArgumentParser:
     from conformance.bench.runner import SCENARIOS
 
     p = _Parser(
+        allow_abbrev=False,
         prog="amqp-conformance bench broker",
         description=("Measure brokers side by side: confirmed publish (transient, persistent), no-ack and "
                      "manual-ack consume, tx with one commit per message, confirm latency; ratios against "

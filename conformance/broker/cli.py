@@ -26,7 +26,7 @@ from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker")
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
     p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")

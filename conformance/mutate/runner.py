@@ -105,7 +105,7 @@ class Session:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="amqp-conformance mutate",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance mutate",
                                 description="Run the suite through injected broker faults (mutants) and report "
                                             "which cases kill each one.")
     target = p.add_mutually_exclusive_group()

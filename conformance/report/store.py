@@ -233,7 +233,7 @@ def ingest_main(argv: list[str]) -> int:
 
     from conformance.report.session import EnvironmentProblem
 
-    p = argparse.ArgumentParser(prog="amqp-conformance ingest",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance ingest",
                                 description="Append results runs to a Parquet results store, once per run id.")
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
     p.add_argument("--store", required=True, type=Path, help="the store folder (created if missing)")
