@@ -35,6 +35,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
+from conformance.clients import trace
 from conformance.clients.handshake import Handshake, HandshakeError, choose_mechanism, connect
 from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
     FRAME_END,
@@ -135,6 +136,9 @@ class RawConnection:
         self._closing = False
         self._stopped = threading.Event()  # set once the client drops the connection
         self.heartbeat = 0  # the negotiated interval (s); 0: none
+        # The running case's frame trace (evidence for its verdict), None outside a case.
+        self.trace = trace.current()
+        self.label = self.trace.connection("raw") if self.trace else ""
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -187,7 +191,7 @@ class RawConnection:
         """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
         deadline; then the reader thread takes over the socket (and, when a heartbeat was
         negotiated, a sender keeps the connection alive)."""
-        hs = Handshake(self.sock, self.url, self.timeout)
+        hs = Handshake(self.sock, self.url, self.timeout, label=self.label or None)
         start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
         props = client_properties if client_properties is not None else default_client_properties()
@@ -232,7 +236,17 @@ class RawConnection:
 
     # -- sending ------------------------------------------------------------------------------
 
+    def _traced(self, direction: str, channel: int, frm: Any) -> None:
+        if self.trace is not None:
+            self.trace.add_frame(self.label, direction, channel, frm)
+
     def send_bytes(self, data: bytes) -> None:
+        """Send bytes as they are (hand-made frames: traced as bytes, not decoded)."""
+        if self.trace is not None:
+            self.trace.add(self.label, trace.SENT, -1, f"bytes ({len(data)}) {data[:32].hex()}")
+        self._send(data)
+
+    def _send(self, data: bytes) -> None:
         with self._send_lock:
             try:
                 self.sock.sendall(data)
@@ -240,7 +254,8 @@ class RawConnection:
                 raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
 
     def send_frame(self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat) -> None:
-        self.send_bytes(pframe.marshal(frm, channel))
+        self._traced(trace.SENT, channel, frm)
+        self._send(pframe.marshal(frm, channel))
 
     def send_method(self, channel: int, method: Frame) -> None:
         if isinstance(method, spec.Channel.Open) and channel:
@@ -259,6 +274,7 @@ class RawConnection:
         with self._send_lock:
             if channel in self._closed_channels:
                 return False
+            self._traced(trace.SENT, channel, method)
             try:
                 self.sock.sendall(data)
             except OSError as exc:
@@ -283,11 +299,11 @@ class RawConnection:
     ) -> None:
         """A content-bearing method, its header and body frames, written in one send."""
         fmax = (frame_max or self.frame_max) - 8
-        frames = [pframe.marshal(method, channel),
-                  pframe.marshal(pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties()), channel)]
-        for i in range(0, len(body), max(fmax, 1)):
-            frames.append(pframe.marshal(ContentBody(body[i:i + fmax]), channel))
-        self.send_bytes(b"".join(frames))
+        parts: list[Any] = [method, pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties())]
+        parts += [ContentBody(body[i:i + fmax]) for i in range(0, len(body), max(fmax, 1))]
+        for part in parts:
+            self._traced(trace.SENT, channel, part)
+        self._send(b"".join(pframe.marshal(part, channel) for part in parts))
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -351,12 +367,15 @@ class RawConnection:
         except OSError as exc:
             reason = f"socket error: {exc}" if not self._closing else "closed by the client"
         finally:
+            if self.trace is not None:
+                self.trace.add(self.label, trace.RECEIVED, 0, f"socket closed ({reason})")
             with self._lock:
                 self.socket_closed = SocketClosed(reason, time.monotonic())
                 self._lock.notify_all()
 
     def _on_frame(self, channel: int, frm: Any, partial: dict[int, Any]) -> None:
         self.frames_received += 1
+        self._traced(trace.RECEIVED, channel, frm)
         if isinstance(frm, pheartbeat.Heartbeat):
             self.heartbeats_received += 1
             return
@@ -387,6 +406,7 @@ class RawConnection:
             # slip onto the wire after the close-ok (a method on a closed channel is a 504).
             with self._send_lock:
                 self._closed_channels.add(channel)
+                self._traced(trace.SENT, channel, spec.Channel.CloseOk())
                 try:
                     self.sock.sendall(pframe.marshal(spec.Channel.CloseOk(), channel))
                 except OSError:
