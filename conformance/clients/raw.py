@@ -482,9 +482,13 @@ class RawConnection:
 
     def channel(self, channel_id: int | None = None) -> RawChannel:
         """Open a channel (channel.open, wait for open-ok)."""
+        return self.channel_within(None, channel_id)
+
+    def channel_within(self, timeout: float | None, channel_id: int | None = None) -> RawChannel:
+        """Open a channel, waiting at most ``timeout`` (else the connection's) for open-ok."""
         cid = channel_id if channel_id is not None else next(self._next_channel)
         ch = RawChannel(self, cid)
-        ch.rpc(spec.Channel.Open())
+        ch.rpc(spec.Channel.Open(), timeout=timeout)
         return ch
 
     def wait_connection_close(self, *, timeout: float | None = None, what: str = "connection.close") -> Event | SocketClosed:
