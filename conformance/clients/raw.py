@@ -35,7 +35,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
-from conformance.clients import trace
+from conformance.clients import invariants, trace
 from conformance.clients.handshake import Handshake, HandshakeError, choose_mechanism, connect
 from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
     FRAME_END,
@@ -139,6 +139,9 @@ class RawConnection:
         # The running case's frame trace (evidence for its verdict), None outside a case.
         self.trace = trace.current()
         self.label = self.trace.connection("raw") if self.trace else ""
+        # The running case's wire invariant monitor (None outside a case).
+        case_monitor = invariants.current()
+        self.monitor = invariants.WireMonitor(case_monitor, self.label) if case_monitor else None
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -216,6 +219,8 @@ class RawConnection:
         if not isinstance(ok, spec.Connection.OpenOk):
             raise HandshakeError("vhost", hs.unexpected("connection.open-ok", ok))
         self._pending_handshake_bytes = hs.buf  # frames that came right after open-ok
+        if self.monitor is not None:
+            self.monitor.frame_max = self.frame_max
         self.sock.settimeout(None)
         self._inboxes[0] = _Inbox(threading.Condition(self._lock))
         self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
@@ -237,13 +242,21 @@ class RawConnection:
     # -- sending ------------------------------------------------------------------------------
 
     def _traced(self, direction: str, channel: int, frm: Any) -> None:
+        """Record a frame in the case's trace; one we send goes to the invariant monitor too,
+        before it is on the wire (so the broker's answer can never be seen first)."""
         if self.trace is not None:
             self.trace.add_frame(self.label, direction, channel, frm)
+        if direction == trace.SENT and self.monitor is not None:
+            self.monitor.sent(channel, frm)
 
     def send_bytes(self, data: bytes) -> None:
-        """Send bytes as they are (hand-made frames: traced as bytes, not decoded)."""
+        """Send bytes as they are (hand-made frames: traced as bytes; the monitor learns of the
+        whole frames among them that decode, e.g. a hand-made channel.open)."""
         if self.trace is not None:
             self.trace.add(self.label, trace.SENT, -1, f"bytes ({len(data)}) {data[:32].hex()}")
+        if self.monitor is not None:
+            for channel, frm in _decodable_frames(data):
+                self.monitor.sent(channel, frm)
         self._send(data)
 
     def _send(self, data: bytes) -> None:
@@ -357,6 +370,8 @@ class RawConnection:
                     except UnmarshalingException as exc:
                         reason = f"undecodable frame from the broker: {exc}"
                         raise _Stop from exc
+                    if self.monitor is not None:
+                        self.monitor.received(channel, frm, size)
                     self._on_frame(channel, frm, partial)
                 got = self._recv()
                 if not got:
@@ -542,6 +557,22 @@ class RawConnection:
 
 class _Stop(Exception):
     pass
+
+
+def _decodable_frames(data: bytes) -> list[tuple[int, Any]]:
+    """The whole frames at the start of ``data`` that decode (hand-made bytes may be anything)."""
+    out: list[tuple[int, Any]] = []
+    while len(data) >= 8:
+        size = struct.unpack(">I", data[3:7])[0]
+        if len(data) < size + 8:
+            break
+        try:
+            _n, channel, frm = pframe.unmarshal(data[: size + 8])
+        except Exception:  # noqa: BLE001 - hand-made bytes may be anything; the broker judges them
+            break
+        out.append((channel, frm))
+        data = data[size + 8:]
+    return out
 
 
 def default_client_properties() -> dict[str, Any]:

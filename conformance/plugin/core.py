@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, case_of
-from conformance.clients import trace
+from conformance.clients import invariants, trace
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import mark_allure_description
@@ -274,6 +274,7 @@ class ConformancePlugin:
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
         if case_of(item) is not None:
             trace.begin()  # every connection the case opens (fixtures too) records into it
+            invariants.begin()  # and is watched by the wire invariant monitor
         with self._bounded(item, "setup"):
             return (yield)
 
@@ -289,6 +290,7 @@ class ConformancePlugin:
                 return (yield)
         finally:
             trace.end()
+            invariants.end()
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -305,7 +307,9 @@ class ConformancePlugin:
                 self._after_timeout(c.id)
             return
         ctx = item.stash.get(CTX, None)
-        decision = decide(c, call.excinfo, ctx, call.when)
+        monitor = invariants.current()
+        violations = list(monitor.violations) if monitor is not None else []
+        decision = decide(c, call.excinfo, ctx, call.when, violations)
         if decision.verdict is Verdict.UNSUPPORTED:
             rep.outcome = "skipped"
             rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
@@ -324,6 +328,8 @@ class ConformancePlugin:
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)
+        if violations:
+            extra["invariants"] = sorted({v.invariant for v in violations})
         if decision.verdict is not Verdict.PASS:
             self._attach_trace(rep, extra)
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
