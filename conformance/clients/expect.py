@@ -12,6 +12,7 @@ of a TIMEOUT.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -108,11 +109,12 @@ def expect_connection_usable(conn: RawConnection, *, after: str, timeout: float 
     opens and answers a round trip (the spec's soft errors close the channel only; a broker that
     escalates to connection.close or goes silent breaks every other channel of the client)."""
     limit = conn.timeout if timeout is None else timeout
+    deadline = time.monotonic() + limit  # one deadline for the three round trips together
     expected = "a fresh channel on the same connection opens and answers a round trip"
     try:
         fresh = conn.channel_within(limit)
-        fresh.barrier(timeout=limit)
-        fresh.close(timeout=limit)
+        fresh.barrier(timeout=max(0.0, deadline - time.monotonic()))
+        fresh.close(timeout=max(0.0, deadline - time.monotonic()))
     except UnexpectedClose as exc:
         scope = "the connection" if not isinstance(exc.event, Event) or exc.event.channel == 0 else "the fresh channel"
         raise Mismatch("channel error scope", expected=f"after {after}: {expected}",
