@@ -182,7 +182,11 @@ def cases_main(argv: Sequence[str]) -> int:
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--area", default=None, help="only this area")
+    p.add_argument("--invariants", action="store_true",
+                   help="the wire invariants checked under every case (a violation makes the case FAIL)")
     args = p.parse_args(list(argv))
+    if args.invariants:
+        return _print_invariants(as_json=args.json)
     from conformance.cases import all_cases
 
     cases = [c for c in all_cases() if args.area in (None, c.area)]
@@ -196,6 +200,20 @@ def cases_main(argv: Sequence[str]) -> int:
         print(f"{c.id:<{width}}  {c.level.value:<9} {','.join(c.rules) or '-'}")
     areas = sorted({c.area for c in cases})
     print(f"{len(cases)} cases in {len(areas)} areas: {', '.join(areas)}")
+    return 0
+
+
+def _print_invariants(*, as_json: bool) -> int:
+    from dataclasses import asdict
+
+    from conformance.clients.invariants import INVARIANTS
+
+    if as_json:
+        print(json.dumps([asdict(i) for i in INVARIANTS], indent=1))
+        return 0
+    for i in INVARIANTS:
+        print(f"{i.id}\n    {i.text}\n    rule: {i.rule}")
+    print(f"{len(INVARIANTS)} wire invariants, checked on every raw-client frame of every case")
     return 0
 
 

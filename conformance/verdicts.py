@@ -9,6 +9,7 @@ blamed on the broker.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -168,6 +169,19 @@ class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined,misc]
 
 
 @dataclass(frozen=True)
+class InvariantViolation:
+    """A frame that broke a wire invariant (see ``conformance.clients.invariants``)."""
+
+    invariant: str  # its id, e.g. wire.delivery-tags-consecutive
+    text: str  # what always holds
+    rule: str  # the spec rule or document it comes from
+    detail: str  # what was seen, where
+
+    def describe(self) -> str:
+        return f"{self.invariant}: {self.detail}"
+
+
+@dataclass(frozen=True)
 class Decision:
     verdict: Verdict
     expected: str
@@ -187,14 +201,29 @@ def _harness_error(c: Case, exc: BaseException, phase: str) -> Decision:
 
 
 def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
-           phase: str = "call") -> Decision:
+           phase: str = "call", violations: Sequence[InvariantViolation] = ()) -> Decision:
     """Turn a case's outcome into its verdict. Pure: unit-tested on its own.
 
     A case that returns is PASS (INFORMATIONAL for INFO cases or when it recorded an
     observation). A raised :class:`CaseOutcome` carries its own verdict; a plain ``assert`` in
     the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
-    harness fault (ERROR): never blamed on the broker.
+    harness fault (ERROR): never blamed on the broker. A wire invariant the broker broke while
+    the case ran (``violations``) makes it FAIL whatever its body concluded: the frames prove
+    the deviation (a skipped case, UNSUPPORTED, keeps its verdict only if nothing was broken).
     """
+    decision = _decide(c, excinfo, ctx, phase)
+    if not violations:
+        return decision
+    first = violations[0]
+    more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+    case_said = f"; the case itself: {decision.verdict.value} {decision.message}" if decision.message else ""
+    return Decision(Verdict.FAIL, f"{first.invariant}: {first.text} [{first.rule}]",
+                    "; ".join(v.describe() for v in violations)[:1500],
+                    f"wire invariant {first.invariant} broken: {first.detail}{more}{case_said}"[:2000])
+
+
+def _decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
+            phase: str) -> Decision:
     expected_text = render(c.expected_for(ctx.profile)) if ctx and c.expected else c.expectation
     observed_text = render(ctx.observed) if ctx and ctx.observed else ""
     if excinfo is None:

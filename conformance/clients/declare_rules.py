@@ -55,8 +55,9 @@ def reserved_name(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
     """Declaring a new entity named ``amq.…`` (not passive) closes the channel with 403."""
     ch = amqp.channel()
     name = entity.register(cleanup, "amq." + ctx.name(entity.suffix))
-    ch.send(entity.declare(name))
-    expect_channel_close(ch, 403, what=f"declare of a new amq.* {entity.kind}")
+    declare = entity.declare(name)
+    ch.send(declare)
+    expect_channel_close(ch, 403, what=f"declare of a new amq.* {entity.kind}", method=type(declare))
 
 
 def name_syntax(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
@@ -84,8 +85,9 @@ def drop_bad_name(amqp: Any, bad: str, entity: Entity, timeout: float) -> None:
 def passive_missing(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
     """A passive declare of an entity that does not exist closes the channel with 404."""
     ch = amqp.channel()
-    ch.send(entity.declare(ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what=f"passive declare of a missing {entity.kind}")
+    declare = entity.declare(ctx.name("missing"), passive=True)
+    ch.send(declare)
+    expect_channel_close(ch, 404, what=f"passive declare of a missing {entity.kind}", method=type(declare))
 
 
 def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:

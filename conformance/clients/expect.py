@@ -12,11 +12,13 @@ of a TIMEOUT.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from pamqp import commands as spec
+from pamqp.base import Frame
 
 from conformance.clients.confirms import settle_all
 from conformance.clients.raw import (
@@ -60,8 +62,17 @@ def check(observed: Any, expected: Any, what: str) -> None:
 
 
 def expect_channel_close(ch: RawChannel, code: int, *, what: str = "", probe: bool = True,
-                         timeout: float | None = None) -> Event:
-    """The broker closes ``ch`` with ``code`` (a soft error)."""
+                         timeout: float | None = None, method: type[Frame] | None = None,
+                         scope: bool = True) -> Event:
+    """The broker closes ``ch`` with ``code`` (a soft error).
+
+    ``method``: the method class that provoked the error, when the scenario determines it; the
+    close must name it in its class-id and method-id (amqp0-9-1.xml, channel.close: "when a close
+    is due to an exception, the sender provides the class and method id of the method which
+    caused the exception"). ``scope``: a channel error ends that channel only, so the same
+    connection must still open a fresh channel and answer a round trip on it
+    (:func:`expect_connection_usable`); off only where the scenario itself ends the connection.
+    """
     expected = f"channel.close {reply_name(code)}" + (f" ({what})" if what else "")
     ev = _await_close(ch, expected, probe=probe, timeout=timeout)
     if isinstance(ev, SocketClosed):
@@ -71,8 +82,48 @@ def expect_channel_close(ch: RawChannel, code: int, *, what: str = "", probe: bo
                        observed=f"connection closed instead: {ev.describe()}")
     if ev.method.reply_code != code:
         raise Mismatch(what or "channel close reply code", expected=expected, observed=ev.describe())
+    if method is not None:
+        _expect_failing_method(ev, method, expected)
+    if scope:
+        expect_connection_usable(ch.conn, after=ev.describe(), timeout=timeout)
     record(what or "channel close", ev.describe())
     return ev
+
+
+def method_ids(method: type[Frame]) -> tuple[int, int]:
+    """The (class-id, method-id) pair of a method class (pamqp keeps both in ``index``)."""
+    return method.index >> 16, method.index & 0xFFFF
+
+
+def _expect_failing_method(ev: Event, method: type[Frame], expected: str) -> None:
+    class_id, method_id = method_ids(method)
+    got = (int(ev.method.class_id), int(ev.method.method_id))
+    if got != (class_id, method_id):
+        raise Mismatch("the close's class-id and method-id (the method that caused it)",
+                       expected=f"{expected} naming {method_name(method)} (class {class_id}, method {method_id})",
+                       observed=ev.describe())
+
+
+def expect_connection_usable(conn: RawConnection, *, after: str, timeout: float | None = None) -> None:
+    """After a channel error, the connection and its other channels carry on: a fresh channel
+    opens and answers a round trip (the spec's soft errors close the channel only; a broker that
+    escalates to connection.close or goes silent breaks every other channel of the client)."""
+    limit = conn.timeout if timeout is None else timeout
+    deadline = time.monotonic() + limit  # one deadline for the three round trips together
+    expected = "a fresh channel on the same connection opens and answers a round trip"
+    try:
+        fresh = conn.channel_within(limit)
+        fresh.barrier(timeout=max(0.0, deadline - time.monotonic()))
+        fresh.close(timeout=max(0.0, deadline - time.monotonic()))
+    except UnexpectedClose as exc:
+        scope = "the connection" if not isinstance(exc.event, Event) or exc.event.channel == 0 else "the fresh channel"
+        raise Mismatch("channel error scope", expected=f"after {after}: {expected}",
+                       observed=f"channel error escalated to {scope}: {exc.event.describe()}") from exc
+    except CaseTimeout as exc:
+        raise Mismatch("channel error scope", expected=f"after {after}: {expected}",
+                       observed=f"the connection went silent after the channel error: no {exc.waiting_for} "
+                                f"within {limit:.1f}s") from exc
+    record("channel error scope", "the connection carried on: a fresh channel opened and answered")
 
 
 def expect_connection_close(conn: RawConnection, code: int, *, what: str = "",

@@ -20,6 +20,7 @@ from pamqp import frame as pframe
 from pamqp import heartbeat as pheartbeat
 from pamqp.exceptions import UnmarshalingException
 
+from conformance.clients import trace
 from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
 
@@ -112,12 +113,15 @@ TLS_ALERT = bytes((21, 3))
 class Handshake:
     """A plain socket with deadline-bounded reads: bytes in, frames out, and how it ended."""
 
-    def __init__(self, sock: socket.socket, url: URL, timeout: float) -> None:
+    def __init__(self, sock: socket.socket, url: URL, timeout: float, *, label: str | None = None) -> None:
         self.sock = sock
         self.url = url
         self.timeout = timeout
         self.buf = b""
         self.ended: str | None = None  # "closed" | "reset" | "socket error: …" once the socket ended
+        # The running case's frame trace (evidence); a raw connection passes its own label.
+        self.trace = trace.current()
+        self.label = label or (self.trace.connection("handshake") if self.trace else "")
 
     @classmethod
     def open(cls, url: str | URL, timeout: float) -> Handshake:
@@ -133,6 +137,8 @@ class Handshake:
             self.ended = self.ended or f"send failed: {exc}"
 
     def send_method(self, method: Any, channel: int = 0) -> None:
+        if self.trace is not None:
+            self.trace.add_frame(self.label, trace.SENT, channel, method)
         self.send(pframe.marshal(method, channel))
 
     def read(self, within: float) -> None:
@@ -168,16 +174,20 @@ class Handshake:
         until = time.monotonic() + self.timeout if deadline is None else deadline
         while True:
             if self.buf.startswith(b"AMQP") and len(self.buf) >= len(PROTOCOL_HEADER):
+                if self.trace is not None:
+                    self.trace.add(self.label, trace.RECEIVED, 0, f"protocol header {self.buf[:8]!r}")
                 raise HandshakeError("header", f"broker answered with protocol header {self.buf[:8]!r}")
             if self.buf.startswith(TLS_ALERT) and not self.url.tls:
                 raise HandshakeError("tls", f"{self.url.host}:{self.url.port} answered the plain protocol header "
                                             "with a TLS alert: it is a TLS port (use amqps://)")
             while self.buf:
                 try:
-                    n, _ch, frm = pframe.unmarshal(self.buf)
+                    n, ch, frm = pframe.unmarshal(self.buf)
                 except UnmarshalingException:
                     break
                 self.buf = self.buf[n:]
+                if self.trace is not None:
+                    self.trace.add_frame(self.label, trace.RECEIVED, ch, frm)
                 if not isinstance(frm, pheartbeat.Heartbeat):
                     return frm
             if self.ended is not None:
@@ -217,6 +227,8 @@ class Handshake:
 
     def start(self, *, deadline: float | None = None) -> spec.Connection.Start:
         """Send the protocol header; the broker's connection.start (HandshakeError otherwise)."""
+        if self.trace is not None:
+            self.trace.add(self.label, trace.SENT, 0, f"protocol header {PROTOCOL_HEADER!r}")
         self.send(PROTOCOL_HEADER)
         frm = self.next_frame("connection.start", deadline=deadline)
         if not isinstance(frm, spec.Connection.Start):

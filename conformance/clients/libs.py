@@ -35,6 +35,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from conformance.clients import trace
 from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
 from conformance.clients.wire import URL, redact
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
@@ -59,6 +60,8 @@ class FrameTap:
     def __init__(self, label: str) -> None:
         self.label = label
         self.frames: deque[str] = deque(maxlen=RECENT_FRAMES)
+        # The running case's frame trace: every frame received, not only the last methods.
+        self.trace = trace.current()
         self.connection_closes: list[Any] = []  # Connection.Close frames, for cases that check the code
         self._buf = b""
         self._broken = False
@@ -90,6 +93,8 @@ class FrameTap:
                 return
             chunk, self._buf = self._buf[: size + 8], self._buf[size + 8:]
             _n, channel, frm = pframe.unmarshal(chunk)
+            if self.trace is not None:
+                self.trace.add_frame(self.label, trace.RECEIVED, channel, frm)
             if getattr(frm, "name", "") == "Connection.Close":
                 self.connection_closes.append(frm)
             text = describe_frame(frm)

@@ -35,6 +35,7 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
+from conformance.clients import invariants, trace
 from conformance.clients.handshake import Handshake, HandshakeError, choose_mechanism, connect
 from conformance.clients.wire import (  # noqa: F401 - URL, redact and the names are re-exported
     FRAME_END,
@@ -135,6 +136,12 @@ class RawConnection:
         self._closing = False
         self._stopped = threading.Event()  # set once the client drops the connection
         self.heartbeat = 0  # the negotiated interval (s); 0: none
+        # The running case's frame trace (evidence for its verdict), None outside a case.
+        self.trace = trace.current()
+        self.label = self.trace.connection("raw") if self.trace else ""
+        # The running case's wire invariant monitor (None outside a case).
+        case_monitor = invariants.current()
+        self.monitor = invariants.WireMonitor(case_monitor, self.label) if case_monitor else None
 
     # -- connecting ---------------------------------------------------------------------------
 
@@ -187,7 +194,7 @@ class RawConnection:
         """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
         deadline; then the reader thread takes over the socket (and, when a heartbeat was
         negotiated, a sender keeps the connection alive)."""
-        hs = Handshake(self.sock, self.url, self.timeout)
+        hs = Handshake(self.sock, self.url, self.timeout, label=self.label or None)
         start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
         props = client_properties if client_properties is not None else default_client_properties()
@@ -212,6 +219,8 @@ class RawConnection:
         if not isinstance(ok, spec.Connection.OpenOk):
             raise HandshakeError("vhost", hs.unexpected("connection.open-ok", ok))
         self._pending_handshake_bytes = hs.buf  # frames that came right after open-ok
+        if self.monitor is not None:
+            self.monitor.frame_max = self.frame_max
         self.sock.settimeout(None)
         self._inboxes[0] = _Inbox(threading.Condition(self._lock))
         self._reader = threading.Thread(target=self._read_loop, name="raw-amqp-reader", daemon=True)
@@ -232,7 +241,25 @@ class RawConnection:
 
     # -- sending ------------------------------------------------------------------------------
 
+    def _traced(self, direction: str, channel: int, frm: Any) -> None:
+        """Record a frame in the case's trace; one we send goes to the invariant monitor too,
+        before it is on the wire (so the broker's answer can never be seen first)."""
+        if self.trace is not None:
+            self.trace.add_frame(self.label, direction, channel, frm)
+        if direction == trace.SENT and self.monitor is not None:
+            self.monitor.sent(channel, frm)
+
     def send_bytes(self, data: bytes) -> None:
+        """Send bytes as they are (hand-made frames: traced as bytes; the monitor learns of the
+        whole frames among them that decode, e.g. a hand-made channel.open)."""
+        if self.trace is not None:
+            self.trace.add(self.label, trace.SENT, -1, f"bytes ({len(data)}) {data[:32].hex()}")
+        if self.monitor is not None:
+            for channel, frm in _decodable_frames(data):
+                self.monitor.sent(channel, frm)
+        self._send(data)
+
+    def _send(self, data: bytes) -> None:
         with self._send_lock:
             try:
                 self.sock.sendall(data)
@@ -240,7 +267,8 @@ class RawConnection:
                 raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
 
     def send_frame(self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat) -> None:
-        self.send_bytes(pframe.marshal(frm, channel))
+        self._traced(trace.SENT, channel, frm)
+        self._send(pframe.marshal(frm, channel))
 
     def send_method(self, channel: int, method: Frame) -> None:
         if isinstance(method, spec.Channel.Open) and channel:
@@ -259,6 +287,7 @@ class RawConnection:
         with self._send_lock:
             if channel in self._closed_channels:
                 return False
+            self._traced(trace.SENT, channel, method)
             try:
                 self.sock.sendall(data)
             except OSError as exc:
@@ -283,11 +312,11 @@ class RawConnection:
     ) -> None:
         """A content-bearing method, its header and body frames, written in one send."""
         fmax = (frame_max or self.frame_max) - 8
-        frames = [pframe.marshal(method, channel),
-                  pframe.marshal(pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties()), channel)]
-        for i in range(0, len(body), max(fmax, 1)):
-            frames.append(pframe.marshal(ContentBody(body[i:i + fmax]), channel))
-        self.send_bytes(b"".join(frames))
+        parts: list[Any] = [method, pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties())]
+        parts += [ContentBody(body[i:i + fmax]) for i in range(0, len(body), max(fmax, 1))]
+        for part in parts:
+            self._traced(trace.SENT, channel, part)
+        self._send(b"".join(pframe.marshal(part, channel) for part in parts))
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -341,6 +370,8 @@ class RawConnection:
                     except UnmarshalingException as exc:
                         reason = f"undecodable frame from the broker: {exc}"
                         raise _Stop from exc
+                    if self.monitor is not None:
+                        self.monitor.received(channel, frm, size)
                     self._on_frame(channel, frm, partial)
                 got = self._recv()
                 if not got:
@@ -351,12 +382,15 @@ class RawConnection:
         except OSError as exc:
             reason = f"socket error: {exc}" if not self._closing else "closed by the client"
         finally:
+            if self.trace is not None:
+                self.trace.add(self.label, trace.RECEIVED, 0, f"socket closed ({reason})")
             with self._lock:
                 self.socket_closed = SocketClosed(reason, time.monotonic())
                 self._lock.notify_all()
 
     def _on_frame(self, channel: int, frm: Any, partial: dict[int, Any]) -> None:
         self.frames_received += 1
+        self._traced(trace.RECEIVED, channel, frm)
         if isinstance(frm, pheartbeat.Heartbeat):
             self.heartbeats_received += 1
             return
@@ -387,6 +421,7 @@ class RawConnection:
             # slip onto the wire after the close-ok (a method on a closed channel is a 504).
             with self._send_lock:
                 self._closed_channels.add(channel)
+                self._traced(trace.SENT, channel, spec.Channel.CloseOk())
                 try:
                     self.sock.sendall(pframe.marshal(spec.Channel.CloseOk(), channel))
                 except OSError:
@@ -462,9 +497,13 @@ class RawConnection:
 
     def channel(self, channel_id: int | None = None) -> RawChannel:
         """Open a channel (channel.open, wait for open-ok)."""
+        return self.channel_within(None, channel_id)
+
+    def channel_within(self, timeout: float | None, channel_id: int | None = None) -> RawChannel:
+        """Open a channel, waiting at most ``timeout`` (else the connection's) for open-ok."""
         cid = channel_id if channel_id is not None else next(self._next_channel)
         ch = RawChannel(self, cid)
-        ch.rpc(spec.Channel.Open())
+        ch.rpc(spec.Channel.Open(), timeout=timeout)
         return ch
 
     def wait_connection_close(self, *, timeout: float | None = None, what: str = "connection.close") -> Event | SocketClosed:
@@ -518,6 +557,22 @@ class RawConnection:
 
 class _Stop(Exception):
     pass
+
+
+def _decodable_frames(data: bytes) -> list[tuple[int, Any]]:
+    """The whole frames at the start of ``data`` that decode (hand-made bytes may be anything)."""
+    out: list[tuple[int, Any]] = []
+    while len(data) >= 8:
+        size = struct.unpack(">I", data[3:7])[0]
+        if len(data) < size + 8:
+            break
+        try:
+            _n, channel, frm = pframe.unmarshal(data[: size + 8])
+        except Exception:  # noqa: BLE001 - hand-made bytes may be anything; the broker judges them
+            break
+        out.append((channel, frm))
+        data = data[size + 8:]
+    return out
 
 
 def default_client_properties() -> dict[str, Any]:

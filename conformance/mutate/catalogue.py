@@ -214,6 +214,12 @@ CATALOGUE: tuple[Mutant, ...] = (
     M("errors.channel-error-escalated", "a channel error closes the whole connection (same reply code)",
       "channel.close/stability + the spec's soft-error definition (channel exceptions close the channel)",
       ("errors",), f.EscalateChannelClose),
+    M("errors.channel-error-then-connection-close", "a channel error is reported with channel.close, then the "
+      "connection is closed too (504)", "the spec's soft-error definition (a channel exception closes the "
+      "channel only) + channel.close/stability", ("errors", "acks"), lambda: f.CloseThenEscalate()),
+    M("errors.channel-error-silences-connection", "after a channel error the connection goes silent (nothing "
+      "more reaches the client)", "the spec's soft-error definition (the connection carries on)",
+      ("errors", "acks"), lambda: f.CloseThenEscalate(silent=True)),
     M("errors.channel-close-method-zeroed", "channel.close names class 0 / method 0 instead of the failing method",
       "field:channel.close.class-id / method-id", ("errors",),
       lambda: f.Rewrite("close-ids", spec.Channel.Close, lambda m: {"class_id": 0, "method_id": 0})),

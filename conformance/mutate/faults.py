@@ -266,6 +266,33 @@ class EscalateChannelClose(Tracking):
         return [(channel, frm)]
 
 
+class CloseThenEscalate(Tracking):
+    """A channel error is reported correctly, then the broker ends the whole connection anyway
+    (connection.close 504 right after the channel.close); or, with ``silent``, the connection goes
+    silent instead: nothing the broker sends after the channel.close reaches the client."""
+
+    def __init__(self, silent: bool = False) -> None:
+        self.silent = silent
+        self.name = "silent-after-channel-error" if silent else "close-then-escalate"
+
+    def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if st.get("escalated"):
+            return []
+        if isinstance(frm, spec.Channel.Close) and channel:
+            st["escalated"] = True
+            if self.silent:
+                return [(channel, frm)]
+            return [(channel, frm), (0, spec.Connection.Close(
+                reply_code=504, reply_text="CHANNEL_ERROR - escalated by the mutant",
+                class_id=frm.class_id, method_id=frm.method_id))]
+        return [(channel, frm)]
+
+    def broker_frame(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if st.get("escalated") and not self.silent:
+            return []  # the client believes the connection is closing; the broker never hears more
+        return [(channel, frm)]
+
+
 class ConsistentTags(Tracking):
     """Server-generated consumer tags are renamed, consistently in both directions."""
 

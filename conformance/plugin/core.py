@@ -6,6 +6,7 @@ import fnmatch
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, case_of
+from conformance.clients import invariants, trace
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import mark_allure_description
@@ -42,6 +44,7 @@ from conformance.results import merge_parts, recorded_case_ids
 from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 
 VERDICT_KEY = "verdict"
+TRACE_KEY = "frame_trace"  # a report's user property carrying the trace text to JUnit (not a JUnit property)
 DEADLINE = pytest.StashKey[float]()
 WAIT_TICK_S = 0.2
 THREAD_JOIN_S = 2.0
@@ -269,6 +272,9 @@ class ConformancePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
+        if case_of(item) is not None:
+            trace.begin()  # every connection the case opens (fixtures too) records into it
+            invariants.begin()  # and is watched by the wire invariant monitor
         with self._bounded(item, "setup"):
             return (yield)
 
@@ -279,8 +285,12 @@ class ConformancePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-        with self._bounded(item, "teardown"):
-            return (yield)
+        try:
+            with self._bounded(item, "teardown"):
+                return (yield)
+        finally:
+            trace.end()
+            invariants.end()
 
     # -- verdicts --------------------------------------------------------------------------------
 
@@ -297,7 +307,9 @@ class ConformancePlugin:
                 self._after_timeout(c.id)
             return
         ctx = item.stash.get(CTX, None)
-        decision = decide(c, call.excinfo, ctx, call.when)
+        monitor = invariants.current()
+        violations = list(monitor.violations) if monitor is not None else []
+        decision = decide(c, call.excinfo, ctx, call.when, violations)
         if decision.verdict is Verdict.UNSUPPORTED:
             rep.outcome = "skipped"
             rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
@@ -316,10 +328,32 @@ class ConformancePlugin:
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)
+        if violations:
+            extra["invariants"] = sorted({v.invariant for v in violations})
+        if decision.verdict is not Verdict.PASS:
+            self._attach_trace(rep, extra)
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
                      extra)
         if decision.verdict is Verdict.TIMEOUT:
             self._after_timeout(c.id)
+
+    @staticmethod
+    def _attach_trace(rep: pytest.TestReport, extra: dict[str, Any]) -> None:
+        """The case's frame trace as evidence of a non-PASS verdict: in the record (``extra.trace``,
+        a list of frames the report's drill-down renders), for JUnit (system-out, written by
+        :meth:`_junit_names` from the report, which xdist carries to the controller) and for allure
+        (an attachment). PASS records carry none (size)."""
+        frames = trace.current()
+        if frames is None:
+            return
+        extra["trace"] = frames.entries()
+        text = frames.text()
+        rep.user_properties.append((TRACE_KEY, text))
+        try:
+            import allure
+        except ImportError:
+            return
+        allure.attach(text, name="frame trace", attachment_type=allure.attachment_type.TEXT)
 
     def pytest_report_teststatus(self, report: pytest.TestReport,
                                  config: pytest.Config) -> tuple[str, str, str] | None:
@@ -349,6 +383,14 @@ class ConformancePlugin:
         reporter = xml.node_reporter(report)
         reporter.add_attribute("name", case_id)
         reporter.add_attribute("classname", area)
+        text = dict(report.user_properties).get(TRACE_KEY)
+        if text:
+            # The frame trace as the test case's system-out (JUnit's place for evidence text).
+            from _pytest.junitxml import bin_xml_escape
+
+            node = ET.Element("system-out")
+            node.text = bin_xml_escape(f"frame trace (last {trace.MAX_FRAMES} frames)\n{text}")
+            reporter.append(node)
 
     # -- the end ---------------------------------------------------------------------------------
 

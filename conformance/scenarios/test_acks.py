@@ -114,7 +114,7 @@ def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
     if ev is None:
         raise CaseTimeout("basic.get-ok for the published message", ctx.timeout, observed="basic.get-empty")
     b.ack(int(ev.method.delivery_tag))
-    expect_channel_close(b, 406, what="ack of channel A's tag on channel B")
+    expect_channel_close(b, 406, what="ack of channel A's tag on channel B", method=spec.Basic.Ack)
 
 
 # -- ack / auto-ack / requeue on close ---------------------------------------------------------
@@ -247,7 +247,7 @@ def test_double_ack(declared_queue, ctx) -> None:
     tag = int(ch.next_delivery().method.delivery_tag)
     ch.ack(tag)
     ch.ack(tag)
-    expect_channel_close(ch, 406, what="second ack of the same tag")
+    expect_channel_close(ch, 406, what="second ack of the same tag", method=spec.Basic.Ack)
 
 
 @case(
@@ -263,7 +263,7 @@ def test_unknown_tag(declared_queue, ctx) -> None:
     ch.consume(q)
     ch.next_delivery()
     ch.ack(7)
-    expect_channel_close(ch, 406, what="ack of a tag never delivered")
+    expect_channel_close(ch, 406, what="ack of a tag never delivered", method=spec.Basic.Ack)
 
 
 # -- get ------------------------------------------------------------------------------------------

@@ -435,7 +435,7 @@ def test_confirm_on_tx_channel(amqp, ctx):
                        observed="no tx.select-ok: a probe sent after it was answered first")
     ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")
     ch.send(spec.Confirm.Select())
-    expect_channel_close(ch, 406, what="confirm.select on a tx channel")
+    expect_channel_close(ch, 406, what="confirm.select on a tx channel", method=spec.Confirm.Select)
 
 
 @case(
@@ -450,7 +450,7 @@ def test_confirm_on_tx_channel(amqp, ctx):
 def test_tx_on_confirm_channel(amqp, ctx):
     ch = confirm_channel(amqp)
     ch.send(spec.Tx.Select())
-    expect_channel_close(ch, 406, what="tx.select on a confirm channel")
+    expect_channel_close(ch, 406, what="tx.select on a confirm channel", method=spec.Tx.Select)
 
 
 @case(
@@ -465,7 +465,8 @@ def test_tx_on_confirm_channel(amqp, ctx):
 def test_publish_missing_exchange(amqp, ctx):
     ch = confirm_channel(amqp)
     ch.publish(ctx.name("no-such-x"), "k", b"m1")
-    expect_channel_close(ch, 404, what="publish to a missing exchange in confirm mode")
+    expect_channel_close(ch, 404, what="publish to a missing exchange in confirm mode",
+                         method=spec.Basic.Publish)
 
 
 # -- the two client libraries ----------------------------------------------------------------------

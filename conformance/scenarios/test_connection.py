@@ -168,7 +168,8 @@ def test_vhost_separation(declared_queue, amqp, ctx):
     _, q = declared_queue()
     ch2 = amqp.channel(vhost=other)
     ch2.send(spec.Queue.Declare(queue=q, passive=True))
-    expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost")
+    expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost",
+                         method=spec.Queue.Declare)
 
 
 # -- tune ----------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     ch1, ch2 = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch1.send(spec.Exchange.Declare(exchange=ctx.name("missing"), exchange_type="direct", passive=True))
-    expect_channel_close(ch1, 404, what="passive declare of a missing exchange")
+    expect_channel_close(ch1, 404, what="passive declare of a missing exchange",
+                         method=spec.Exchange.Declare)
     ok = outcome(ch2, spec.Queue.Declare(queue=q), spec.Queue.DeclareOk)
     ctx.observe("channel 2 after the soft error on channel 1", ok[1])
     ctx.check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
@@ -82,7 +83,7 @@ def test_hard_error_scope(amqp, ctx, cleanup):
 def test_channel_close_names_method(amqp, ctx):
     ch = amqp.channel()
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
-    ev = expect_channel_close(ch, 404, what="passive declare of a missing queue")
+    ev = expect_channel_close(ch, 404, what="passive declare of a missing queue", method=spec.Queue.Declare)
     ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
 
 
@@ -114,7 +115,7 @@ def test_channel_reusable_after_close(amqp, ctx):
     conn = amqp()
     ch = conn.channel()
     ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing queue")
+    expect_channel_close(ch, 404, what="passive declare of a missing queue", method=spec.Queue.Declare)
     got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
     ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
 

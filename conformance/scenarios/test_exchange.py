@@ -302,7 +302,8 @@ def test_delete_unused(amqp, ctx, cleanup):
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
     ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
     ch.send(_declare(x, passive=True))
-    expect_channel_close(ch, 404, what="passive declare of the deleted exchange")
+    expect_channel_close(ch, 404, what="passive declare of the deleted exchange",
+                         method=spec.Exchange.Declare)
 
 
 # -- RabbitMQ extension --------------------------------------------------------------------------

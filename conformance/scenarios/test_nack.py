@@ -14,6 +14,7 @@ proving the broker processed the nack.
 from __future__ import annotations
 
 import pytest
+from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
@@ -184,7 +185,7 @@ def test_unknown_tag(declared_queue, ctx):
     publish_confirmed(ch, "", q, [b"n1"])
     get_n(ch, q, 1)
     ch.nack(99, requeue=True)
-    ev = expect_channel_close(ch, 406, what="basic.nack of unknown tag 99")
+    ev = expect_channel_close(ch, 406, what="basic.nack of unknown tag 99", method=spec.Basic.Nack)
     ctx.observe("close", ev.describe())
 
 

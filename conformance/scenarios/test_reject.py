@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
+from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
@@ -237,7 +238,8 @@ def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
     tag = setup(ch, q)
     target = ch.conn.channel() if on_other_channel else ch
     target.reject(tag, requeue=False)
-    ev = expect_channel_close(target, 406, what=f"basic.reject of tag {tag}")
+    ev = expect_channel_close(target, 406, what=f"basic.reject of tag {tag}",
+                              method=spec.Basic.Reject)
     ctx.observe("close", ev.describe())
 
 

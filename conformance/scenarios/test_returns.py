@@ -153,7 +153,7 @@ def test_immediate_no_consumer(declared_queue, ctx) -> None:
 def test_publish_missing_exchange(amqp, ctx) -> None:
     ch = amqp.channel()
     ch.publish(ctx.name("missing-x"), "k", b"to nowhere")
-    expect_channel_close(ch, 404, what="publish to a missing exchange")
+    expect_channel_close(ch, 404, what="publish to a missing exchange", method=spec.Basic.Publish)
 
 
 @case(
@@ -168,7 +168,7 @@ def test_internal_exchange(amqp, ctx, cleanup) -> None:
     ex = cleanup.exchange(ctx.name("x"))
     ch.declare_exchange(ex, "direct", internal=True)
     ch.publish(ex, "k", b"not for clients")
-    expect_channel_close(ch, 403, what="publish to an internal exchange")
+    expect_channel_close(ch, 403, what="publish to an internal exchange", method=spec.Basic.Publish)
 
 
 # -- client libraries -----------------------------------------------------------------------------

@@ -663,4 +663,5 @@ NON_TRANSACTED = [
 def test_non_transacted(amqp, ctx, method: spec.Tx.Commit | spec.Tx.Rollback) -> None:
     ch = amqp.channel()
     ch.send(method)
-    expect_channel_close(ch, 406, what=f"{method.name.lower()} on a non-transacted channel")
+    expect_channel_close(ch, 406, what=f"{method.name.lower()} on a non-transacted channel",
+                         method=type(method))

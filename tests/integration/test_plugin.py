@@ -81,6 +81,20 @@ def test_every_verdict_is_recorded(pytester: pytest.Pytester) -> None:
     assert fail["rules"] == ["basic.ack/exists"] and fail["broker_product"] == "fakebroker"
     assert fail["target"] == "url" and "guest:***@" in str(fail["extra"]["url"])  # type: ignore[index]
     assert "amqp-conformance verdicts" in out and "demo" in out
+    _assert_trace_evidence(recs)
+
+
+def _assert_trace_evidence(recs: dict[str, dict[str, object]]) -> None:
+    """A non-PASS record carries its case's frames, both directions, in order; a PASS none."""
+    trace = recs["demo.fail"]["extra"]["trace"]  # type: ignore[index]
+    frames = [(f["dir"], f["ch"], f["frame"].split()[0]) for f in trace]
+    assert ("C->S", 0, "protocol") in frames and ("S->C", 0, "connection.start") in frames, frames
+    sent = frames.index(("C->S", 1, "queue.declare"))
+    assert frames.index(("S->C", 1, "channel.open-ok")) < sent, frames
+    assert all(float(f["t"]) >= 0 and f["conn"] == "raw#1" for f in trace), trace
+    assert [float(f["t"]) for f in trace] == sorted(float(f["t"]) for f in trace)
+    assert "trace" in recs["demo.timeout"]["extra"]  # type: ignore[operator]
+    assert "trace" not in recs["demo.pass"]["extra"]  # type: ignore[operator]
 
 
 def test_fail_on_decides_the_exit_code(pytester: pytest.Pytester) -> None:
@@ -104,6 +118,7 @@ def test_xdist_workers_merge_into_one_results_file(pytester: pytest.Pytester) ->
     recs = _records(pytester.path / "out")
     assert {k: v["verdict"] for k, v in recs.items()} == EXPECTED
     assert {r["worker"] for r in recs.values()} <= {"gw0", "gw1"}
+    _assert_trace_evidence(recs)
     assert len({r["run_id"] for r in recs.values()}) == 1
 
 
@@ -289,6 +304,10 @@ def test_junit_names_cases_by_id_and_fails_them_whatever_fail_on(pytester: pytes
     for cid in ("demo.pass", "demo.non-strict", "demo.info"):
         assert len(cases[cid]) == 0 or all(e.tag in ("properties", "system-out", "system-err")
                                            for e in cases[cid]), cid
+    # The frame trace is the failing case's system-out; a PASS has none.
+    out = "".join(e.text or "" for e in cases["demo.fail"].iter("system-out"))
+    assert "frame trace" in out and "C->S queue.declare" in out, out
+    assert cases["demo.pass"].find("system-out") is None
 
 
 def test_selection_by_id_rule_and_marker(pytester: pytest.Pytester) -> None:
@@ -386,6 +405,8 @@ def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytest
     assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
     assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
     assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
+    (attached,) = [a for a in fail.get("attachments", []) if a["name"] == "frame trace"]
+    assert "C->S queue.declare" in (pytester.path / "allure" / attached["source"]).read_text()
     env = (pytester.path / "allure" / "environment.properties").read_text()
     assert "broker.product=fakebroker" in env and "profile=rabbitmq" in env and "client.pika=" in env, env
 

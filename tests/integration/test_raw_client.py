@@ -112,3 +112,40 @@ def test_probe_reads_capabilities() -> None:
         info = probe(fb.url, timeout=3)
         assert (info.product, info.version) == ("fakebroker", "9.9")
         assert info.supports("basic.nack") and not info.supports("publisher_confirms")
+
+
+@pytest.mark.parametrize(("mutant_id", "broken"), [
+    (None, []),
+    ("deliveries.deliver-tag-offset", ["wire.delivery-tags-consecutive"]),
+    ("confirms.ack-duplicated", ["wire.confirms-settle-once"]),
+])
+def test_the_invariant_monitor_watches_every_raw_connection_of_a_case(mutant_id: str | None,
+                                                                      broken: list[str]) -> None:
+    """End to end: a real broker behind the mutation proxy; the case's monitor sees a broken
+    invariant on the raw client's frames although no check of the scenario looks at them."""
+    from conformance.broker import EmbeddedBroker
+    from conformance.clients import invariants
+    from conformance.mutate.catalogue import CATALOGUE
+    from conformance.mutate.proxy import Fault, FaultProxy
+
+    fault = next(m for m in CATALOGUE if m.id == mutant_id).make() if mutant_id else Fault()
+    broker = EmbeddedBroker()
+    broker.start()
+    monitor = invariants.begin()
+    try:
+        with FaultProxy("127.0.0.1", broker.port, fault) as proxy:
+            conn = RawConnection.open(proxy.url(), timeout=3)
+            ch = conn.channel()
+            q = ch.declare_queue("", exclusive=True).queue
+            ch.confirm_select()
+            for body in (b"a", b"b"):
+                ch.publish("", q, body)
+            ch.wait(spec.Basic.Ack)
+            ch.consume(q, no_ack=True)
+            ch.deliveries(2)
+            ch.barrier()
+            conn.close()
+    finally:
+        invariants.end()
+        broker.stop()
+    assert sorted({v.invariant for v in monitor.violations}) == broken, monitor.violations

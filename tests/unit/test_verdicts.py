@@ -10,6 +10,7 @@ from conformance.verdicts import (
     CaseOutcome,
     CaseTimeout,
     HarnessError,
+    InvariantViolation,
     Mismatch,
     Unsupported,
     Verdict,
@@ -117,3 +118,15 @@ def test_plugin_package_reexports() -> None:
 
     assert plugin.decide is decide and plugin.CaseContext is CaseContext
     assert {"Cleanup", "Connections", "area_table", "results_file"} <= set(plugin.__all__)
+
+
+def test_a_broken_wire_invariant_makes_any_ending_fail() -> None:
+    v = InvariantViolation("wire.body-size", "bodies add up", "§ 4.2.6", "raw#1 channel 1: 4 bytes, header said 3")
+    for excinfo, level in ((None, Level.MUST), (None, Level.INFO), (info(Mismatch("x", expected=1, observed=2)),
+                                                                   Level.SHOULD),
+                           (info(CaseTimeout("basic.deliver", 1.0)), Level.MUST)):
+        d = decide(mk(level), excinfo, None, "call", [v])
+        assert d.verdict is Verdict.FAIL
+        assert d.message.startswith("wire invariant wire.body-size broken: raw#1 channel 1")
+        assert "wire.body-size" in d.expected and "4 bytes" in d.observed
+    assert decide(mk(), None, None, "call", []).verdict is Verdict.PASS
