@@ -17,6 +17,7 @@ title and publisher, with no link rather than a wrong one.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -188,3 +189,12 @@ def cite(source: str) -> str:
 def cite_all(sources: Iterable[str]) -> str:
     """Several sources, ``; `` separated, in the given order, each once (for messages)."""
     return "; ".join(dict.fromkeys(cite(s) for s in sources if s.strip()))
+
+
+_FILE_REF = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt(?:#[\w.-]+)?")
+
+
+def cite_text(text: str) -> str:
+    """Free text (a profile's source note, a message) with every reference-document file name in it
+    replaced by its citation, so nothing a vendor reads names an internal file."""
+    return _FILE_REF.sub(lambda m: cite(m.group(0)), text)

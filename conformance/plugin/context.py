@@ -13,6 +13,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Case
 from conformance.clients.raw import RawChannel, RawConnection
+from conformance.sources import cite_text
 from conformance.verdicts import CaseOutcome, Mismatch, Verdict
 
 
@@ -57,7 +58,7 @@ class CaseContext:
         expected = self.expected
         self.observed[what] = observed
         if observed != expected:
-            source = self.case.source_for(self.profile) if self.case else ""
+            source = cite_text(self.case.source_for(self.profile)) if self.case else ""
             raise Mismatch(f"{what} (profile {self.profile}: {source})", expected=expected,
                            observed=observed, verdict=Verdict.FAIL)
 

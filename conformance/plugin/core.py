@@ -41,6 +41,7 @@ from conformance.plugin.session import (
     worker_input,
 )
 from conformance.results import merge_parts, recorded_case_ids
+from conformance.sources import cite_all
 from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 
 VERDICT_KEY = "verdict"
@@ -319,7 +320,7 @@ class ConformancePlugin:
             if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.TIMEOUT):
                 rep.longrepr = (f"{decision.verdict.value}: {c.id}\n  {decision.message}\n"
                                 f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
-                                f"  rules: {', '.join(c.rules) or '-'}  sources: {', '.join(c.sources) or '-'}")
+                                f"  rules: {', '.join(c.rules) or '-'}  sources: {cite_all(c.sources) or '-'}")
             elif rep.outcome == "passed":
                 rep.longrepr = None
         rep.user_properties.extend(self._properties(c.id, c.area, decision))

@@ -10,6 +10,7 @@ from conformance.cases import Case, Level, case_of
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
 from conformance.probe import ServerInfo
+from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.verdicts import CaseTimeout, Unsupported
 
@@ -144,7 +145,7 @@ def allure_description(c: Case) -> str:
         rule = rules.get(rule_id)
         lines += ["", f"Rule {rule_id}: {rule.doc if rule else '(not in the spec XML)'}"]
     if c.sources:
-        lines += ["", "Sources: " + "; ".join(c.sources)]
+        lines += ["", "Sources: " + cite_all(c.sources)]
     return "\n".join(lines)
 
 

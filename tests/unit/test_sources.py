@@ -61,3 +61,14 @@ def test_all_five_reference_documents_are_registered() -> None:
     assert len(keys) == 5
     if REFERENCE.exists():
         assert keys == {p.name for p in REFERENCE.glob("*.txt")}
+
+
+def test_free_text_names_no_internal_file() -> None:
+    from conformance.sources import cite_text
+
+    note = "001_27f7ea2622bbc99f.txt#ordering: 'messages are always held in the queue in publication order'"
+    text = cite_text(note)
+    assert "001_27f7ea2622bbc99f.txt" not in text
+    assert text.startswith("RabbitMQ docs — Broker Semantics") and "https://www.rabbitmq.com/docs/semantics" in text
+    assert text.endswith(": 'messages are always held in the queue in publication order'")
+    assert cite_text("measured on RabbitMQ 3.10.8") == "measured on RabbitMQ 3.10.8"
