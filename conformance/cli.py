@@ -67,6 +67,10 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'")
     p.add_argument("--rule", default=None,
                    help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'")
+    p.add_argument("--expected-failures", default=None, metavar="TOML",
+                   help="triage file (the gate's format, e.g. fixtures/baselines/garagemq.triage.toml): "
+                        "verdicts it explains are reported as known and do not fail the run; listed cases "
+                        "that pass are reported as fixed")
     p.add_argument("-k", dest="keyword", default=None,
                    help="only cases matching this pytest -k expression (case ids and markers work)")
     p.add_argument("--area", action="append", default=[],
@@ -105,6 +109,7 @@ def run_main(argv: Sequence[str]) -> int:
                         ("profile", args.profile), ("case-timeout", args.case_timeout),
                         ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
                         ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule),
+                        ("expected-failures", args.expected_failures),
                         ("tls-ca", args.tls_ca), ("tls-cert", args.tls_cert), ("tls-key", args.tls_key)):
         if value is not None:
             pyargs += [f"--amqp-{name}", str(value)]

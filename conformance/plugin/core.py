@@ -404,7 +404,8 @@ class ConformancePlugin:
             session.exitstatus = EXIT_UNRESPONSIVE
         elif session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and state.rows:
             # --fail-on decides the exit code (pytest's "failed" follows the verdict, for JUnit).
-            bad = self.other_failures or any(v in state.fail_on for _c, _a, v in state.rows)
+            bad = self.other_failures or any(v in state.fail_on and not self._known(c, v)
+                                             for c, _a, v in state.rows)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK
         if state.writer is not None:
             state.writer.close()
@@ -414,6 +415,23 @@ class ConformancePlugin:
         alluredir = session.config.getoption("allure_report_dir", None)
         if alluredir and state.rows:
             write_allure_environment(Path(alluredir), state)
+
+    def _known(self, case_id: str, verdict: Verdict) -> bool:
+        """Is this verdict explained by the --amqp-expected-failures file (so it does not fail the run)?"""
+        triage = self.state.settings.expected_failures
+        return triage is not None and verdict is not Verdict.PASS and triage.known(case_id, verdict.value) is not None
+
+    def _expected_failure_lines(self) -> list[str]:
+        triage = self.state.settings.expected_failures
+        if triage is None:
+            return []
+        known = [(c, v) for c, _a, v in self.state.rows if self._known(c, v)]
+        fixed = [c for c, _a, v in self.state.rows if v is Verdict.PASS and triage.listed(c) is not None]
+        lines = [f"expected failures ({triage.path}): {len(known)} known, not counted for --fail-on"]
+        if fixed:
+            lines.append(f"fixed (listed there, PASS now): {', '.join(sorted(fixed)[:20])}"
+                         + (" …" if len(fixed) > 20 else ""))
+        return lines
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = self.state
@@ -433,7 +451,9 @@ class ConformancePlugin:
             not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)
             tr.write_line(f"the broker stopped answering after case {found.after_case} ({found.cause}); "
                           f"{not_run} case(s) not run; exit code {EXIT_UNRESPONSIVE}", red=True, bold=True)
-        bad = [r for r in state.rows if r[2] in state.fail_on]
+        for line in self._expected_failure_lines():
+            tr.write_line(line)
+        bad = [r for r in state.rows if r[2] in state.fail_on and not self._known(r[0], r[2])]
         if bad:
             tr.write_line(f"fail-on {','.join(sorted(v.value for v in state.fail_on))}: {len(bad)} case(s): "
                           + ", ".join(f"{cid} {v.value}" for cid, _a, v in bad[:20])

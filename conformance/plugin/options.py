@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.triage import Triage, TriageProblem, load_triage
 from conformance.verdicts import Verdict, parse_fail_on
 
 
@@ -60,6 +61,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("rule", "AMQP_CONFORMANCE_RULE", None,
            "only the cases that check a spec rule matching one of these comma separated globs "
            "(e.g. 'basic.ack/*,tx.*')"),
+    Option("expected-failures", "AMQP_CONFORMANCE_EXPECTED_FAILURES", None,
+           "triage TOML (the gate's format): a verdict it explains is reported as known and does not "
+           "count for --fail-on; a listed case that now passes is reported as fixed"),
     # TLS: no unprefixed aliases (--tls-* names are common enough to clash with other plugins).
     Option("tls", "AMQP_CONFORMANCE_TLS", None,
            "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
@@ -130,6 +134,7 @@ class Settings:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_insecure: bool = False
+    expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -146,6 +151,17 @@ def _switch(config: pytest.Config, name: str) -> bool:
         raise pytest.UsageError(f"--amqp-{name} ({BY_NAME[name].env}) takes 1/0, true/false, yes/no or on/off, "
                                 f"not {text!r}")
     return SWITCH_VALUES[text]
+
+
+def _triage(config: pytest.Config) -> Triage | None:
+    """The expected-failures file, read once (a missing or malformed file is one usage line)."""
+    path = _path(config, "expected-failures")
+    if path is None:
+        return None
+    try:
+        return load_triage(Path(path))
+    except TriageProblem as exc:
+        raise pytest.UsageError(f"--amqp-expected-failures: {exc}") from exc
 
 
 def _path(config: pytest.Config, name: str) -> str | None:
@@ -188,4 +204,5 @@ def read_settings(config: pytest.Config) -> Settings:
         rule_globs=_globs(option(config, "rule")), asked=asked(config),
         tls=_switch(config, "tls"), tls_ca=_path(config, "tls-ca"), tls_cert=_path(config, "tls-cert"),
         tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
+        expected_failures=_triage(config),
     )

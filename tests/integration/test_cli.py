@@ -70,3 +70,25 @@ def test_cases_needs_no_broker_and_takes_no_abbreviation(tmp_path: Path) -> None
     assert res.returncode == 0 and "tx." in res.stdout
     res = cli("cases", "--are", "tx", cwd=tmp_path)
     assert res.returncode == 2
+
+
+def test_run_expected_failures_are_known_not_failing(tmp_path: Path) -> None:
+    """`run --expected-failures` reads the gate's triage format: a FAIL it explains is reported as
+    known and does not fail the run; a listed case that passes is reported as fixed."""
+    # Under the spec profile the reference broker (RabbitMQ semantics) answers queue.delete of a
+    # missing queue with delete-ok where the spec wants 404: a FAIL. purge-missing-404 passes.
+    cases = "queue.delete-missing-404,queue.purge-missing-404"
+    common = ("run", "--profile", "spec", "--case", cases, "--no-report", "--results", str(tmp_path / "r"),
+              "--report-out", str(tmp_path / "rep"))
+    res = cli(*common, cwd=tmp_path, timeout=120)
+    assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
+    triage = tmp_path / "known.toml"
+    triage.write_text('[[triage]]\ncases = ["queue.delete-missing-404", "queue.purge-missing-404"]\n'
+                      'reason = "RabbitMQ semantics: deleting a missing queue is not an error"\n')
+    res = cli(*common, "--expected-failures", str(triage), cwd=tmp_path, timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-2000:]
+    assert "1 known, not counted for --fail-on" in out
+    assert "fixed (listed there, PASS now): queue.purge-missing-404" in out
+    res = cli(*common, "--expected-failures", str(tmp_path / "missing.toml"), cwd=tmp_path, timeout=60)
+    assert res.returncode != 0 and "no such triage file" in res.stdout + res.stderr
