@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.results import REQUIRED_FIELDS
-from conformance.triage import EMPTY, Triage, TriageEntry, TriageProblem, load_triage, triage_beside
+from conformance.triage import (
+    EMPTY,
+    InvariantFacts,
+    Triage,
+    TriageEntry,
+    TriageProblem,
+    load_triage,
+    triage_beside,
+)
 from conformance.verdicts import Verdict
 
 EXIT_OK = 0
@@ -124,6 +132,7 @@ class Row:
     message: str
     file: str
     line: int
+    facts: InvariantFacts | None = None  # wire invariants the record names (for scoped triage)
 
 
 def _open(path: Path) -> TextIO:
@@ -163,6 +172,7 @@ def read_rows(path: Path) -> Iterator[Row]:
                     rec["case_id"], rec["verdict"], rec["time"], rec["run_id"], rec["broker_product"],
                     rec["broker_version"], rec["profile"], rec["area"], rec["level"], _text(rec, "expected"),
                     _text(rec, "observed"), _text(rec, "message"), str(path), lineno,
+                    InvariantFacts.of(rec.get("extra")),
                 )
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise GateInputError(f"cannot read {path}: {exc}") from exc
@@ -306,7 +316,7 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
         b_row = base.cases.get(case_id)
         b_verdict = b_row.verdict if b_row else None
         kind = transition(b_verdict, row.verdict)
-        entry = triage.known(case_id, row.verdict) if row.verdict != "PASS" else None
+        entry = triage.known(case_id, row.verdict, row.facts) if row.verdict != "PASS" else None
         if kind is not None and entry is not None:
             findings.append(_finding("known", row, b_verdict, False, triage=entry, change=kind))
         elif kind is not None:
@@ -558,7 +568,7 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
           + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
     if update_target is not None:
         n = write_baseline(cand, update_target)
-        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict) is None]
+        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict, r.facts) is None]
         print(f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
               + (f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}" if untriaged else ""),
               file=out)

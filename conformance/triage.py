@@ -35,17 +35,39 @@ class TriageProblem(ValueError):
 
 
 @dataclass(frozen=True)
+class InvariantFacts:
+    """What a record says about wire invariants: the ones broken, and the case's own verdict."""
+
+    invariants: frozenset[str]
+    case_verdict: str
+
+    @classmethod
+    def of(cls, extra: object) -> InvariantFacts | None:
+        if not isinstance(extra, dict) or not extra.get("invariants"):
+            return None
+        return cls(frozenset(str(i) for i in extra["invariants"]), str(extra.get("case_verdict", "")))
+
+
+@dataclass(frozen=True)
 class TriageEntry:
     cases: tuple[str, ...]
     reason: str
     verdicts: frozenset[str]
     index: int  # 1-based position in the file, to cite it
+    # Only for a FAIL that these wire invariants alone caused (the case's own checks passed).
+    invariants: frozenset[str] = frozenset()
 
     def matches(self, case_id: str) -> bool:
         return any(fnmatch.fnmatchcase(case_id, glob) for glob in self.cases)
 
-    def covers(self, case_id: str, verdict: str) -> bool:
-        return verdict in self.verdicts and self.matches(case_id)
+    def covers(self, case_id: str, verdict: str, facts: InvariantFacts | None = None) -> bool:
+        if not (verdict in self.verdicts and self.matches(case_id)):
+            return False
+        if not self.invariants:
+            return True
+        # An invariant-scoped entry excuses the invariant, never a failure of the case's own checks.
+        return (facts is not None and bool(facts.invariants) and facts.invariants <= self.invariants
+                and facts.case_verdict in ("PASS", "INFORMATIONAL"))
 
     @property
     def summary(self) -> str:
@@ -58,13 +80,15 @@ class Triage:
     path: str
     entries: tuple[TriageEntry, ...]
 
-    def known(self, case_id: str, verdict: str) -> TriageEntry | None:
-        """The first entry that explains ``verdict`` for ``case_id``, if any."""
-        return next((e for e in self.entries if e.covers(case_id, verdict)), None)
+    def known(self, case_id: str, verdict: str, facts: InvariantFacts | None = None) -> TriageEntry | None:
+        """The first entry that explains ``verdict`` for ``case_id`` (given the record's invariant
+        facts, for entries scoped to invariants), if any."""
+        return next((e for e in self.entries if e.covers(case_id, verdict, facts)), None)
 
     def listed(self, case_id: str) -> TriageEntry | None:
-        """The first entry naming ``case_id`` whatever the verdict (to report a fix)."""
-        return next((e for e in self.entries if e.matches(case_id)), None)
+        """The first entry naming ``case_id`` whatever the verdict (to report a fix). Entries scoped
+        to wire invariants excuse a symptom of any case, they do not name cases: not counted here."""
+        return next((e for e in self.entries if not e.invariants and e.matches(case_id)), None)
 
 
 EMPTY = Triage("", ())
@@ -90,9 +114,10 @@ def parse_triage(text: str, path: str) -> Triage:
         where = f"{path}: [[triage]] #{i}"
         if not isinstance(item, dict):
             raise TriageProblem(f"{where}: not a table")
-        unknown_keys = sorted(set(item) - {"cases", "reason", "verdicts"})
+        unknown_keys = sorted(set(item) - {"cases", "reason", "verdicts", "invariants"})
         if unknown_keys:
-            raise TriageProblem(f"{where}: unknown key(s) {', '.join(unknown_keys)} (known: cases, reason, verdicts)")
+            raise TriageProblem(f"{where}: unknown key(s) {', '.join(unknown_keys)} "
+                                "(known: cases, reason, verdicts, invariants)")
         cases = _strings(item.get("cases"), "cases", where)
         reason = item.get("reason")
         if not isinstance(reason, str) or not reason.strip():
@@ -104,7 +129,11 @@ def parse_triage(text: str, path: str) -> Triage:
             if bad or "PASS" in given:
                 raise TriageProblem(f"{where}: verdicts {', '.join(bad or ['PASS'])} cannot be expected failures")
             verdicts = frozenset(given)
-        entries.append(TriageEntry(cases, reason, verdicts, i))
+        invariants = frozenset(_strings(item["invariants"], "invariants", where)) if "invariants" in item \
+            else frozenset()
+        if invariants and "verdicts" not in item:
+            verdicts = frozenset({"FAIL"})  # an invariant violation is always a FAIL
+        entries.append(TriageEntry(cases, reason, verdicts, i, invariants))
     return Triage(path, tuple(entries))
 
 

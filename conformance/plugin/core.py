@@ -42,10 +42,13 @@ from conformance.plugin.session import (
 )
 from conformance.results import merge_parts, recorded_case_ids
 from conformance.sources import cite_all
+from conformance.triage import InvariantFacts
 from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 
 VERDICT_KEY = "verdict"
 TRACE_KEY = "frame_trace"  # a report's user property carrying the trace text to JUnit (not a JUnit property)
+INVARIANTS_KEY = "invariants"  # broken wire invariants of a case, comma separated (report property)
+CASE_VERDICT_KEY = "case_verdict"  # the case's own verdict beside broken invariants (report property)
 DEADLINE = pytest.StashKey[float]()
 WAIT_TICK_S = 0.2
 THREAD_JOIN_S = 2.0
@@ -94,6 +97,7 @@ class ConformancePlugin:
         self.stopped: Unresponsive | None = None  # set once the broker was found silent
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
         self.other_failures = 0  # failed reports that carry no verdict
+        self.invariant_facts: dict[str, InvariantFacts] = {}  # case id -> broken invariants (for triage)
         self.threads_before = {t.ident for t in threading.enumerate()}
 
     # -- never cascade ---------------------------------------------------------------------------
@@ -331,6 +335,11 @@ class ConformancePlugin:
             extra["stuck_stack"] = list(call.excinfo.value.stack)
         if violations:
             extra["invariants"] = sorted({v.invariant for v in violations})
+            # What the case's own checks concluded, so a triage entry can excuse the invariant alone.
+            extra["case_verdict"] = decide(c, call.excinfo, ctx, call.when).verdict.value
+            # The controller (xdist) learns them through the report, for --amqp-expected-failures.
+            rep.user_properties.extend([(INVARIANTS_KEY, ",".join(extra["invariants"])),
+                                        (CASE_VERDICT_KEY, extra["case_verdict"])])
         if decision.verdict is not Verdict.PASS:
             self._attach_trace(rep, extra)
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
@@ -371,6 +380,10 @@ class ConformancePlugin:
         props = dict(report.user_properties)
         case_id, area = str(props.get("case_id")), str(props.get("area"))
         self.state.rows.append((case_id, area, verdict))
+        facts = InvariantFacts.of({"invariants": str(props.get(INVARIANTS_KEY, "")).split(",") if
+                                   props.get(INVARIANTS_KEY) else [], "case_verdict": props.get(CASE_VERDICT_KEY)})
+        if facts is not None:
+            self.invariant_facts[case_id] = facts
         self._junit_names(report, case_id, area)
 
     def _junit_names(self, report: pytest.TestReport, case_id: str, area: str) -> None:
@@ -419,7 +432,8 @@ class ConformancePlugin:
     def _known(self, case_id: str, verdict: Verdict) -> bool:
         """Is this verdict explained by the --amqp-expected-failures file (so it does not fail the run)?"""
         triage = self.state.settings.expected_failures
-        return triage is not None and verdict is not Verdict.PASS and triage.known(case_id, verdict.value) is not None
+        return (triage is not None and verdict is not Verdict.PASS
+                and triage.known(case_id, verdict.value, self.invariant_facts.get(case_id)) is not None)
 
     def _expected_failure_lines(self) -> list[str]:
         triage = self.state.settings.expected_failures

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.triage import load_triage, triage_beside
+from conformance.triage import InvariantFacts, load_triage, triage_beside
 
 BASELINES = Path(__file__).resolve().parents[2] / "fixtures" / "baselines"
 NAMES = sorted(p.name.removesuffix(".jsonl") for p in BASELINES.glob("*.jsonl"))
@@ -29,7 +29,8 @@ def test_every_non_pass_verdict_has_a_triage_reason(name: str) -> None:
     assert beside is not None, f"{name}.triage.toml is missing (the gate reads it beside the baseline)"
     triage = load_triage(beside)
     untriaged = [f"{r['case_id']} {r['verdict']}" for r in records
-                 if r["verdict"] != "PASS" and triage.known(str(r["case_id"]), str(r["verdict"])) is None]
+                 if r["verdict"] != "PASS"
+                 and triage.known(str(r["case_id"]), str(r["verdict"]), InvariantFacts.of(r.get("extra"))) is None]
     assert untriaged == []
 
 

@@ -294,3 +294,22 @@ def test_the_command_line_has_no_jvm_and_no_spark() -> None:
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("gate PASS")
+
+
+def test_invariant_scoped_triage_excuses_the_invariant_never_the_case() -> None:
+    from conformance.triage import InvariantFacts, parse_triage
+
+    t = parse_triage('[[triage]]\ncases = ["*"]\ninvariants = ["wire.nothing-after-channel-close"]\n'
+                     'reason = "answers after its own close"\n', "t.toml")
+    only_invariant = InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "PASS")
+    assert t.known("acks.double-ack-406", "FAIL", only_invariant) is not None
+    assert t.known("x.y", "FAIL", InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "INFORMATIONAL"))
+    # the case's own checks failed too: not excused
+    assert t.known("acks.double-ack-406", "FAIL",
+                   InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "FAIL")) is None
+    # another invariant broken as well, or none named, or not a FAIL: not excused
+    assert t.known("a.b", "FAIL", InvariantFacts(frozenset({"wire.nothing-after-channel-close",
+                                                            "wire.frame-max"}), "PASS")) is None
+    assert t.known("a.b", "FAIL") is None and t.known("a.b", "TIMEOUT", only_invariant) is None
+    # a scoped entry names no case, so a passing case is not reported as fixed by it
+    assert t.listed("acks.double-ack-406") is None
