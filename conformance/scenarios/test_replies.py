@@ -25,6 +25,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.raw import Event, RawChannel
+from conformance.clients.steps import fill
 from conformance.verdicts import Mismatch
 
 FIELDS = "amqp0-9-1.xml#basic.deliver/get-ok/return field definitions (exchange, routing-key, redelivered)"
@@ -203,13 +204,9 @@ def test_declare_ok_counts(amqp, ctx, cleanup) -> None:
     description="Three messages published to a queue without consumers, then queue.purge",
     expectation="queue.purge-ok message-count = 3, and the queue is empty afterwards",
 )
-def test_purge_ok_count(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    for n in range(3):
-        ch.publish("", q, b"m%d" % n)
-    ch.barrier()
+def test_purge_ok_count(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 3)
     ok = ch.purge(q)
     ctx.check((ok.message_count, ch.message_count(q)), (3, 0), "(purge-ok message-count, messages left)")
 
@@ -221,13 +218,9 @@ def test_purge_ok_count(amqp, ctx, cleanup) -> None:
     description="Four messages published to a queue without consumers, then queue.delete",
     expectation="queue.delete-ok message-count = 4 (the messages deleted with the queue)",
 )
-def test_delete_ok_count(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    for n in range(4):
-        ch.publish("", q, b"m%d" % n)
-    ch.barrier()
+def test_delete_ok_count(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 4)
     ctx.check(ch.delete_queue(q).message_count, 4, "queue.delete-ok message-count")
 
 
