@@ -18,25 +18,14 @@ from pamqp.heartbeat import Heartbeat
 from conformance.broker.core import CloseTransport, ConnectionCore, Event, marshal_method
 from conformance.broker.model import Broker
 from conformance.broker.store import MemoryStore, Store
+from conformance.fuzz.inproc import ManualClock
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 CAPS = {"authentication_failure_close": True, "consumer_cancel_notify": True, "basic.nack": True}
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.wall = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wallclock(self) -> float:
-        return self.wall
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        self.wall += seconds
+# The hand-moved clock the fuzzer's in-process mode drives the core with (one copy).
+FakeClock = ManualClock
 
 
 def make_broker(clock: FakeClock | None = None, store: Store | None = None, **kw: Any) -> Broker:
