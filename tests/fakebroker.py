@@ -22,6 +22,7 @@ from typing import Any
 
 from pamqp import commands as spec
 from pamqp import frame as pframe
+from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
 
 
@@ -127,41 +128,15 @@ class FakeBroker:
         return data
 
     def _on_frame(self, client: socket.socket, channel: int, frm: Any) -> bool:
-        if isinstance(frm, spec.Connection.StartOk):
-            if self.mode == "refuse-login":
-                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
-                                                            class_id=10, method_id=11))
-                return False
-            self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
-        elif isinstance(frm, spec.Connection.Open):
-            if self.mode == "refuse-vhost":
-                self._send(client, 0, spec.Connection.Close(reply_code=530, reply_text="NOT_ALLOWED - vhost",
-                                                            class_id=10, method_id=40))
-                return False
-            self._send(client, 0, spec.Connection.OpenOk())
-        elif isinstance(frm, spec.Connection.Close):
-            self._send(client, 0, spec.Connection.CloseOk())
-            return False
-        elif isinstance(frm, spec.Channel.Open):
+        """Answer one frame; False ends the connection."""
+        if isinstance(frm, (spec.Connection.StartOk, spec.Connection.Open, spec.Connection.Close)):
+            return self._on_connection_method(client, frm)
+        if isinstance(frm, spec.Queue.Declare):
+            return self._on_queue_declare(client, channel, frm)
+        if isinstance(frm, spec.Channel.Open):
             self._send(client, channel, spec.Channel.OpenOk())
         elif isinstance(frm, spec.Channel.Close):
             self._send(client, channel, spec.Channel.CloseOk())
-        elif isinstance(frm, spec.Queue.Declare):
-            name = frm.queue
-            if name.startswith("wedge"):
-                self.wedged.set()
-            if name.startswith("silent") or self.wedged.is_set():
-                return True
-            if name.startswith("close406"):
-                self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
-                                                               class_id=50, method_id=10))
-                return True
-            if name.startswith("conn540"):
-                self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
-                                                             class_id=50, method_id=10))
-                return True
-            self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
-                                                            consumer_count=0))
         elif isinstance(frm, spec.Exchange.Declare):
             self._send(client, channel, spec.Exchange.DeclareOk())
         elif isinstance(frm, spec.Queue.Delete):
@@ -171,10 +146,44 @@ class FakeBroker:
             self._send(client, channel, spec.Basic.GetOk(delivery_tag=1, redelivered=False, exchange="",
                                                          routing_key=frm.queue, message_count=0))
             self._send(client, channel, ContentHeader(0, 6, spec.Basic.Properties(content_type="text/plain")))
-            from pamqp.body import ContentBody
-
             self._send(client, channel, ContentBody(b"hel"))
             self._send(client, channel, ContentBody(b"lo!"))
+        return True
+
+    def _on_connection_method(self, client: socket.socket, frm: Any) -> bool:
+        if isinstance(frm, spec.Connection.StartOk):
+            if self.mode == "refuse-login":
+                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
+                                                            class_id=10, method_id=11))
+                return False
+            self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
+            return True
+        if isinstance(frm, spec.Connection.Open):
+            if self.mode == "refuse-vhost":
+                self._send(client, 0, spec.Connection.Close(reply_code=530, reply_text="NOT_ALLOWED - vhost",
+                                                            class_id=10, method_id=40))
+                return False
+            self._send(client, 0, spec.Connection.OpenOk())
+            return True
+        self._send(client, 0, spec.Connection.CloseOk())  # connection.close
+        return False
+
+    def _on_queue_declare(self, client: socket.socket, channel: int, frm: spec.Queue.Declare) -> bool:
+        name = frm.queue
+        if name.startswith("wedge"):
+            self.wedged.set()
+        if name.startswith("silent") or self.wedged.is_set():
+            return True
+        if name.startswith("close406"):
+            self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
+                                                           class_id=50, method_id=10))
+            return True
+        if name.startswith("conn540"):
+            self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
+                                                         class_id=50, method_id=10))
+            return True
+        self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
+                                                        consumer_count=0))
         return True
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import socket
-import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +20,27 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from conformance.clients.handshake import connect
-from conformance.clients.wire import URL
+from conformance.clients.wire import URL, split_frames
 from conformance.verdicts import HarnessError
 
 Frame = tuple[int, Any]  # (channel, pamqp frame)
+
+
+def assemble(partial: dict[int, list[Frame]], channel: int, frm: Any, starts: tuple[type, ...]) -> list[Frame] | None:
+    """Gather whole messages, per channel: a method of ``starts`` begins one, its header and
+    body frames join it. The whole message once its body is complete, [] while it is not,
+    None for a frame that is no part of a message (``partial`` holds the incomplete ones)."""
+    if isinstance(frm, starts):
+        partial[channel] = [(channel, frm)]
+        return []
+    if isinstance(frm, (ContentHeader, ContentBody)) and channel in partial:
+        partial[channel].append((channel, frm))
+        hdr = next((f for _c, f in partial[channel] if isinstance(f, ContentHeader)), None)
+        got = sum(len(f.value) for _c, f in partial[channel] if isinstance(f, ContentBody))
+        if hdr is None or got < hdr.body_size:
+            return []
+        return partial.pop(channel)
+    return None
 
 # Frames a fault queues here (per connection) go to the client right after the frames it
 # returned: a proxy answering in the broker's name (e.g. a select-ok the broker never sent).
@@ -142,28 +158,17 @@ class SwapDeliveries(Fault):
     name = "swap-deliveries"
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
-        cur = st.setdefault("cur", {})
         held = st.setdefault("held", {})
-        if isinstance(frm, spec.Basic.Deliver):
-            cur[channel] = [(channel, frm)]
+        done = assemble(st.setdefault("cur", {}), channel, frm, (spec.Basic.Deliver,))
+        if done is None:
+            return [*held.pop(channel, []), (channel, frm)]
+        if not done:
             return []
-        if isinstance(frm, (ContentHeader, ContentBody)) and channel in cur:
-            cur[channel].append((channel, frm))
-            hdr = next((f for _c, f in cur[channel] if isinstance(f, ContentHeader)), None)
-            got = sum(len(f.value) for _c, f in cur[channel] if isinstance(f, ContentBody))
-            if hdr is None or got < hdr.body_size:
-                return []
-            done = cur.pop(channel)
-            if channel in held:
-                first = held.pop(channel)
-                return done + first
-            held[channel] = done
-            return []
-        out: list[Frame] = []
         if channel in held:
-            out.extend(held.pop(channel))
-        out.append((channel, frm))
-        return out
+            first = held.pop(channel)
+            return done + first
+        held[channel] = done
+        return []
 
 
 FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, RollbackCommits, NoRedeliveredFlag,
@@ -181,11 +186,33 @@ def _unchecked(frm: Any) -> Any:
     sub = _UNCHECKED.get(cls)
     if sub is None:
         sub = _UNCHECKED[cls] = type(cls.__name__, (cls,), {"validate": lambda self: None})
-    out = sub.__new__(sub)
+    out: Any = object.__new__(sub)
     for name in cls.__slots__:
         if hasattr(frm, name):
             setattr(out, name, getattr(frm, name))
     return out
+
+
+def _pass_headers(buf: bytes, dst: socket.socket, to_broker: bool, header_pending: bool) -> tuple[bytes, bool] | None:
+    """Forward an 8-octet protocol header at the start of ``buf``: the client's first bytes, or
+    a broker's own header refusing the client's. ``(the rest, whether the client's header is
+    still to come)``, or None while a header is incomplete."""
+    if not to_broker and buf[:4] == b"AMQP":
+        if len(buf) < 8:
+            return None
+        dst.sendall(buf[:8])
+        buf = buf[8:]
+    if header_pending:
+        if len(buf) < 8:
+            return None
+        dst.sendall(buf[:8])
+        buf, header_pending = buf[8:], False
+    return buf, header_pending
+
+
+def _keep_bytes(frm: Any, channel: int, chunk: bytes) -> None:
+    """Remember the bytes ``frm`` was decoded from (``_encode`` sends them when it is unchanged)."""
+    frm._raw = (channel, chunk)
 
 
 def _encode(ch: int, f: Any) -> bytes:
@@ -274,6 +301,29 @@ class FaultProxy:
         # The TLS handshake runs in the accept thread: bounded (5 s), as the plain connect.
         return connect(self.upstream_tls.with_(host=self.upstream_host, port=self.upstream_port), timeout=5)
 
+    def _rewrite(self, chunks: list[bytes], to_broker: bool, st: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The fault applied to whole frames: (bytes onward, bytes back to the client)."""
+        rewrite = self.fault.to_broker if to_broker else self.fault.to_client
+        out = bytearray()
+        back = bytearray()
+        for chunk in chunks:
+            try:
+                _n, channel, frm = pframe.unmarshal(chunk)
+            except Exception:  # noqa: BLE001 - pass through what we cannot decode
+                out += chunk
+                continue
+            _keep_bytes(frm, channel, chunk)
+            try:
+                frames = rewrite(st, channel, frm)
+                encoded = b"".join(_encode(ch, f) for ch, f in frames)
+                injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
+            except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
+                self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
+                encoded, injected = chunk, b""
+            out += encoded
+            (back if to_broker else out).extend(injected)
+        return bytes(out), bytes(back)
+
     def _pump(self, src: socket.socket, dst: socket.socket, to_broker: bool, st: dict[str, Any],
               lock: threading.Lock) -> None:
         buf = b""
@@ -286,47 +336,20 @@ class FaultProxy:
                     if buf:
                         dst.sendall(buf)  # an incomplete tail is the peer's to judge, not ours
                     break
-                buf += got
-                if not to_broker and buf[:4] == b"AMQP":
-                    if len(buf) < 8:
-                        continue
-                    # a broker refusing the client's protocol header answers with its own
-                    dst.sendall(buf[:8])
-                    buf = buf[8:]
-                if header_pending:
-                    if len(buf) < 8:
-                        continue
-                    dst.sendall(buf[:8])
-                    buf, header_pending = buf[8:], False
+                passed = _pass_headers(buf + got, dst, to_broker, header_pending)
+                if passed is None:
+                    buf += got
+                    continue
+                buf, header_pending = passed
+                chunks, buf = split_frames(buf)
                 # Sending under the connection's lock keeps the frames a fault injects towards
                 # the client in order with the broker's own frames.
                 with lock:
-                    out = bytearray()
-                    back = bytearray()
-                    while len(buf) >= 7:
-                        size = struct.unpack(">I", buf[3:7])[0]
-                        if len(buf) < size + 8:
-                            break
-                        chunk, buf = buf[: size + 8], buf[size + 8:]
-                        try:
-                            _n, channel, frm = pframe.unmarshal(chunk)
-                        except Exception:  # noqa: BLE001 - pass through what we cannot decode
-                            out += chunk
-                            continue
-                        frm._raw = (channel, chunk)
-                        try:
-                            frames = (self.fault.to_broker if to_broker else self.fault.to_client)(st, channel, frm)
-                            encoded = b"".join(_encode(ch, f) for ch, f in frames)
-                            injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
-                        except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
-                            self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
-                            encoded, injected = chunk, b""
-                        out += encoded
-                        (back if to_broker else out).extend(injected)
+                    out, back = self._rewrite(chunks, to_broker, st)
                     if out:
-                        dst.sendall(bytes(out))
+                        dst.sendall(out)
                     if back:
-                        client.sendall(bytes(back))
+                        client.sendall(back)
         except OSError:
             pass
         finally:

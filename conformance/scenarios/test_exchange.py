@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
+from pamqp.common import FieldTable
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
@@ -29,8 +30,8 @@ def _delete(name: str, if_unused: bool = False) -> spec.Exchange.Delete:
     return spec.Exchange.Delete(exchange=name, if_unused=if_unused)
 
 
-def _declare(name: str, type_: str = "direct", **kw: bool) -> spec.Exchange.Declare:
-    return spec.Exchange.Declare(exchange=name, exchange_type=type_, **kw)
+def _declare(name: str, type_: str = "direct", *, passive: bool = False, durable: bool = False) -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(exchange=name, exchange_type=type_, passive=passive, durable=durable)
 
 
 def _routed(ch: RawChannel, q: str) -> bytes | None:
@@ -103,7 +104,7 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
     ctx.check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    args = {"x-match": "all", "h": "v"} if type_ == "headers" else None
+    args: FieldTable | None = {"x-match": "all", "h": "v"} if type_ == "headers" else None
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
     ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 

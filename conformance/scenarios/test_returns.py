@@ -59,10 +59,11 @@ def _first_answer(ch: RawChannel, within: float) -> str:
     probe is answered and no return follows within ``within`` seconds)."""
     ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
-        ev: Event | SocketClosed = ch.conn.wait_event(
+        first = ch.conn.wait_event(
             ch.id, lambda e: isinstance(e.method, (spec.Basic.Return, spec.Exchange.DeclareOk)),
             "basic.return, a close or the probe's declare-ok")
-        if isinstance(ev.method, spec.Exchange.DeclareOk):
+        ev: Event | SocketClosed = first
+        if isinstance(first.method, spec.Exchange.DeclareOk):
             ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, spec.Basic.Return),
                                     "a late basic.return", timeout=within)
     except UnexpectedClose as exc:
@@ -228,6 +229,8 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
                 return "publish completed without error"
             except aex.PublishError as exc:
                 returned = exc.message
+                if returned is None:
+                    return f"PublishError without the returned message: {exc}"
                 return (getattr(returned.delivery, "reply_code", None), returned.body)
         finally:
             await conn.close()
