@@ -304,10 +304,8 @@ def test_mandatory_return_before_ack(amqp, ctx):
     description="Three publishes to a fanout exchange bound to three queues",
     expectation="each publish is confirmed exactly once (once accepted by all queues, not once per queue)",
 )
-def test_fanout_one_ack(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "fanout")
+def test_fanout_one_ack(declared_exchange, ctx, cleanup):
+    ch, x = declared_exchange("fanout")
     for i in range(3):
         q = cleanup.queue(ctx.name(f"q{i}"))
         ch.declare_queue(q)

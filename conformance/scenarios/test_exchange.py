@@ -180,10 +180,8 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
     expected_sources={"spec": "exchange.declare/typed (on-failure not-allowed, a hard error)",
                       "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'type'\""},
 )
-def test_typed(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct")
+def test_typed(declared_exchange, ctx):
+    ch, x = declared_exchange("direct")
     check_outcome(ctx, outcome(ch, _declare(x, "fanout"), spec.Exchange.DeclareOk), "redeclare direct as fanout")
 
 
@@ -217,10 +215,8 @@ EQUIVALENCE = [
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
-def test_equivalent(amqp, ctx, cleanup, first, second):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct", **first)
+def test_equivalent(declared_exchange, ctx, first, second):
+    ch, x = declared_exchange("direct", **first)
     check_outcome(ctx, outcome(ch, _declare(x, "direct", **second), spec.Exchange.DeclareOk),
                   f"redeclare {first} as {second}")
 
@@ -296,10 +292,8 @@ def test_delete_in_use(amqp, ctx, cleanup):
     description="exchange.delete with if-unused on an exchange without bindings",
     expectation="exchange.delete-ok; a passive declare then fails with 404",
 )
-def test_delete_unused(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct")
+def test_delete_unused(declared_exchange, ctx):
+    ch, x = declared_exchange("direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
     ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
     ch.send(_declare(x, passive=True))
