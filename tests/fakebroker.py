@@ -16,7 +16,6 @@ Modes (``FakeBroker(mode=...)``):
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 from typing import Any
 
@@ -25,55 +24,34 @@ from pamqp import frame as pframe
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
 
+from conformance.clients.loopback import Listener
+from conformance.clients.wire import split_frames
+
 
 class FakeBroker:
     def __init__(self, mode: str = "ok", capabilities: dict[str, bool] | None = None) -> None:
         self.mode = mode
         self.capabilities = capabilities if capabilities is not None else {"publisher_confirms": True}
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
+        self.listener = Listener(self._on_accept)
+        self.port = self.listener.port
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self.received: list[Any] = []
-        self._clients: list[socket.socket] = []
-        self._stop = threading.Event()
+        self._stop = self.listener.stopped
         self.wedged = threading.Event()
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
 
     def __enter__(self) -> FakeBroker:
-        self._thread.start()
+        self.listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self._stop.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        for c in self._clients:
-            try:
-                c.close()
-            except OSError:
-                pass
-        self._thread.join(timeout=2)
+        self.listener.close()
 
-    def _accept_loop(self) -> None:
-        self.sock.settimeout(0.1)  # accept() is not woken by close() from another thread
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            self._clients.append(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def _on_accept(self, client: socket.socket) -> None:
+        self.listener.track(client)
+        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     @staticmethod
     def _send(client: socket.socket, channel: int, frm: Any) -> None:
@@ -100,12 +78,8 @@ class FakeBroker:
                 got = client.recv(65536)
                 if not got:
                     return
-                buf += got
-                while len(buf) >= 7:
-                    size = struct.unpack(">I", buf[3:7])[0]
-                    if len(buf) < size + 8:
-                        break
-                    chunk, buf = buf[: size + 8], buf[size + 8:]
+                chunks, buf = split_frames(buf + got)
+                for chunk in chunks:
                     _n, channel, frm = pframe.unmarshal(chunk)
                     self.received.append(frm)
                     if not self._on_frame(client, channel, frm):

