@@ -55,7 +55,7 @@ from conformance.verdicts import CaseTimeout, Mismatch
 
 # The raw client's whole surface, wherever each piece lives (importers use this module).
 __all__ = [
-    "CONTENT_METHODS", "DEFAULT_TIMEOUT", "FRAME_END", "PROTOCOL_HEADER", "REPLY_NAMES", "URL", "Event",
+    "CONTENT_METHODS", "DEFAULT_TIMEOUT", "FRAME_END", "PROTOCOL_HEADER", "REPLY_NAMES", "URL", "Event", "HandshakeError",
     "RawChannel", "RawConnection", "SocketClosed", "UnexpectedClose", "bodies", "default_client_properties",
     "describe", "method_name", "method_name_from_text", "redact", "reply_name", "tags",
 ]
