@@ -16,9 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from conformance import __version__
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+
+if TYPE_CHECKING:
+    from conformance.cases import Case
 
 EXIT_BAD_INPUT = 2
 
@@ -222,10 +226,10 @@ def _print_invariants(*, as_json: bool) -> int:
     return 0
 
 
-def _print_rule_coverage(cases: Sequence[object], *, as_json: bool) -> int:
+def _print_rule_coverage(cases: Sequence[Case], *, as_json: bool) -> int:
     from conformance.coverage import rule_coverage
 
-    rows = rule_coverage(cases)  # type: ignore[arg-type]
+    rows = rule_coverage(cases)
     checked = sum(1 for r in rows if r.cases)
     uncheckable = sum(1 for r in rows if not r.cases and r.reason)
     missing = [r for r in rows if not r.cases and not r.reason]

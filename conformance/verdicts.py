@@ -156,7 +156,9 @@ class CeilingExceeded(BaseException):
         super().__init__(self.message)
 
 
-class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+# pytest.skip.Exception (_pytest.outcomes.Skipped) is public only as this attribute, which
+# mypy cannot resolve as a base class.
+class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
     """An optional capability the broker does not advertise (or 540 for an optional method)."""
 
     verdict = Verdict.UNSUPPORTED

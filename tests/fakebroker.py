@@ -16,63 +16,42 @@ Modes (``FakeBroker(mode=...)``):
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 from typing import Any
 
 from pamqp import commands as spec
 from pamqp import frame as pframe
+from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
+
+from conformance.clients.loopback import Listener
+from conformance.clients.wire import split_frames
 
 
 class FakeBroker:
     def __init__(self, mode: str = "ok", capabilities: dict[str, bool] | None = None) -> None:
         self.mode = mode
         self.capabilities = capabilities if capabilities is not None else {"publisher_confirms": True}
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
+        self.listener = Listener(self._on_accept)
+        self.port = self.listener.port
         self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
         self.received: list[Any] = []
-        self._clients: list[socket.socket] = []
-        self._stop = threading.Event()
+        self._stop = self.listener.stopped
         self.wedged = threading.Event()
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
 
     def __enter__(self) -> FakeBroker:
-        self._thread.start()
+        self.listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self._stop.set()
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-        for c in self._clients:
-            try:
-                c.close()
-            except OSError:
-                pass
-        self._thread.join(timeout=2)
+        self.listener.close()
 
-    def _accept_loop(self) -> None:
-        self.sock.settimeout(0.1)  # accept() is not woken by close() from another thread
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            self._clients.append(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+    def _on_accept(self, client: socket.socket) -> None:
+        self.listener.track(client)
+        threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     @staticmethod
     def _send(client: socket.socket, channel: int, frm: Any) -> None:
@@ -99,12 +78,8 @@ class FakeBroker:
                 got = client.recv(65536)
                 if not got:
                     return
-                buf += got
-                while len(buf) >= 7:
-                    size = struct.unpack(">I", buf[3:7])[0]
-                    if len(buf) < size + 8:
-                        break
-                    chunk, buf = buf[: size + 8], buf[size + 8:]
+                chunks, buf = split_frames(buf + got)
+                for chunk in chunks:
                     _n, channel, frm = pframe.unmarshal(chunk)
                     self.received.append(frm)
                     if not self._on_frame(client, channel, frm):
@@ -127,41 +102,15 @@ class FakeBroker:
         return data
 
     def _on_frame(self, client: socket.socket, channel: int, frm: Any) -> bool:
-        if isinstance(frm, spec.Connection.StartOk):
-            if self.mode == "refuse-login":
-                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
-                                                            class_id=10, method_id=11))
-                return False
-            self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
-        elif isinstance(frm, spec.Connection.Open):
-            if self.mode == "refuse-vhost":
-                self._send(client, 0, spec.Connection.Close(reply_code=530, reply_text="NOT_ALLOWED - vhost",
-                                                            class_id=10, method_id=40))
-                return False
-            self._send(client, 0, spec.Connection.OpenOk())
-        elif isinstance(frm, spec.Connection.Close):
-            self._send(client, 0, spec.Connection.CloseOk())
-            return False
-        elif isinstance(frm, spec.Channel.Open):
+        """Answer one frame; False ends the connection."""
+        if isinstance(frm, (spec.Connection.StartOk, spec.Connection.Open, spec.Connection.Close)):
+            return self._on_connection_method(client, frm)
+        if isinstance(frm, spec.Queue.Declare):
+            return self._on_queue_declare(client, channel, frm)
+        if isinstance(frm, spec.Channel.Open):
             self._send(client, channel, spec.Channel.OpenOk())
         elif isinstance(frm, spec.Channel.Close):
             self._send(client, channel, spec.Channel.CloseOk())
-        elif isinstance(frm, spec.Queue.Declare):
-            name = frm.queue
-            if name.startswith("wedge"):
-                self.wedged.set()
-            if name.startswith("silent") or self.wedged.is_set():
-                return True
-            if name.startswith("close406"):
-                self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
-                                                               class_id=50, method_id=10))
-                return True
-            if name.startswith("conn540"):
-                self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
-                                                             class_id=50, method_id=10))
-                return True
-            self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
-                                                            consumer_count=0))
         elif isinstance(frm, spec.Exchange.Declare):
             self._send(client, channel, spec.Exchange.DeclareOk())
         elif isinstance(frm, spec.Queue.Delete):
@@ -171,10 +120,44 @@ class FakeBroker:
             self._send(client, channel, spec.Basic.GetOk(delivery_tag=1, redelivered=False, exchange="",
                                                          routing_key=frm.queue, message_count=0))
             self._send(client, channel, ContentHeader(0, 6, spec.Basic.Properties(content_type="text/plain")))
-            from pamqp.body import ContentBody
-
             self._send(client, channel, ContentBody(b"hel"))
             self._send(client, channel, ContentBody(b"lo!"))
+        return True
+
+    def _on_connection_method(self, client: socket.socket, frm: Any) -> bool:
+        if isinstance(frm, spec.Connection.StartOk):
+            if self.mode == "refuse-login":
+                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
+                                                            class_id=10, method_id=11))
+                return False
+            self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
+            return True
+        if isinstance(frm, spec.Connection.Open):
+            if self.mode == "refuse-vhost":
+                self._send(client, 0, spec.Connection.Close(reply_code=530, reply_text="NOT_ALLOWED - vhost",
+                                                            class_id=10, method_id=40))
+                return False
+            self._send(client, 0, spec.Connection.OpenOk())
+            return True
+        self._send(client, 0, spec.Connection.CloseOk())  # connection.close
+        return False
+
+    def _on_queue_declare(self, client: socket.socket, channel: int, frm: spec.Queue.Declare) -> bool:
+        name = frm.queue
+        if name.startswith("wedge"):
+            self.wedged.set()
+        if name.startswith("silent") or self.wedged.is_set():
+            return True
+        if name.startswith("close406"):
+            self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
+                                                           class_id=50, method_id=10))
+            return True
+        if name.startswith("conn540"):
+            self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
+                                                         class_id=50, method_id=10))
+            return True
+        self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
+                                                        consumer_count=0))
         return True
 
 

@@ -14,7 +14,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
@@ -45,7 +45,7 @@ class _Target(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         # One line and exit 2, not argparse's usage block.
         _err(message)
         raise SystemExit(EXIT_BAD_INPUT)

@@ -34,6 +34,7 @@ from .frames import (
     _as_text,
     _ids,
     content_frames,
+    decoded,
     marshal_method,
     unvalidated,
 )
@@ -203,7 +204,7 @@ class ChannelCore(Settlement):
     def _channel_close(self, m: spec.Channel.Close) -> None:
         self.teardown()
         self.send(spec.Channel.CloseOk())
-        self.conn.channel_gone(self, m.reply_code, _as_text(m.reply_text), by_peer=True)
+        self.conn.channel_gone(self, decoded(m.reply_code), _as_text(m.reply_text), by_peer=True)
 
     def _channel_close_ok(self, m: spec.Channel.CloseOk) -> None:
         self.conn.channel_gone(self, 0, "", by_peer=False)
@@ -449,7 +450,7 @@ class ChannelCore(Settlement):
         q.add_consumer(consumer)
 
     def _basic_cancel(self, m: spec.Basic.Cancel) -> None:
-        consumer = self.consumers.pop(m.consumer_tag, None)
+        consumer = self.consumers.pop(decoded(m.consumer_tag), None)
         if not m.nowait:
             self.send(unvalidated(spec.Basic.CancelOk, consumer_tag=m.consumer_tag))
         # RabbitMQ: the consumer's unacked messages stay unacked on the channel.

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 
@@ -52,6 +53,29 @@ def _bad(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+async def _serve(
+    args: argparse.Namespace, data_dir: str, users: dict[str, str], vhosts: list[str], tls: ssl.SSLContext | None
+) -> None:
+    """Listen, say where, and serve until SIGTERM or SIGINT."""
+    host = args.host
+    server = BrokerServer(data_dir, host=host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
+                          tls=tls, tls_port=args.tls_port)
+    try:
+        await server.start()
+    except OSError as exc:
+        server.store.close()
+        raise _CannotListen(f"cannot listen on {host}:{args.port}: {exc.strerror or exc}") from exc
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"LISTENING {host} {server.port}", flush=True)
+    if server.tls_port is not None:
+        print(f"LISTENING-TLS {host} {server.tls_port}", flush=True)
+    await stop.wait()
+    await server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -75,27 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.mkdtemp(prefix="amqp-ref-")
         data_dir = tmp
 
-    async def run() -> None:
-        server = BrokerServer(data_dir, host=args.host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
-                              tls=tls, tls_port=args.tls_port)
-        try:
-            await server.start()
-        except OSError as exc:
-            server.store.close()
-            raise _CannotListen(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        print(f"LISTENING {args.host} {server.port}", flush=True)
-        if server.tls_port is not None:
-            print(f"LISTENING-TLS {args.host} {server.tls_port}", flush=True)
-        await stop.wait()
-        await server.stop()
-
     loop = new_event_loop()
     try:
-        loop.run_until_complete(run())
+        loop.run_until_complete(_serve(args, data_dir, users, vhosts, tls))
     except _CannotListen as exc:
         return _bad(str(exc))
     finally:

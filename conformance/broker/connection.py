@@ -26,11 +26,13 @@ from .frames import (
     FRAME_MIN_SIZE,
     HANDSHAKE_TIMEOUT,
     HEARTBEAT_FRAME,
+    METHOD_CLASSES,
     PROTOCOL_HEADER,
     _as_text,
     _ids,
     _is_close_method,
     _snippet,
+    decoded,
     marshal_method,
 )
 from .model import Broker, VHost
@@ -301,7 +303,7 @@ class ConnectionCore:
         if len(payload) < 4:
             raise AMQPError(ReplyCode.FRAME_ERROR, "method frame too short")
         index = int.from_bytes(payload[:4], "big")
-        cls = spec.INDEX_MAPPING.get(index)
+        cls = METHOD_CLASSES.get(index)
         if cls is None:
             raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown method {index >> 16}/{index & 0xFFFF}", index >> 16, index & 0xFFFF)
         method = cls()
@@ -331,7 +333,7 @@ class ConnectionCore:
         self._cleanup()
         self.send_method(spec.Connection.CloseOk())
         if self.state is not ConnectionState.CLOSING:
-            self.emit(ConnectionClosed(m.reply_code, _as_text(m.reply_text), by_peer=True))
+            self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
         self._close_transport("client closed the connection")
 
     def _on_close_ok(self, m: spec.Connection.CloseOk) -> None:

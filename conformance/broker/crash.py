@@ -17,6 +17,10 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conformance.targets.base import Controller
 
 EXIT_OK, EXIT_LOST, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -66,11 +70,9 @@ def _drain(url: str, queue: str) -> list[str]:
         conn.close()
 
 
-def run_cycle(target: object, cycle: int, publishers: int, rng: random.Random) -> Cycle:
+def run_cycle(url: str, ctl: Controller, cycle: int, publishers: int, rng: random.Random) -> Cycle:
     import pika
 
-    url: str = target.url  # type: ignore[attr-defined]
-    ctl = target.controller  # type: ignore[attr-defined]
     queue = f"crash-soak-{cycle}-{rng.getrandbits(32):08x}"
     conn = pika.BlockingConnection(pika.URLParameters(url))
     conn.channel().queue_declare(queue, durable=True)
@@ -125,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cycles: list[Cycle] = []
     try:
         for n in range(args.cycles):
-            c = run_cycle(target, n, args.publishers, rng)
+            c = run_cycle(target.url, target.controller, n, args.publishers, rng)
             cycles.append(c)
             print(
                 f"[crash] cycle {n + 1}/{args.cycles}: confirmed {c.confirmed}, lost {c.lost}, "

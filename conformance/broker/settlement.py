@@ -16,6 +16,7 @@ from pamqp import base
 from pamqp import commands as spec
 
 from .errors import AMQPError, ReplyCode, not_transactional, precondition, unknown_delivery_tag
+from .frames import decoded
 from .messages import Consumer, Message, QueuedMessage
 from .queues import Queue
 from .states import ChannelState
@@ -126,7 +127,7 @@ class Settlement:
             self._settle("ack", items)
 
     def _basic_reject(self, m: spec.Basic.Reject) -> None:
-        items = self._collect(m.delivery_tag, False)
+        items = self._collect(decoded(m.delivery_tag), False)
         kind = "requeue" if m.requeue else "drop"
         if self.tx:
             self.tx_acks.append((kind, items))

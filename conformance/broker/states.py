@@ -10,6 +10,7 @@ the table only decides whether a method may be *considered* in a state.
 from __future__ import annotations
 
 from enum import Enum
+from typing import TypeVar
 
 from pamqp import base
 from pamqp import commands as spec
@@ -115,22 +116,33 @@ TRANSITIONS: dict[tuple[Enum, type[base.Frame] | Signal], Enum] = {
 }
 
 
-def transition(state: Enum, method: base.Frame) -> Enum | Disposition:
+#: a connection state or a channel state; the table never moves one into the other.
+S = TypeVar("S", ConnectionState, ChannelState)
+
+
+def _same_kind(state: S, nxt: Enum) -> S:
+    if not isinstance(nxt, type(state)):
+        raise AssertionError(f"the table moves {state} to {nxt}, a state of another kind")
+    return nxt
+
+
+def transition(state: S, method: base.Frame) -> S | Disposition:
     """The next state for ``method`` in ``state``, DISCARD, or raise the spec's error."""
     key = (state, type(method))
     if key in TRANSITIONS:
-        return TRANSITIONS[key]
+        return _same_kind(state, TRANSITIONS[key])
     if state in (C.CLOSING, Ch.CLOSING):
         return Disposition.DISCARD
     raise violation(state, method)
 
 
-def step(state: Enum, signal: Signal) -> Enum:
+def step(state: S, signal: Signal) -> S:
     """The state after ``signal``; a pair missing from the table is a bug of the core."""
     try:
-        return TRANSITIONS[(state, signal)]
+        nxt = TRANSITIONS[(state, signal)]
     except KeyError:
         raise AssertionError(f"no transition for {signal.name} in state {state}") from None
+    return _same_kind(state, nxt)
 
 
 def violation(state: Enum, method: base.Frame) -> AMQPError:

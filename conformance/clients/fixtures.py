@@ -5,6 +5,8 @@ connection, give a queue a unique name, declare it and register its deletion aft
 
     def test_double_ack(declared_queue, ctx):
         ch, q = declared_queue()
+
+``declared_exchange`` does the same for an exchange: ``ch, x = declared_exchange("fanout")``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from conformance.cases import case_of
 from conformance.clients.expect import ACTIVE_CONTEXT
 from conformance.clients.raw import RawChannel
 
-__all__ = ["DeclareQueue", "active_case_context", "declared_queue"]
+__all__ = ["DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue"]
 
 
 class DeclareQueue(Protocol):
@@ -44,6 +46,28 @@ def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
         queue = cleanup.queue(ctx.name(suffix))
         channel.declare_queue(queue, **declare)
         return channel, queue
+
+    return make
+
+
+class DeclareExchange(Protocol):
+    def __call__(self, type_: str = "direct", suffix: str = "x", *, ch: RawChannel | None = None,
+                 **declare: Any) -> tuple[RawChannel, str]:
+        """A channel and a declared exchange of ``type_`` named ``ctx.name(suffix)``, deleted
+        after the case. ``ch``: declare on this channel instead of a new connection's;
+        ``declare``: exchange.declare fields (durable, auto_delete, internal, arguments).
+        """
+        ...
+
+
+@pytest.fixture
+def declared_exchange(amqp: Any, ctx: Any, cleanup: Any) -> DeclareExchange:
+    def make(type_: str = "direct", suffix: str = "x", *, ch: RawChannel | None = None,
+             **declare: Any) -> tuple[RawChannel, str]:
+        channel = ch if ch is not None else amqp.channel()
+        exchange = cleanup.exchange(ctx.name(suffix))
+        channel.declare_exchange(exchange, type_, **declare)
+        return channel, exchange
 
     return make
 

@@ -20,7 +20,7 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.clients.wire import describe
+from conformance.clients.wire import decoded, describe
 from conformance.verdicts import InvariantViolation
 
 FRAME_OVERHEAD = 8  # type, channel, size, frame-end: frame-max counts the whole frame
@@ -149,7 +149,7 @@ class WireMonitor:
         if isinstance(frm, spec.Channel.Close):
             ch.closed_by_broker = True
         elif isinstance(frm, (spec.Basic.Deliver, spec.Basic.GetOk)):
-            tag = int(frm.delivery_tag)
+            tag = decoded(frm.delivery_tag)
             if tag != ch.last_tag + 1:
                 self._violate("wire.delivery-tags-consecutive", channel,
                               f"{describe(frm)} after tag {ch.last_tag} (expected tag {ch.last_tag + 1})")

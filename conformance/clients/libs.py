@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import ssl
 import struct
@@ -131,7 +132,7 @@ class Bound:
         self.seconds = seconds
         self.expired = threading.Event()
         self.taps: list[FrameTap] = []
-        self._severs: list[Callable[[], None]] = []
+        self._severs: list[Callable[[], object]] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
@@ -144,7 +145,7 @@ class Bound:
     def cancel(self) -> None:
         self._timer.cancel()
 
-    def on_expiry(self, sever: Callable[[], None]) -> None:
+    def on_expiry(self, sever: Callable[[], object]) -> None:
         """Register how to cut a connection at the deadline (at once if it has passed)."""
         with self._lock:
             if not self.expired.is_set():
@@ -372,7 +373,7 @@ def pika_bound(url: str, timeout: float, what: str) -> Iterator[PikaBound]:
         for conn in pb.connections:
             sock = getattr(getattr(getattr(conn, "_impl", None), "_transport", None), "_sock", None)
             if sock is not None:
-                closing.on_expiry(lambda s=sock: s.shutdown(socket.SHUT_RDWR))
+                closing.on_expiry(functools.partial(sock.shutdown, socket.SHUT_RDWR))
         try:
             pb.close_all()
         finally:
@@ -432,7 +433,7 @@ class _BoundLoop(asyncio.SelectorEventLoop):
     def __init__(self, bound: Bound) -> None:
         super().__init__()
         self.bound = bound
-        self.transports: list[asyncio.BaseTransport] = []
+        self.transports: list[asyncio.Transport] = []
 
     async def create_connection(self, protocol_factory: Any, *args: Any, **kwargs: Any) -> Any:
         transport, protocol = await super().create_connection(protocol_factory, *args, **kwargs)
@@ -451,7 +452,7 @@ class _BoundLoop(asyncio.SelectorEventLoop):
     def abort_all(self) -> None:
         for transport in self.transports:
             if not transport.is_closing():
-                transport.abort()  # type: ignore[attr-defined]
+                transport.abort()
 
 
 def run_async(coro: Coroutine[Any, Any, T], timeout: float, what: str) -> T:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import ssl
+import struct
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pamqp import commands as spec
 from pamqp import constants as pconstants
@@ -22,6 +23,22 @@ from pamqp import exceptions as pexceptions
 PROTOCOL_HEADER = pconstants.AMQP + bytes((0, 0, 9, 1))
 FRAME_END = bytes((pconstants.FRAME_END,))
 
+#: the methods that carry content (a header frame and body frames follow them)
+CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
+
+
+def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
+    """The whole frames at the start of ``buf`` (each with its frame-end octet) and the rest.
+    A frame is a 7-octet header (type, channel, payload size), the payload and frame-end."""
+    frames: list[bytes] = []
+    while len(buf) >= 7:
+        size = struct.unpack(">I", buf[3:7])[0]
+        if len(buf) < size + 8:
+            break
+        frames.append(buf[: size + 8])
+        buf = buf[size + 8:]
+    return frames, buf
+
 # pamqp names every error reply code (e.g. "NOT-FOUND"); the spec XML spells constants with "-",
 # the suite's texts with "_" as RabbitMQ's logs do. 200 is a success, not an error, so pamqp has
 # no exception class for it.
@@ -29,6 +46,17 @@ REPLY_NAMES: dict[int, str] = {
     pconstants.REPLY_SUCCESS: "REPLY_SUCCESS",
     **{code: getattr(cls, "name", cls.__name__).replace("-", "_") for code, cls in pexceptions.CLASS_MAPPING.items()},
 }
+
+
+_T = TypeVar("_T")
+
+
+def decoded(value: _T | None) -> _T:
+    """A field of a method decoded from the wire.  pamqp types some fields ``X | None``
+    because its constructors default them to None; ``unmarshal`` always sets them."""
+    if value is None:
+        raise AssertionError("a decoded method field is unset")
+    return value
 
 
 def reply_name(code: int | None) -> str:
@@ -256,34 +284,11 @@ def _query_options(query: str, scheme: str, url: str) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"malformed query in broker URL {redact(url)}") from exc
     for name, value in pairs:
-        if name not in OPTIONS:
-            raise ValueError(f"unknown URL option {name!r} in {redact(url)} (known: {', '.join(OPTIONS)})")
-        if name in TLS_OPTIONS and scheme != "amqps":
-            raise ValueError(f"URL option {name!r} needs amqps:// ({redact(url)})")
-        if name in INT_OPTIONS:
-            try:
-                number = int(value)
-            except ValueError as exc:
-                raise ValueError(f"URL option {name}={value!r} is not a whole number") from exc
-            if number < 0:
-                raise ValueError(f"URL option {name}={value!r} is negative")
-            out[name] = number / 1000 if name == "connection_timeout" else number
-        elif name == "auth_mechanism":
-            mech = value.upper()
-            if mech not in MECHANISMS:
-                raise ValueError(f"URL option auth_mechanism={value!r} is not one of "
-                                 f"{', '.join(m.lower() for m in MECHANISMS)}")
-            mechanisms.append(mech)
-        elif name == "verify":
-            if value not in VERIFY:
-                raise ValueError(f"URL option verify={value!r} is not verify_peer or verify_none")
-            out["verify"] = VERIFY[value]
-        elif name == "password":
-            out["key_password"] = value
+        key, parsed = _query_option(name, value, scheme, url)
+        if key == "auth_mechanisms":
+            mechanisms.append(parsed)
         else:
-            if not value:
-                raise ValueError(f"URL option {name} is empty")
-            out[name] = value
+            out[key] = parsed
     if mechanisms:
         out["auth_mechanisms"] = tuple(mechanisms)
     if out.get("connection_timeout") == 0:
@@ -291,6 +296,37 @@ def _query_options(query: str, scheme: str, url: str) -> dict[str, Any]:
     if "keyfile" in out and "certfile" not in out:
         raise ValueError("URL option keyfile needs certfile too")
     return out
+
+
+def _query_option(name: str, value: str, scheme: str, url: str) -> tuple[str, Any]:
+    """One query option as (URL field, value); ``auth_mechanisms`` takes one mechanism a time."""
+    if name not in OPTIONS:
+        raise ValueError(f"unknown URL option {name!r} in {redact(url)} (known: {', '.join(OPTIONS)})")
+    if name in TLS_OPTIONS and scheme != "amqps":
+        raise ValueError(f"URL option {name!r} needs amqps:// ({redact(url)})")
+    if name in INT_OPTIONS:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise ValueError(f"URL option {name}={value!r} is not a whole number") from exc
+        if number < 0:
+            raise ValueError(f"URL option {name}={value!r} is negative")
+        return name, number / 1000 if name == "connection_timeout" else number
+    if name == "auth_mechanism":
+        mech = value.upper()
+        if mech not in MECHANISMS:
+            raise ValueError(f"URL option auth_mechanism={value!r} is not one of "
+                             f"{', '.join(m.lower() for m in MECHANISMS)}")
+        return "auth_mechanisms", mech
+    if name == "verify":
+        if value not in VERIFY:
+            raise ValueError(f"URL option verify={value!r} is not verify_peer or verify_none")
+        return "verify", VERIFY[value]
+    if name == "password":
+        return "key_password", value
+    if not value:
+        raise ValueError(f"URL option {name} is empty")
+    return name, value
 
 
 def redact(url: str | URL) -> str:

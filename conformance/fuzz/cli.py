@@ -311,19 +311,19 @@ def _replay_one(rec: Reproducer, target: WireTarget | None, bound: float) -> str
     if rec.mode == "in-process":
         from .inproc import CoreHarness
 
-        outcome = CoreHarness().run(rec.raw_pieces())
-        return None if outcome.finding is None else f"{outcome.kind}: {outcome.finding}"
+        core = CoreHarness().run(rec.raw_pieces())
+        return None if core.finding is None else f"{core.kind}: {core.finding}"
     from .wire import Endpoint, alive, send_input
 
     assert target is not None
     ep = Endpoint.from_url(target.url)
-    outcome = send_input(ep, rec.raw_pieces(), bound=bound)
+    wire = send_input(ep, rec.raw_pieces(), bound=bound)
     dead = alive(ep, bound)
     if dead is not None:
         if target.restart is not None:
             target.restart()
         return f"dead: {dead}"
-    return f"hang: no reply and no close within {bound} s" if outcome.hang else None
+    return f"hang: no reply and no close within {bound} s" if wire.hang else None
 
 
 # -- entry point -------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pamqp import base
 from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp import header as pheader
+from pamqp.common import FieldTable
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
@@ -107,12 +108,13 @@ class _Builder:
 
     def props(self) -> spec.Basic.Properties:
         r = self.rng
+        headers: list[FieldTable | None] = [None, {"x-a": 1, "b": "two"}, {}]
         return spec.Basic.Properties(
             content_type=r.choice([None, "text/plain", "application/json"]),
             delivery_mode=r.choice([None, 1, 2]),
             priority=r.choice([None, 0, 9]),
             correlation_id=r.choice([None, "c1"]),
-            headers=r.choice([None, {"x-a": 1, "b": "two"}, {}]),
+            headers=r.choice(headers),
             expiration=r.choice([None, "60000"]),
             message_id=r.choice([None, "m-1"]),
         )

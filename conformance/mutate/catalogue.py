@@ -360,7 +360,8 @@ class _ClientAckLost(f.Tracking):
 
 def _hide_caps(start: spec.Connection.Start) -> dict[str, object]:
     props = dict(start.server_properties or {})
-    caps = {k: v for k, v in dict(props.get("capabilities") or {}).items()
+    offered = props.get("capabilities")
+    caps = {k: v for k, v in (offered.items() if isinstance(offered, dict) else ())
             if k not in ("basic.nack", "publisher_confirms")}
     props["capabilities"] = caps
     return {"server_properties": props}

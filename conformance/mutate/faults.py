@@ -15,9 +15,9 @@ from pamqp import commands as spec
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from conformance.mutate.proxy import TO_CLIENT, Fault, Frame, replace
+from conformance.clients.wire import CONTENT_METHODS
+from conformance.mutate.proxy import TO_CLIENT, Fault, Frame, assemble, replace
 
-CONTENT_METHODS = (spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return)
 Change = Callable[[Any], dict[str, Any]]
 When = Callable[[dict[str, Any], int, Any], bool]
 
@@ -142,21 +142,14 @@ class Messages(Tracking):
     kinds: tuple[type, ...] = CONTENT_METHODS
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
-        cur = st.setdefault("msg", {})
-        if isinstance(frm, CONTENT_METHODS):
-            cur[channel] = [(channel, frm)]
+        unit = assemble(st.setdefault("msg", {}), channel, frm, CONTENT_METHODS)
+        if unit is None:
+            return self.frame(st, channel, frm)
+        if not unit:
             return []
-        if isinstance(frm, (ContentHeader, ContentBody)) and channel in cur:
-            cur[channel].append((channel, frm))
-            hdr = next((f for _c, f in cur[channel] if isinstance(f, ContentHeader)), None)
-            got = sum(len(f.value) for _c, f in cur[channel] if isinstance(f, ContentBody))
-            if hdr is None or got < hdr.body_size:
-                return []
-            unit = cur.pop(channel)
-            if isinstance(unit[0][1], self.kinds):
-                return self.message(st, channel, unit)
-            return self.other(st, channel, unit)
-        return self.frame(st, channel, frm)
+        if isinstance(unit[0][1], self.kinds):
+            return self.message(st, channel, unit)
+        return self.other(st, channel, unit)
 
     def message(self, st: dict[str, Any], channel: int, unit: list[Frame]) -> list[Frame]:
         return unit
@@ -305,14 +298,15 @@ class ConsistentTags(Tracking):
             st["asked_empty"].discard(channel)
             own.add(frm.consumer_tag)
         if isinstance(frm, (spec.Basic.ConsumeOk, spec.Basic.Deliver, spec.Basic.Cancel, spec.Basic.CancelOk)) \
-                and frm.consumer_tag in own:
+                and isinstance(frm.consumer_tag, str) and frm.consumer_tag in own:
             return [(channel, replace(frm, consumer_tag=self.PREFIX + frm.consumer_tag))]
         return [(channel, frm)]
 
     def broker_frame(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
         if isinstance(frm, spec.Basic.Consume) and not frm.consumer_tag:
             st.setdefault("asked_empty", set()).add(channel)
-        if isinstance(frm, (spec.Basic.Cancel, spec.Basic.Consume)) and frm.consumer_tag.startswith(self.PREFIX):
+        if isinstance(frm, (spec.Basic.Cancel, spec.Basic.Consume)) and isinstance(frm.consumer_tag, str) \
+                and frm.consumer_tag.startswith(self.PREFIX):
             return [(channel, replace(frm, consumer_tag=frm.consumer_tag[len(self.PREFIX):]))]
         return [(channel, frm)]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import socket
-import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,10 +20,28 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from conformance.clients.handshake import connect
-from conformance.clients.wire import URL
+from conformance.clients.loopback import Listener
+from conformance.clients.wire import URL, split_frames
 from conformance.verdicts import HarnessError
 
 Frame = tuple[int, Any]  # (channel, pamqp frame)
+
+
+def assemble(partial: dict[int, list[Frame]], channel: int, frm: Any, starts: tuple[type, ...]) -> list[Frame] | None:
+    """Gather whole messages, per channel: a method of ``starts`` begins one, its header and
+    body frames join it. The whole message once its body is complete, [] while it is not,
+    None for a frame that is no part of a message (``partial`` holds the incomplete ones)."""
+    if isinstance(frm, starts):
+        partial[channel] = [(channel, frm)]
+        return []
+    if isinstance(frm, (ContentHeader, ContentBody)) and channel in partial:
+        partial[channel].append((channel, frm))
+        hdr = next((f for _c, f in partial[channel] if isinstance(f, ContentHeader)), None)
+        got = sum(len(f.value) for _c, f in partial[channel] if isinstance(f, ContentBody))
+        if hdr is None or got < hdr.body_size:
+            return []
+        return partial.pop(channel)
+    return None
 
 # Frames a fault queues here (per connection) go to the client right after the frames it
 # returned: a proxy answering in the broker's name (e.g. a select-ok the broker never sent).
@@ -142,28 +159,17 @@ class SwapDeliveries(Fault):
     name = "swap-deliveries"
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
-        cur = st.setdefault("cur", {})
         held = st.setdefault("held", {})
-        if isinstance(frm, spec.Basic.Deliver):
-            cur[channel] = [(channel, frm)]
+        done = assemble(st.setdefault("cur", {}), channel, frm, (spec.Basic.Deliver,))
+        if done is None:
+            return [*held.pop(channel, []), (channel, frm)]
+        if not done:
             return []
-        if isinstance(frm, (ContentHeader, ContentBody)) and channel in cur:
-            cur[channel].append((channel, frm))
-            hdr = next((f for _c, f in cur[channel] if isinstance(f, ContentHeader)), None)
-            got = sum(len(f.value) for _c, f in cur[channel] if isinstance(f, ContentBody))
-            if hdr is None or got < hdr.body_size:
-                return []
-            done = cur.pop(channel)
-            if channel in held:
-                first = held.pop(channel)
-                return done + first
-            held[channel] = done
-            return []
-        out: list[Frame] = []
         if channel in held:
-            out.extend(held.pop(channel))
-        out.append((channel, frm))
-        return out
+            first = held.pop(channel)
+            return done + first
+        held[channel] = done
+        return []
 
 
 FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, RollbackCommits, NoRedeliveredFlag,
@@ -181,11 +187,33 @@ def _unchecked(frm: Any) -> Any:
     sub = _UNCHECKED.get(cls)
     if sub is None:
         sub = _UNCHECKED[cls] = type(cls.__name__, (cls,), {"validate": lambda self: None})
-    out = sub.__new__(sub)
+    out: Any = object.__new__(sub)
     for name in cls.__slots__:
         if hasattr(frm, name):
             setattr(out, name, getattr(frm, name))
     return out
+
+
+def _pass_headers(buf: bytes, dst: socket.socket, to_broker: bool, header_pending: bool) -> tuple[bytes, bool] | None:
+    """Forward an 8-octet protocol header at the start of ``buf``: the client's first bytes, or
+    a broker's own header refusing the client's. ``(the rest, whether the client's header is
+    still to come)``, or None while a header is incomplete."""
+    if not to_broker and buf[:4] == b"AMQP":
+        if len(buf) < 8:
+            return None
+        dst.sendall(buf[:8])
+        buf = buf[8:]
+    if header_pending:
+        if len(buf) < 8:
+            return None
+        dst.sendall(buf[:8])
+        buf, header_pending = buf[8:], False
+    return buf, header_pending
+
+
+def _keep_bytes(frm: Any, channel: int, chunk: bytes) -> None:
+    """Remember the bytes ``frm`` was decoded from (``_encode`` sends them when it is unchanged)."""
+    frm._raw = (channel, chunk)
 
 
 def _encode(ch: int, f: Any) -> bytes:
@@ -214,16 +242,9 @@ class FaultProxy:
     upstream_tls: URL | None = None
 
     def __post_init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((self.host, 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._socks: list[socket.socket] = []
+        self.listener = Listener(self._on_accept, host=self.host, backlog=64)
+        self.port = self.listener.port
         self.errors: list[str] = []  # faults that raised: the frame went through unchanged
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
     def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> str:
         from urllib.parse import quote
@@ -232,47 +253,55 @@ class FaultProxy:
         return f"amqp://{user}:{password}@{self.host}:{self.port}/{path}"
 
     def __enter__(self) -> FaultProxy:
-        self._thread.start()
+        self.listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.sock.close()
-        for s in list(self._socks):
-            try:
-                s.close()
-            except OSError:
-                pass
-        self._thread.join(timeout=2)
+        self.listener.close()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            try:
-                upstream = self._connect_upstream()
-            except (OSError, HarnessError) as exc:
-                # the client sees its connection end; why is kept for the mutate report
-                self.errors.append(f"upstream connection: {exc}")
-                client.close()
-                continue
-            upstream.settimeout(None)
-            self._socks[:] = [s for s in self._socks if s.fileno() != -1] + [client, upstream]
-            state: dict[str, Any] = {}
-            lock = threading.Lock()
-            threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
+    def _on_accept(self, client: socket.socket) -> None:
+        try:
+            upstream = self._connect_upstream()
+        except (OSError, HarnessError) as exc:
+            # the client sees its connection end; why is kept for the mutate report
+            self.errors.append(f"upstream connection: {exc}")
+            client.close()
+            return
+        upstream.settimeout(None)
+        self.listener.track(client, upstream)
+        state: dict[str, Any] = {}
+        lock = threading.Lock()
+        threading.Thread(target=self._pump, args=(client, upstream, True, state, lock), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client, False, state, lock), daemon=True).start()
 
     def _connect_upstream(self) -> socket.socket:
         if self.upstream_tls is None:
             return socket.create_connection((self.upstream_host, self.upstream_port), timeout=5)
         # The TLS handshake runs in the accept thread: bounded (5 s), as the plain connect.
         return connect(self.upstream_tls.with_(host=self.upstream_host, port=self.upstream_port), timeout=5)
+
+    def _rewrite(self, chunks: list[bytes], to_broker: bool, st: dict[str, Any]) -> tuple[bytes, bytes]:
+        """The fault applied to whole frames: (bytes onward, bytes back to the client)."""
+        rewrite = self.fault.to_broker if to_broker else self.fault.to_client
+        out = bytearray()
+        back = bytearray()
+        for chunk in chunks:
+            try:
+                _n, channel, frm = pframe.unmarshal(chunk)
+            except Exception:  # noqa: BLE001 - pass through what we cannot decode
+                out += chunk
+                continue
+            _keep_bytes(frm, channel, chunk)
+            try:
+                frames = rewrite(st, channel, frm)
+                encoded = b"".join(_encode(ch, f) for ch, f in frames)
+                injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
+            except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
+                self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
+                encoded, injected = chunk, b""
+            out += encoded
+            (back if to_broker else out).extend(injected)
+        return bytes(out), bytes(back)
 
     def _pump(self, src: socket.socket, dst: socket.socket, to_broker: bool, st: dict[str, Any],
               lock: threading.Lock) -> None:
@@ -286,47 +315,20 @@ class FaultProxy:
                     if buf:
                         dst.sendall(buf)  # an incomplete tail is the peer's to judge, not ours
                     break
-                buf += got
-                if not to_broker and buf[:4] == b"AMQP":
-                    if len(buf) < 8:
-                        continue
-                    # a broker refusing the client's protocol header answers with its own
-                    dst.sendall(buf[:8])
-                    buf = buf[8:]
-                if header_pending:
-                    if len(buf) < 8:
-                        continue
-                    dst.sendall(buf[:8])
-                    buf, header_pending = buf[8:], False
+                passed = _pass_headers(buf + got, dst, to_broker, header_pending)
+                if passed is None:
+                    buf += got
+                    continue
+                buf, header_pending = passed
+                chunks, buf = split_frames(buf)
                 # Sending under the connection's lock keeps the frames a fault injects towards
                 # the client in order with the broker's own frames.
                 with lock:
-                    out = bytearray()
-                    back = bytearray()
-                    while len(buf) >= 7:
-                        size = struct.unpack(">I", buf[3:7])[0]
-                        if len(buf) < size + 8:
-                            break
-                        chunk, buf = buf[: size + 8], buf[size + 8:]
-                        try:
-                            _n, channel, frm = pframe.unmarshal(chunk)
-                        except Exception:  # noqa: BLE001 - pass through what we cannot decode
-                            out += chunk
-                            continue
-                        frm._raw = (channel, chunk)
-                        try:
-                            frames = (self.fault.to_broker if to_broker else self.fault.to_client)(st, channel, frm)
-                            encoded = b"".join(_encode(ch, f) for ch, f in frames)
-                            injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
-                        except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
-                            self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
-                            encoded, injected = chunk, b""
-                        out += encoded
-                        (back if to_broker else out).extend(injected)
+                    out, back = self._rewrite(chunks, to_broker, st)
                     if out:
-                        dst.sendall(bytes(out))
+                        dst.sendall(out)
                     if back:
-                        client.sendall(bytes(back))
+                        client.sendall(back)
         except OSError:
             pass
         finally:

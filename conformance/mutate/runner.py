@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from conformance.clients.handshake import connect
 from conformance.clients.wire import URL
@@ -344,7 +345,13 @@ def _line(r: MutantResult) -> str:
     return head + body
 
 
-def summarise(results: list[MutantResult], wall: float) -> dict[str, object]:
+class Summary(TypedDict):
+    categories: dict[str, dict[str, int]]  # category → mutants / killed / survived / equivalent / no_result
+    total: dict[str, int]
+    wall_seconds: float
+
+
+def summarise(results: list[MutantResult], wall: float) -> Summary:
     cats: dict[str, dict[str, int]] = {}
     for r in results:
         c = cats.setdefault(r.category, {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "no_result": 0})
@@ -360,9 +367,8 @@ def _score(c: dict[str, int]) -> str:
     return f"{100 * c['killed'] / counted:5.1f}%" if counted else "    -"
 
 
-def render_summary(summary: dict[str, object]) -> str:
-    cats: dict[str, dict[str, int]] = summary["categories"]  # type: ignore[assignment]
-    total: dict[str, int] = summary["total"]  # type: ignore[assignment]
+def render_summary(summary: Summary) -> str:
+    cats, total = summary["categories"], summary["total"]
     lines = ["", f"{'category':<16} {'mutants':>7} {'killed':>6} {'survived':>8} {'equiv.':>6} {'score':>6}"]
     for name, c in sorted(cats.items()):
         lines.append(f"{name:<16} {c['mutants']:>7} {c['killed']:>6} {c['survived'] + c['no_result']:>8} "

@@ -7,10 +7,11 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pluggy
 import pytest
 
 from conformance.cases import Case, case_of
@@ -61,7 +62,7 @@ def verdict_of(report: pytest.TestReport) -> Verdict | None:
     if report.when == "teardown":
         return None
     for key, value in report.user_properties:
-        if key == VERDICT_KEY:
+        if key == VERDICT_KEY and isinstance(value, str):
             return Verdict(value)
     return None
 
@@ -300,7 +301,9 @@ class ConformancePlugin:
     # -- verdicts --------------------------------------------------------------------------------
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
         outcome = yield
         rep: pytest.TestReport = outcome.get_result()
         c = case_of(item)

@@ -79,6 +79,7 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
     """The controller's state, or a worker's from what the controller handed over."""
     state = SessionState(settings=settings, run_id=os.environ.get(RUN_ID_ENV) or new_run_id())
     if is_worker(config):
+        # pytest-xdist sets config.workerinput on a worker; pytest.Config does not declare it
         workerinput: dict[str, Any] = config.workerinput  # type: ignore[attr-defined]
         info = json.loads(workerinput[WORKER_INPUT_KEY])
         state.worker = workerinput.get("workerid", "gw")

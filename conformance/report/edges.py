@@ -86,8 +86,8 @@ def load_results(spark: SparkSession, files: list[str]) -> Loaded:
         per_file = [r.asDict() for r in stages.file_stats(parsed).collect()]  # one row per file
         not_results = [f for f in per_file if f["n_valid"] == 0 and f["n_malformed"] > 0]
         malformed = stages.with_line_numbers(stages.malformed_lines(parsed), stages.split_stats(lines))
-        n_malformed = sum(int(f["n_malformed"]) for f in per_file)  # type: ignore[call-overload]
-        n_valid = sum(int(f["n_valid"]) for f in per_file)  # type: ignore[call-overload]
+        n_malformed = sum(int(f["n_malformed"]) for f in per_file)
+        n_valid = sum(int(f["n_valid"]) for f in per_file)
         examples: list[dict[str, object]] = []
         if n_malformed:
             examples = [r.asDict() for r in malformed.orderBy("file", "line").limit(MALFORMED_EXAMPLES).collect()]

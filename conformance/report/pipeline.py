@@ -152,7 +152,7 @@ def run_report(
     summary["total_s"] = round(time.perf_counter() - timer.t0, 3)
     (out_dir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     say(f"report: wrote {out_dir}/index.html, summary.json and {len(tables)} tables in {summary['total_s']:.1f}s")
-    return _jsonable(summary)  # type: ignore[no-any-return]
+    return _jsonable(summary)
 
 
 def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:

@@ -168,7 +168,7 @@ def _inv_multiple_covers(st: Settlement, ctx: Any) -> None:
         # The guide says the broker *may* set multiple; with none sent there is nothing to judge.
         ctx.informational(f"no multiple=true confirm among {len(st.events)} confirms", "broker sent no multiple acks")
         return
-    late = []
+    late: list[str] = []
     for i, e in enumerate(st.events):
         if not e.method.multiple:
             continue
@@ -198,26 +198,26 @@ class Invariant:
 
 INVARIANTS = [
     param(Case(
-        id="confirms.invariant-settled-exactly-once", sources=[CONFIRMS, NACK], level=Level.EXTENSION,
+        id="confirms.invariant-settled-exactly-once", sources=(CONFIRMS, NACK), level=Level.EXTENSION,
         requires=CONFIRM_CAPS,
         description=f"{INVARIANT_PUBLISHES} publishes to one queue, confirms read with multiple semantics",
         expectation="every seq 1..N is settled exactly once (no confirm settles an already settled seq)",
     ), Invariant(_inv_settled_once)),
     param(Case(
-        id="confirms.invariant-tags-never-backwards", sources=[CONFIRMS], level=Level.EXTENSION,
+        id="confirms.invariant-tags-never-backwards", sources=(CONFIRMS,), level=Level.EXTENSION,
         requires=CONFIRM_CAPS,
         description=f"{INVARIANT_PUBLISHES} publishes to one queue; the order of the confirm frames",
         expectation="each confirm's delivery-tag is greater than every earlier confirm's tag",
     ), Invariant(_inv_never_backwards)),
     param(Case(
-        id="confirms.multiple-covers-range", sources=[CONFIRMS], level=Level.EXTENSION,
+        id="confirms.multiple-covers-range", sources=(CONFIRMS,), level=Level.EXTENSION,
         requires=CONFIRM_CAPS,
         description=f"{INVARIANT_PUBLISHES} publishes to one queue; every basic.ack with multiple=true",
         expectation="a multiple=true confirm with tag T settles every outstanding seq <= T: no later "
                     "confirm names a tag <= T (INFORMATIONAL when the broker never sets multiple)",
     ), Invariant(_inv_multiple_covers)),
     param(Case(
-        id="confirms.invariant-never-acked-and-nacked", sources=[NACK], level=Level.EXTENSION,
+        id="confirms.invariant-never-acked-and-nacked", sources=(NACK,), level=Level.EXTENSION,
         requires=NACK_CAPS,
         description=f"{INVARIANT_PUBLISHES} publishes to a queue with x-max-length 1000 and "
                     "x-overflow reject-publish (so both acks and nacks are due)",
@@ -245,7 +245,7 @@ ROUTED = [
     param(Case(
         id=f"confirms.routed-acked.{'persistent' if r.persistent else 'transient'}-to-"
            f"{'durable' if r.durable else 'transient'}-queue",
-        sources=[WHEN], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+        sources=(WHEN,), level=Level.EXTENSION, requires=CONFIRM_CAPS,
         description=f"A {'persistent' if r.persistent else 'transient'} publish routed to one "
                     f"{'durable' if r.durable else 'non-durable'} queue, in confirm mode",
         expectation="it is acked (with tag 1) once the queue has accepted it",
@@ -304,10 +304,8 @@ def test_mandatory_return_before_ack(amqp, ctx):
     description="Three publishes to a fanout exchange bound to three queues",
     expectation="each publish is confirmed exactly once (once accepted by all queues, not once per queue)",
 )
-def test_fanout_one_ack(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "fanout")
+def test_fanout_one_ack(declared_exchange, ctx, cleanup):
+    ch, x = declared_exchange("fanout")
     for i in range(3):
         q = cleanup.queue(ctx.name(f"q{i}"))
         ch.declare_queue(q)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 from pamqp import commands as spec
+from pamqp.common import FieldTable
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
@@ -29,8 +30,8 @@ def _delete(name: str, if_unused: bool = False) -> spec.Exchange.Delete:
     return spec.Exchange.Delete(exchange=name, if_unused=if_unused)
 
 
-def _declare(name: str, type_: str = "direct", **kw: bool) -> spec.Exchange.Declare:
-    return spec.Exchange.Declare(exchange=name, exchange_type=type_, **kw)
+def _declare(name: str, type_: str = "direct", *, passive: bool = False, durable: bool = False) -> spec.Exchange.Declare:
+    return spec.Exchange.Declare(exchange=name, exchange_type=type_, passive=passive, durable=durable)
 
 
 def _routed(ch: RawChannel, q: str) -> bytes | None:
@@ -103,7 +104,7 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
     ctx.check(got[0], "exchange.declare-ok", f"passive exchange.declare {name}")
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    args = {"x-match": "all", "h": "v"} if type_ == "headers" else None
+    args: FieldTable | None = {"x-match": "all", "h": "v"} if type_ == "headers" else None
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
     ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 
@@ -179,10 +180,8 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
     expected_sources={"spec": "exchange.declare/typed (on-failure not-allowed, a hard error)",
                       "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'type'\""},
 )
-def test_typed(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct")
+def test_typed(declared_exchange, ctx):
+    ch, x = declared_exchange("direct")
     check_outcome(ctx, outcome(ch, _declare(x, "fanout"), spec.Exchange.DeclareOk), "redeclare direct as fanout")
 
 
@@ -216,10 +215,8 @@ EQUIVALENCE = [
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
-def test_equivalent(amqp, ctx, cleanup, first, second):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct", **first)
+def test_equivalent(declared_exchange, ctx, first, second):
+    ch, x = declared_exchange("direct", **first)
     check_outcome(ctx, outcome(ch, _declare(x, "direct", **second), spec.Exchange.DeclareOk),
                   f"redeclare {first} as {second}")
 
@@ -295,10 +292,8 @@ def test_delete_in_use(amqp, ctx, cleanup):
     description="exchange.delete with if-unused on an exchange without bindings",
     expectation="exchange.delete-ok; a passive declare then fails with 404",
 )
-def test_delete_unused(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(x, "direct")
+def test_delete_unused(declared_exchange, ctx):
+    ch, x = declared_exchange("direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
     ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
     ch.send(_declare(x, passive=True))

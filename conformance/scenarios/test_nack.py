@@ -210,7 +210,7 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
         ch.confirm_delivery()
         for i in range(3):
             ch.basic_publish("", q, f"p{i}".encode())
-        tags = []
+        tags: list[int] = []
         for _ in range(3):
             method, _props, _body = ch.basic_get(q)
             if method is None:

@@ -368,7 +368,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
             queue = await channel.declare_queue(q)
             for body in bodies:
                 await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
-            held = []
+            held: list[aio_pika.abc.AbstractIncomingMessage] = []
             for _ in range(3):
                 msg = await queue.get(timeout=ctx.timeout, fail=False)
                 if msg is None:

@@ -12,11 +12,12 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import drain_confirms
+from conformance.clients.raw import RawChannel
 
 LOW_HIGH = ((b"low-0", 0), (b"low-1", 1), (b"high-9", 9), (b"high-5", 5))
 
 
-def _publish_and_drain(ch, q: str) -> list[bytes]:  # type: ignore[no-untyped-def]
+def _publish_and_drain(ch: RawChannel, q: str) -> list[bytes]:
     ch.confirm_select()
     for body, prio in LOW_HIGH:
         last = ch.publish("", q, body, properties=spec.Basic.Properties(priority=prio))

@@ -207,24 +207,24 @@ def _other_channel(ch: RawChannel, q: str) -> int:
 
 TAG_ERRORS = [
     param(Case(
-        "reject.unknown-tag-406", rules=["basic.ack/exists"], sources=[SRC_TAG], level=Level.MUST,
+        "reject.unknown-tag-406", rules=("basic.ack/exists",), sources=(SRC_TAG,), level=Level.MUST,
         description="basic.reject of a delivery tag that was never delivered on the channel",
         expectation="channel.close 406 PRECONDITION_FAILED (the tag must refer to a delivered message)",
     ), _unknown, False),
     param(Case(
-        "reject.double-reject-406", rules=["basic.ack/exists"], sources=[SRC_TAG, SRC_REJECT],
+        "reject.double-reject-406", rules=("basic.ack/exists",), sources=(SRC_TAG, SRC_REJECT),
         level=Level.MUST,
         description="basic.reject of the same delivery tag twice",
         expectation="the second reject closes the channel with 406 PRECONDITION_FAILED",
     ), _twice, False),
     param(Case(
-        "reject.after-ack-406", rules=["basic.ack/exists"], sources=[SRC_TAG, SRC_REJECT], level=Level.MUST,
+        "reject.after-ack-406", rules=("basic.ack/exists",), sources=(SRC_TAG, SRC_REJECT), level=Level.MUST,
         description="basic.reject of a delivery tag that was already acknowledged",
         expectation="channel.close 406 PRECONDITION_FAILED",
     ), _after_ack, False),
     param(Case(
-        "reject.other-channel-tag-406", rules=["delivery-tag/channel-local", "basic.ack/exists"],
-        sources=[SRC_TAG], level=Level.MUST,
+        "reject.other-channel-tag-406", rules=("delivery-tag/channel-local", "basic.ack/exists"),
+        sources=(SRC_TAG,), level=Level.MUST,
         description="basic.reject on channel B of a tag delivered on channel A (same connection)",
         expectation="channel B is closed with 406 PRECONDITION_FAILED: delivery tags are channel-local",
     ), _other_channel, True),

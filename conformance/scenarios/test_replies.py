@@ -234,10 +234,8 @@ def test_delete_ok_count(declared_queue, ctx) -> None:
     expectation="basic.return reply-code 312 NO_ROUTE with the publish's exchange, routing key, properties, "
                 "headers and body, arriving before the publish's basic.ack (tag 1); reply-text is recorded",
 )
-def test_mandatory_return_whole(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    ex = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(ex, "direct")
+def test_mandatory_return_whole(declared_exchange, ctx) -> None:
+    ch, ex = declared_exchange("direct")
     ch.confirm_select()
     ch.publish(ex, "nobody-bound", _body(7), properties=_props(7), mandatory=True)
     ack = ch.wait((spec.Basic.Ack, spec.Basic.Nack), "the publish's confirm")

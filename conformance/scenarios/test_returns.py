@@ -59,10 +59,11 @@ def _first_answer(ch: RawChannel, within: float) -> str:
     probe is answered and no return follows within ``within`` seconds)."""
     ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
-        ev: Event | SocketClosed = ch.conn.wait_event(
+        first = ch.conn.wait_event(
             ch.id, lambda e: isinstance(e.method, (spec.Basic.Return, spec.Exchange.DeclareOk)),
             "basic.return, a close or the probe's declare-ok")
-        if isinstance(ev.method, spec.Exchange.DeclareOk):
+        ev: Event | SocketClosed = first
+        if isinstance(first.method, spec.Exchange.DeclareOk):
             ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, spec.Basic.Return),
                                     "a late basic.return", timeout=within)
     except UnexpectedClose as exc:
@@ -79,10 +80,8 @@ def _first_answer(ch: RawChannel, within: float) -> str:
     description="A mandatory message published to an exchange with no bindings",
     expectation="basic.return 312 NO_ROUTE with the exchange, routing key, body and properties as published",
 )
-def test_mandatory_unroutable(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    ex = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(ex, "direct")
+def test_mandatory_unroutable(declared_exchange, ctx) -> None:
+    ch, ex = declared_exchange("direct")
     body = b"nobody routes me \x00\xff"
     ch.publish(ex, "no-such-key", body, mandatory=True, properties=_props())
     ev = ch.wait(spec.Basic.Return, "basic.return for the unroutable mandatory message")
@@ -117,10 +116,8 @@ def test_mandatory_routable(declared_queue, ctx) -> None:
     expectation="the message is dropped silently: no basic.return and the channel stays open "
                 "(mandatory field: 'If this flag is zero, the server silently drops the message')",
 )
-def test_non_mandatory_unroutable(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    ex = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(ex, "direct")
+def test_non_mandatory_unroutable(declared_exchange, ctx) -> None:
+    ch, ex = declared_exchange("direct")
     ch.publish(ex, "no-such-key", b"dropped")
     returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))  # a close here is an UnexpectedClose: FAIL
     ctx.check([e.describe() for e in returned], [], "basic.return events")
@@ -163,10 +160,8 @@ def test_publish_missing_exchange(amqp, ctx) -> None:
     description="basic.publish to an exchange declared internal",
     expectation="the channel is closed with 403 ACCESS_REFUSED",
 )
-def test_internal_exchange(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    ex = cleanup.exchange(ctx.name("x"))
-    ch.declare_exchange(ex, "direct", internal=True)
+def test_internal_exchange(declared_exchange, ctx) -> None:
+    ch, ex = declared_exchange("direct", internal=True)
     ch.publish(ex, "k", b"not for clients")
     expect_channel_close(ch, 403, what="publish to an internal exchange", method=spec.Basic.Publish)
 
@@ -228,6 +223,8 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
                 return "publish completed without error"
             except aex.PublishError as exc:
                 returned = exc.message
+                if returned is None:
+                    return f"PublishError without the returned message: {exc}"
                 return (getattr(returned.delivery, "reply_code", None), returned.body)
         finally:
             await conn.close()

@@ -249,7 +249,7 @@ def reject_rollback(env: Env) -> str:
     return "yes"
 
 
-def queue_exists_after_rollback(env: Env, q: str, op: Callable[[RawChannel], None]) -> bool:
+def queue_exists_after_rollback(env: Env, q: str, op: Callable[[RawChannel], object]) -> bool:
     """Run ``op`` on queue ``q`` in a tx and roll back; whether ``q`` exists afterwards."""
     ch = env.tx_channel()
     op(ch)
@@ -354,7 +354,7 @@ def atomic_multi(env: Env) -> str:
     return UNDEFINED
 
 
-def _when_error(env: Env, send: Callable[[RawChannel], None], code: int, what: str) -> str:
+def _when_error(env: Env, send: Callable[[RawChannel], object], code: int, what: str) -> str:
     ch = env.tx_channel()
     send(ch)
     closed = closes_with(ch, ch.barrier)

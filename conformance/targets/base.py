@@ -94,7 +94,28 @@ def wait_port(host: str, port: int, deadline: float, proc: subprocess.Popen[byte
         time.sleep(0.1)  # polling a port that has no event to wait on
 
 
-class ProcessController:
+class StopStartRestart:
+    """``restart`` as a controller that can stop, kill and start does it: stop (or kill), then
+    start again."""
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def restart(self, *, kill: bool = False) -> None:
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+
+class ProcessController(StopStartRestart):
     """Runs a broker command in its own process group; stop = SIGTERM, kill = SIGKILL of the group."""
 
     def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, host: str, port: int,
@@ -182,13 +203,6 @@ class ProcessController:
             except OSError:
                 return
             time.sleep(0.1)  # the port is released asynchronously by the kernel
-
-    def restart(self, *, kill: bool = False) -> None:
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
 
     @property
     def running(self) -> bool:

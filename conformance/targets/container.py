@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from conformance.extras import missing_extra
-from conformance.targets.base import Target, TargetError, free_port
+from conformance.targets.base import StopStartRestart, Target, TargetError, free_port
 from conformance.targets.readiness import amqp_ready
 
 ENV_PREFIX = "AMQP_CONFORMANCE_CONTAINER_"
@@ -115,7 +115,7 @@ def build_container(spec: ContainerSpec, host_port: int) -> Any:
     return container.with_bind_ports(spec.port, host_port)
 
 
-class ContainerController:
+class ContainerController(StopStartRestart):
     """Stop / kill / start the same container (its data stays in the container's filesystem)."""
 
     def __init__(self, container: Any, spec: ContainerSpec, url: str) -> None:
@@ -138,13 +138,6 @@ class ContainerController:
         except Exception as exc:  # the docker SDK raises many kinds: one line for the case
             raise TargetError(f"cannot start container {self.spec.image} again: {exc}") from exc
         amqp_ready(self.url, time.monotonic() + self.spec.start_timeout, f"container {self.spec.image}")
-
-    def restart(self, *, kill: bool = False) -> None:
-        if kill:
-            self.kill()
-        else:
-            self.stop()
-        self.start()
 
 
 def start_container(image: str) -> Target:
