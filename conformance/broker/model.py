@@ -202,6 +202,11 @@ class VHost:
 
     # -- routing ---------------------------------------------------------------------------
     def route(self, x: Exchange, msg: Message) -> list[Queue]:
+        if not x.name and len(msg.routing_keys) == 1:
+            # the default exchange without CC/BCC: one lookup (unroutable: the general path)
+            q = self.queues.get(msg.routing_key)
+            if q is not None:
+                return [q]
         found: dict[str, Queue] = {}
         seen: set[str] = set()
         self._route_into(x, msg, found, seen)
