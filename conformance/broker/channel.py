@@ -101,7 +101,7 @@ class ChannelCore(Settlement):
 
     # -- ConsumerSink ---------------------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
-        if self.dead or self.state is not _OPEN or self.conn.state is not _CONN_OPEN:
+        if self.dead or self.state is not _OPEN or self.conn.state is not _CONN_OPEN or self.conn.congested:
             return False
         if consumer.no_ack:
             return True

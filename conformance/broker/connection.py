@@ -92,6 +92,9 @@ class ConnectionCore:
         self.exclusive_queues: set[Queue] = set()
         self.confirms_dirty = False
         self.transport_closing = False
+        #: the shell's write buffer to this client is over its high-water mark: deliveries
+        #: wait in their queues (replies still go out) until ``set_congested(False)``
+        self.congested = False
         self.wake: Callable[[], None] | None = None
         self.sync_requester: Callable[[], None] | None = None
         now = broker.clock()
@@ -181,6 +184,15 @@ class ConnectionCore:
     def on_durable(self) -> None:
         self.confirms_dirty = True
         self._after_input()
+
+    def set_congested(self, congested: bool) -> None:
+        """The shell's flow control: stop deliveries while the client is not reading fast
+        enough (RabbitMQ's credit flow keeps messages in the queue the same way); on relief
+        every queue this connection consumes from is dispatched again."""
+        self.congested = congested
+        if not congested:
+            for ch in list(self.channels.values()):
+                ch._redispatch()
 
     def request_sync(self) -> None:
         """Make everything logged so far durable before the next reply (tx.commit)."""

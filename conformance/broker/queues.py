@@ -171,8 +171,15 @@ class Queue:
             self._dispatching = False
 
     def _dispatch_once(self) -> None:
-        now = self.broker.clock()
+        broker = self.broker
+        now = broker.clock()
+        burst = broker.dispatch_burst if broker.dispatch_scheduler is not None else 0
+        handed = 0
         while self.ready and self.consumers and not self.deleted:
+            if burst and handed >= burst:
+                broker.defer_dispatch(self)
+                return
+            handed += 1
             self.expire_head(now, grace=True)
             if not self.ready:
                 return
