@@ -117,8 +117,10 @@ class Queue:
         self.ready_bytes += len(msg.body)
         if qm.expires_at is not None:
             broker.timed_queues.add(self)
-        self.dispatch()
-        self._enforce_drop_head()
+        if self.consumers:  # (without consumers a dispatch has nothing to do)
+            self.dispatch()
+        if self.max_length is not None or self.max_bytes is not None:
+            self._enforce_drop_head()
         self.expire_head(now)
         return True, lsn
 
