@@ -35,10 +35,12 @@ from .frames import (
     _ids,
     content_frames,
     decoded,
+    deliver_bytes,
     marshal_method,
+    shortstr,
     unvalidated,
 )
-from .messages import Consumer, Message, QueuedMessage, decode_properties
+from .messages import Consumer, Message, QueuedMessage, decode_properties_shared
 from .queues import Queue
 from .settlement import Settlement, Unacked
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
@@ -60,6 +62,11 @@ class PendingPublish:
     props: spec.Basic.Properties | None = None
     parts: list[bytes] | None = None
     received: int = 0
+
+
+# Enum members as module constants for the per-frame checks (a slow lookup on Python 3.11).
+_OPEN, _CLOSING, _CONN_OPEN = ChannelState.OPEN, ChannelState.CLOSING, ConnectionState.OPEN
+_METHOD, _HEADER, _BODY = ContentState.METHOD, ContentState.HEADER, ContentState.BODY
 
 
 class ChannelCore(Settlement):
@@ -95,7 +102,7 @@ class ChannelCore(Settlement):
 
     # -- ConsumerSink ---------------------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
-        if self.dead or self.state is not ChannelState.OPEN or self.conn.state is not ConnectionState.OPEN:
+        if self.dead or self.state is not _OPEN or self.conn.state is not _CONN_OPEN or self.conn.congested:
             return False
         if consumer.no_ack:
             return True
@@ -108,14 +115,13 @@ class ChannelCore(Settlement):
             self.unacked[tag] = Unacked(tag, consumer.queue, qm, consumer)
             consumer.unacked += 1
             self.limited += 1
-        m = qm.msg
-        frames = [
-            marshal_method(
-                unvalidated(spec.Basic.Deliver, consumer.tag, tag, qm.redelivered, m.exchange, m.routing_key), self.number
-            ),
-            *content_frames(self.number, m, self.conn.frame_max),
-        ]
-        self.conn.send_frames(frames)
+        ctag = consumer.wire_tag or self._wire_tag(consumer)
+        self.conn.send_frames([deliver_bytes(self.number, ctag, tag, qm.redelivered, qm.msg, self.conn.frame_max)])
+
+    @staticmethod
+    def _wire_tag(consumer: Consumer) -> bytes:
+        consumer.wire_tag = shortstr(consumer.tag)
+        return consumer.wire_tag
 
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The queue went away.  RabbitMQ sends basic.cancel only to clients that declared
@@ -130,7 +136,7 @@ class ChannelCore(Settlement):
         nxt = transition(self.state, method)
         if nxt is Disposition.DISCARD:
             return
-        if self.content is not ContentState.METHOD:
+        if self.content is not _METHOD:
             # RabbitMQ blames the publish whose content was interrupted
             pending = self.pending.method if self.pending is not None else method
             raise AMQPError(
@@ -143,14 +149,14 @@ class ChannelCore(Settlement):
             handler(self, method)
         except AMQPError as err:
             raise err.with_method(*_ids(method)) from None
-        if self.state is not ChannelState.CLOSING:
+        if self.state is not _CLOSING:
             assert isinstance(nxt, ChannelState)
             self.state = nxt
 
     def on_header(self, payload: bytes) -> None:
-        if self.state is ChannelState.CLOSING:
+        if self.state is _CLOSING:
             return
-        if self.content is not ContentState.HEADER or self.pending is None:
+        if self.content is not _HEADER or self.pending is None:
             raise method_frame_expected()
         if len(payload) < 14:
             raise AMQPError(ReplyCode.FRAME_ERROR, "content header frame too short")
@@ -163,7 +169,7 @@ class ChannelCore(Settlement):
         p.body_size = size
         p.props_raw = payload[12:]
         try:
-            p.props = decode_properties(p.props_raw)
+            p.props = decode_properties_shared(p.props_raw)
         except Exception as exc:
             raise AMQPError(ReplyCode.FRAME_ERROR, f"cannot decode content header properties: {exc}") from exc
         p.parts = []
@@ -179,13 +185,13 @@ class ChannelCore(Settlement):
         if size == 0:
             self._publish_complete()
         else:
-            self.content = ContentState.BODY
+            self.content = _BODY
 
     def on_body(self, payload: bytes) -> None:
-        if self.state is ChannelState.CLOSING:
+        if self.state is _CLOSING:
             return
         p = self.pending
-        if self.content is not ContentState.BODY or p is None or p.parts is None:
+        if self.content is not _BODY or p is None or p.parts is None:
             raise method_frame_expected()
         p.parts.append(payload)
         p.received += len(payload)
@@ -459,13 +465,13 @@ class ChannelCore(Settlement):
 
     def _basic_publish(self, m: spec.Basic.Publish) -> None:
         self.pending = PendingPublish(m)
-        self.content = ContentState.HEADER
+        self.content = _HEADER
 
     def _publish_complete(self) -> None:
         p = self.pending
         assert p is not None and p.props is not None
         self.pending = None
-        self.content = ContentState.METHOD
+        self.content = _METHOD
         m = p.method
         try:
             self._publish(m, p)

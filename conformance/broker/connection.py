@@ -32,6 +32,7 @@ from .frames import (
     _ids,
     _is_close_method,
     _snippet,
+    decode_hot_method,
     decoded,
     marshal_method,
 )
@@ -39,6 +40,11 @@ from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
 from .version import __version__
+
+# Enum members as module constants: on Python 3.11 ``ConnectionState.OPEN`` costs a slow
+# class-attribute lookup, and the framing loop tests the state several times per frame.
+_OPEN, _CLOSED, _CLOSING = ConnectionState.OPEN, ConnectionState.CLOSED, ConnectionState.CLOSING
+_AWAITING_HEADER, _CH_OPEN = ConnectionState.AWAITING_HEADER, ChannelState.OPEN
 
 
 def server_properties() -> dict[str, Any]:
@@ -88,6 +94,9 @@ class ConnectionCore:
         self.exclusive_queues: set[Queue] = set()
         self.confirms_dirty = False
         self.transport_closing = False
+        #: the shell's write buffer to this client is over its high-water mark: deliveries
+        #: wait in their queues (replies still go out) until ``set_congested(False)``
+        self.congested = False
         self.wake: Callable[[], None] | None = None
         self.sync_requester: Callable[[], None] | None = None
         now = broker.clock()
@@ -100,14 +109,14 @@ class ConnectionCore:
 
     # -- sans-IO surface -------------------------------------------------------------------
     def receive_data(self, data: bytes) -> None:
-        if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+        if self.transport_closing or self.state is _CLOSED or self.discard_input:
             return
         self.last_rx = self.broker.clock()
         self._in += data
         # Each pass either ends the parse or moves the connection one step towards closed
         # (open -> closing -> discarding), so this loop runs at most three times.
         while True:
-            was_closing = self.state is ConnectionState.CLOSING
+            was_closing = self.state is _CLOSING
             try:
                 self._parse()
                 break
@@ -119,9 +128,9 @@ class ConnectionCore:
                     # delimited leaves nothing parseable after it: drop the rest of the stream
                     # and let the close-ok deadline end the connection.
                     self.discard_input = True
-                if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+                if self.transport_closing or self.state is _CLOSED or self.discard_input:
                     break
-        if self.transport_closing or self.state is ConnectionState.CLOSED or self.discard_input:
+        if self.transport_closing or self.state is _CLOSED or self.discard_input:
             self._in.clear()  # nothing after the end of a connection is ever read: do not hold it
         self._after_input()
 
@@ -178,6 +187,15 @@ class ConnectionCore:
         self.confirms_dirty = True
         self._after_input()
 
+    def set_congested(self, congested: bool) -> None:
+        """The shell's flow control: stop deliveries while the client is not reading fast
+        enough (RabbitMQ's credit flow keeps messages in the queue the same way); on relief
+        every queue this connection consumes from is dispatched again."""
+        self.congested = congested
+        if not congested:
+            for ch in list(self.channels.values()):
+                ch._redispatch()
+
     def request_sync(self) -> None:
         """Make everything logged so far durable before the next reply (tx.commit)."""
         if self.sync_requester is not None:
@@ -215,7 +233,7 @@ class ConnectionCore:
         self.broker.listeners.discard(self)
 
     def _after_input(self) -> None:
-        if self.confirms_dirty and self.state is ConnectionState.OPEN:
+        if self.confirms_dirty and self.state is _OPEN:
             self.confirms_dirty = False
             for ch in list(self.channels.values()):
                 if ch.confirm:
@@ -226,8 +244,8 @@ class ConnectionCore:
         buf = self._in
         pos = 0
         try:
-            while not self.transport_closing and self.state is not ConnectionState.CLOSED:
-                if self.state is ConnectionState.AWAITING_HEADER:
+            while not self.transport_closing and self.state is not _CLOSED:
+                if self.state is _AWAITING_HEADER:
                     if len(buf) - pos < 8:
                         return
                     header = bytes(buf[pos : pos + 8])
@@ -275,7 +293,29 @@ class ConnectionCore:
             )
         )
 
+    def _on_hot_frame(self, ftype: int, channel: int, payload: bytes) -> bool:
+        """The hot path: publish (method, header, body) and ack on an open channel take the
+        same steps as `_on_frame`, minus pamqp's generic decoding and a closure per frame.
+        False when the frame is not one of those (the general path then handles it)."""
+        ch = self.channels.get(channel)
+        if ch is None or ch.state is not _CH_OPEN:
+            return False
+        if ftype == FRAME_METHOD:
+            method = decode_hot_method(payload)
+            if method is None:
+                return False
+            self._channel_call(ch, ch.on_method, method)
+        elif ftype == FRAME_HEADER:
+            self._channel_call(ch, ch.on_header, payload)
+        elif ftype == FRAME_BODY:
+            self._channel_call(ch, ch.on_body, payload)
+        else:
+            return False
+        return True
+
     def _on_frame(self, ftype: int, channel: int, payload: bytes) -> None:
+        if channel and self.state is _OPEN and self._on_hot_frame(ftype, channel, payload):
+            return
         if self.state is ConnectionState.CLOSING and not _is_close_method(ftype, channel, payload):
             return  # spec connection.close: "any received methods except Close and Close-OK MUST be discarded"
         if ftype == FRAME_HEARTBEAT:
@@ -475,6 +515,16 @@ class ConnectionCore:
                 ch._channel_close_crossing(method)
                 return
             action(ch)
+        except AMQPError as err:
+            if err.is_hard:
+                raise
+            ch.close_with_error(err)
+
+    @staticmethod
+    def _channel_call(ch: ChannelCore, action: Callable[[Any], None], arg: Any) -> None:
+        """``_on_channel_frame``'s error handling for a frame on an open channel."""
+        try:
+            action(arg)
         except AMQPError as err:
             if err.is_hard:
                 raise

@@ -27,17 +27,39 @@ CLOSE_OK_TIMEOUT = 5.0
 FATAL_FRAME_CLOSE_DELAY = 3.0  # RabbitMQ 3.10 keeps the socket about 3 s after a frame error
 
 
+_INIT_PARAMS: dict[type, tuple[tuple[str, Any], ...]] = {}
+_FIELD_TYPES: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _init_params(cls: type[base.Frame]) -> tuple[tuple[str, Any], ...]:
+    """(name, default) of each constructor parameter; computed once per class, since
+    ``inspect.signature`` costs more than the rest of an encoding."""
+    params = _INIT_PARAMS.get(cls)
+    if params is None:
+        params = tuple((p.name, p.default) for p in list(inspect.signature(cls.__init__).parameters.values())[1:])
+        _INIT_PARAMS[cls] = params
+    return params
+
+
 def unvalidated(cls: type[base.Frame], *args: Any, **kwargs: Any) -> base.Frame:
     """Build a pamqp method without its ``validate()``: RabbitMQ accepts any UTF-8 name
     (spaces, ``!``, ``*``…) and echoes it back; pamqp's constructors would refuse such names."""
     obj = cls.__new__(cls)
-    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    bound = {p.name: p.default for p in params}
-    bound.update(zip((p.name for p in params), args, strict=False))
+    params = _init_params(cls)
+    bound = dict(params)
+    bound.update(zip((name for name, _ in params), args, strict=False))
     bound.update(kwargs)
     for name, value in bound.items():
         setattr(obj, name, value)
     return obj
+
+
+def _field_types(cls: type[base.Frame]) -> tuple[tuple[str, str], ...]:
+    types = _FIELD_TYPES.get(cls)
+    if types is None:
+        types = tuple((name, cls.amqp_type(name)) for name in cls.__slots__)
+        _FIELD_TYPES[cls] = types
+    return types
 
 
 def marshal_method(method: base.Frame, channel: int) -> bytes:
@@ -45,8 +67,7 @@ def marshal_method(method: base.Frame, channel: int) -> bytes:
     accepts any UTF-8 in names, pamqp's regex would refuse to echo them back."""
     out: list[bytes] = [struct.pack(">I", method.index)]
     bits, offset, in_bits = 0, 0, False
-    for name in method.__slots__:
-        kind = method.amqp_type(name)
+    for name, kind in _field_types(type(method)):
         value = getattr(method, name, 0)
         if kind == "bit":
             if not in_bits:
@@ -76,6 +97,112 @@ def content_frames(channel: int, msg: Message, frame_max: int) -> list[bytes]:
         part = body[i : i + chunk]
         frames += (_FRAME_HDR.pack(FRAME_BODY, channel, len(part)), part, b"\xce")
     return frames
+
+
+# -- the hot path's frames, encoded with one struct call each ---------------------------------
+# Byte for byte what ``marshal_method`` / ``content_frames`` produce for the same values
+# (tests/unit/broker/test_fastpath.py compares them), without building pamqp objects.
+
+_METHOD_HDR = struct.Struct(">BHII")  # frame type, channel, size, class/method index
+_ACK_FRAME = struct.Struct(">BHIIQBB")  # ... delivery-tag, bits, frame-end
+_TAG_BITS = struct.Struct(">QB")
+BASIC_PUBLISH = spec.Basic.Publish.index
+BASIC_ACK = spec.Basic.Ack.index
+BASIC_NACK = spec.Basic.Nack.index
+BASIC_DELIVER = spec.Basic.Deliver.index
+
+
+def shortstr(value: str) -> bytes:
+    """A shortstr as pamqp encodes it (TypeError beyond 255 octets, as in ``marshal_method``)."""
+    return encode.short_string(value)
+
+
+def ack_frame(channel: int, index: int, tag: int, bits: int) -> bytes:
+    """basic.ack (bits: multiple) or basic.nack (bits: multiple | requeue << 1), server to client."""
+    return _ACK_FRAME.pack(FRAME_METHOD, channel, 13, index, tag, bits, FRAME_END)
+
+
+def message_wire(msg: Message) -> tuple[bytes, bytes]:
+    """The parts of a delivery that depend only on the message, computed once per message:
+    exchange + routing-key shortstrs, and the content-header payload."""
+    wire = msg.wire
+    if wire is None:
+        wire = msg.wire = (
+            shortstr(msg.exchange) + shortstr(msg.routing_key),
+            _CONTENT_HDR.pack(60, 0, len(msg.body)) + msg.props,
+        )
+    return wire
+
+
+def content_bytes(channel: int, msg: Message, frame_max: int, hdr_payload: bytes) -> bytes:
+    """``b"".join(content_frames(channel, msg, frame_max))`` with the header payload given."""
+    body = msg.body
+    hdr = _FRAME_HDR.pack(FRAME_HEADER, channel, len(hdr_payload)) + hdr_payload + b"\xce"
+    n = len(body)
+    if not n:
+        return hdr
+    chunk = (frame_max - 8) if frame_max else n
+    if n <= chunk:
+        return hdr + _FRAME_HDR.pack(FRAME_BODY, channel, n) + body + b"\xce"
+    return hdr + b"".join(
+        _FRAME_HDR.pack(FRAME_BODY, channel, len(part)) + part + b"\xce"
+        for part in (body[i : i + chunk] for i in range(0, n, chunk))
+    )
+
+
+def deliver_bytes(channel: int, ctag: bytes, tag: int, redelivered: bool, msg: Message, frame_max: int) -> bytes:
+    """basic.deliver (consumer tag already a shortstr) and the message's content frames."""
+    route, hdr_payload = message_wire(msg)
+    size = 4 + len(ctag) + 9 + len(route)
+    return b"".join((
+        _METHOD_HDR.pack(FRAME_METHOD, channel, size, BASIC_DELIVER), ctag,
+        _TAG_BITS.pack(tag, 1 if redelivered else 0), route, b"\xce",
+        content_bytes(channel, msg, frame_max, hdr_payload),
+    ))
+
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")  # pamqp decodes longlong (delivery-tag) signed
+
+
+def decode_hot_method(payload: bytes) -> base.Frame | None:
+    """basic.publish or basic.ack decoded straight into its pamqp object, or None for any
+    other method and for any payload this reader does not take exactly as pamqp would
+    (truncated, not UTF-8): those go through ``pamqp`` and its errors as before."""
+    n = len(payload)
+    if n < 9:
+        return None
+    index = _U32.unpack_from(payload)[0]
+    if index == BASIC_PUBLISH:
+        e_end = 7 + payload[6]
+        if e_end >= n:
+            return None
+        r_end = e_end + 1 + payload[e_end]
+        if r_end >= n:
+            return None
+        try:
+            exchange = payload[7:e_end].decode("utf-8")
+            routing_key = payload[e_end + 1 : r_end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        bits = payload[r_end]
+        pub = _PUBLISH.__new__(_PUBLISH)
+        pub.ticket = _U16.unpack_from(payload, 4)[0]
+        pub.exchange = exchange
+        pub.routing_key = routing_key
+        pub.mandatory = bits & 1 != 0
+        pub.immediate = bits & 2 != 0
+        return pub
+    if index == BASIC_ACK and n >= 13:
+        ack = _ACK.__new__(_ACK)
+        ack.delivery_tag = _I64.unpack_from(payload, 4)[0]
+        ack.multiple = payload[12] & 1 != 0
+        return ack
+    return None
+
+
+_PUBLISH, _ACK = spec.Basic.Publish, spec.Basic.Ack
 
 
 def _snippet(payload: bytes) -> str:

@@ -32,6 +32,25 @@ def decode_properties(raw: bytes) -> spec.Basic.Properties:
     return props
 
 
+_SHARED_PROPS: dict[bytes, spec.Basic.Properties] = {}
+_SHARED_PROPS_MAX = 256
+
+
+def decode_properties_shared(raw: bytes) -> spec.Basic.Properties:
+    """``decode_properties`` for a publish: most publishers send the same few property sets,
+    so a decoded set without headers is kept and handed out again.  Nothing changes such an
+    object afterwards (only ``headers`` is ever rewritten, on a private decode); the cache
+    is bounded and dropped whole when full."""
+    props = _SHARED_PROPS.get(raw)
+    if props is None:
+        props = decode_properties(raw)
+        if props.headers is None:
+            if len(_SHARED_PROPS) >= _SHARED_PROPS_MAX:
+                _SHARED_PROPS.clear()
+            _SHARED_PROPS[raw] = props
+    return props
+
+
 def parse_expiration(value: str) -> int:
     """RabbitMQ: expiration must be the decimal string of a non-negative integer (ms)."""
     if not value.isdigit():
@@ -51,6 +70,8 @@ class Message:
     #: routing key followed by the CC and BCC header keys (sender-selected distribution)
     routing_keys: tuple[str, ...] = ()
     headers: dict[str, Any] | None = None
+    #: the delivery frames' per-message parts, encoded on first delivery (frames.message_wire)
+    wire: tuple[bytes, bytes] | None = None
 
     @classmethod
     def from_publish(
@@ -114,6 +135,8 @@ class Consumer:
     prefetch: int = 0  # 0 = unlimited (basic.qos global=false at consume time)
     unacked: int = 0
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: the consumer tag as a shortstr, encoded once (basic.deliver carries it every time)
+    wire_tag: bytes = b""
 
     def has_credit(self) -> bool:
         return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch

@@ -202,6 +202,11 @@ class VHost:
 
     # -- routing ---------------------------------------------------------------------------
     def route(self, x: Exchange, msg: Message) -> list[Queue]:
+        if not x.name and len(msg.routing_keys) == 1:
+            # the default exchange without CC/BCC: one lookup (unroutable: the general path)
+            q = self.queues.get(msg.routing_key)
+            if q is not None:
+                return [q]
         found: dict[str, Queue] = {}
         seen: set[str] = set()
         self._route_into(x, msg, found, seen)
@@ -271,9 +276,31 @@ class Broker:
         self._recovering = False
         self.vhosts: dict[str, VHost] = {v: VHost(self, v) for v in vhosts}
         self.recovered = self._recover(self.store.recover())
+        #: Fair serving: with a scheduler (the asyncio shell installs one) a queue hands out at
+        #: most ``dispatch_burst`` messages per turn and asks to be called again, so a long
+        #: queue (or a fast publisher feeding one) cannot hold the loop while other connections
+        #: wait. Without one (the sans-IO core in tests) a queue delivers all it can at once.
+        self.dispatch_burst = 0
+        self.dispatch_scheduler: Callable[[], None] | None = None
+        self._deferred: dict[Queue, None] = {}
 
     def next_id(self) -> int:
         return next(self._ids)
+
+    def defer_dispatch(self, q: Queue) -> None:
+        """``q`` used up its burst with work left: run it again on the scheduler's next turn."""
+        first = not self._deferred
+        self._deferred[q] = None
+        if first and self.dispatch_scheduler is not None:
+            self.dispatch_scheduler()
+
+    def run_deferred_dispatch(self) -> None:
+        """One more burst for every queue that asked (in the order they asked)."""
+        queues = list(self._deferred)
+        self._deferred.clear()
+        for q in queues:
+            if not q.deleted:
+                q.dispatch()
 
     def authenticate(self, user: str, password: str) -> bool:
         # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets

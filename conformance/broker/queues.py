@@ -117,8 +117,10 @@ class Queue:
         self.ready_bytes += len(msg.body)
         if qm.expires_at is not None:
             broker.timed_queues.add(self)
-        self.dispatch()
-        self._enforce_drop_head()
+        if self.consumers:  # (without consumers a dispatch has nothing to do)
+            self.dispatch()
+        if self.max_length is not None or self.max_bytes is not None:
+            self._enforce_drop_head()
         self.expire_head(now)
         return True, lsn
 
@@ -171,8 +173,15 @@ class Queue:
             self._dispatching = False
 
     def _dispatch_once(self) -> None:
-        now = self.broker.clock()
+        broker = self.broker
+        now = broker.clock()
+        burst = broker.dispatch_burst if broker.dispatch_scheduler is not None else 0
+        handed = 0
         while self.ready and self.consumers and not self.deleted:
+            if burst and handed >= burst:
+                broker.defer_dispatch(self)
+                return
+            handed += 1
             self.expire_head(now, grace=True)
             if not self.ready:
                 return

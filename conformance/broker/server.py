@@ -27,6 +27,10 @@ TICK_INTERVAL = 0.02
 #: after this delay (0 = on the next loop iteration, i.e. after the current read has
 #: been fully processed, so one read's worth of publishes shares one fsync).
 GROUP_COMMIT_INTERVAL = 0.0
+#: Fair serving: messages a queue hands out per loop turn before other connections get theirs.
+DISPATCH_BURST = 256
+#: Write buffer per client above which deliveries pause (asyncio calls pause_writing).
+WRITE_HIGH_WATER = 512 * 1024
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -51,6 +55,16 @@ class AMQPProtocol(asyncio.Protocol):
         self.core = ConnectionCore(self.server.broker, heartbeat=self.server.heartbeat, peer=str(peer))
         self.core.wake = self.schedule_flush
         self.server.protocols.add(self)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+
+    def pause_writing(self) -> None:
+        if self.core is not None:
+            self.core.set_congested(True)
+
+    def resume_writing(self) -> None:
+        if self.core is not None:
+            self.core.set_congested(False)
+            self.server.after_activity()
 
     def data_received(self, data: bytes) -> None:
         assert self.core is not None
@@ -136,6 +150,15 @@ class BrokerServer:
             )
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
+        self.broker.dispatch_burst = DISPATCH_BURST
+        self.broker.dispatch_scheduler = self._schedule_dispatch
+
+    def _schedule_dispatch(self) -> None:
+        self.loop.call_soon(self._run_dispatch)
+
+    def _run_dispatch(self) -> None:
+        self.broker.run_deferred_dispatch()
+        self.after_activity()
 
     async def _tick_forever(self) -> None:
         while True:

@@ -16,7 +16,7 @@ from pamqp import base
 from pamqp import commands as spec
 
 from .errors import AMQPError, ReplyCode, not_transactional, precondition, unknown_delivery_tag
-from .frames import decoded
+from .frames import BASIC_ACK, BASIC_NACK, ack_frame, decoded
 from .messages import Consumer, Message, QueuedMessage
 from .queues import Queue
 from .states import ChannelState
@@ -47,6 +47,7 @@ class Settlement:
     """Acks, tx and confirms of one channel (the state lives on the channel)."""
 
     conn: ConnectionCore
+    number: int
     state: ChannelState
     unacked: dict[int, Unacked]
     consumers: dict[str, Consumer]
@@ -80,18 +81,19 @@ class Settlement:
         nacks = sorted(seq for seq, ok in self.confirm_ready if not ok)
         self.confirm_ready.clear()
         pending_low = min(self.confirm_pending) if self.confirm_pending else None
+        ch = self.number
+        frames: list[bytes] = []
         if acks:
             below, rest = _coalesce(acks, pending_low, nacks[0] if nacks else None)
             if below:
-                self.send(spec.Basic.Ack(delivery_tag=below[-1], multiple=len(below) > 1))
-            for seq in rest:
-                self.send(spec.Basic.Ack(delivery_tag=seq, multiple=False))
+                frames.append(ack_frame(ch, BASIC_ACK, below[-1], len(below) > 1))
+            frames += [ack_frame(ch, BASIC_ACK, seq, 0) for seq in rest]
         if nacks:
             below, rest = _coalesce(nacks, pending_low, acks[0] if acks else None)
             if below:
-                self.send(spec.Basic.Nack(delivery_tag=below[-1], multiple=True, requeue=False))
-            for seq in rest:
-                self.send(spec.Basic.Nack(delivery_tag=seq, multiple=False, requeue=False))
+                frames.append(ack_frame(ch, BASIC_NACK, below[-1], 1))  # multiple, requeue=false
+            frames += [ack_frame(ch, BASIC_NACK, seq, 0) for seq in rest]
+        self.conn.send_frames(frames)
 
     def _release_durable(self) -> None:
         """Publishes waiting for an fsync that has now happened become ready to ack."""

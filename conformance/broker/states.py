@@ -19,6 +19,10 @@ from .errors import AMQPError, ReplyCode
 
 
 class ConnectionState(Enum):
+    # Members are singletons: hash by identity (C speed) rather than Enum's Python-level
+    # hash of the name -- the transition table is looked up for every method frame.
+    __hash__ = object.__hash__
+
     AWAITING_HEADER = "awaiting-protocol-header"
     AWAITING_START_OK = "starting"
     AWAITING_TUNE_OK = "tuning"
@@ -29,6 +33,8 @@ class ConnectionState(Enum):
 
 
 class ChannelState(Enum):
+    __hash__ = object.__hash__  # as ConnectionState
+
     CLOSED = "closed"  # never opened, or close handshake finished: the id is free
     OPEN = "open"
     CLOSING = "closing"  # we sent channel.close, waiting for close-ok
