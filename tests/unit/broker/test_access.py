@@ -9,6 +9,7 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.broker.access import REQUIRED, Grant, Permissions, Users, parse_user_spec
+from conformance.broker.errors import AMQPError
 from conformance.broker.model import Broker
 from conformance.broker.server import load_users
 
@@ -58,11 +59,11 @@ def test_table_has_every_row_of_the_guide() -> None:
 
 def test_empty_expression_matches_nothing_and_default_exchange_is_amq_default() -> None:
     g = Grant("u", "/", Permissions(configure="", write="^amq\\.default$", read=".*"))
-    with pytest.raises(Exception) as err:
+    with pytest.raises(AMQPError) as err:
         g.check("queue.declare", queue="q")
     assert "queue 'q' in vhost '/' refused for user 'u'" in str(err.value)
     g.check("basic.publish", exchange="")  # the default exchange is checked as amq.default
-    with pytest.raises(Exception):
+    with pytest.raises(AMQPError):
         Grant("u", "/", Permissions(write="^x$")).check("basic.publish", exchange="")
 
 
