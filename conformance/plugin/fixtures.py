@@ -108,7 +108,7 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
         raise Unsupported("restart cases are not available for container targets")
     if kind not in state.private:
         try:
-            state.private[kind] = spawn_private(kind, tls=state.settings.tls)
+            state.private[kind] = spawn_private(kind, tls=state.settings.tls, restricted=False)
         except TargetError as exc:
             raise CaseTimeout(f"a private {kind} broker for restart cases", state.case_timeout,
                               observed=str(exc)) from exc

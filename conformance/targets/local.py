@@ -68,7 +68,8 @@ def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
     ])
 
 
-def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
+def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
+                   restricted: bool = True) -> Target:
     """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
     and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one."""
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
@@ -120,7 +121,7 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
                            plain_url=plain_url, tls=files)
     target.second_vhost = _rabbitmq_add_vhost(env, node)
-    problem = _rabbitmq_add_restricted_user(env, node)
+    problem = _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
     if problem is None:
         target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
     else:
