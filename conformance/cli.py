@@ -56,6 +56,9 @@ def _run_parser() -> argparse.ArgumentParser:
                         "still running then is interrupted and recorded TIMEOUT with where it was stuck")
     p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
     p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
+    p.add_argument("--restricted-url", default=None,
+                   help="URL of a second user with restricted permissions, for the access area (spawned "
+                        "targets make one; see the scenarios README for the permissions it needs)")
     p.add_argument("--tls", action="store_true",
                    help="--broker reference|local:rabbitmq listen with TLS (certificates made for the run) and "
                         "the suite connects over amqps")
@@ -112,7 +115,7 @@ def run_main(argv: Sequence[str]) -> int:
     for name, value in (("broker", args.broker), ("broker-url", args.broker_url),
                         ("profile", args.profile), ("case-timeout", args.case_timeout),
                         ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
-                        ("restart-cmd", args.restart_cmd), ("case", args.case), ("rule", args.rule),
+                        ("restart-cmd", args.restart_cmd), ("restricted-url", args.restricted_url), ("case", args.case), ("rule", args.rule),
                         ("expected-failures", args.expected_failures),
                         ("tls-ca", args.tls_ca), ("tls-cert", args.tls_cert), ("tls-key", args.tls_key)):
         if value is not None:

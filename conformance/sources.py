@@ -122,6 +122,25 @@ DOCUMENTS: tuple[Document, ...] = (
         about="basic.nack, the confirm class, exchange-to-exchange bindings",
     ),
     Document(
+        "rabbitmq-access-control", "Authentication, Authorisation, Access Control", "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/access-control",
+        {
+            "how-permissions-work": Section("How Permissions Work (the operation / permission / resource table)"),
+            "vhost-access": Section("How Permissions Work: a user without permissions in a vhost cannot connect "
+                                    "to it"),
+            "default-exchange": Section("How Permissions Work: the default exchange is named amq.default"),
+        },
+        "per-vhost configure / write / read regular expressions and which AMQP operation needs which",
+    ),
+    Document(
+        "rabbitmq-auth-notification", "Authentication Failure Notifications", "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/auth-notification",
+        {
+            "authentication-failure-close": Section("the authentication_failure_close client capability"),
+        },
+        "connection.close 403 ACCESS_REFUSED on a failed login only for clients announcing the capability",
+    ),
+    Document(
         "DESIGN.md", "amqp-conformance design notes", "this project", None,
         {
             "facts-measured-on-rabbitmq-3.10.8": Section("Facts measured on RabbitMQ 3.10.8"),

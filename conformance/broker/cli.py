@@ -3,13 +3,19 @@
 ``--tls-cert CERT [--tls-key KEY] [--tls-ca CA] [--tls-port 5671]`` adds a TLS listener (the
 same broker behind it; with ``--tls-ca`` clients are asked for a certificate that CA signed).
 
+``--user NAME:PASS:VHOST:CONFIGURE:WRITE:READ`` (repeatable) adds a user with RabbitMQ-style
+permissions in one vhost (``NAME:PASS`` alone: a user with no permissions).
+
 Prints ``LISTENING <host> <port>`` once the socket is bound (and ``LISTENING-TLS <host>
 <port>`` for the TLS listener); SIGTERM/SIGINT stop it
 cleanly (exit 0).  ``--users FILE`` is JSON::
 
-    {"users": {"guest": "guest", "alice": "s3cret"}, "vhosts": ["/", "test"]}
+    {"users": {"guest": "guest", "alice": "s3cret",
+               "bob": {"password": "pw", "permissions": {"/": {"configure": "^bob-", "write": ".*", "read": ".*"}}}},
+     "vhosts": ["/", "test"]}
 
-(both keys optional; default user guest/guest, vhost "/").
+(both keys optional; default user guest/guest, vhost "/"; a bare password is full permissions in
+every vhost).
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
     p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")
-    p.add_argument("--users", default=None, help='JSON file: {"users": {"name": "pw"}, "vhosts": ["/"]}')
+    p.add_argument("--users", default=None,
+                   help='JSON file: {"users": {"name": "pw" | {"password": …, "permissions": {vhost: '
+                        '{"configure": RE, "write": RE, "read": RE}}}}, "vhosts": ["/"]}')
+    p.add_argument("--user", action="append", default=[], metavar="NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]",
+                   help="add a user (repeatable; with a vhost and its configure/write/read regular expressions, "
+                        "RabbitMQ's permission model; the guest user keeps full rights)")
     p.add_argument("--heartbeat", type=int, default=60, help="heartbeat offered in connection.tune (s)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate (chain): also listen with TLS")
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (if not in that file)")
@@ -88,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             return _bad(str(exc))
     try:
-        users, vhosts = load_users(args.users)
+        users, vhosts = load_users(args.users, args.user)
     except OSError as exc:
         return _bad(f"cannot read --users {args.users}: {exc.strerror or exc}")
     except (ValueError, AttributeError) as exc:
+        if str(exc).startswith("--user "):
+            return _bad(str(exc))
         return _bad(f"--users {args.users} is not a JSON users file ({exc})")
     tmp = None
     data_dir = args.data_dir

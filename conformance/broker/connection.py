@@ -11,6 +11,7 @@ from typing import Any
 from pamqp import base, decode
 from pamqp import commands as spec
 
+from .access import Grant
 from .channel import ChannelCore
 from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
@@ -90,6 +91,7 @@ class ConnectionCore:
         self.channel_max = self.SERVER_CHANNEL_MAX
         self.user = ""
         self.vhost: VHost | None = None
+        self.grant: Grant | None = None  # the user's permissions in the opened vhost
         self.client_properties: dict[str, Any] = {}
         self.exclusive_queues: set[Queue] = set()
         self.confirms_dirty = False
@@ -433,6 +435,12 @@ class ConnectionCore:
         vh = self.broker.vhosts.get(m.virtual_host)
         if vh is None:
             raise AMQPError(ReplyCode.NOT_ALLOWED, f"vhost {m.virtual_host} not found")
+        grant = self.broker.users.grant(self.user, vh.name)
+        if grant is None:
+            # RabbitMQ access control guide: a user without permissions in a vhost cannot
+            # connect to it (rabbit_access_control:check_vhost_access → 530 NOT_ALLOWED).
+            raise AMQPError(ReplyCode.NOT_ALLOWED, f"access to vhost '{vh.name}' refused for user '{self.user}'")
+        self.grant = grant
         self.vhost = vh
         self.send_method(spec.Connection.OpenOk())
         self.emit(ConnectionOpened(self.user, vh.name))

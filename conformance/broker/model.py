@@ -13,9 +13,10 @@ import datetime
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from .access import Users
 from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition, rs_exchange, rs_queue
 from .exchanges import BUILTIN_EXCHANGES, Binding, Exchange
 from .messages import Message, QueuedMessage, decode_properties
@@ -261,13 +262,18 @@ class Broker:
         self,
         store: Store | None = None,
         *,
-        users: dict[str, str] | None = None,
+        users: Mapping[str, str] | Users | None = None,
         vhosts: Iterable[str] = ("/",),
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
     ) -> None:
         self.store: Store = store if store is not None else MemoryStore()
-        self.users = dict(users) if users is not None else {"guest": "guest"}
+        vhosts = list(vhosts)
+        # A plain {name: password} mapping gives every user full permissions in every vhost.
+        if isinstance(users, Users):
+            self.users = users
+        else:
+            self.users = Users.full(users if users is not None else {"guest": "guest"}, vhosts)
         self.clock = clock
         self.wallclock = wallclock
         self.timed_queues: set[Queue] = set()
@@ -304,7 +310,7 @@ class Broker:
 
     def authenticate(self, user: str, password: str) -> bool:
         # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets
-        expected = self.users.get(user)
+        expected = self.users.passwords.get(user)
         return expected is not None and secrets.compare_digest(expected.encode("utf-8"), password.encode("utf-8"))
 
     # -- persistence -----------------------------------------------------------------------

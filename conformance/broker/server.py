@@ -11,9 +11,11 @@ import shutil
 import ssl
 import tempfile
 import threading
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .access import Permissions, Users, parse_user_spec
 from .core import CloseTransport, ConnectionCore
 from .errors import ReplyCode
 from .model import Broker
@@ -111,7 +113,7 @@ class BrokerServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        users: dict[str, str] | None = None,
+        users: Mapping[str, str] | Users | None = None,
         vhosts: list[str] | None = None,
         heartbeat: int = 60,
         tls: ssl.SSLContext | None = None,
@@ -247,16 +249,54 @@ def tls_context(certfile: str, keyfile: str | None = None, cafile: str | None = 
     return ctx
 
 
-def load_users(path: str | os.PathLike[str] | None) -> tuple[dict[str, str], list[str]]:
-    """``{"users": {"name": "password", ...}, "vhosts": ["/", ...]}`` (both keys optional;
-    defaults: guest/guest and "/")."""
+def load_users(path: str | os.PathLike[str] | None, specs: Iterable[str] = ()) -> tuple[Users, list[str]]:
+    """The users file and ``--user`` specs → (users with their permissions, vhosts).
+
+    The file is JSON (both keys optional; defaults: guest/guest and "/")::
+
+        {"users": {"guest": "guest",
+                   "alice": {"password": "pw",
+                             "permissions": {"/": {"configure": "^a-", "write": "^a-", "read": "^a-"}}}},
+         "vhosts": ["/", "v2"]}
+
+    A user given as a bare password has full permissions in every vhost (RabbitMQ's default
+    guest); a user given as an object has exactly the permissions it lists (none: it can log in
+    but open no vhost). Each ``--user NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]`` adds or
+    replaces that user's password and adds one vhost's permissions. Raises ValueError (one
+    line) for a malformed file or spec, OSError when the file cannot be read.
+    """
     import json
 
-    if path is None:
-        return {"guest": "guest"}, ["/"]
-    data: dict[str, Any] = json.loads(Path(path).read_text())
-    users = {str(k): str(v) for k, v in data.get("users", {"guest": "guest"}).items()}
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict):
+            raise ValueError("the top level must be an object")
     vhosts = [str(v) for v in data.get("vhosts", ["/"])]
+    users = Users()
+    entries = data.get("users", {"guest": "guest"})
+    if not isinstance(entries, dict):
+        raise ValueError('"users" must be an object of name: password or name: {password, permissions}')
+    for name, entry in entries.items():
+        if isinstance(entry, str):
+            users.passwords[str(name)] = entry
+            users.permissions.update({(str(name), v): Permissions() for v in vhosts})
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("password"), str):
+            raise ValueError(f"user {name!r}: expected a password or {{\"password\": …, \"permissions\": …}}")
+        users.passwords[str(name)] = entry["password"]
+        for vhost, perms in (entry.get("permissions") or {}).items():
+            if not isinstance(perms, dict):
+                raise ValueError(f"user {name!r} vhost {vhost!r}: permissions must be an object")
+            users.permissions[(str(name), str(vhost))] = Permissions(
+                str(perms.get("configure", "")), str(perms.get("write", "")), str(perms.get("read", "")))
+    for spec in specs:
+        name, password, vhost, perms = parse_user_spec(spec)
+        users.passwords[name] = password
+        if vhost is not None and perms is not None:
+            users.permissions[(name, vhost)] = perms
+            if vhost not in vhosts:
+                vhosts.append(vhost)
     return users, vhosts
 
 
@@ -273,7 +313,7 @@ class EmbeddedBroker:
         host: str = "127.0.0.1",
         port: int = 0,
         *,
-        users: dict[str, str] | None = None,
+        users: Mapping[str, str] | Users | None = None,
         vhosts: list[str] | None = None,
         heartbeat: int = 60,
         tls: ssl.SSLContext | None = None,

@@ -2,7 +2,7 @@
 
 A mutant's id is ``category.slug``; the category is the kind of promise (confirms, returns,
 deliveries, counts, tags, errors, tx, qos, cancel, timing, connection, client-methods,
-routing) and is what the mutation score is given per. ``areas`` are the scenario modules whose
+routing, access) and is what the mutation score is given per. ``areas`` are the scenario modules whose
 cases can observe the mutant: the runner runs only those, so the catalogue stays affordable.
 An ``equivalent`` mutant carries the reason no client can tell it from a correct broker; it is
 run too (a kill would mean a case asserts something the documents do not promise).
@@ -34,6 +34,8 @@ from conformance.mutate.proxy import (
 CONFIRMS_DOC = "RabbitMQ guide: publisher confirms (000_cd470977c809f5f5.txt)"
 ACKS_DOC = "consumer acknowledgements chapter (003_50388870ec53b6aa.txt): delivery tags, redelivered"
 SEMANTICS_DOC = "RabbitMQ broker semantics (001_27f7ea2622bbc99f.txt): tx table, ordering"
+ACCESS_DOC = "RabbitMQ access control guide (rabbitmq-access-control): how permissions work"
+AUTH_NOTIFY_DOC = "RabbitMQ authentication failure notifications (rabbitmq-auth-notification)"
 D, G, R = spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return
 
 
@@ -237,6 +239,15 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.Rewrite("reply-text", spec.Channel.Close, lambda m: {"reply_text": "MUTATED " + m.reply_text}),
       equivalent="reply-text is localised free text: the spec defines only the code's meaning, so any text "
                  "is as correct as the original"),
+    # -- access control ------------------------------------------------------------------------
+    M("access.refusal-code-shifted", "an operation outside the user's permissions is refused with 406 "
+      "PRECONDITION_FAILED instead of 403 ACCESS_REFUSED", "constant access-refused (403) + " + ACCESS_DOC,
+      ("access",), lambda: f.Rewrite("access-code", spec.Channel.Close,
+                                     lambda m: {"reply_code": 406} if m.reply_code == 403 else {})),
+    M("access.login-failure-not-notified", "a failed login is not told with connection.close 403: the socket "
+      "just closes, although the client announced authentication_failure_close", AUTH_NOTIFY_DOC, ("access",),
+      lambda: f.Drop("login-close-lost", spec.Connection.Close,
+                     when=lambda st, channel, frm: frm.reply_code == 403)),
     # -- tx ------------------------------------------------------------------------------------
     M("tx.rollback-commits", "tx.rollback is carried out as tx.commit", "tx.rollback + " + SEMANTICS_DOC,
       ("tx",), RollbackCommits),

@@ -98,6 +98,8 @@ class Session:
     case_timeout: str
     run_timeout: float
     extra_pytest: list[str] = field(default_factory=list)
+    # the target's restricted user (the access cases), reached through the proxy like the admin
+    restricted: tuple[str, str, str] | None = None  # (user, password, vhost)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -177,7 +179,8 @@ def main(argv: Sequence[str]) -> int:
         session = Session(upstream=upstream, results=Path(args.results).resolve(),
                           session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
                           workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout,
-                          extra_pytest=["--case", args.case] if args.case else [])
+                          extra_pytest=["--case", args.case] if args.case else [],
+                          restricted=_restricted(target.restricted_url))
         session.results.mkdir(parents=True, exist_ok=True)
         return _run_all(session, mutants, args.jobs, target.name, started)
     finally:
@@ -199,6 +202,13 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _restricted(url: str | None) -> tuple[str, str, str] | None:
+    if not url:
+        return None
+    u = URL.parse(url)
+    return u.user, u.password, u.vhost
 
 
 def _upstream(url: str) -> Upstream:
@@ -274,6 +284,8 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
                "--pyargs", *[f"conformance.scenarios.test_{a}" for a in areas],
                "--broker-url", proxy.url(up.user, up.password, up.vhost), "--case-timeout", session.case_timeout,
                "--results", tmp, "--fail-on", "none", *session.extra_pytest]
+        if session.restricted is not None:
+            cmd += ["--amqp-restricted-url", proxy.url(*session.restricted)]
         if cases:
             cmd += ["--case", cases]
         if session.workers not in ("0", ""):

@@ -23,6 +23,7 @@ import pytest
 from conformance.cases import MARKER
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.core import VERDICT_KEY, ConformancePlugin
+from conformance.plugin.fixtures import RESTRICTED_MARK
 from conformance.plugin.options import OPTIONS, Settings, add_options, read_settings
 from conformance.plugin.records import STATUS, area_table
 from conformance.plugin.session import CTX, STATE, SessionState, new_state
@@ -46,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(case): the conformance case this test is")
+    config.addinivalue_line("markers", f"{RESTRICTED_MARK}: the case needs the restricted user (--restricted-url)")
     state = new_state(config, read_settings(config))
     config.stash[STATE] = state
     config.pluginmanager.register(ConformancePlugin(config, state), PLUGIN_NAME)

@@ -18,7 +18,7 @@ from conformance.cases import Case, case_of
 from conformance.clients import invariants, trace
 from conformance.clients.raw import redact
 from conformance.plugin.ceiling import ceiling
-from conformance.plugin.fixtures import mark_allure_description
+from conformance.plugin.fixtures import RESTRICTED_MARK, mark_allure_description
 from conformance.plugin.liveness import (
     CHECK_MAX_S,
     EXIT_UNRESPONSIVE,
@@ -164,6 +164,23 @@ class ConformancePlugin:
         settings = self.state.settings
         if settings.case_globs or settings.rule_globs:
             self._select(config, items, settings.case_globs, settings.rule_globs)
+        self._restricted_once(config, items)
+
+    def _restricted_once(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Without a restricted user, the cases that need one are UNSUPPORTED once, not one by one:
+        the first stays (its ``restricted_url`` fixture says why), the others are deselected. Only
+        once the target is known (a worker knows it from the controller), so every process agrees."""
+        state = self.state
+        if not state.ready or state.restricted_url:
+            return
+        needing = [item for item in items if item.get_closest_marker(RESTRICTED_MARK) is not None]
+        if len(needing) < 2:
+            return
+        drop = needing[1:]
+        state.restricted_skipped = len(drop)
+        config.hook.pytest_deselected(items=drop)
+        dropped = set(map(id, drop))
+        items[:] = [item for item in items if id(item) not in dropped]
 
     @staticmethod
     def _select(config: pytest.Config, items: list[pytest.Item], case_globs: tuple[str, ...],

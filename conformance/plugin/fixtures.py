@@ -71,6 +71,22 @@ def amqp(broker_url: str, case_timeout: float, cleanup: Cleanup) -> Iterator[Con
     conns.close_all()
 
 
+RESTRICTED_MARK = "restricted_user"
+
+
+@pytest.fixture
+def restricted_url(conformance_state: SessionState) -> str:
+    """The URL of the second, restricted user (the access cases; ``--restricted-url`` or the user
+    a spawned target made); UNSUPPORTED, with the reason, when there is none."""
+    state = conformance_state
+    if state.restricted_url:
+        return state.restricted_url
+    reason = state.restricted_unsupported or "no restricted user (--restricted-url)"
+    if state.restricted_skipped:
+        reason += f"; {state.restricted_skipped} further case(s) that need it were not run"
+    raise Unsupported(reason, expected="a restricted user", observed="none")
+
+
 @pytest.fixture
 def restartable(request: pytest.FixtureRequest, conformance_state: SessionState) -> Target:
     """A target with a controller, for restart cases; UNSUPPORTED where there is none.
@@ -92,7 +108,7 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
         raise Unsupported("restart cases are not available for container targets")
     if kind not in state.private:
         try:
-            state.private[kind] = spawn_private(kind, tls=state.settings.tls)
+            state.private[kind] = spawn_private(kind, tls=state.settings.tls, restricted=False)
         except TargetError as exc:
             raise CaseTimeout(f"a private {kind} broker for restart cases", state.case_timeout,
                               observed=str(exc)) from exc

@@ -54,6 +54,9 @@ OPTIONS: tuple[Option, ...] = (
            "folder for the results JSONL (default reports/results)"),
     Option("fail-on", "AMQP_CONFORMANCE_FAIL_ON", "FAIL,TIMEOUT,ERROR",
            "verdicts that make the exit code non-zero (default FAIL,TIMEOUT,ERROR; 'none' for none)"),
+    Option("restricted-url", "AMQP_CONFORMANCE_RESTRICTED_URL", None,
+           "URL of a second user with restricted permissions, for the access cases (the spawned targets "
+           "make one; see the scenarios README for the permissions it must have)"),
     Option("restart-cmd", "AMQP_CONFORMANCE_RESTART_CMD", None,
            "shell command that restarts the --broker-url broker (enables restart cases for url targets)"),
     Option("case", "AMQP_CONFORMANCE_CASE", None,
@@ -135,6 +138,7 @@ class Settings:
     tls_key: str | None = None
     tls_insecure: bool = False
     expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
+    restricted_url: str | None = None  # --amqp-restricted-url: the access cases' restricted user
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -173,6 +177,19 @@ def _path(config: pytest.Config, name: str) -> str | None:
     return str(path if path.is_absolute() else Path(config.invocation_params.dir) / path)
 
 
+def _restricted_url(config: pytest.Config) -> str | None:
+    text = option(config, "restricted-url")
+    if not text:
+        return None
+    from conformance.clients.wire import URL
+
+    try:
+        URL.parse(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--amqp-restricted-url: {exc}") from exc
+    return text
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Validate the options; bad input is a ``UsageError`` (one line, exit 4, before any case)."""
     try:
@@ -204,5 +221,5 @@ def read_settings(config: pytest.Config) -> Settings:
         rule_globs=_globs(option(config, "rule")), asked=asked(config),
         tls=_switch(config, "tls"), tls_ca=_path(config, "tls-ca"), tls_cert=_path(config, "tls-cert"),
         tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
-        expected_failures=_triage(config),
+        expected_failures=_triage(config), restricted_url=_restricted_url(config),
     )

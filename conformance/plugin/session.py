@@ -40,6 +40,10 @@ class SessionState:
     rows: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (case id, area, verdict)
     started: float = field(default_factory=time.monotonic)
     failed_to_start: str | None = None
+    # The access cases' restricted user: its URL, or why there is none (one line).
+    restricted_url: str | None = None
+    restricted_unsupported: str | None = None
+    restricted_skipped: int = 0  # cases needing the restricted user deselected (reported once)
 
     # Shorthands for the settings most code reads.
     @property
@@ -88,6 +92,8 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
             state.url = info["url"]
             state.target_name = info["target"]
             state.server = ServerInfo.from_json(info["server"])
+            state.restricted_url = info.get("restricted_url")
+            state.restricted_unsupported = info.get("restricted_unsupported")
     return state
 
 
@@ -98,6 +104,8 @@ def worker_input(state: SessionState) -> str:
         "url": state.url,
         "target": state.target_name,
         "server": state.server.to_json() if state.server else None,
+        "restricted_url": state.restricted_url,
+        "restricted_unsupported": state.restricted_unsupported,
     })
 
 
@@ -171,6 +179,18 @@ def start_target(state: SessionState) -> None:
         return
     state.url = target.url
     state.target_name = target.name
+    restricted = settings.restricted_url or target.restricted_url
+    if restricted:
+        try:
+            state.restricted_url = with_tls_options(restricted, ca=settings.tls_ca, cert=settings.tls_cert,
+                                                    key=settings.tls_key, insecure=settings.tls_insecure)
+        except ValueError as exc:
+            state.failed_to_start = f"amqp-conformance: --amqp-restricted-url: {exc}"
+            target.close()
+            state.target = None
+            return
+    else:
+        state.restricted_unsupported = target.restricted_unsupported or "the target offers no restricted user"
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost

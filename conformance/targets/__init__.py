@@ -31,9 +31,11 @@ def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = 
     return spawn_private(kind, workdir=workdir, tls=tls)
 
 
-def spawn_private(kind: str, *, workdir: Path | None = None, tls: bool = False) -> Target:
+def spawn_private(kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True) -> Target:
     """A broker process of our own (with a controller): reference, local:* or container:*;
-    with ``tls`` one listening with TLS (reference and local:rabbitmq only)."""
+    with ``tls`` one listening with TLS (reference and local:rabbitmq only). ``restricted=False``
+    skips making the access cases' restricted user where that costs time (rabbitmqctl): the
+    restart cases' private brokers do not need it."""
     if tls and kind not in TLS_KINDS:
         raise TargetError(f"--tls is available for {' and '.join(TLS_KINDS)}, not {kind}")
     if kind == "reference":
@@ -49,7 +51,11 @@ def spawn_private(kind: str, *, workdir: Path | None = None, tls: bool = False) 
         if tls:
             from conformance.targets.local import start_rabbitmq
 
-            return start_rabbitmq(workdir, tls=True)
+            return start_rabbitmq(workdir, tls=True, restricted=restricted)
+        if name == "rabbitmq":
+            from conformance.targets.local import start_rabbitmq
+
+            return start_rabbitmq(workdir, restricted=restricted)
         return LOCAL_BROKERS[name](workdir)
     if kind.startswith("container:"):
         from conformance.targets.container import start_container

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,24 @@ if TYPE_CHECKING:
     from conformance.targets.tlscerts import TLSFiles
 
 SECOND_VHOST = "amqpc-second"
+
+# The restricted user the spawned targets create for the access cases (``--restricted-url``).
+# Resource names decide what it may do (RabbitMQ permissions are regular expressions on names):
+# acc-ok-* everything, acc-c-* configure only, acc-w-* write only, acc-r-* read only, any other
+# name (acc-no-*, amq.default, amq.gen-*) nothing. It has no permissions in SECOND_VHOST.
+RESTRICTED_USER = "amqpc-restricted"
+RESTRICTED_PASSWORD = "amqpc-restricted-pw"
+RESTRICTED_CONFIGURE = "^acc-(ok|c)-"
+RESTRICTED_WRITE = "^acc-(ok|w)-"
+RESTRICTED_READ = "^acc-(ok|r)-"
+
+
+def with_credentials(url: str, user: str, password: str) -> str:
+    """``url`` with its user and password replaced (host, port, vhost and query kept)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    cred = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{cred}@{host}"))
 
 
 class TargetError(Exception):
@@ -39,6 +58,10 @@ class Target:
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     # A second virtual host the target's user may open, for vhost-separation cases.
     second_vhost: str | None = None
+    # A second user with RabbitMQ-style restricted permissions (RESTRICTED_*), for the access
+    # cases; when there is none, ``restricted_unsupported`` says why (one line).
+    restricted_url: str | None = None
+    restricted_unsupported: str | None = None
 
     def settle_topology(self) -> None:
         """Clean restart, so declarations made so far are on disk before a crash test.

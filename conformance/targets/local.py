@@ -16,12 +16,18 @@ from pathlib import Path
 import yaml
 
 from conformance.targets.base import (
+    RESTRICTED_CONFIGURE,
+    RESTRICTED_PASSWORD,
+    RESTRICTED_READ,
+    RESTRICTED_USER,
+    RESTRICTED_WRITE,
     SECOND_VHOST,
     ProcessController,
     Target,
     TargetError,
     TLSTarget,
     free_port,
+    with_credentials,
 )
 from conformance.targets.readiness import amqp_ready
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
@@ -29,6 +35,10 @@ from conformance.targets.tlscerts import TLSFiles, make_tls_files
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 GARAGEMQ_CONFIG = Path("/etc/garagemq/config.yaml")
+# garagemq's config (config.go: ConfigUser{Username, Password}) has users and passwords but no
+# permissions: every user may do everything in every vhost, so a restricted user cannot exist.
+GARAGEMQ_NO_PERMISSIONS = ("garagemq has users with passwords but no permission model (its config's users "
+                           "carry only username and password), so no restricted user can be made")
 
 
 def _find(binary: str, fallback: str | None, install_hint: str) -> str:
@@ -58,7 +68,8 @@ def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
     ])
 
 
-def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
+def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
+                   restricted: bool = True) -> Target:
     """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
     and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one."""
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
@@ -110,23 +121,47 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
                            plain_url=plain_url, tls=files)
     target.second_vhost = _rabbitmq_add_vhost(env, node)
+    problem = _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
+    if problem is None:
+        target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
+    else:
+        target.restricted_unsupported = problem
     return target
+
+
+def _rabbitmqctl(env: dict[str, str], node: str, *args: str) -> str | None:
+    """Run one rabbitmqctl command on the node; None when it worked, else one line saying why not."""
+    ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+    if not ctl:
+        return "rabbitmqctl is not installed"
+    argv = [ctl, "-n", node, *args]
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"rabbitmqctl {args[0]} failed: {exc}"
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
+        return f"rabbitmqctl {args[0]} exited with {done.returncode}: {' '.join(tail)}"
+    return None
 
 
 def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
     """Create the second vhost with rabbitmqctl (None, and the vhost cases UNSUPPORTED, if that fails)."""
-    ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
-    if not ctl:
-        return None
-    for argv in ([ctl, "-n", node, "add_vhost", SECOND_VHOST],
-                 [ctl, "-n", node, "set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*"]):
-        try:
-            done = subprocess.run(argv, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        if done.returncode != 0:
+    for args in (("add_vhost", SECOND_VHOST), ("set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*")):
+        if _rabbitmqctl(env, node, *args) is not None:
             return None
     return SECOND_VHOST
+
+
+def _rabbitmq_add_restricted_user(env: dict[str, str], node: str) -> str | None:
+    """The access cases' restricted user (permissions in "/" only); None when created, else why not."""
+    for args in (("add_user", RESTRICTED_USER, RESTRICTED_PASSWORD),
+                 ("set_permissions", "-p", "/", RESTRICTED_USER, RESTRICTED_CONFIGURE, RESTRICTED_WRITE,
+                  RESTRICTED_READ)):
+        problem = _rabbitmqctl(env, node, *args)
+        if problem is not None:
+            return f"the restricted user could not be created: {problem}"
+    return None
 
 
 def garagemq_config(port: int, admin_port: int, db: Path, host: str = "127.0.0.1") -> dict[str, object]:
@@ -160,7 +195,8 @@ def start_garagemq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> T
                             ready=lambda deadline: amqp_ready(url, deadline, "garagemq"),
                             what="garagemq", stop_timeout=20, start_timeout=30)
     ctl.start()
-    return Target(name="local:garagemq", url=url, controller=ctl, cleanup=[ctl.stop])
+    return Target(name="local:garagemq", url=url, controller=ctl, cleanup=[ctl.stop],
+                  restricted_unsupported=GARAGEMQ_NO_PERMISSIONS)
 
 
 LOCAL_BROKERS = {"rabbitmq": start_rabbitmq, "garagemq": start_garagemq}

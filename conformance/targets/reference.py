@@ -9,12 +9,18 @@ import urllib.parse
 from pathlib import Path
 
 from conformance.targets.base import (
+    RESTRICTED_CONFIGURE,
+    RESTRICTED_PASSWORD,
+    RESTRICTED_READ,
+    RESTRICTED_USER,
+    RESTRICTED_WRITE,
     SECOND_VHOST,
     ProcessController,
     Target,
     TargetError,
     TLSTarget,
     free_port,
+    with_credentials,
 )
 from conformance.targets.readiness import amqp_ready
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
@@ -30,7 +36,10 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
     port = free_port(host)
     plain_url = url = f"amqp://guest:guest@{host}:{port}/"
     users = base / "users.json"
-    users.write_text(json.dumps({"users": {"guest": "guest"}, "vhosts": ["/", SECOND_VHOST]}))
+    restricted = {"password": RESTRICTED_PASSWORD, "permissions": {
+        "/": {"configure": RESTRICTED_CONFIGURE, "write": RESTRICTED_WRITE, "read": RESTRICTED_READ}}}
+    users.write_text(json.dumps({"users": {"guest": "guest", RESTRICTED_USER: restricted},
+                                 "vhosts": ["/", SECOND_VHOST]}))
     argv = [sys.executable, "-m", "conformance.broker", "--host", host, "--port", str(port),
             "--data-dir", str(data), "--users", str(users)]
     files: TLSFiles | None = None
@@ -47,7 +56,9 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
                             ready=lambda deadline: amqp_ready(url, deadline, "reference broker"),
                             what="reference broker", stop_timeout=10, start_timeout=30)
     ctl.start()
+    restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
     if files is None:
-        return Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST)
+        return Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
+                      restricted_url=restricted_url)
     return TLSTarget(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
-                     plain_url=plain_url, tls=files)
+                     restricted_url=restricted_url, plain_url=plain_url, tls=files)

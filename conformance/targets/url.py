@@ -8,8 +8,19 @@ import subprocess
 import time
 
 from conformance.clients.raw import redact
-from conformance.targets.base import Target, TargetError
+from conformance.targets.base import (
+    RESTRICTED_CONFIGURE,
+    RESTRICTED_READ,
+    RESTRICTED_WRITE,
+    Target,
+    TargetError,
+)
 from conformance.targets.readiness import amqp_ready
+
+NO_RESTRICTED_USER = (
+    "the access cases need a second user with restricted permissions: give --restricted-url "
+    f"amqp://USER:PASS@host/vhost of a user with configure {RESTRICTED_CONFIGURE!r} write {RESTRICTED_WRITE!r} "
+    f"read {RESTRICTED_READ!r} in that vhost (see the scenarios README, 'access')")
 
 
 class CommandController:
@@ -41,4 +52,4 @@ class CommandController:
 
 def url_target(url: str, restart_cmd: str | None) -> Target:
     ctl = CommandController(restart_cmd, url) if restart_cmd else None
-    return Target(name="url", url=url, controller=ctl)
+    return Target(name="url", url=url, controller=ctl, restricted_unsupported=NO_RESTRICTED_USER)

@@ -422,3 +422,58 @@ def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.
     assert res.ret == 4 and "takes a number of seconds" in res.stderr.str()  # env over ini
     res = pytester.runpytest_subprocess("--amqp-case-timeout", "2", "--collect-only")
     assert res.ret == 0, res.stderr.str()  # the command line over both
+
+
+RESTRICTED_CASES = '''
+import pytest
+from conformance.cases import case
+
+DOC = ["rabbitmq-access-control#how-permissions-work"]
+
+@case("demo.plain", description="d", expectation="x", sources=DOC)
+def test_plain(ctx):
+    pass
+
+@pytest.mark.restricted_user
+@case("demo.restricted-a", description="d", expectation="x", sources=DOC)
+def test_a(ctx, restricted_url):
+    ctx.check(restricted_url.startswith("amqp://bob:"), True, "the restricted URL")
+
+@pytest.mark.restricted_user
+@case("demo.restricted-b", description="d", expectation="x", sources=DOC)
+def test_b(ctx, restricted_url):
+    ctx.check(restricted_url.startswith("amqp://bob:"), True, "the restricted URL")
+
+@pytest.mark.restricted_user
+@case("demo.restricted-c", description="d", expectation="x", sources=DOC)
+def test_c(ctx, restricted_url):
+    ctx.check(restricted_url.startswith("amqp://bob:"), True, "the restricted URL")
+'''
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_restricted_user_cases_are_unsupported_once_without_one(pytester: pytest.Pytester,
+                                                                 workers: list[str]) -> None:
+    pytester.makepyfile(test_demo=RESTRICTED_CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--results", "out", *workers)
+        recs = _records(pytester.path / "out")
+        assert {k: v["verdict"] for k, v in recs.items()} == {"demo.plain": "PASS",
+                                                              "demo.restricted-a": "UNSUPPORTED"}
+        assert "--restricted-url" in str(recs["demo.restricted-a"]["message"])
+        assert "2 further case(s)" in str(recs["demo.restricted-a"]["message"])
+        assert res.ret == 0, res.stdout.str()
+        given = fb.url.replace("guest:guest", "bob:pw")
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--results", "out2", "--restricted-url", given,
+                                            *workers)
+    recs = _records(pytester.path / "out2")
+    assert {k: v["verdict"] for k, v in recs.items()} == {
+        "demo.plain": "PASS", "demo.restricted-a": "PASS", "demo.restricted-b": "PASS", "demo.restricted-c": "PASS"}
+    assert res.ret == 0, res.stdout.str()
+
+
+def test_bad_restricted_url_is_one_line(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_demo=RESTRICTED_CASES)
+    res = pytester.runpytest_subprocess("--broker-url", "amqp://127.0.0.1:1/", "--restricted-url", "http://x/")
+    assert res.ret == 4
+    assert "--amqp-restricted-url: unsupported URL scheme 'http'" in res.stderr.str()

@@ -41,3 +41,15 @@ def test_container_target_without_an_engine_says_so() -> None:
         start_container("rabbitmq:3.10")
     msg = str(exc.value)
     assert "needs a running Docker engine" in msg and "\n" not in msg
+
+
+def test_restricted_user_of_each_target_kind() -> None:
+    from conformance.targets.base import with_credentials
+    from conformance.targets.local import GARAGEMQ_NO_PERMISSIONS
+
+    assert with_credentials("amqps://guest:guest@h:5671/v?cacertfile=%2Fca.pem", "a b", "p@ss") == (
+        "amqps://a%20b:p%40ss@h:5671/v?cacertfile=%2Fca.pem")
+    assert with_credentials("amqp://h/", "u", "p") == "amqp://u:p@h/"
+    t = url_target("amqp://h/", None)
+    assert t.restricted_url is None and "--restricted-url" in (t.restricted_unsupported or "")
+    assert "no permission model" in GARAGEMQ_NO_PERMISSIONS
