@@ -39,6 +39,12 @@ class Target:
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     # A second virtual host the target's user may open, for vhost-separation cases.
     second_vhost: str | None = None
+    # Limits the broker was configured with and a client cannot discover on the wire
+    # (e.g. {"max_message_size": 1048576}); the limits cases are UNSUPPORTED without them.
+    limits: dict[str, int] = field(default_factory=dict)
+    # Raises (True) or clears (False) the broker's memory alarm, for the connection.blocked
+    # cases; None where the suite cannot reach the broker's controls.
+    alarm: Callable[[bool], None] | None = None
 
     def settle_topology(self) -> None:
         """Clean restart, so declarations made so far are on disk before a crash test.

@@ -28,6 +28,9 @@ from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+#: max_message_size of the spawned node (RabbitMQ's default is 128 MiB): small, so the
+#: max-message-size cases cross it with a 1 MiB publish, and told to them as target limits.
+RABBITMQ_MAX_MESSAGE_SIZE = 1048576
 GARAGEMQ_CONFIG = Path("/etc/garagemq/config.yaml")
 
 
@@ -70,7 +73,8 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     plugins.write_text("[rabbitmq_auth_mechanism_ssl].\n" if tls else "[].\n")
     conf = base / "rabbitmq.conf"
     # loopback_users: guest may log in over loopback only (RabbitMQ's default, kept explicit).
-    text = f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+    text = (f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+            f"max_message_size = {RABBITMQ_MAX_MESSAGE_SIZE}\n")
     files: TLSFiles | None = None
     tls_port = 0
     if tls:
@@ -110,7 +114,26 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
                            plain_url=plain_url, tls=files)
     target.second_vhost = _rabbitmq_add_vhost(env, node)
+    target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
+    target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
     return target
+
+
+def _rabbitmq_memory_alarm(env: dict[str, str], node: str, on: bool) -> None:
+    """Raise or clear the node's memory alarm (RabbitMQ's Memory guide: an absolute
+    vm_memory_high_watermark below what the node uses triggers it at once; the default
+    relative 0.4 clears it). TargetError (one line) when rabbitmqctl fails."""
+    ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+    if not ctl:
+        raise TargetError("rabbitmqctl is not installed: cannot raise or clear the memory alarm")
+    argv = [ctl, "-n", node, "set_vm_memory_high_watermark"] + (["absolute", "1"] if on else ["0.4"])
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TargetError(f"rabbitmqctl set_vm_memory_high_watermark failed: {exc}") from exc
+    if done.returncode != 0:
+        raise TargetError(f"rabbitmqctl set_vm_memory_high_watermark failed: "
+                          f"{done.stderr.decode(errors='replace').strip()[:200]}")
 
 
 def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
