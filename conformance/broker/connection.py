@@ -14,7 +14,6 @@ from pamqp import commands as spec
 from .channel import ChannelCore
 from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
-from .limits import MEMORY_ALARM_REASON
 from .frames import (
     _FRAME_HDR,
     CLOSE_OK_TIMEOUT,
@@ -34,6 +33,7 @@ from .frames import (
     _snippet,
     marshal_method,
 )
+from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
