@@ -40,6 +40,9 @@ class SessionState:
     rows: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (case id, area, verdict)
     started: float = field(default_factory=time.monotonic)
     failed_to_start: str | None = None
+    # The target's limits a client cannot discover on the wire (Target.limits, or the
+    # --amqp-max-message-size of a url target); handed to xdist workers.
+    limits: dict[str, int] = field(default_factory=dict)
 
     # Shorthands for the settings most code reads.
     @property
@@ -87,6 +90,7 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
             state.url = info["url"]
             state.target_name = info["target"]
             state.server = ServerInfo.from_json(info["server"])
+            state.limits = dict(info.get("limits") or {})
     return state
 
 
@@ -97,6 +101,7 @@ def worker_input(state: SessionState) -> str:
         "url": state.url,
         "target": state.target_name,
         "server": state.server.to_json() if state.server else None,
+        "limits": state.limits,
     })
 
 
@@ -170,6 +175,9 @@ def start_target(state: SessionState) -> None:
         return
     state.url = target.url
     state.target_name = target.name
+    state.limits = dict(target.limits)
+    if settings.max_message_size is not None:
+        state.limits["max_message_size"] = settings.max_message_size
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost

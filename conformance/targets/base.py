@@ -78,6 +78,23 @@ class TLSTarget(Target):
     tls: TLSFiles | None = None  # tlscerts.TLSFiles
 
 
+def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:
+    """A ``Target.alarm`` that runs ``template`` with ``{state}`` replaced by on / off;
+    TargetError (one line) when the command fails."""
+
+    def run(on: bool) -> None:
+        cmd = template.replace("{state}", "on" if on else "off")
+        try:
+            done = subprocess.run(cmd, shell=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TargetError(f"alarm command {cmd!r} failed: {exc}") from exc
+        if done.returncode != 0:
+            err = done.stderr.decode(errors="replace").strip().splitlines()
+            raise TargetError(f"alarm command {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}")
+
+    return run
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
