@@ -45,6 +45,8 @@ class Target:
     # Raises (True) or clears (False) the broker's memory alarm, for the connection.blocked
     # cases; None where the suite cannot reach the broker's controls.
     alarm: Callable[[bool], None] | None = None
+    # The same as a shell command ({state} = on | off), for another process (mutate's pytest runs).
+    alarm_cmd: str | None = None
 
     def settle_topology(self) -> None:
         """Clean restart, so declarations made so far are on disk before a crash test.

@@ -7,6 +7,7 @@ is stopped by whoever started it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -116,6 +117,11 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     target.second_vhost = _rabbitmq_add_vhost(env, node)
     target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
     target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
+    ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+    if ctl_bin:
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_")))
+        target.alarm_cmd = (f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
+                            "$(test {state} = on && echo 'absolute 1' || echo 0.4)")
     return target
 
 

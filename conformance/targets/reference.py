@@ -68,4 +68,6 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
                            plain_url=plain_url, tls=files)
     target.limits = {"max_message_size": REFERENCE_MAX_MESSAGE_SIZE}
     target.alarm = lambda on: _signal_alarm(ctl, on)
+    if ctl.proc is not None:
+        target.alarm_cmd = f"kill -s $(test {{state}} = on && echo USR1 || echo USR2) {ctl.proc.pid}"
     return target
