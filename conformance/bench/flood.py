@@ -58,8 +58,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--publishers", type=int, default=3, help="publishing connections (default 3)")
     p.add_argument("--body-size", default="64KiB", help="body of each message (default 64KiB)")
     p.add_argument("--watermark", default="200MB", help="the broker's --memory-watermark (default 200MB)")
-    p.add_argument("--margin", default="100MB",
-                   help="allowed RSS above the watermark: interpreter, buffers, one tick's overshoot (default 100MB)")
+    p.add_argument("--margin", default="128MB",
+                   help="allowed RSS above the watermark: the interpreter (~30 MB), publishers' in-flight windows, "
+                        "the consumer's prefetch window being written, allocator slack (default 128MB)")
     p.add_argument("--window", type=int, default=64, help="unconfirmed messages per publisher (default 64)")
     p.add_argument("--prefetch", type=int, default=256, help="consumer prefetch-count (default 256)")
     p.add_argument("--timeout", type=float, default=600.0, help="deadline of the whole run in seconds (default 600)")

@@ -174,6 +174,9 @@ class BrokerServer:
 
     # -- group commit -----------------------------------------------------------------------
     def after_activity(self) -> None:
+        if self.broker.limits.memory_watermark:
+            # after every read, not only every tick: a flood grows faster than the tick interval
+            self.broker.check_alarm()
         if self.store.needs_sync and not self._sync_scheduled and not self._sync_in_flight:
             self._sync_scheduled = True
             if GROUP_COMMIT_INTERVAL:
