@@ -225,10 +225,10 @@ class Queue:
         holds messages in publication order) with redelivered=true."""
         changed = False
         for qm in sorted(qms, key=lambda m: m.seq):
-            if self.unacked.pop(qm.seq, None) is None:
-                continue
-            self.unacked_bytes -= len(qm.msg.body)
-            if self.deleted:
+            popped = self.unacked.pop(qm.seq, None)
+            if popped is not None:
+                self.unacked_bytes -= len(qm.msg.body)
+            if popped is None or self.deleted:
                 continue
             qm.redelivered = True
             self._insert_sorted(qm)

@@ -176,3 +176,16 @@ def test_a_connection_lost_while_blocked_forgets_it() -> None:
     link.core.connection_lost()
     assert not link.core.blocked and broker.open_connections == 0
     broker.force_alarm(False)
+
+
+def test_requeue_after_the_queue_is_gone_counts_nothing() -> None:
+    broker = make_broker(FakeClock())
+    link = Link(broker)
+    q = link.declare("gone").queue
+    link.publish(b"abc", routing_key=q)
+    assert link.get(q) is not None  # unacked on channel 1
+    link.open(2)
+    link.rpc(spec.Queue.Delete(queue=q), spec.Queue.DeleteOk, 2)
+    link.send(spec.Channel.Close(reply_code=200, reply_text="", class_id=0, method_id=0))
+    link.expect(spec.Channel.CloseOk)
+    assert broker.memory_used() == 0
