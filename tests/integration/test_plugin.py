@@ -422,3 +422,14 @@ def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.
     assert res.ret == 4 and "takes a number of seconds" in res.stderr.str()  # env over ini
     res = pytester.runpytest_subprocess("--amqp-case-timeout", "2", "--collect-only")
     assert res.ret == 0, res.stderr.str()  # the command line over both
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--amqp-max-message-size", "big"], "--amqp-max-message-size takes a number of octets"),
+    (["--amqp-max-message-size", "0"], "--amqp-max-message-size must be positive"),
+    (["--amqp-alarm-cmd", "rabbitmqctl set_vm_memory_high_watermark 0"], "--amqp-alarm-cmd must contain {state}"),
+])
+def test_limits_options_are_validated(pytester: pytest.Pytester, args: list[str], said: str) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", *args)
+    assert res.ret == 4 and said in res.stderr.str()
