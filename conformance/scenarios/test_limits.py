@@ -182,13 +182,8 @@ def _ch0(conn: RawConnection) -> list[str]:
 
 
 def _alarm(target: Any, on: bool) -> None:
-    from conformance.targets import TargetError
-
-    try:
-        target.alarm(on)
-    except TargetError as exc:
-        raise CaseTimeout(f"the target to {'raise' if on else 'clear'} its memory alarm", 0.0,
-                          observed=str(exc)) from exc
+    # A failing alarm command (TargetError) is the harness's fault: it ends the case as ERROR.
+    target.alarm(on)
 
 
 def _blocked_event(conn: RawConnection, ctx, what: str, timeout: float | None = None) -> Event:
