@@ -141,6 +141,40 @@ DOCUMENTS: tuple[Document, ...] = (
         "connection.close 403 ACCESS_REFUSED on a failed login only for clients announcing the capability",
     ),
     Document(
+        "rabbitmq-connection-blocked", "Blocked Connection Notifications", "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/connection-blocked",
+        {
+            "capability": Section("Overview: the connection.blocked client capability"),
+            "when-sent": Section("When Notifications are Sent"),
+        },
+        "connection.blocked / unblocked: only to clients announcing the capability, sent to publishing "
+        "connections when a resource alarm starts, unblocked when all alarms clear",
+    ),
+    Document(
+        "rabbitmq-maxlength", "Queue Length Limit", "RabbitMQ docs", "https://www.rabbitmq.com/docs/maxlength",
+        {
+            "default-behaviour": Section("Default Max Queue Length Limit Behaviour"),
+            "overflow": Section("Queue Overflow Behaviour"),
+        },
+        "x-max-length, x-max-length-bytes (bodies of ready messages), x-overflow drop-head / reject-publish / "
+        "reject-publish-dlx with nacks and dead-lettering",
+    ),
+    Document(
+        "rabbitmq-configure", "Configuration", "RabbitMQ docs", "https://www.rabbitmq.com/docs/configure",
+        {"config-items": Section("Core Server Variables Configurable in rabbitmq.conf", "config-items")},
+        "max_message_size, frame_max, channel_max, vm_memory_high_watermark",
+    ),
+    Document(
+        "rabbitmq-memory", "Memory Threshold and Limit", "RabbitMQ docs", "https://www.rabbitmq.com/docs/memory",
+        about="the memory alarm: publishers blocked above vm_memory_high_watermark, set at runtime with "
+              "rabbitmqctl set_vm_memory_high_watermark",
+    ),
+    Document(
+        "rabbitmq-channels", "Channels", "RabbitMQ docs", "https://www.rabbitmq.com/docs/channels",
+        {"channel-max": Section("Maximum Number of Channels per Connection", "channel-max")},
+        "channel_max negotiated per connection; opening more channels is a connection error",
+    ),
+    Document(
         "DESIGN.md", "amqp-conformance design notes", "this project", None,
         {
             "facts-measured-on-rabbitmq-3.10.8": Section("Facts measured on RabbitMQ 3.10.8"),

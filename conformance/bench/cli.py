@@ -1,4 +1,4 @@
-"""``amqp-conformance bench broker|report``.
+"""``amqp-conformance bench broker|report|crash|flood``.
 
 ``bench broker`` measures brokers side by side with the load generator; ``bench report`` (the
 report pipeline at scale) lives in :mod:`conformance.report.cli` and is passed through unchanged.
@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
-USAGE = ("usage: amqp-conformance bench {broker,report,crash} [options]   "
-         "(bench broker --help, bench report --help, bench crash --help)")
+USAGE = ("usage: amqp-conformance bench {broker,report,crash,flood} [options]   "
+         "(bench broker --help, bench report --help, bench crash --help, bench flood --help)")
 
 
 def _err(message: str) -> None:
@@ -147,6 +147,10 @@ def bench_main(argv: Sequence[str]) -> int:
         from conformance.broker.crash import main as crash_main
 
         return int(crash_main(argv[1:]) or 0)
+    if argv and argv[0] == "flood":  # the reference broker's memory watermark under a publisher flood
+        from conformance.bench.flood import main as flood_main
+
+        return flood_main(argv[1:])
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return EXIT_OK if argv else EXIT_BAD_INPUT

@@ -87,6 +87,9 @@ class BenchConnection(asyncio.Protocol):
         self._reply: asyncio.Future[Any] | None = None
         self.closed: str | None = None
         self.blocked = False
+        self.blocked_count = 0  # connection.blocked / unblocked received (the capability must be announced)
+        self.unblocked_count = 0
+        self.capabilities: dict[str, bool] = {"publisher_confirms": True}
         self.on_ack: Callable[[int, bool, bool], None] | None = None
         self.on_deliver: Callable[[int], None] | None = None
         self.on_commit_ok: Callable[[], None] | None = None
@@ -167,9 +170,11 @@ class BenchConnection(asyncio.Protocol):
             return
         if isinstance(frame, spec.Connection.Blocked):
             self.blocked = True
+            self.blocked_count += 1
             return
         if isinstance(frame, spec.Connection.Unblocked):
             self.blocked = False
+            self.unblocked_count += 1
             return
         if self._reply is not None and not self._reply.done() and isinstance(frame, self._expect):
             self._reply.set_result(frame)
@@ -211,7 +216,7 @@ class BenchConnection(asyncio.Protocol):
             self._reply = None
 
     @classmethod
-    async def open(cls, url: URL, timeout: float) -> BenchConnection:
+    async def open(cls, url: URL, timeout: float, *, capabilities: dict[str, bool] | None = None) -> BenchConnection:
         loop = asyncio.get_running_loop()
         try:
             _t, conn = await asyncio.wait_for(
@@ -219,6 +224,8 @@ class BenchConnection(asyncio.Protocol):
         except (OSError, TimeoutError) as exc:
             raise BenchError(f"cannot connect to {url.host}:{url.port}: {exc or 'timed out'}") from exc
         assert isinstance(conn, cls)
+        if capabilities:
+            conn.capabilities = {**conn.capabilities, **capabilities}
         try:
             await conn._handshake(url, timeout)
         except BaseException:
@@ -232,7 +239,7 @@ class BenchConnection(asyncio.Protocol):
         props = start.server_properties or {}
         tune_wait = self.rpc(spec.Connection.StartOk(
             client_properties={"product": "amqp-conformance bench", "version": __version__,
-                               "capabilities": {"publisher_confirms": True}},
+                               "capabilities": dict(self.capabilities)},
             mechanism="PLAIN", response=f"\0{url.user}\0{url.password}", locale="en_US"),
             spec.Connection.Tune, timeout, channel=0)
         tune = await tune_wait

@@ -30,7 +30,6 @@ from .events import ChannelClosed
 from .exchanges import Exchange
 from .frames import (
     _CONTENT_HDR,
-    MAX_MESSAGE_SIZE,
     _as_text,
     _ids,
     content_frames,
@@ -62,6 +61,7 @@ class PendingPublish:
     props: spec.Basic.Properties | None = None
     parts: list[bytes] | None = None
     received: int = 0
+    oversize: bool = False  # above max_message_size: the body is counted, not kept
 
 
 # Enum members as module constants for the per-frame checks (a slow lookup on Python 3.11).
@@ -173,15 +173,10 @@ class ChannelCore(Settlement):
         except Exception as exc:
             raise AMQPError(ReplyCode.FRAME_ERROR, f"cannot decode content header properties: {exc}") from exc
         p.parts = []
-        if size > MAX_MESSAGE_SIZE:
-            self.content = ContentState.METHOD
-            self.pending = None
-            raise AMQPError(
-                ReplyCode.PRECONDITION_FAILED,
-                f"message size {size} is larger than configured max size {MAX_MESSAGE_SIZE}",
-                60,
-                40,
-            )
+        # RabbitMQ 3.10 judges the size once the whole content has arrived (measured: a
+        # header announcing too large a body gets no answer until the last body frame).
+        # The body is counted, never kept, so the size a header announces costs no memory.
+        p.oversize = size > self.conn.broker.limits.max_message_size
         if size == 0:
             self._publish_complete()
         else:
@@ -193,11 +188,22 @@ class ChannelCore(Settlement):
         p = self.pending
         if self.content is not _BODY or p is None or p.parts is None:
             raise method_frame_expected()
-        p.parts.append(payload)
+        if not p.oversize:
+            p.parts.append(payload)
         p.received += len(payload)
         if p.received > p.body_size:
             raise AMQPError(ReplyCode.FRAME_ERROR, "content body exceeds the size in the content header")
         if p.received == p.body_size:
+            if p.oversize:
+                self.pending = None
+                self.content = ContentState.METHOD
+                limit = self.conn.broker.limits.max_message_size
+                raise AMQPError(
+                    ReplyCode.PRECONDITION_FAILED,
+                    f"message size {p.body_size} is larger than configured max size {limit}",
+                    60,
+                    40,
+                )
             self._publish_complete()
 
     # -- channel class ------------------------------------------------------------------------
@@ -494,6 +500,7 @@ class ChannelCore(Settlement):
     def _basic_publish(self, m: spec.Basic.Publish) -> None:
         self.pending = PendingPublish(m)
         self.content = _HEADER
+        self.conn.on_publish()
 
     def _publish_complete(self) -> None:
         p = self.pending

@@ -16,6 +16,12 @@ cleanly (exit 0).  ``--users FILE`` is JSON::
 
 (both keys optional; default user guest/guest, vhost "/"; a bare password is full permissions in
 every vhost).
+
+Limits (RabbitMQ 3.10's defaults unless given): ``--frame-max``, ``--channel-max``,
+``--max-message-size``, ``--max-connections`` (0 = unlimited), ``--memory-watermark BYTES``
+(0 = no memory alarm; sizes take RabbitMQ's units: 200MB, 1MiB). SIGUSR1 raises the memory
+alarm whatever memory is used and SIGUSR2 clears that (``rabbitmqctl
+set_vm_memory_high_watermark`` stand-in).
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import ssl
 import sys
 import tempfile
 
+from .access import Users
+from .limits import DEFAULT_CHANNEL_MAX, DEFAULT_FRAME_MAX, DEFAULT_MAX_MESSAGE_SIZE, Limits, parse_size
 from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
@@ -48,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (if not in that file)")
     p.add_argument("--tls-ca", default=None, help="PEM CA bundle: ask TLS clients for a certificate it signed")
     p.add_argument("--tls-port", type=int, default=5671, help="TLS listener port (0 picks a free port)")
+    p.add_argument("--frame-max", default=str(DEFAULT_FRAME_MAX),
+                   help=f"frame-max offered in connection.tune (default {DEFAULT_FRAME_MAX})")
+    p.add_argument("--channel-max", default=str(DEFAULT_CHANNEL_MAX),
+                   help=f"channel-max offered in connection.tune (default {DEFAULT_CHANNEL_MAX})")
+    p.add_argument("--max-message-size", default=str(DEFAULT_MAX_MESSAGE_SIZE),
+                   help="largest message body accepted, larger: channel.close 406 (default 128MiB)")
+    p.add_argument("--max-connections", default="0", help="open connections allowed (default 0: unlimited)")
+    p.add_argument("--memory-watermark", default="0",
+                   help="queued message bodies (BYTES, e.g. 200MB) above which publishers are blocked "
+                        "(connection.blocked); default 0: no memory alarm")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -65,12 +83,13 @@ def _bad(message: str) -> int:
 
 
 async def _serve(
-    args: argparse.Namespace, data_dir: str, users: dict[str, str], vhosts: list[str], tls: ssl.SSLContext | None
+    args: argparse.Namespace, data_dir: str, users: Users, vhosts: list[str], tls: ssl.SSLContext | None,
+    limits: Limits,
 ) -> None:
     """Listen, say where, and serve until SIGTERM or SIGINT."""
     host = args.host
     server = BrokerServer(data_dir, host=host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
-                          tls=tls, tls_port=args.tls_port)
+                          tls=tls, tls_port=args.tls_port, limits=limits)
     try:
         await server.start()
     except OSError as exc:
@@ -80,6 +99,9 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # rabbitmqctl set_vm_memory_high_watermark stand-ins: raise / clear the memory alarm by hand
+    loop.add_signal_handler(signal.SIGUSR1, server.force_alarm, True)
+    loop.add_signal_handler(signal.SIGUSR2, server.force_alarm, False)
     print(f"LISTENING {host} {server.port}", flush=True)
     if server.tls_port is not None:
         print(f"LISTENING-TLS {host} {server.tls_port}", flush=True)
@@ -89,6 +111,13 @@ async def _serve(
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    try:
+        limits = Limits(frame_max=parse_size(args.frame_max), channel_max=parse_size(args.channel_max),
+                        max_message_size=parse_size(args.max_message_size),
+                        max_connections=parse_size(args.max_connections),
+                        memory_watermark=parse_size(args.memory_watermark))
+    except ValueError as exc:
+        return _bad(str(exc))
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if (args.tls_key or args.tls_ca) and not args.tls_cert:
         return _bad("--tls-key/--tls-ca need --tls-cert")
@@ -114,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
     loop = new_event_loop()
     try:
-        loop.run_until_complete(_serve(args, data_dir, users, vhosts, tls))
+        loop.run_until_complete(_serve(args, data_dir, users, vhosts, tls, limits))
     except _CannotListen as exc:
         return _bad(str(exc))
     finally:

@@ -37,6 +37,7 @@ from .frames import (
     decoded,
     marshal_method,
 )
+from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
@@ -61,7 +62,7 @@ def server_properties() -> dict[str, Any]:
             "exchange_exchange_bindings": True,
             "basic.nack": True,
             "consumer_cancel_notify": True,
-            "connection.blocked": False,
+            "connection.blocked": True,
             "consumer_priorities": False,
             "authentication_failure_close": True,
             "per_consumer_qos": True,
@@ -72,9 +73,6 @@ def server_properties() -> dict[str, Any]:
 
 class ConnectionCore:
     """One client connection.  Feed it bytes, take bytes and events out."""
-
-    SERVER_CHANNEL_MAX = 2047
-    SERVER_FRAME_MAX = 131072
 
     def __init__(self, broker: Broker, *, heartbeat: int = 60, peer: str = "") -> None:
         self.broker = broker
@@ -88,7 +86,12 @@ class ConnectionCore:
         self.server_heartbeat = heartbeat
         self.heartbeat = 0
         self.frame_max = FRAME_MIN_SIZE
-        self.channel_max = self.SERVER_CHANNEL_MAX
+        self.channel_max = broker.limits.channel_max
+        # Memory alarm (RabbitMQ's connection.blocked): a connection that publishes while the
+        # alarm lasts is blocked (the shell stops reading from it) until the alarm clears.
+        self.blocked = False
+        self.blocked_notified = False
+        self.counted_open = False  # counted in broker.open_connections (max_connections)
         self.user = ""
         self.vhost: VHost | None = None
         self.grant: Grant | None = None  # the user's permissions in the opened vhost
@@ -198,6 +201,30 @@ class ConnectionCore:
             for ch in list(self.channels.values()):
                 ch._redispatch()
 
+    def on_alarm(self, active: bool) -> None:
+        """The broker's memory alarm changed. Raising it blocks nobody yet (RabbitMQ blocks a
+        connection when it next publishes); clearing it unblocks, with connection.unblocked
+        for a client that was told connection.blocked."""
+        if active or not self.blocked:
+            return
+        self.blocked = False
+        if self.blocked_notified and self.state is ConnectionState.OPEN:
+            self.send_method(spec.Connection.Unblocked())
+        self.blocked_notified = False
+        if self.wake is not None:
+            self.wake()  # the shell resumes reading
+
+    def on_publish(self) -> None:
+        """A basic.publish arrived: during the alarm it blocks the connection, and a client
+        with the ``connection.blocked`` capability is told so (RabbitMQ's Blocked Connection
+        Notifications: sent to publishing connections, once per alarm)."""
+        if not self.broker.alarm or self.blocked:
+            return
+        self.blocked = True
+        if self.capability("connection.blocked"):
+            self.blocked_notified = True
+            self.send_method(spec.Connection.Blocked(reason=MEMORY_ALARM_REASON))
+
     def request_sync(self) -> None:
         """Make everything logged so far durable before the next reply (tx.commit)."""
         if self.sync_requester is not None:
@@ -257,7 +284,10 @@ class ConnectionCore:
                 if len(buf) - pos < 7:
                     return
                 ftype, channel, size = _FRAME_HDR.unpack_from(buf, pos)
-                if self.frame_max and size + 8 > self.frame_max:
+                # RabbitMQ 3.10 (rabbit_reader): a payload up to frame_max octets is accepted, i.e.
+                # a frame of up to frame_max + 8 (its FRAME_SIZE_FUDGE for old clients); the
+                # error text names frame_max - 8, the largest payload the spec allows.
+                if self.frame_max and size > self.frame_max:
                     raise AMQPError(
                         ReplyCode.FRAME_ERROR,
                         f"type {ftype}, all octets = <<>>: {{frame_too_large,{size},{self.frame_max - 8}}}",
@@ -407,15 +437,16 @@ class ConnectionCore:
         self.user = user
         self.send_method(
             spec.Connection.Tune(
-                channel_max=self.SERVER_CHANNEL_MAX, frame_max=self.SERVER_FRAME_MAX, heartbeat=self.server_heartbeat
+                channel_max=self.broker.limits.channel_max, frame_max=self.broker.limits.frame_max,
+                heartbeat=self.server_heartbeat,
             )
         )
 
     def _on_tune_ok(self, m: spec.Connection.TuneOk) -> None:
         # RabbitMQ validate_negotiated_integer_value: 530 NOT_ALLOWED outside [min, server max]
         for field_name, value, low, high in (
-            ("frame_max", m.frame_max, FRAME_MIN_SIZE, self.SERVER_FRAME_MAX),
-            ("channel_max", m.channel_max, 1, self.SERVER_CHANNEL_MAX),
+            ("frame_max", m.frame_max, FRAME_MIN_SIZE, self.broker.limits.frame_max),
+            ("channel_max", m.channel_max, 1, self.broker.limits.channel_max),
         ):
             if value != 0 and value < low:
                 raise AMQPError(
@@ -441,6 +472,15 @@ class ConnectionCore:
             # connect to it (rabbit_access_control:check_vhost_access → 530 NOT_ALLOWED).
             raise AMQPError(ReplyCode.NOT_ALLOWED, f"access to vhost '{vh.name}' refused for user '{self.user}'")
         self.grant = grant
+        limit = self.broker.limits.max_connections
+        if limit and self.broker.open_connections >= limit:
+            # RabbitMQ's connection-limit refusal (its vhost max-connections text)
+            raise AMQPError(
+                ReplyCode.NOT_ALLOWED,
+                f"access to vhost '{m.virtual_host}' refused for user '{self.user}': connection limit ({limit}) is reached",
+            )
+        self.broker.open_connections += 1
+        self.counted_open = True
         self.vhost = vh
         self.send_method(spec.Connection.OpenOk())
         self.emit(ConnectionOpened(self.user, vh.name))
@@ -488,6 +528,10 @@ class ConnectionCore:
 
     def _cleanup(self) -> None:
         """Channels release their messages and consumers; exclusive queues go away."""
+        if self.counted_open:
+            self.counted_open = False
+            self.broker.open_connections -= 1
+        self.blocked = False
         for ch in list(self.channels.values()):
             ch.teardown()
         self.channels.clear()

@@ -20,7 +20,7 @@ FRAME_MIN_SIZE = 4096  # spec: frame-max "MUST accept frames of up to frame-min-
 HEARTBEAT_FRAME = b"\x08\x00\x00\x00\x00\x00\x00\xce"
 _FRAME_HDR = struct.Struct(">BHI")
 _CONTENT_HDR = struct.Struct(">HHQ")
-#: RabbitMQ 3.10 default max_message_size (128 MiB)
+#: RabbitMQ 3.10 default max_message_size (128 MiB); the broker's own is ``Limits.max_message_size``
 MAX_MESSAGE_SIZE = 134217728
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_OK_TIMEOUT = 5.0

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from .access import Users
 from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition, rs_exchange, rs_queue
 from .exchanges import BUILTIN_EXCHANGES, Binding, Exchange
+from .limits import Limits
 from .messages import Message, QueuedMessage, decode_properties
 from .queues import EQUIVALENCE_ARGS, Queue, validate_queue_args
 from .records import (
@@ -254,6 +255,8 @@ class VHost:
 class SyncListener(Protocol):
     def on_durable(self) -> None: ...
 
+    def on_alarm(self, active: bool) -> None: ...
+
 
 class Broker:
     """All shared state.  ``clock`` is monotonic seconds, ``wallclock`` epoch seconds."""
@@ -266,7 +269,12 @@ class Broker:
         vhosts: Iterable[str] = ("/",),
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
+        limits: Limits | None = None,
     ) -> None:
+        self.limits = limits if limits is not None else Limits()
+        self.alarm = False  # the memory alarm: publishing connections are blocked while it lasts
+        self.forced_alarm = False
+        self.open_connections = 0  # connections past connection.open (max_connections counts them)
         self.store: Store = store if store is not None else MemoryStore()
         vhosts = list(vhosts)
         # A plain {name: password} mapping gives every user full permissions in every vhost.
@@ -307,6 +315,27 @@ class Broker:
         for q in queues:
             if not q.deleted:
                 q.dispatch()
+
+    # -- memory alarm ------------------------------------------------------------------------
+    def memory_used(self) -> int:
+        """Bytes of message bodies the queues hold (ready and unacknowledged)."""
+        return sum(q.ready_bytes + q.unacked_bytes for vh in self.vhosts.values() for q in vh.queues.values())
+
+    def force_alarm(self, on: bool) -> None:
+        """Raise or clear the alarm whatever memory is used (``rabbitmqctl
+        set_vm_memory_high_watermark`` stand-in)."""
+        self.forced_alarm = on
+        self.check_alarm()
+
+    def check_alarm(self) -> bool:
+        """Recompute the alarm; on a change every connection hears of it. Returns the state."""
+        watermark = self.limits.memory_watermark
+        active = self.forced_alarm or bool(watermark and self.memory_used() > watermark)
+        if active != self.alarm:
+            self.alarm = active
+            for listener in list(self.listeners):
+                listener.on_alarm(active)
+        return active
 
     def authenticate(self, user: str, password: str) -> bool:
         # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets
@@ -483,6 +512,7 @@ class Broker:
     # -- timers ----------------------------------------------------------------------------------
     def tick(self) -> None:
         now = self.clock()
+        self.check_alarm()
         for q in list(self.timed_queues):
             if q.deleted:
                 self.timed_queues.discard(q)

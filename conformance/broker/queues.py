@@ -55,6 +55,7 @@ class Queue:
         self.ready: deque[QueuedMessage] = deque()
         self.ready_bytes = 0
         self.unacked: dict[int, QueuedMessage] = {}
+        self.unacked_bytes = 0  # bodies of ``unacked`` (the memory alarm counts them)
         self.consumers: deque[Consumer] = deque()
         self.next_seq = 1
         self.deleted = False
@@ -201,6 +202,7 @@ class Queue:
             self.forget(qm)
         else:
             self.unacked[qm.seq] = qm
+            self.unacked_bytes += len(qm.msg.body)
             if qm.persisted and not qm.delivered_logged:
                 qm.delivered_logged = True
                 self.broker.log(MessageDelivered(self.vhost.name, self.name, qm.seq))
@@ -217,11 +219,13 @@ class Queue:
     def settle(self, qm: QueuedMessage) -> None:
         """An unacked message was acked (or rejected without requeue)."""
         if self.unacked.pop(qm.seq, None) is not None:
+            self.unacked_bytes -= len(qm.msg.body)
             self.forget(qm)
 
     def reject(self, qm: QueuedMessage) -> None:
         """basic.reject/nack with requeue=false: dead-letter (or drop)."""
         if self.unacked.pop(qm.seq, None) is not None:
+            self.unacked_bytes -= len(qm.msg.body)
             self.broker.dead_letter(self, qm, "rejected")
             self.forget(qm)
 
@@ -230,7 +234,10 @@ class Queue:
         holds messages in publication order) with redelivered=true."""
         changed = False
         for qm in sorted(qms, key=lambda m: m.seq):
-            if self.unacked.pop(qm.seq, None) is None or self.deleted:
+            popped = self.unacked.pop(qm.seq, None)
+            if popped is not None:
+                self.unacked_bytes -= len(qm.msg.body)
+            if popped is None or self.deleted:
                 continue
             qm.redelivered = True
             self._insert_sorted(qm)

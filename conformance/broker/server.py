@@ -18,6 +18,7 @@ from typing import Any
 from .access import Permissions, Users, parse_user_spec
 from .core import CloseTransport, ConnectionCore
 from .errors import ReplyCode
+from .limits import Limits
 from .model import Broker
 from .store import Store
 
@@ -49,6 +50,7 @@ class AMQPProtocol(asyncio.Protocol):
         self.core: ConnectionCore | None = None
         self.transport: asyncio.Transport | None = None
         self._flush_scheduled = False
+        self._reading_paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, only duck-typed alike
@@ -73,6 +75,16 @@ class AMQPProtocol(asyncio.Protocol):
         self.core.receive_data(data)
         self.flush()
         self.server.after_activity()
+
+    def _follow_block(self, core: ConnectionCore, transport: asyncio.Transport) -> None:
+        """A blocked connection (a publisher during the memory alarm) is not read from:
+        what it sends waits in the kernel's buffers and, once they fill, in the client."""
+        if core.blocked and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not core.blocked and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -100,6 +112,7 @@ class AMQPProtocol(asyncio.Protocol):
         data = core.data_to_send()
         if data:
             transport.write(data)
+        self._follow_block(core, transport)
         for ev in core.events():
             if isinstance(ev, CloseTransport):
                 log.debug("closing %s: %s", core.peer, ev.reason)
@@ -118,6 +131,7 @@ class BrokerServer:
         heartbeat: int = 60,
         tls: ssl.SSLContext | None = None,
         tls_port: int = 0,
+        limits: Limits | None = None,
     ) -> None:
         self.host = host
         self.requested_port = port
@@ -128,7 +142,7 @@ class BrokerServer:
         self.tls_port: int | None = None  # bound once started, when ``tls`` is given
         self._tls_server: asyncio.base_events.Server | None = None
         self.store = Store(data_dir)
-        self.broker = Broker(self.store, users=users, vhosts=vhosts or ["/"])
+        self.broker = Broker(self.store, users=users, vhosts=vhosts or ["/"], limits=limits)
         self.protocols: set[AMQPProtocol] = set()
         self.loop = asyncio.get_event_loop()
         self._server: asyncio.base_events.Server | None = None
@@ -177,8 +191,17 @@ class BrokerServer:
             except Exception:  # pragma: no cover - keep the broker alive, but say so
                 log.exception("timer tick failed")
 
+    def force_alarm(self, on: bool) -> None:
+        """Raise/clear the memory alarm by hand (SIGUSR1/SIGUSR2 of the broker command)."""
+        self.broker.force_alarm(on)
+        for p in list(self.protocols):
+            p.flush()
+
     # -- group commit -----------------------------------------------------------------------
     def after_activity(self) -> None:
+        if self.broker.limits.memory_watermark:
+            # after every read, not only every tick: a flood grows faster than the tick interval
+            self.broker.check_alarm()
         if self.store.needs_sync and not self._sync_scheduled and not self._sync_in_flight:
             self._sync_scheduled = True
             if GROUP_COMMIT_INTERVAL:
@@ -317,7 +340,9 @@ class EmbeddedBroker:
         vhosts: list[str] | None = None,
         heartbeat: int = 60,
         tls: ssl.SSLContext | None = None,
+        limits: Limits | None = None,
     ) -> None:
+        self.limits = limits
         self._own_dir = data_dir is None
         self.tls = tls
         self.tls_port: int | None = None
@@ -366,6 +391,7 @@ class EmbeddedBroker:
                     heartbeat=self.heartbeat,
                     tls=self.tls,
                     tls_port=self.tls_port or 0,
+                    limits=self.limits,
                 )
                 await self.server.start()
                 self.port = self.server.port

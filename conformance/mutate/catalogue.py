@@ -161,7 +161,7 @@ CATALOGUE: tuple[Mutant, ...] = (
       "basic class: content is delivered as published", ("replies", "acks"),
       lambda: f.EditMessage("body-flip", (D, G), body=_flip_last)),
     M("deliveries.body-truncated", "every delivered body loses its last byte (header body-size adjusted)",
-      "basic class: content is delivered as published", ("replies",),
+      "basic class: content is delivered as published", ("replies", "limits"),
       lambda: f.EditMessage("body-trunc", (D, G), body=lambda b: b[:-1])),
     M("deliveries.properties-dropped", "delivered messages lose all their properties",
       "basic class properties: delivered as published", ("replies",),
@@ -206,11 +206,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     # -- error scope and codes -----------------------------------------------------------------
     M("errors.channel-close-code-shifted", "channel errors carry another 4xx code (403->404, 404->406, "
       "405->406, 406->404)", "the spec's on-failure codes (e.g. basic.publish/must-exist 404)",
-      ("errors", "returns", "exchange"),
+      ("errors", "returns", "exchange", "limits"),
       lambda: f.Rewrite("soft-code", spec.Channel.Close,
                         lambda m: {"reply_code": SOFT_SWAP.get(m.reply_code, m.reply_code)})),
     M("errors.connection-close-code-shifted", "connection errors carry another 5xx code of the same class",
-      "the spec's on-failure codes (e.g. channel.open/state 504)", ("errors", "channel", "connection"),
+      "the spec's on-failure codes (e.g. channel.open/state 504)", ("errors", "channel", "connection", "limits"),
       lambda: f.Rewrite("hard-code", spec.Connection.Close,
                         lambda m: {"reply_code": HARD_SWAP.get(m.reply_code, m.reply_code)})),
     M("errors.channel-error-escalated", "a channel error closes the whole connection (same reply code)",
@@ -300,6 +300,25 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.Rewrite("caps", spec.Connection.Start, _hide_caps)),
     M("connection.exclusive-ignored", "queue.declare's exclusive flag is dropped", "queue.declare/exclusive",
       ("exclusive",), ExclusiveIgnored),
+    # -- limits --------------------------------------------------------------------------------
+    M("limits.blocked-never-sent", "connection.blocked and connection.unblocked never reach the client",
+      "RabbitMQ Blocked Connection Notifications (capability connection.blocked)", ("limits",),
+      lambda: f.Drop("blocked-lost", (spec.Connection.Blocked, spec.Connection.Unblocked))),
+    M("limits.unblocked-lost", "connection.unblocked never reaches the client (connection.blocked does)",
+      "RabbitMQ Blocked Connection Notifications: unblocked when all alarms clear", ("limits",),
+      lambda: f.Drop("unblocked-lost", spec.Connection.Unblocked)),
+    M("limits.blocked-capability-forced", "every client is treated as announcing the connection.blocked "
+      "capability", "RabbitMQ Blocked Connection Notifications: only clients announcing the capability are "
+      "told", ("limits",),
+      lambda: f.Rewrite("blocked-cap", spec.Connection.StartOk, _with_blocked_cap, to_client=False)),
+    M("limits.max-length-ignored", "queue.declare loses x-max-length and x-max-length-bytes",
+      "RabbitMQ Queue Length Limit (x-max-length, x-max-length-bytes)", ("limits", "confirms"),
+      lambda: f.Rewrite("maxlen-off", spec.Queue.Declare,
+                        lambda m: _without_args(m, "x-max-length", "x-max-length-bytes"), to_client=False)),
+    M("limits.overflow-ignored", "queue.declare loses x-overflow (the queue drops its head instead)",
+      "RabbitMQ Queue Length Limit: Queue Overflow Behaviour", ("limits", "confirms"),
+      lambda: f.Rewrite("overflow-off", spec.Queue.Declare, lambda m: _without_args(m, "x-overflow"),
+                        to_client=False)),
     # -- client methods carried out wrongly ----------------------------------------------------
     M("client-methods.ack-multiple-ignored", "basic.ack(multiple=true) settles only the tag it names",
       "field:basic.ack.multiple", ("acks", "replies"),
@@ -367,6 +386,20 @@ class _ClientAckLost(f.Tracking):
 
     def broker_frame(self, st: dict, channel: int, frm: object) -> list[f.Frame]:
         return [] if isinstance(frm, spec.Basic.Ack) else [(channel, frm)]
+
+
+def _without_args(m: spec.Queue.Declare, *names: str) -> dict[str, object]:
+    args = dict(m.arguments or {})
+    if not any(n in args for n in names):
+        return {}
+    return {"arguments": {k: v for k, v in args.items() if k not in names}}
+
+
+def _with_blocked_cap(m: spec.Connection.StartOk) -> dict[str, object]:
+    props = dict(m.client_properties or {})
+    caps = props.get("capabilities")
+    props["capabilities"] = {**(caps if isinstance(caps, dict) else {}), "connection.blocked": True}
+    return {"client_properties": props}
 
 
 def _hide_caps(start: spec.Connection.Start) -> dict[str, object]:

@@ -179,7 +179,7 @@ def main(argv: Sequence[str]) -> int:
         session = Session(upstream=upstream, results=Path(args.results).resolve(),
                           session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
                           workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout,
-                          extra_pytest=["--case", args.case] if args.case else [],
+                          extra_pytest=(["--case", args.case] if args.case else []) + limits_options(target),
                           restricted=_restricted(target.restricted_url))
         session.results.mkdir(parents=True, exist_ok=True)
         return _run_all(session, mutants, args.jobs, target.name, started)
@@ -209,6 +209,19 @@ def _restricted(url: str | None) -> tuple[str, str, str] | None:
         return None
     u = URL.parse(url)
     return u.user, u.password, u.vhost
+
+
+def limits_options(target: object) -> list[str]:
+    """The pytest options that tell the limits cases, run against the proxy's url, what the
+    upstream target knows: its max message size and how to raise its memory alarm."""
+    out: list[str] = []
+    size = getattr(target, "limits", {}).get("max_message_size")
+    if size:
+        out += ["--amqp-max-message-size", str(size)]
+    cmd = getattr(target, "alarm_cmd", None)
+    if cmd:
+        out += ["--amqp-alarm-cmd", cmd]
+    return out
 
 
 def _upstream(url: str) -> Upstream:

@@ -115,6 +115,46 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
     return state.private[kind]
 
 
+@pytest.fixture
+def target_limits(conformance_state: SessionState) -> dict[str, int]:
+    """The target's configured limits a client cannot read from the wire (e.g.
+    ``max_message_size``): spawned targets know theirs, a url target has
+    ``--amqp-max-message-size``."""
+    return conformance_state.limits
+
+
+@pytest.fixture
+def alarm_target(conformance_state: SessionState) -> Target:
+    """A target whose memory alarm the case can raise and clear (``target.alarm(True/False)``),
+    for the connection.blocked cases; UNSUPPORTED where there is none.
+
+    Spawned targets give each worker a private broker of the same kind (the one restart cases
+    use), so an alarm never blocks publishers of cases running in parallel. A url target needs
+    --amqp-alarm-cmd and raises the alarm of the shared broker (do not combine with -n).
+    """
+    state = conformance_state
+    kind = state.target_name
+    if kind == "url":
+        if state.settings.alarm_cmd:
+            from conformance.targets.base import shell_alarm
+
+            return Target(name="url", url=state.url, alarm=shell_alarm(state.settings.alarm_cmd))
+        raise Unsupported("the connection.blocked cases need a memory alarm the suite can raise: use "
+                          "--broker reference|local:rabbitmq or give --amqp-alarm-cmd with --broker-url")
+    if kind.startswith("container:"):
+        raise Unsupported("the connection.blocked cases are not available for container targets")
+    if kind not in state.private:
+        try:
+            state.private[kind] = spawn_private(kind, tls=state.settings.tls)
+        except TargetError as exc:
+            raise CaseTimeout(f"a private {kind} broker for the alarm cases", state.case_timeout,
+                              observed=str(exc)) from exc
+    target = state.private[kind]
+    if target.alarm is None:
+        raise Unsupported(f"the suite cannot raise the memory alarm of a {kind} broker")
+    return target
+
+
 @pytest.fixture(autouse=True)
 def _conformance_case(request: pytest.FixtureRequest) -> None:
     """Every case: its context, its allure labels, and UNSUPPORTED for a capability not offered."""

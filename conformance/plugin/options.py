@@ -59,6 +59,13 @@ OPTIONS: tuple[Option, ...] = (
            "make one; see the scenarios README for the permissions it must have)"),
     Option("restart-cmd", "AMQP_CONFORMANCE_RESTART_CMD", None,
            "shell command that restarts the --broker-url broker (enables restart cases for url targets)"),
+    Option("max-message-size", "AMQP_CONFORMANCE_MAX_MESSAGE_SIZE", None,
+           "the --broker-url broker's max message size in octets (RabbitMQ: max_message_size); the "
+           "limits.max-message-size-* cases are UNSUPPORTED on a url target without it", alias=False),
+    Option("alarm-cmd", "AMQP_CONFORMANCE_ALARM_CMD", None,
+           "shell command that raises ({state} = on) or clears ({state} = off) the --broker-url broker's "
+           "memory alarm, e.g. \"rabbitmqctl set_vm_memory_high_watermark ...\" (enables the connection.blocked "
+           "cases for url targets; do not combine with -n)", alias=False),
     Option("case", "AMQP_CONFORMANCE_CASE", None,
            "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')"),
     Option("rule", "AMQP_CONFORMANCE_RULE", None,
@@ -139,6 +146,8 @@ class Settings:
     tls_insecure: bool = False
     expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
     restricted_url: str | None = None  # --amqp-restricted-url: the access cases' restricted user
+    max_message_size: int | None = None  # --amqp-max-message-size (url targets)
+    alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -211,6 +220,16 @@ def read_settings(config: pytest.Config) -> Settings:
     profile = option(config, "profile") or DEFAULT_PROFILE
     if profile not in PROFILE_DESCRIPTIONS:
         raise pytest.UsageError(f"unknown --amqp-profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
+    max_size_text = option(config, "max-message-size")
+    try:
+        max_message_size = int(max_size_text) if max_size_text else None
+    except ValueError as exc:
+        raise pytest.UsageError("--amqp-max-message-size takes a number of octets") from exc
+    if max_message_size is not None and max_message_size <= 0:
+        raise pytest.UsageError("--amqp-max-message-size must be positive")
+    alarm_cmd = option(config, "alarm-cmd") or None
+    if alarm_cmd is not None and "{state}" not in alarm_cmd:
+        raise pytest.UsageError("--amqp-alarm-cmd must contain {state} (replaced by on or off)")
     results = Path(option(config, "results") or "reports/results")
     if not results.is_absolute():
         results = Path(config.invocation_params.dir) / results
@@ -222,4 +241,5 @@ def read_settings(config: pytest.Config) -> Settings:
         tls=_switch(config, "tls"), tls_ca=_path(config, "tls-ca"), tls_cert=_path(config, "tls-cert"),
         tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
         expected_failures=_triage(config), restricted_url=_restricted_url(config),
+        max_message_size=max_message_size, alarm_cmd=alarm_cmd,
     )

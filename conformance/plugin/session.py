@@ -44,6 +44,9 @@ class SessionState:
     restricted_url: str | None = None
     restricted_unsupported: str | None = None
     restricted_skipped: int = 0  # cases needing the restricted user deselected (reported once)
+    # The target's limits a client cannot discover on the wire (Target.limits, or the
+    # --amqp-max-message-size of a url target); handed to xdist workers.
+    limits: dict[str, int] = field(default_factory=dict)
 
     # Shorthands for the settings most code reads.
     @property
@@ -94,6 +97,7 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
             state.server = ServerInfo.from_json(info["server"])
             state.restricted_url = info.get("restricted_url")
             state.restricted_unsupported = info.get("restricted_unsupported")
+            state.limits = dict(info.get("limits") or {})
     return state
 
 
@@ -106,6 +110,7 @@ def worker_input(state: SessionState) -> str:
         "server": state.server.to_json() if state.server else None,
         "restricted_url": state.restricted_url,
         "restricted_unsupported": state.restricted_unsupported,
+        "limits": state.limits,
     })
 
 
@@ -191,6 +196,9 @@ def start_target(state: SessionState) -> None:
             return
     else:
         state.restricted_unsupported = target.restricted_unsupported or "the target offers no restricted user"
+    state.limits = dict(target.limits)
+    if settings.max_message_size is not None:
+        state.limits["max_message_size"] = settings.max_message_size
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost

@@ -134,7 +134,7 @@ class Refusal:
 
     method: type[Frame]
     setup: Callable[[Any, Any, Any], dict[str, str]]  # (ctx, admin channel, cleanup) -> names
-    act: Callable[[RawChannel, dict[str, str]], None]
+    act: Callable[[RawChannel, dict[str, str]], object]  # what it returns is not used
     effect: Callable[[Any, dict[str, str]], str]
     unchanged: str
 

@@ -62,6 +62,14 @@ class Target:
     # cases; when there is none, ``restricted_unsupported`` says why (one line).
     restricted_url: str | None = None
     restricted_unsupported: str | None = None
+    # Limits the broker was configured with and a client cannot discover on the wire
+    # (e.g. {"max_message_size": 1048576}); the limits cases are UNSUPPORTED without them.
+    limits: dict[str, int] = field(default_factory=dict)
+    # Raises (True) or clears (False) the broker's memory alarm, for the connection.blocked
+    # cases; None where the suite cannot reach the broker's controls.
+    alarm: Callable[[bool], None] | None = None
+    # The same as a shell command ({state} = on | off), for another process (mutate's pytest runs).
+    alarm_cmd: str | None = None
 
     def settle_topology(self) -> None:
         """Clean restart, so declarations made so far are on disk before a crash test.
@@ -93,6 +101,23 @@ class TLSTarget(Target):
 
     plain_url: str = ""
     tls: TLSFiles | None = None  # tlscerts.TLSFiles
+
+
+def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:
+    """A ``Target.alarm`` that runs ``template`` with ``{state}`` replaced by on / off;
+    TargetError (one line) when the command fails."""
+
+    def run(on: bool) -> None:
+        cmd = template.replace("{state}", "on" if on else "off")
+        try:
+            done = subprocess.run(cmd, shell=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise TargetError(f"alarm command {cmd!r} failed: {exc}") from exc
+        if done.returncode != 0:
+            err = done.stderr.decode(errors="replace").strip().splitlines()
+            raise TargetError(f"alarm command {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}")
+
+    return run
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -7,6 +7,7 @@ is stopped by whoever started it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -34,6 +35,9 @@ from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+#: max_message_size of the spawned node (RabbitMQ's default is 128 MiB): small, so the
+#: max-message-size cases cross it with a 1 MiB publish, and told to them as target limits.
+RABBITMQ_MAX_MESSAGE_SIZE = 1048576
 GARAGEMQ_CONFIG = Path("/etc/garagemq/config.yaml")
 # garagemq's config (config.go: ConfigUser{Username, Password}) has users and passwords but no
 # permissions: every user may do everything in every vhost, so a restricted user cannot exist.
@@ -81,7 +85,8 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     plugins.write_text("[rabbitmq_auth_mechanism_ssl].\n" if tls else "[].\n")
     conf = base / "rabbitmq.conf"
     # loopback_users: guest may log in over loopback only (RabbitMQ's default, kept explicit).
-    text = f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+    text = (f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+            f"max_message_size = {RABBITMQ_MAX_MESSAGE_SIZE}\n")
     files: TLSFiles | None = None
     tls_port = 0
     if tls:
@@ -126,6 +131,13 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
     else:
         target.restricted_unsupported = problem
+    target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
+    target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
+    ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+    if ctl_bin:
+        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_")))
+        target.alarm_cmd = (f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
+                            "$(test {state} = on && echo 'absolute 1' || echo 0.4)")
     return target
 
 
@@ -143,6 +155,15 @@ def _rabbitmqctl(env: dict[str, str], node: str, *args: str) -> str | None:
         tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
         return f"rabbitmqctl {args[0]} exited with {done.returncode}: {' '.join(tail)}"
     return None
+
+
+def _rabbitmq_memory_alarm(env: dict[str, str], node: str, on: bool) -> None:
+    """Raise or clear the node's memory alarm (RabbitMQ's Memory guide: an absolute
+    vm_memory_high_watermark below what the node uses triggers it at once; the default
+    relative 0.4 clears it). TargetError (one line) when rabbitmqctl fails."""
+    problem = _rabbitmqctl(env, node, "set_vm_memory_high_watermark", *(["absolute", "1"] if on else ["0.4"]))
+    if problem is not None:
+        raise TargetError(f"cannot {'raise' if on else 'clear'} the memory alarm: {problem}")
 
 
 def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:

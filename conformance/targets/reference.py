@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import tempfile
 import urllib.parse
@@ -25,6 +27,17 @@ from conformance.targets.base import (
 from conformance.targets.readiness import amqp_ready
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
+#: The max message size the spawned broker is given (as local:rabbitmq's): small, so the
+#: max-message-size cases cross it with a 1 MiB publish.
+REFERENCE_MAX_MESSAGE_SIZE = 1048576
+
+
+def _signal_alarm(ctl: ProcessController, on: bool) -> None:
+    """SIGUSR1 raises the broker's memory alarm, SIGUSR2 clears it (see ``broker --help``)."""
+    if ctl.proc is None or ctl.proc.poll() is not None:
+        raise TargetError("the reference broker is not running: cannot raise or clear its memory alarm")
+    os.kill(ctl.proc.pid, signal.SIGUSR1 if on else signal.SIGUSR2)
+
 
 def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
     """The reference broker; with ``tls`` also its TLS listener (certificates made in the target's
@@ -41,7 +54,7 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
     users.write_text(json.dumps({"users": {"guest": "guest", RESTRICTED_USER: restricted},
                                  "vhosts": ["/", SECOND_VHOST]}))
     argv = [sys.executable, "-m", "conformance.broker", "--host", host, "--port", str(port),
-            "--data-dir", str(data), "--users", str(users)]
+            "--data-dir", str(data), "--users", str(users), "--max-message-size", str(REFERENCE_MAX_MESSAGE_SIZE)]
     files: TLSFiles | None = None
     if tls:
         try:
@@ -57,8 +70,15 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
                             what="reference broker", stop_timeout=10, start_timeout=30)
     ctl.start()
     restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
+    target: Target
     if files is None:
-        return Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
-                      restricted_url=restricted_url)
-    return TLSTarget(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
-                     restricted_url=restricted_url, plain_url=plain_url, tls=files)
+        target = Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
+                        restricted_url=restricted_url)
+    else:
+        target = TLSTarget(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
+                           restricted_url=restricted_url, plain_url=plain_url, tls=files)
+    target.limits = {"max_message_size": REFERENCE_MAX_MESSAGE_SIZE}
+    target.alarm = lambda on: _signal_alarm(ctl, on)
+    if ctl.proc is not None:
+        target.alarm_cmd = f"kill -s $(test {{state}} = on && echo USR1 || echo USR2) {ctl.proc.pid}"
+    return target

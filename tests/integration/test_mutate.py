@@ -33,6 +33,7 @@ ROWS = [
     ("confirms.first-ack-lost", "confirms", "confirms.seq-starts-at-1", "confirms.seq-starts-at-1"),
     ("timing.deliveries-swapped", "ordering", "ordering.single-path-1000", "ordering.single-path-1000"),
     ("tags.server-tags-renamed-consistently", "acks", "acks.cancel-stops-deliveries", None),
+    ("limits.max-length-ignored", "limits", "limits.overflow-*", "limits.overflow-reject-publish-not-dead-lettered"),
 ]
 BY_ID = {m.id: m for m in CATALOGUE}
 

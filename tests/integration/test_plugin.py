@@ -477,3 +477,14 @@ def test_bad_restricted_url_is_one_line(pytester: pytest.Pytester) -> None:
     res = pytester.runpytest_subprocess("--broker-url", "amqp://127.0.0.1:1/", "--restricted-url", "http://x/")
     assert res.ret == 4
     assert "--amqp-restricted-url: unsupported URL scheme 'http'" in res.stderr.str()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--amqp-max-message-size", "big"], "--amqp-max-message-size takes a number of octets"),
+    (["--amqp-max-message-size", "0"], "--amqp-max-message-size must be positive"),
+    (["--amqp-alarm-cmd", "rabbitmqctl set_vm_memory_high_watermark 0"], "--amqp-alarm-cmd must contain {state}"),
+])
+def test_limits_options_are_validated(pytester: pytest.Pytester, args: list[str], said: str) -> None:
+    pytester.makepyfile(test_demo=CASES)
+    res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", *args)
+    assert res.ret == 4 and said in res.stderr.str()

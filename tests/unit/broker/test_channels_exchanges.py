@@ -100,13 +100,12 @@ def test_body_larger_than_header(link: Link) -> None:
 
 
 def test_oversized_message_rejected(link: Link) -> None:
+    # RabbitMQ 3.10 answers only once the whole body is in; until then nothing.
     link.send(spec.Basic.Publish(routing_key="x"))
     link.feed(frame(2, 1, struct.pack(">HHQ", 60, 0, 1 << 40) + b"\x00\x00"))
-    close = link.expect(spec.Channel.Close)
-    assert "larger than configured max size" in close.reply_text
-    link.feed(frame(3, 1, b"late body"))  # discarded while the channel is closing
-    link.send(spec.Channel.CloseOk())
-    link.open(1)
+    link.feed(frame(3, 1, b"part of a body never kept"))
+    link.nothing()
+    assert link.core.channels[1].pending.parts == []
 
 
 def test_multi_frame_body(link: Link) -> None:

@@ -37,3 +37,15 @@ def test_port_in_use(tmp_path: Path, with_data_dir: bool, capsys: pytest.Capture
 def test_parser_defaults() -> None:
     args = build_parser().parse_args([])
     assert (args.host, args.port, args.heartbeat, args.log_level) == ("127.0.0.1", 5672, 60, "warning")
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--memory-watermark", "lots", "is not a size"),
+    ("--frame-max", "100", "frame_max 100 is outside"),
+    ("--channel-max", "70000", "channel_max 70000 is outside"),
+    ("--max-message-size", "1GiB", "max_message_size 1073741824 is outside"),
+])
+def test_bad_limits_are_one_line(flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--port", "0", flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("amqp-conformance broker: ") and said in err and len(err.splitlines()) == 1
