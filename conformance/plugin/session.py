@@ -14,6 +14,7 @@ import pytest
 from conformance.clients.uri import with_tls_options
 from conformance.plugin.options import Settings
 from conformance.probe import ProbeError, ServerInfo, probe
+from conformance.queue_types import offered
 from conformance.results import ResultsWriter, new_run_id
 from conformance.targets import Target, TargetError, open_target
 from conformance.verdicts import Verdict
@@ -40,6 +41,8 @@ class SessionState:
     rows: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (case id, area, verdict)
     started: float = field(default_factory=time.monotonic)
     failed_to_start: str | None = None
+    # Selected queue types the broker refused to declare, with what it answered (asked once).
+    unoffered: dict[str, str] = field(default_factory=dict)
 
     # Shorthands for the settings most code reads.
     @property
@@ -87,6 +90,7 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
             state.url = info["url"]
             state.target_name = info["target"]
             state.server = ServerInfo.from_json(info["server"])
+            state.unoffered = dict(info.get("unoffered") or {})
     return state
 
 
@@ -97,6 +101,7 @@ def worker_input(state: SessionState) -> str:
         "url": state.url,
         "target": state.target_name,
         "server": state.server.to_json() if state.server else None,
+        "unoffered": state.unoffered,
     })
 
 
@@ -170,6 +175,12 @@ def start_target(state: SessionState) -> None:
         return
     state.url = target.url
     state.target_name = target.name
+    for queue_type in settings.queue_types:
+        # Once per run: a type the broker does not declare makes its cases UNSUPPORTED with this
+        # one reason, instead of each failing on its own declare.
+        refused = offered(target.url, queue_type, min(8.0, settings.case_timeout))
+        if refused is not None:
+            state.unoffered[queue_type] = refused
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost
