@@ -59,12 +59,12 @@ def _queue_state(amqp: Any, url: str, queue: str) -> tuple[bool, int]:
     expectation="after the restart a message published to the exchange with the binding key reaches the queue",
     needs_restart=True,
 )
-def test_topology_survives_restart(amqp, ctx, restartable) -> None:
+def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     q, ex = ctx.name("q"), ctx.name("x")
     ch = amqp.channel(url)
     ch.declare_exchange(ex, "direct", durable=True)
-    ch.declare_queue(q, durable=True)
+    ch.declare_queue(q, **ctx.declare_fields(durable=True))
     ch.bind(q, ex, "k")
     restartable.controller.restart()
     try:
@@ -88,11 +88,11 @@ def test_topology_survives_restart(amqp, ctx, restartable) -> None:
     expectation="after the restart the message is delivered again with redelivered=true",
     needs_restart=True,
 )
-def test_unacked_redelivered_after_restart(amqp, ctx, restartable) -> None:
+def test_unacked_redelivered_after_restart(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     q = ctx.name("q")
     ch = amqp.channel(url)
-    ch.declare_queue(q, durable=True)
+    ch.declare_queue(q, **ctx.declare_fields(durable=True))
     ch.confirm_select()
     drain_confirms(ch, ch.publish("", q, b"in flight", persistent=True))
     ch.consume(q)
@@ -146,11 +146,11 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
                                   "measured on RabbitMQ 3.10.8 (0 after a clean restart)"},
     needs_restart=True,
 )
-def test_non_persistent_on_durable_queue(amqp, ctx, restartable) -> None:
+def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     q = ctx.name("q")
     ch = amqp.channel(url)
-    ch.declare_queue(q, durable=True)
+    ch.declare_queue(q, **ctx.declare_fields(durable=True))
     ch.confirm_select()
     drain_confirms(ch, ch.publish("", q, b"transient message", persistent=False))
     restartable.controller.restart()
@@ -182,7 +182,7 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable) -> None:
     expectation="the message is there after the restart, body and delivery-mode 2 intact",
     needs_restart=True,
 )
-def test_aio_pika_persistent_survives(amqp, ctx, restartable) -> None:
+def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> None:
     import aio_pika
 
     from conformance.clients.libs import aio_pika_connect, run_async
@@ -194,7 +194,7 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable) -> None:
         conn = await aio_pika_connect(url, ctx.timeout)
         try:
             channel = await conn.channel(publisher_confirms=True)
-            await channel.declare_queue(q, durable=True)
+            await channel.declare_queue(q, **ctx.declare_fields(durable=True))
             await channel.default_exchange.publish(
                 aio_pika.Message(b"kept by aio-pika", delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
                 routing_key=q)  # returns once the broker confirmed it
@@ -205,7 +205,7 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable) -> None:
         conn = await aio_pika_connect(url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q, durable=True)
+            queue = await channel.declare_queue(q, **ctx.declare_fields(durable=True))
             message = await queue.get(no_ack=True, fail=False)
             return None if message is None else (message.body, int(message.delivery_mode))
         finally:

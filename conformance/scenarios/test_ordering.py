@@ -98,12 +98,12 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
                 "exchange into one queue, consumed by one consumer",
     expectation="the consumer receives all 1000 in publication order",
 )
-def test_single_path_1000(amqp, ctx, cleanup):
+def test_single_path_1000(amqp, ctx, cleanup, queue_type):
     ch = amqp.channel()
     x = cleanup.exchange(ctx.name("x"))
     q = cleanup.queue(ctx.name("q"))
     ch.declare_exchange(x, "direct")
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     ch.bind(q, x, "k")
     bodies = [f"m{i:04d}".encode() for i in range(1000)]
     consumer = amqp.channel()
@@ -192,11 +192,11 @@ REQUEUE_ROWS = [
 
 
 @pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
-def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool):
+def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type):
     conn = amqp()
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     bodies = [f"m{i}".encode() for i in range(10)]
     publish_confirmed(ch, "", q, bodies)
     if via_consumer:
@@ -240,11 +240,11 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_survivor_in_order(amqp, ctx, cleanup):
+def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
     a = amqp.channel()
     b = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     publish_confirmed(a, "", q, [f"m{i}".encode() for i in range(10)])
     a.qos(5)
     a.consume(q)
@@ -269,11 +269,11 @@ def test_survivor_in_order(amqp, ctx, cleanup):
     expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
                 "messages out of order; the queue keeps publication order)",
 )
-def test_several_consumers_observed(amqp, ctx, cleanup):
+def test_several_consumers_observed(amqp, ctx, cleanup, queue_type):
     a = amqp.channel()
     b = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     a.qos(2)
     b.qos(2)
     a.consume(q)
@@ -354,7 +354,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
+def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
     bodies = [f"a{i}" for i in range(6)]
 
@@ -365,7 +365,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q)
+            queue = await channel.declare_queue(q, **ctx.declare_fields())
             for body in bodies:
                 await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
             held = []

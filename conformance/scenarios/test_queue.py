@@ -86,28 +86,36 @@ def test_passive_existing(declared_queue, ctx):
     ctx.check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
 
 
+# These redeclare a queue with durable/auto-delete flipped or arguments without x-queue-type:
+# a quorum queue is durable only and refuses auto-delete, so the premise holds for classic queues.
+CLASSIC_ONLY = ("classic",)
+EQUIV_PREMISE = "redeclares with durable=false / auto-delete / no x-queue-type, which a quorum queue refuses"
 EQUIVALENCE = [
-    param(Case("queue.equivalent-durable", rules=("queue.declare/equivalent",), level=Level.MUST,
+    param(Case(
+        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-durable", rules=("queue.declare/equivalent",), level=Level.MUST,
                description="Redeclaring a transient queue as durable",
                expectation="a channel exception (RabbitMQ: channel.close 406)",
                default="channel.close *", expected={"rabbitmq": "channel.close 406"},
                expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
                                  "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
           {}, {"durable": True}),
-    param(Case("queue.equivalent-arguments", rules=("queue.declare/equivalent",), level=Level.MUST,
+    param(Case(
+        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-arguments", rules=("queue.declare/equivalent",), level=Level.MUST,
                description="Redeclaring a queue with a different x-max-length argument",
                expectation="a channel exception (RabbitMQ: channel.close 406)",
                default="channel.close *", expected={"rabbitmq": "channel.close 406"},
                expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'x-max-length'\"",
                                  "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
           {"arguments": {"x-max-length": 10}}, {"arguments": {"x-max-length": 20}}),
-    param(Case("queue.equivalent-same-fields-ok", rules=("queue.declare/equivalent",), level=Level.MUST,
+    param(Case(
+        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-same-fields-ok", rules=("queue.declare/equivalent",), level=Level.MUST,
                description="Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
                expectation="queue.declare-ok", default="queue.declare-ok"),
           {"durable": False}, {"durable": False}),
     # queue.declare/pre-existence: "The server MUST ignore the auto-delete field if the queue
     # already exists" — RabbitMQ instead checks it like the other fields (equivalent).
-    param(Case("queue.pre-existence-ignores-auto-delete", rules=("queue.declare/pre-existence",),
+    param(Case(
+        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.pre-existence-ignores-auto-delete", rules=("queue.declare/pre-existence",),
                level=Level.MUST,
                description="Redeclaring an existing queue with auto-delete reversed",
                expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
