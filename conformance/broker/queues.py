@@ -114,7 +114,7 @@ class Queue:
         qm = QueuedMessage(self.next_seq, msg, None if ttl is None else now + ttl / 1000.0, redelivered)
         self.next_seq += 1
         lsn = 0
-        if msg.persistent and self.durable:
+        if (msg.persistent or self.quorum) and self.durable:  # a quorum queue keeps every message
             qm.persisted = True
             lsn = broker.log_message(self, qm)
         self.ready.append(qm)

@@ -148,9 +148,17 @@ def _close_connection(ch: RawChannel, held: list[Event]) -> None:
 Requeue = Callable[[RawChannel, list[Event]], None]
 
 
+# A quorum queue puts messages the client returns (reject / nack / recover with requeue) at the
+# back, not at their place (RabbitMQ 3.10.8, measured: conformance/profiles/queue_types.toml); that
+# is queue_types.requeue-position[quorum]. These rows' premise holds for classic queues.
+RETURN_PREMISE = ("a client-returned message goes back to its original position: classic queues only "
+                  "(quorum: queue_types.requeue-position[quorum])")
+
+
 def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequence[str] = (),
-                  extra_sources: Sequence[str] = ()) -> Case:
+                  extra_sources: Sequence[str] = (), returned: bool = False) -> Case:
     return Case(
+        queue_types=("classic",) if returned else None, premise=RETURN_PREMISE if returned else "",
         id=f"ordering.requeue-{slug}",
         description=f"m0..m9 in a queue; a channel holds m0..m5 unacked, acks m1 and m4, then {how}",
         expectation="reading the queue afterwards gives m0 m2 m3 m5 m6 m7 m8 m9 (publication order)",
@@ -165,16 +173,16 @@ def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequ
 
 REQUEUE_ROWS = [
     param(_requeue_case("reject", "rejects m5, m3, m2, m0 (in that order) with basic.reject(requeue=true)",
-                        extra_sources=["002_4ef6b84472723893.txt#requeue-true"]),
+                        extra_sources=["002_4ef6b84472723893.txt#requeue-true"], returned=True),
           _reject_each, False),
     param(_requeue_case("nack-single", "nacks m5, m3, m2, m0 one by one with basic.nack(requeue=true)",
-                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"], returned=True),
           _nack_each, False),
     param(_requeue_case("nack-multiple", "sends one basic.nack(tag of m5, multiple=true, requeue=true)",
-                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"], returned=True),
           _nack_multiple, False),
     param(_requeue_case("recover", "sends basic.recover(requeue=true)", rules=["basic.recover/01"],
-                        extra_sources=[f"{R004}#resurfacing-messages-in-limbo"]),
+                        extra_sources=[f"{R004}#resurfacing-messages-in-limbo"], returned=True),
           _recover, False),
     param(_requeue_case("channel-close", "closes the channel (the basic.get deliveries are requeued)",
                         extra_sources=[f"{R003}#what-happens-to-unacknowledged-messages"]),
@@ -345,6 +353,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
 
 @case(
     "ordering.aio-pika-reject-requeue",
+    queue_types=("classic",), premise=RETURN_PREMISE,
     sources=[SRC_ORDER, "002_4ef6b84472723893.txt#requeue-true"],
     level=Level.MUST,
     client="aio-pika",

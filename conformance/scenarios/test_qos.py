@@ -117,6 +117,9 @@ GLOBAL_SCOPE = [
         expected_sources={"rabbitmq": RABBIT_GLOBAL, "spec": SPEC_GLOBAL},
     ), False),
     param(Case(
+        # RabbitMQ's quorum queues refuse consumers on a global-QoS channel (540):
+        # queue_types.global-qos-consume-540[quorum]; the premise holds for classic queues.
+        queue_types=("classic",), premise="global QoS consumers: classic queues only",
         id="qos.global-true-shared-by-channel",
         rules=(PREFETCH,),
         level=Level.MUST,

@@ -144,3 +144,40 @@ def test_global_qos(declared_queue, ctx) -> None:
     ch.qos(prefetch_count=2, global_=True)
     ch.send(spec.Basic.Consume(queue=q))
     expect_connection_close(ch.conn, 540, what="basic.consume on a global-QoS channel", probe_channel=ch)
+
+
+REQUEUE_BY = {
+    "reject": lambda ch, tag: ch.reject(tag, requeue=True),
+    "nack": lambda ch, tag: ch.nack(tag, requeue=True),
+    "recover": lambda ch, tag: ch.recover(requeue=True),
+}
+
+
+@pytest.mark.parametrize("how", [
+    param(Case(
+        id=f"queue_types.requeue-position-{how}", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+        sources=(DELIVERY["delivery_count_source"],),
+        description=f"m1..m4 in a quorum queue; m1 is got, then returned with {how}(requeue=true); the queue "
+                    "is read with basic.get",
+        expectation="m2 m3 m4 m1: a returned message goes to the back of a quorum queue (classic: its place)",
+        expected={"rabbitmq": ["m2", "m3", "m4", "m1"]},
+        expected_sources={"rabbitmq": DELIVERY["requeue_position_measured"]},
+        default=["m2", "m3", "m4", "m1"],
+    ), how) for how in REQUEUE_BY
+])
+def test_requeue_position(declared_queue, amqp, ctx, how: str) -> None:
+    ch, q = declared_queue()
+    publish_confirmed(ch, "", q, [b"m1", b"m2", b"m3", b"m4"])
+    holder = amqp.channel()
+    ev = get_one(holder, q, "m1")
+    REQUEUE_BY[how](holder, int(ev.method.delivery_tag))
+    holder.barrier()
+    got = []
+    deadline_reads = 8
+    while len(got) < 4 and deadline_reads:
+        deadline_reads -= 1
+        nxt = ch.get(q, no_ack=True)
+        if nxt is None:
+            break
+        got.append((nxt.body or b"").decode())
+    ctx.check_profile(got, "basic.get order after the return")
