@@ -440,7 +440,8 @@ class ChannelCore(Settlement):
         tag = m.consumer_tag or ("amq.ctag-" + secrets.token_urlsafe(16))
         if tag in self.consumers:
             raise AMQPError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
-        if any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers):
+        # RabbitMQ 3.10.8's quorum queues do not enforce exclusive consumers (measured).
+        if not q.quorum and (any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers)):
             raise AMQPError(ReplyCode.ACCESS_REFUSED, f"{rs_queue(q.vhost.name, q.name)} in exclusive use")
         if q.quorum and self.global_prefetch:
             # RabbitMQ 3.10.8 (measured): a connection error, 540.

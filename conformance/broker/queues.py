@@ -96,6 +96,11 @@ class Queue:
 
     # -- enqueue -----------------------------------------------------------------------
     def _over_limit(self, extra_bytes: int) -> bool:
+        if self.quorum:
+            # RabbitMQ 3.10.8's quorum queues refuse only once already over the limit (measured:
+            # x-max-length 1 accepts two publishes and nacks the third).
+            return (self.max_length is not None and len(self.ready) > self.max_length) or (
+                self.max_bytes is not None and self.ready_bytes > self.max_bytes)
         if self.max_length is not None and len(self.ready) + 1 > self.max_length:
             return True
         return self.max_bytes is not None and self.ready_bytes + extra_bytes > self.max_bytes

@@ -80,9 +80,8 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
 )
 def test_passive_existing(declared_queue, ctx):
     ch, q = declared_queue()
-    ch.publish("", q, b"1")
-    ch.publish("", q, b"2")
-    ch.barrier()
+    # confirmed, so both are known to be in the queue (a quorum queue enqueues after the round trip)
+    publish_confirmed(ch, "", q, [b"1", b"2"])
     ok = ch.declare_queue(q, passive=True)
     ctx.check((ok.queue, ok.message_count), (q, 2), "passive declare-ok (queue, message-count)")
 

@@ -16,6 +16,7 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.confirms import settle_all
 from conformance.clients.expect import expect_connection_close
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.settle import x_death_reason
@@ -181,3 +182,23 @@ def test_requeue_position(declared_queue, amqp, ctx, how: str) -> None:
             break
         got.append((nxt.body or b"").decode())
     ctx.check_profile(got, "basic.get order after the return")
+
+
+@case(
+    "queue_types.reject-publish-overflow-nack", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=["rabbitmq-quorum-queues#feature-matrix", "000_cd470977c809f5f5.txt#negative-acknowledgment"],
+    requires=["publisher_confirms"],
+    description="Three confirmed publishes to a quorum queue declared with x-max-length 1 and x-overflow "
+                "reject-publish",
+    expectation="ack, ack, nack: a quorum queue refuses a publish once it is over its limit (a classic queue "
+                "nacks the second: confirms.reject-publish-overflow-nack)",
+    default={1: "ack", 2: "ack", 3: "nack"},
+    expected_sources={"rabbitmq": DELIVERY["overflow_measured"]},
+)
+def test_reject_publish_overflow(declared_queue, ctx) -> None:
+    ch, q = declared_queue(arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.confirm_select()
+    for body in (b"m1", b"m2", b"m3"):
+        ch.publish("", q, body)
+    st = settle_all(ch, 3, ctx.timeout, quiet=0.0)
+    ctx.check_profile({s: ("ack" if s in st.acked else "nack") for s in (1, 2, 3)}, "confirm per seq")

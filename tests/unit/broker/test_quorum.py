@@ -125,3 +125,25 @@ def test_global_qos_consume_is_540(link: Link) -> None:
     link.rpc(spec.Basic.Qos(prefetch_count=2, global_=True), spec.Basic.QosOk)
     link.send(spec.Basic.Consume(queue="q"))
     assert "does not support global qos" in link.connection_closed(540).reply_text
+
+
+def test_exclusive_consumers_not_enforced(link: Link) -> None:
+    quorum(link, "q")
+    link.rpc(spec.Basic.Consume(queue="q", consumer_tag="a", exclusive=True), spec.Basic.ConsumeOk)
+    link.rpc(spec.Basic.Consume(queue="q", consumer_tag="b"), spec.Basic.ConsumeOk)
+
+
+def test_reject_publish_only_once_over_the_limit(link: Link) -> None:
+    link.rpc(spec.Confirm.Select(), spec.Confirm.SelectOk)
+    quorum(link, "q", **{"x-max-length": 1, "x-overflow": "reject-publish"})
+    for body in (b"1", b"2", b"3"):
+        link.publish(body, routing_key="q")
+    settled = [type(o).__name__ for o in link.take_objs() if isinstance(o, (spec.Basic.Ack, spec.Basic.Nack))]
+    assert settled == ["Ack", "Ack", "Nack"]
+
+
+def test_non_persistent_message_is_logged(link: Link) -> None:
+    quorum(link, "q")
+    link.publish(b"transient", routing_key="q")
+    q = link.broker.vhosts["/"].queues["q"]
+    assert q.ready[0].persisted
