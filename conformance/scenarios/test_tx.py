@@ -212,7 +212,8 @@ def _reject_then_commit(env: Env, op: Callable[[RawChannel, int], None]) -> str:
     ch.barrier()
     before = env.count(q)
     ch.tx_commit()
-    after = env.count(q)
+    # A quorum queue applies the committed return just after commit-ok: poll (bounded) for it.
+    after = env.count_after_close(q, 1)
     env.ctx.observe("ready before / after commit", (before, after))
     if before == 1:
         return "no"
