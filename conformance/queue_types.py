@@ -109,6 +109,20 @@ def offered(url: str, queue_type: str, timeout: float) -> str | None:
             ch.delete_queue(name)
         except CaseOutcome:
             pass
+        if qt.durable_only:
+            # A broker that ignores x-queue-type (an unknown argument, as AMQP allows) declares an
+            # ordinary queue: it does not offer this type. Told by what the type refuses.
+            plain = f"{name}-transient"
+            try:
+                ch.declare_queue(plain, arguments={"x-queue-type": qt.argument})
+            except CaseOutcome:
+                return None  # refused, as a queue of this type must be
+            try:
+                ch.delete_queue(plain)
+            except CaseOutcome:
+                pass
+            return (f"the broker ignores x-queue-type={qt.argument}: a non-durable queue.declare with it was "
+                    f"answered declare-ok (a {queue_type} queue is durable only), so it declares ordinary queues")
         return None
     finally:
         conn.close(timeout=1.0)
