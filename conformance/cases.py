@@ -67,6 +67,12 @@ class Case:
     # has consumers, closing a connection that owns an exclusive queue with a consumer). On a
     # target the suite cannot isolate (--broker-url) such cases run after all others.
     wedges: bool = False
+    # The queue types the case's premise holds for (None: every type; ("classic",): exclusive,
+    # auto-delete, non-durable or server-named queues, which RabbitMQ's quorum queues refuse —
+    # such a case runs once, on a classic queue, whatever --amqp-queue-type says; ("quorum",): a
+    # quorum-only case, run when quorum is selected). ``premise`` says why, for reports.
+    queue_types: tuple[str, ...] | None = None
+    premise: str = ""
 
     def __post_init__(self) -> None:
         if not ID_RE.match(self.id):
@@ -75,7 +81,8 @@ class Case:
             if not RULE_RE.match(rule):
                 raise ValueError(f"case {self.id}: rule {rule!r} is not class.method/rule-name")
         for name in self.expected:
-            if name not in PROFILES:
+            # "profile@queue-type": the profile's value for that queue type (quorum semantics).
+            if name.split("@", 1)[0] not in PROFILES:
                 raise ValueError(f"case {self.id}: unknown profile {name!r}")
         if not self.rules and not self.sources and self.level is not Level.INFO:
             raise ValueError(f"case {self.id}: cite a spec rule or a reference document")
@@ -84,12 +91,16 @@ class Case:
     def area(self) -> str:
         return self.id.split(".", 1)[0]
 
-    def expected_for(self, profile: str) -> Any:
+    def expected_for(self, profile: str, queue_type: str | None = None) -> Any:
+        if queue_type and f"{profile}@{queue_type}" in self.expected:
+            return self.expected[f"{profile}@{queue_type}"]
         if profile in self.expected:
             return self.expected[profile]
         return self.default
 
-    def source_for(self, profile: str) -> str:
+    def source_for(self, profile: str, queue_type: str | None = None) -> str:
+        if queue_type and f"{profile}@{queue_type}" in self.expected_sources:
+            return self.expected_sources[f"{profile}@{queue_type}"]
         return self.expected_sources.get(profile, "; ".join(self.rules + self.sources))
 
     def as_dict(self) -> dict[str, Any]:
@@ -104,6 +115,7 @@ class Case:
             "requires": list(self.requires),
             "client": self.client,
             "wedges": self.wedges,
+            "queue_types": list(self.queue_types) if self.queue_types is not None else None,
             "expected": {k: _jsonable(v) for k, v in self.expected.items()},
         }
 
@@ -149,6 +161,8 @@ def case(
     client: str = "raw",
     needs_restart: bool = False,
     wedges: bool = False,
+    queue_types: Iterable[str] | None = None,
+    premise: str = "",
 ) -> Callable[[F], F]:
     """Decorate a test function as one conformance case."""
     c = register(
@@ -166,6 +180,8 @@ def case(
             client=client,
             needs_restart=needs_restart,
             wedges=wedges,
+            queue_types=tuple(queue_types) if queue_types is not None else None,
+            premise=premise,
         )
     )
 

@@ -66,6 +66,9 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", default=None, help="PEM client certificate sent to the broker")
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     p.add_argument("--tls-insecure", action="store_true", help="do not verify the broker's certificate")
+    p.add_argument("--queue-type", default=None,
+                   help="queue type(s) the queue-declaring cases declare: classic (default), quorum, or "
+                        "classic,quorum (each such case once per type; other types' ids suffixed [type])")
     p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
     p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
@@ -116,7 +119,7 @@ def run_main(argv: Sequence[str]) -> int:
                         ("profile", args.profile), ("case-timeout", args.case_timeout),
                         ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
                         ("restart-cmd", args.restart_cmd), ("restricted-url", args.restricted_url), ("case", args.case), ("rule", args.rule),
-                        ("expected-failures", args.expected_failures),
+                        ("expected-failures", args.expected_failures), ("queue-type", args.queue_type),
                         ("tls-ca", args.tls_ca), ("tls-cert", args.tls_cert), ("tls-key", args.tls_key)):
         if value is not None:
             pyargs += [f"--amqp-{name}", str(value)]

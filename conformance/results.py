@@ -41,6 +41,8 @@ class ResultRecord:
     worker: str = "main"
     schema: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    # The queue type the case declared (classic | quorum; None: no typed queue, or an older run).
+    queue_type: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)

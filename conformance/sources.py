@@ -175,6 +175,19 @@ DOCUMENTS: tuple[Document, ...] = (
         "channel_max negotiated per connection; opening more channels is a connection error",
     ),
     Document(
+        "rabbitmq-quorum-queues", "Quorum Queues", "RabbitMQ docs", "https://www.rabbitmq.com/docs/quorum-queues",
+        {
+            "declaring": Section("Declaring", "declaring"),
+            "feature-matrix": Section("Feature Matrix (durable only, no exclusivity, no message priority, "
+                                      "no global QoS)", "feature-matrix"),
+            "global-qos": Section("Global QoS", "global-qos"),
+            "poison-message-handling": Section("Poison Message Handling (x-delivery-count, delivery-limit)",
+                                               "poison-message-handling"),
+        },
+        "what a quorum queue refuses (non-durable, exclusive, x-max-priority, global QoS), x-delivery-count, "
+        "x-delivery-limit with dead-lettering",
+    ),
+    Document(
         "DESIGN.md", "amqp-conformance design notes", "this project", None,
         {
             "facts-measured-on-rabbitmq-3.10.8": Section("Facts measured on RabbitMQ 3.10.8"),

@@ -113,6 +113,7 @@ class QueuedMessage:
     redelivered: bool = False
     persisted: bool = False
     delivered_logged: bool = False
+    delivery_count: int = 0  # quorum queues: earlier deliveries returned to the queue (x-delivery-count)
 
 
 class ConsumerSink(Protocol):

@@ -21,7 +21,7 @@ from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition,
 from .exchanges import BUILTIN_EXCHANGES, Binding, Exchange
 from .limits import Limits
 from .messages import Message, QueuedMessage, decode_properties
-from .queues import EQUIVALENCE_ARGS, Queue, validate_queue_args
+from .queues import EQUIVALENCE_ARGS, Queue, validate_queue_args, validate_queue_type
 from .records import (
     BindingAdded,
     BindingRemoved,
@@ -168,6 +168,8 @@ class VHost:
             q.touch()
             return q, False
         validate_queue_args(self.name, name, arguments)
+        validate_queue_type(self.name, name, durable=durable, exclusive=exclusive_owner is not None,
+                            auto_delete=auto_delete, args=arguments)
         q = Queue(self, name, durable=durable, exclusive_owner=exclusive_owner, auto_delete=auto_delete, arguments=arguments)
         self.queues[name] = q
         if q.timed:

@@ -72,6 +72,10 @@ class Queue:
         self.overflow: str = args.get("x-overflow", "drop-head")
         self.dlx: str | None = args.get("x-dead-letter-exchange")
         self.dlrk: str | None = args.get("x-dead-letter-routing-key")
+        # RabbitMQ quorum queues (x-queue-type=quorum): x-delivery-count on deliveries, returns
+        # by reject/nack/recover go to the back, x-delivery-limit dead-letters (DIFFERENCES.md).
+        self.quorum = args.get("x-queue-type") == "quorum"
+        self.delivery_limit: int | None = args.get("x-delivery-limit") if self.quorum else None
 
     @property
     def broker(self) -> Broker:
@@ -93,6 +97,11 @@ class Queue:
 
     # -- enqueue -----------------------------------------------------------------------
     def _over_limit(self, extra_bytes: int) -> bool:
+        if self.quorum:
+            # RabbitMQ 3.10.8's quorum queues refuse only once already over the limit (measured:
+            # x-max-length 1 accepts two publishes and nacks the third).
+            return (self.max_length is not None and len(self.ready) > self.max_length) or (
+                self.max_bytes is not None and self.ready_bytes > self.max_bytes)
         if self.max_length is not None and len(self.ready) + 1 > self.max_length:
             return True
         return self.max_bytes is not None and self.ready_bytes + extra_bytes > self.max_bytes
@@ -111,7 +120,7 @@ class Queue:
         qm = QueuedMessage(self.next_seq, msg, None if ttl is None else now + ttl / 1000.0, redelivered)
         self.next_seq += 1
         lsn = 0
-        if msg.persistent and self.durable:
+        if (msg.persistent or self.quorum) and self.durable:  # a quorum queue keeps every message
             qm.persisted = True
             lsn = broker.log_message(self, qm)
         self.ready.append(qm)
@@ -229,9 +238,17 @@ class Queue:
             self.broker.dead_letter(self, qm, "rejected")
             self.forget(qm)
 
-    def requeue(self, qms: Iterable[QueuedMessage]) -> None:
+    def requeue(self, qms: Iterable[QueuedMessage], *, returned: bool = False) -> None:
         """Put messages back in their ORIGINAL position (RabbitMQ >= 2.7: the queue always
-        holds messages in publication order) with redelivered=true."""
+        holds messages in publication order) with redelivered=true.
+
+        A quorum queue (measured on RabbitMQ 3.10.8) counts the return in x-delivery-count,
+        dead-letters a message past x-delivery-limit, and puts messages ``returned`` by the client
+        (basic.reject / basic.nack / basic.recover with requeue) at the back; those of a closed
+        channel go back to the head."""
+        if self.quorum:
+            self._quorum_requeue(sorted(qms, key=lambda m: m.seq), returned)
+            return
         changed = False
         for qm in sorted(qms, key=lambda m: m.seq):
             popped = self.unacked.pop(qm.seq, None)
@@ -245,6 +262,29 @@ class Queue:
         if changed:
             self.expire_head(self.broker.clock())
             self.dispatch()
+
+    def _quorum_requeue(self, qms: list[QueuedMessage], returned: bool) -> None:
+        back: list[QueuedMessage] = []
+        for qm in qms:
+            if self.unacked.pop(qm.seq, None) is None or self.deleted:
+                continue
+            qm.redelivered = True
+            qm.delivery_count += 1
+            if self.delivery_limit is not None and qm.delivery_count > self.delivery_limit:
+                self.broker.dead_letter(self, qm, "delivery_limit")
+                self.forget(qm)
+                continue
+            back.append(qm)
+        if not back:
+            return
+        for qm in back if returned else reversed(back):
+            self.ready_bytes += len(qm.msg.body)
+            if returned:
+                self.ready.append(qm)
+            else:
+                self.ready.appendleft(qm)
+        self.expire_head(self.broker.clock())
+        self.dispatch()
 
     def _insert_sorted(self, qm: QueuedMessage) -> None:
         ready = self.ready
@@ -302,6 +342,32 @@ class Queue:
             "It could be originally declared on another connection or the exclusive property "
             "value does not match that of the original declaration.",
         )
+
+
+QUEUE_TYPES = ("classic", "quorum")
+# Arguments RabbitMQ 3.10 refuses on a quorum queue ("invalid arg ... of queue type rabbit_quorum_queue").
+QUORUM_REFUSED_ARGS = ("x-max-priority", "x-queue-mode")
+
+
+def validate_queue_type(vhost: str, name: str, *, durable: bool, exclusive: bool, auto_delete: bool,
+                        args: dict[str, Any]) -> None:
+    """x-queue-type: classic or quorum; a quorum queue is durable, not exclusive, not auto-delete
+    and takes no x-max-priority (RabbitMQ's quorum queue guide, feature matrix; reply texts as
+    RabbitMQ 3.10.8 sends them)."""
+    if "x-queue-type" not in args:
+        return
+    kind = args["x-queue-type"]
+    where = rs_queue(vhost, name)
+    if kind not in QUEUE_TYPES:
+        raise precondition(f"invalid arg 'x-queue-type' for {where}: \"unsupported queue type '{kind}'\"")
+    if kind != "quorum":
+        return
+    for key in QUORUM_REFUSED_ARGS:
+        if key in args:
+            raise precondition(f"invalid arg '{key}' for {where} of queue type rabbit_quorum_queue")
+    for refused, prop in ((auto_delete, "auto-delete"), (exclusive, "exclusive-owner"), (not durable, "non-durable")):
+        if refused:
+            raise precondition(f"invalid property '{prop}' for {where}")
 
 
 def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:

@@ -153,7 +153,7 @@ class Settlement:
     def _settle(self, kind: str, items: list[Unacked]) -> None:
         self._release_credit(items)
         if kind == "requeue":
-            self._requeue(items, release=False)
+            self._requeue(items, release=False, returned=True)
         else:
             for u in items:
                 if kind == "ack":
@@ -162,14 +162,16 @@ class Settlement:
                     u.queue.reject(u.qm)
         self._redispatch()
 
-    def _requeue(self, items: list[Unacked], *, release: bool = True) -> None:
+    def _requeue(self, items: list[Unacked], *, release: bool = True, returned: bool = False) -> None:
+        """``returned``: by the client (reject/nack/recover), not by a closing channel (quorum
+        queues put the former at the back)."""
         if release:
             self._release_credit(items)
         by_queue: dict[int, tuple[Queue, list[QueuedMessage]]] = {}
         for u in items:
             by_queue.setdefault(id(u.queue), (u.queue, []))[1].append(u.qm)
         for q, qms in by_queue.values():
-            q.requeue(qms)
+            q.requeue(qms, returned=returned)
 
     def _redispatch(self) -> None:
         seen: set[int] = set()
@@ -183,7 +185,7 @@ class Settlement:
             raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
         items = list(self.unacked.values())
         self.unacked.clear()
-        self._requeue(items)
+        self._requeue(items, returned=True)
 
     def _basic_recover(self, m: spec.Basic.Recover) -> None:
         if not m.requeue:
@@ -193,7 +195,7 @@ class Settlement:
         self.unacked.clear()
         # spec: recover-ok; RabbitMQ sends it before the redeliveries
         self.send(spec.Basic.RecoverOk())
-        self._requeue(items)
+        self._requeue(items, returned=True)
 
     # -- tx / confirm ---------------------------------------------------------------------------
     def _tx_select(self, m: spec.Tx.Select) -> None:

@@ -19,6 +19,7 @@ import pytest
 from conformance.cases import case_of
 from conformance.clients.expect import ACTIVE_CONTEXT
 from conformance.clients.raw import RawChannel
+from conformance.queue_types import declare_fields
 
 __all__ = ["DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue"]
 
@@ -36,7 +37,9 @@ class DeclareQueue(Protocol):
 
 
 @pytest.fixture
-def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
+def declared_queue(amqp: Any, ctx: Any, cleanup: Any, queue_type: str) -> DeclareQueue:
+    # ``queue_type``: the queue is of the selected type (--amqp-queue-type); asking for it here
+    # makes every case that uses this fixture run once per selected type.
     # ``amqp`` depends on ``cleanup``: connections close before the queues are deleted.
     def make(suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
              **declare: Any) -> tuple[RawChannel, str]:
@@ -44,7 +47,7 @@ def declared_queue(amqp: Any, ctx: Any, cleanup: Any) -> DeclareQueue:
         if confirm:
             channel.confirm_select()
         queue = cleanup.queue(ctx.name(suffix))
-        channel.declare_queue(queue, **declare)
+        channel.declare_queue(queue, **declare_fields(queue_type, declare))
         return channel, queue
 
     return make

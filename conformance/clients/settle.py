@@ -65,7 +65,7 @@ def declare_dlx(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:
     ch.declare_exchange(dlx, "fanout")
     ch.declare_queue(dlq)
     ch.bind(dlq, dlx)
-    ch.declare_queue(src, arguments={"x-dead-letter-exchange": dlx})
+    ch.declare_queue(src, **ctx.declare_fields(arguments={"x-dead-letter-exchange": dlx}))
     return src, dlq
 
 

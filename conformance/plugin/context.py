@@ -20,8 +20,10 @@ from conformance.verdicts import CaseOutcome, Mismatch, Verdict
 class CaseContext:
     """Per-case helper: the case, its profile's expected value, observations, unique names."""
 
-    def __init__(self, case: Case | None, profile: str, timeout: float, worker: str) -> None:
+    def __init__(self, case: Case | None, profile: str, timeout: float, worker: str, *,
+                 queue_type: str | None = None) -> None:
         self.case = case
+        self.queue_type = queue_type  # the queue type this case declares (None: no typed queue)
         self.profile = profile
         self.timeout = timeout
         self.worker = worker
@@ -36,12 +38,18 @@ class CaseContext:
         """The expected value for this run's profile (the case's per-profile data)."""
         if self.case is None:
             raise RuntimeError("not a conformance case")
-        return self.case.expected_for(self.profile)
+        return self.case.expected_for(self.profile, self.queue_type)
 
     def name(self, suffix: str = "q") -> str:
         """A unique, client-chosen entity name for this case execution."""
         slug = (self.case.id if self.case else "adhoc").replace(".", "-")[:60]
         return f"amqpc-{slug}-{self.worker}-{self._uid}-{suffix}"
+
+    def declare_fields(self, **declare: Any) -> dict[str, Any]:
+        """queue.declare fields for this case's queue type (``x-queue-type``, durable for quorum)."""
+        from conformance.queue_types import CLASSIC, declare_fields
+
+        return declare_fields(self.queue_type or CLASSIC, declare)
 
     def observe(self, key: str, value: Any) -> Any:
         self.observed[key] = value
@@ -58,8 +66,9 @@ class CaseContext:
         expected = self.expected
         self.observed[what] = observed
         if observed != expected:
-            source = cite_text(self.case.source_for(self.profile)) if self.case else ""
-            raise Mismatch(f"{what} (profile {self.profile}: {source})", expected=expected,
+            source = cite_text(self.case.source_for(self.profile, self.queue_type)) if self.case else ""
+            on = f", {self.queue_type} queue" if self.queue_type not in (None, "classic") else ""
+            raise Mismatch(f"{what} (profile {self.profile}{on}: {source})", expected=expected,
                            observed=observed, verdict=Verdict.FAIL)
 
     def informational(self, observed: Any, note: str = "") -> None:

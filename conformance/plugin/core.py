@@ -17,6 +17,7 @@ import pytest
 from conformance.cases import Case, case_of
 from conformance.clients import invariants, trace
 from conformance.clients.raw import redact
+from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import RESTRICTED_MARK, mark_allure_description
 from conformance.plugin.liveness import (
@@ -77,10 +78,11 @@ def case_markers(c: Case) -> tuple[str, ...]:
     return tuple(names)
 
 
-def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str]) -> None:
+def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str], run_id: str) -> None:
     """Make a case selectable by its id (``-k``) and by its markers (``-m``); ``known`` holds the
     marker names registered so far (registered here, so --strict-markers accepts them)."""
     item.extra_keyword_matches.add(c.id)
+    item.extra_keyword_matches.add(run_id)
     mark_allure_description(item, c)
     for name in case_markers(c):
         if name not in known:
@@ -134,17 +136,26 @@ class ConformancePlugin:
         ihook = item.ihook
         ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
         decision = Decision(Verdict.NOT_RUN, c.expectation, "-", found.message())
+        qt = self._queue_type(item)
         # Skipped for pytest and JUnit (it never ran); the exit code is EXIT_UNRESPONSIVE anyway.
         rep = pytest.TestReport(
             item.nodeid, item.location, {k: 1 for k in item.keywords}, "skipped",
             (str(item.path), item.location[1] or 0, f"NOT_RUN: {decision.message}"),
-            "call", user_properties=self._properties(c.id, c.area, decision),
+            "call", user_properties=self._properties(self._run_id(item, c), c.area, decision),
         )
         ihook.pytest_runtest_logreport(report=rep)
         ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         write_record(self.state, c, None, decision, 0.0, item.nodeid,
-                     {"after_case": found.after_case, "cause": found.cause})
+                     {"after_case": found.after_case, "cause": found.cause}, queue_type=qt)
         return True
+
+    def _queue_type(self, item: pytest.Item) -> str | None:
+        return qtypes.item_queue_type(item, self.state.settings.queue_types)
+
+    def _run_id(self, item: pytest.Item, c: Case) -> str:
+        """The case's id in this run's results: its plain id, ``[type]``-suffixed for other types
+        than classic (``conformance.queue_types``)."""
+        return qtypes.run_id_of(item, c, self.state.settings.queue_types)
 
     @staticmethod
     def _properties(case_id: str, area: str, decision: Decision) -> list[tuple[str, object]]:
@@ -153,13 +164,23 @@ class ConformancePlugin:
 
     # -- selection -------------------------------------------------------------------------------
 
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        qtypes.parametrize(metafunc, self.state.settings.queue_types)
+
     @pytest.hookimpl(tryfirst=True)  # before -k / -m deselect: they see the ids and markers
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         known = {str(line).split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+        selected = self.state.settings.queue_types
+        outside = [item for item in items if not qtypes.runs(item, selected)]
+        if outside:
+            # A case's premise rules this queue type out (or it is for types not selected): the
+            # item is not part of the run (the case runs on the types it holds for).
+            config.hook.pytest_deselected(items=outside)
+            items[:] = [item for item in items if qtypes.runs(item, selected)]
         for item in items:
             c = case_of(item)
             if c is not None:
-                label(config, item, c, known)
+                label(config, item, c, known, self._run_id(item, c))
         self._wedging_cases_last(items)
         settings = self.state.settings
         if settings.case_globs or settings.rule_globs:
@@ -182,8 +203,7 @@ class ConformancePlugin:
         dropped = set(map(id, drop))
         items[:] = [item for item in items if id(item) not in dropped]
 
-    @staticmethod
-    def _select(config: pytest.Config, items: list[pytest.Item], case_globs: tuple[str, ...],
+    def _select(self, config: pytest.Config, items: list[pytest.Item], case_globs: tuple[str, ...],
                 rule_globs: tuple[str, ...]) -> None:
         """``--case GLOBS`` / ``--rule GLOBS``: keep only the cases that match (both, when both given)."""
         keep: list[pytest.Item] = []
@@ -192,7 +212,8 @@ class ConformancePlugin:
             c = case_of(item)
             matched = c is not None
             if c is not None and case_globs:
-                matched = any(fnmatch.fnmatchcase(c.id, g) for g in case_globs)
+                ids = (c.id, self._run_id(item, c))  # 'confirms.x' selects every type's run of it
+                matched = any(fnmatch.fnmatchcase(i, g) for i in ids for g in case_globs)
             if c is not None and rule_globs:
                 matched = matched and any(fnmatch.fnmatchcase(r, g) for r in c.rules for g in rule_globs)
             (keep if matched else drop).append(item)
@@ -217,7 +238,8 @@ class ConformancePlugin:
     def _first_ids(self, items: list[pytest.Item]) -> None:
         """Remember the cases that must be finished (by any worker) before a wedging case starts."""
         if self._shared_target() and any((c := case_of(i)) and c.wedges for i in items):
-            self.first_ids = frozenset(c.id for i in items if (c := case_of(i)) is not None and not c.wedges)
+            self.first_ids = frozenset(self._run_id(i, c) for i in items
+                                       if (c := case_of(i)) is not None and not c.wedges)
 
     def _wait_for_the_others(self) -> None:
         """xdist spreads cases over workers: before a wedging case, wait (bounded) until every
@@ -329,12 +351,13 @@ class ConformancePlugin:
         if call.when == "teardown":
             # Clean-up stuck past its ceiling: the broker may have stopped answering.
             if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
-                self._after_timeout(c.id)
+                self._after_timeout(self._run_id(item, c))
             return
         ctx = item.stash.get(CTX, None)
         monitor = invariants.current()
         violations = list(monitor.violations) if monitor is not None else []
         decision = decide(c, call.excinfo, ctx, call.when, violations)
+        run_id = self._run_id(item, c)
         if decision.verdict is Verdict.UNSUPPORTED:
             rep.outcome = "skipped"
             rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
@@ -342,14 +365,14 @@ class ConformancePlugin:
             # What JUnit/allure show is the verdict: --fail-on decides the exit code only.
             rep.outcome = "failed" if decision.verdict in FAILURES else "passed"
             if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.TIMEOUT):
-                rep.longrepr = (f"{decision.verdict.value}: {c.id}\n  {decision.message}\n"
+                rep.longrepr = (f"{decision.verdict.value}: {run_id}\n  {decision.message}\n"
                                 f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
                                 f"  rules: {', '.join(c.rules) or '-'}  sources: {cite_all(c.sources) or '-'}")
             elif rep.outcome == "passed":
                 rep.longrepr = None
-        rep.user_properties.extend(self._properties(c.id, c.area, decision))
+        rep.user_properties.extend(self._properties(run_id, c.area, decision))
         # JUnit writes a test case's properties from its teardown report, made from the item's.
-        item.user_properties.extend(self._properties(c.id, c.area, decision))
+        item.user_properties.extend(self._properties(run_id, c.area, decision))
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)
@@ -363,9 +386,9 @@ class ConformancePlugin:
         if decision.verdict is not Verdict.PASS:
             self._attach_trace(rep, extra)
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
-                     extra)
+                     extra, queue_type=self._queue_type(item))
         if decision.verdict is Verdict.TIMEOUT:
-            self._after_timeout(c.id)
+            self._after_timeout(run_id)
 
     @staticmethod
     def _attach_trace(rep: pytest.TestReport, extra: dict[str, Any]) -> None:

@@ -8,8 +8,10 @@ import pytest
 
 from conformance.cases import Case, Level, case_of
 from conformance.plugin.context import CaseContext, Cleanup, Connections
+from conformance.plugin.qtypes import item_queue_type
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
 from conformance.probe import ServerInfo
+from conformance.queue_types import CLASSIC
 from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.verdicts import CaseTimeout, Unsupported
@@ -47,9 +49,16 @@ def case_timeout(conformance_state: SessionState) -> float:
 
 
 @pytest.fixture
+def queue_type(request: pytest.FixtureRequest, conformance_state: SessionState) -> str:
+    """The queue type this case declares (``--amqp-queue-type``; parametrized when several)."""
+    return item_queue_type(request.node, conformance_state.settings.queue_types) or CLASSIC
+
+
+@pytest.fixture
 def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> CaseContext:
     c = case_of(request.node)
-    context = CaseContext(c, conformance_state.profile, conformance_state.case_timeout, conformance_state.worker)
+    context = CaseContext(c, conformance_state.profile, conformance_state.case_timeout, conformance_state.worker,
+                          queue_type=item_queue_type(request.node, conformance_state.settings.queue_types))
     request.node.stash[CTX] = context
     return context
 
@@ -165,6 +174,11 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
     request.getfixturevalue("ctx")
     _allure_labels(c)
     assert state.server is not None
+    qt = item_queue_type(request.node, state.settings.queue_types)
+    if qt is not None and qt in state.unoffered:
+        raise Unsupported(f"the broker does not offer {qt} queues (asked once, before any case: "
+                          f"{state.unoffered[qt]})", expected=f"a {qt} queue declared",
+                          observed=state.unoffered[qt])
     for cap in c.requires:
         if not state.server.supports(cap):
             raise Unsupported(f"the broker does not advertise capability {cap!r}",

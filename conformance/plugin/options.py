@@ -74,6 +74,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("expected-failures", "AMQP_CONFORMANCE_EXPECTED_FAILURES", None,
            "triage TOML (the gate's format): a verdict it explains is reported as known and does not "
            "count for --fail-on; a listed case that now passes is reported as fixed"),
+    Option("queue-type", "AMQP_CONFORMANCE_QUEUE_TYPE", "classic",
+           "queue type(s) the queue-declaring cases declare: classic (default) | quorum, or several comma "
+           "separated (classic,quorum): each case then runs once per type, ids of other types than classic "
+           "suffixed [type]"),
     # TLS: no unprefixed aliases (--tls-* names are common enough to clash with other plugins).
     Option("tls", "AMQP_CONFORMANCE_TLS", None,
            "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
@@ -148,6 +152,7 @@ class Settings:
     restricted_url: str | None = None  # --amqp-restricted-url: the access cases' restricted user
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
+    queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -199,6 +204,17 @@ def _restricted_url(config: pytest.Config) -> str | None:
     return text
 
 
+def _queue_types(text: str | None) -> tuple[str, ...]:
+    from conformance.queue_types import QUEUE_TYPES
+
+    names = _globs((text or "classic").lower())
+    unknown = [n for n in names if n not in QUEUE_TYPES]
+    if unknown or not names:
+        raise pytest.UsageError(f"unknown --amqp-queue-type {', '.join(unknown) or repr(text)} "
+                                f"(known: {', '.join(QUEUE_TYPES)})")
+    return tuple(dict.fromkeys(names))
+
+
 def read_settings(config: pytest.Config) -> Settings:
     """Validate the options; bad input is a ``UsageError`` (one line, exit 4, before any case)."""
     try:
@@ -242,4 +258,5 @@ def read_settings(config: pytest.Config) -> Settings:
         tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
         expected_failures=_triage(config), restricted_url=_restricted_url(config),
         max_message_size=max_message_size, alarm_cmd=alarm_cmd,
+        queue_types=_queue_types(option(config, "queue-type")),
     )

@@ -12,6 +12,7 @@ from conformance.clients.raw import redact
 from conformance.plugin.context import CaseContext
 from conformance.plugin.session import SessionState
 from conformance.probe import ServerInfo
+from conformance.queue_types import run_case_id
 from conformance.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
 from conformance.verdicts import Decision, Verdict
 
@@ -46,7 +47,7 @@ def client_version(client: str) -> str:
 
 
 def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decision, duration: float,
-                 nodeid: str, extra: dict[str, Any] | None = None) -> None:
+                 nodeid: str, extra: dict[str, Any] | None = None, *, queue_type: str | None = None) -> None:
     """Append the case's result to this process's part file (merged when the session ends)."""
     if state.writer is None:
         state.writer = ResultsWriter(part_path(state.results_dir, state.run_id, state.worker))
@@ -58,10 +59,10 @@ def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decis
     state.writer.write(ResultRecord(
         run_id=state.run_id, time=utc_now_iso(), target=state.target_name or "?",
         broker_product=server.product, broker_version=server.version, broker_platform=server.platform,
-        client=client, client_version=client_version(client), case_id=c.id, area=c.area,
+        client=client, client_version=client_version(client), case_id=run_case_id(c.id, queue_type), area=c.area,
         rules=list(c.rules), level=c.level.value, profile=state.profile, verdict=d.verdict.value,
         expected=d.expected[:2000], observed=d.observed[:2000], duration_s=round(duration, 4),
-        message=d.message[:2000], nodeid=nodeid, worker=state.worker, extra=fields,
+        message=d.message[:2000], nodeid=nodeid, worker=state.worker, extra=fields, queue_type=queue_type,
     ))
 
 

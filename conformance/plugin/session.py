@@ -14,6 +14,7 @@ import pytest
 from conformance.clients.uri import with_tls_options
 from conformance.plugin.options import Settings
 from conformance.probe import ProbeError, ServerInfo, probe
+from conformance.queue_types import offered
 from conformance.results import ResultsWriter, new_run_id
 from conformance.targets import Target, TargetError, open_target
 from conformance.verdicts import Verdict
@@ -47,6 +48,8 @@ class SessionState:
     # The target's limits a client cannot discover on the wire (Target.limits, or the
     # --amqp-max-message-size of a url target); handed to xdist workers.
     limits: dict[str, int] = field(default_factory=dict)
+    # Selected queue types the broker refused to declare, with what it answered (asked once).
+    unoffered: dict[str, str] = field(default_factory=dict)
 
     # Shorthands for the settings most code reads.
     @property
@@ -98,6 +101,7 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
             state.restricted_url = info.get("restricted_url")
             state.restricted_unsupported = info.get("restricted_unsupported")
             state.limits = dict(info.get("limits") or {})
+            state.unoffered = dict(info.get("unoffered") or {})
     return state
 
 
@@ -111,6 +115,7 @@ def worker_input(state: SessionState) -> str:
         "restricted_url": state.restricted_url,
         "restricted_unsupported": state.restricted_unsupported,
         "limits": state.limits,
+        "unoffered": state.unoffered,
     })
 
 
@@ -199,6 +204,12 @@ def start_target(state: SessionState) -> None:
     state.limits = dict(target.limits)
     if settings.max_message_size is not None:
         state.limits["max_message_size"] = settings.max_message_size
+    for queue_type in settings.queue_types:
+        # Once per run: a type the broker does not declare makes its cases UNSUPPORTED with this
+        # one reason, instead of each failing on its own declare.
+        refused = offered(target.url, queue_type, min(8.0, settings.case_timeout))
+        if refused is not None:
+            state.unoffered[queue_type] = refused
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost

@@ -511,6 +511,30 @@ def section_trend(view: Mapping[str, Any]) -> str:
     return f'<section id="trend"><h2>Score trend over runs and releases</h2><p class="note">{note}</p><div class="charts">{charts}</div></section>'
 
 
+def section_queue_types(view: Mapping[str, Any]) -> str:
+    """Classic vs quorum: one row per case and broker version that ran on more than one queue type."""
+    found = view.get("queue_types") or []  # absent in a view made before queue types
+    if not found:
+        return ""
+
+    def cell(r: Mapping[str, Any], qt: str) -> str:
+        v = r.get(f"verdict_{qt}")
+        if v is None:
+            return td("—")
+        return f'<td title="{e(r.get(f"observed_{qt}") or "")}">{verdict_chip(v)}</td>'
+
+    body = [
+        "<tr>" + td(f"<code>{e(r['base_id'])}</code>") + td(e(r["area"])) + td(e(r["broker"]))
+        + cell(r, "classic") + cell(r, "quorum") + td("differs" if r["differs"] else "") + "</tr>"
+        for r in found
+    ]
+    n_diff = sum(1 for r in found if r["differs"])
+    note = (f"{len(found)} case × broker row(s) run on more than one queue type ({n_diff} with different "
+            "verdicts, first); hover a verdict for what was observed. Ids: classic plain, others suffixed [type].")
+    return (f'<section id="queue-types"><h2>Queue types: classic vs quorum</h2><p class="note">{note}</p>'
+            + table(["Case", "Area", "Broker", "classic", "quorum", ""], body) + "</section>")
+
+
 def section_flaky(view: Mapping[str, Any]) -> str:
     body = [
         "<tr>"
@@ -578,6 +602,7 @@ def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
             ("plot", "Plot"),
             ("trend", "Trend"),
             ("matrix", "Matrix"),
+            ("queue-types", "Queue types"),
             ("tx", "tx table"),
             ("profile", "Profiles"),
             ("rules", "Rule coverage"),
@@ -591,6 +616,7 @@ def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
             section_chart(view),
             section_trend(view),
             section_matrix(view),
+            section_queue_types(view),
             section_tx(view),
             section_profile(view),
             section_rules(summary, view),

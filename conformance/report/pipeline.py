@@ -114,6 +114,7 @@ def run_report(
         history = stages.case_history(results)
         timer.stage("case history", write("history", history))
         timer.stage("compliance matrix", write("matrix", stages.compliance_matrix(latest)))
+        timer.stage("queue types", write("queue_types", stages.queue_type_matrix(latest)))
         timer.stage("broker summary", write("brokers", stages.broker_summary(results, latest)))
         timer.stage("scores per area", write("scores_area", stages.scores(latest, "area")))
         timer.stage("scores per level", write("scores_level", stages.scores(latest, "level")))
@@ -204,6 +205,9 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
         "regressions": rows(t("regressions").orderBy("kind", "candidate", "case_id"), MAX_ROWS),
         "regression_kinds": {r["kind"]: r["count"] for r in t("regressions").groupBy("kind").count().collect()},
         "malformed": rows(t("malformed").orderBy("file", "line"), MAX_ROWS),
+        # classic vs quorum side by side: differences first
+        "queue_types": rows(t("queue_types").where(F.col("broker").isin(matrix_brokers))
+                            .orderBy(F.col("differs").desc(), "base_id", "broker"), MAX_ROWS),
         "n_malformed": t("malformed").count(),
     }
 

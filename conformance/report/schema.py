@@ -39,6 +39,7 @@ RESULT_SCHEMA: Final = T.StructType(
         T.StructField("schema", T.IntegerType()),
         # Values that are not strings arrive as their JSON text (Spark's lenient string parsing).
         T.StructField("extra", T.MapType(STR, STR)),
+        T.StructField("queue_type", STR),  # absent in older runs: null
     ]
 )
 

@@ -209,6 +209,35 @@ def case_history(results: DataFrame, recent: int = 10) -> DataFrame:
     )
 
 
+# Queue types side by side: ids ``x`` (classic) and ``x[quorum]`` (conformance.queue_types). The type
+# is read from the id, so records older than the ``queue_type`` field are classic rows as they were.
+QUEUE_TYPE_COLUMNS: tuple[str, ...] = ("classic", "quorum")
+_SUFFIX = r"^(.*)\[([a-z]+)\]$"
+
+
+def queue_type_matrix(latest: DataFrame) -> DataFrame:
+    """Per broker version and case, the latest verdict (and observed) on each queue type, for the
+    cases that ran on more than the classic type; ``differs`` when the verdicts are not all equal."""
+    typed = latest.select(
+        *BROKER_KEYS,
+        F.when(F.col("case_id").rlike(_SUFFIX), F.regexp_extract("case_id", _SUFFIX, 1))
+        .otherwise(F.col("case_id")).alias("base_id"),
+        F.when(F.col("case_id").rlike(_SUFFIX), F.regexp_extract("case_id", _SUFFIX, 2))
+        .otherwise(F.lit("classic")).alias("queue_type"),
+        "area", "verdict", "observed",
+    )
+    other = typed.where(F.col("queue_type") != "classic").select(*BROKER_KEYS, "base_id").distinct()
+    cols = []
+    for qt in QUEUE_TYPE_COLUMNS:
+        cols.append(F.max(F.when(F.col("queue_type") == qt, F.col("verdict"))).alias(f"verdict_{qt}"))
+        cols.append(F.max(F.when(F.col("queue_type") == qt, F.col("observed"))).alias(f"observed_{qt}"))
+    grouped = typed.join(other, [*BROKER_KEYS, "base_id"]).groupBy(*BROKER_KEYS, "base_id").agg(
+        F.first("area").alias("area"), F.array_sort(F.collect_set("verdict")).alias("_vs"), *cols)
+    return grouped.select(*BROKER_KEYS, "base_id", "area", *[c for qt in QUEUE_TYPE_COLUMNS
+                                                            for c in (f"verdict_{qt}", f"observed_{qt}")],
+                          (F.size("_vs") > 1).alias("differs"))
+
+
 def compliance_matrix(latest: DataFrame) -> DataFrame:
     """Case × broker version: the latest verdict with expected vs observed (long form), and what
     the page's drill-down shows of it (rules, duration, frame trace)."""

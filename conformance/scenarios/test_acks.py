@@ -82,12 +82,12 @@ def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
     description="Two channels of one connection each consume two messages, interleaved",
     expectation="each channel numbers its own deliveries 1, 2 (tags are scoped to the channel)",
 )
-def test_delivery_tags_per_channel(amqp, ctx, cleanup) -> None:
+def test_delivery_tags_per_channel(amqp, ctx, cleanup, queue_type) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
     qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    a.declare_queue(qa)
-    a.declare_queue(qb)
+    a.declare_queue(qa, **ctx.declare_fields())
+    a.declare_queue(qb, **ctx.declare_fields())
     a.consume(qa)
     b.consume(qb)
     for i in (1, 2):
@@ -104,11 +104,11 @@ def test_delivery_tags_per_channel(amqp, ctx, cleanup) -> None:
     description="A message received on channel A is acknowledged on channel B of the same connection",
     expectation="channel B (which delivered nothing) is closed with 406 PRECONDITION_FAILED",
 )
-def test_ack_on_other_channel(amqp, ctx, cleanup) -> None:
+def test_ack_on_other_channel(amqp, ctx, cleanup, queue_type) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     fill(a, q, 1)
     ev = a.get(q)
     if ev is None:
@@ -188,11 +188,11 @@ def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
     description="Spec scenario: consume four messages with explicit acks, ack two, disconnect, reconnect",
     expectation="the new connection receives exactly the two unacknowledged messages",
 )
-def test_explicit_ack_half(amqp, ctx, cleanup) -> None:
+def test_explicit_ack_half(amqp, ctx, cleanup, queue_type) -> None:
     conn = amqp()
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     fill(ch, q, 4)
     ch.consume(q)
     got = ch.deliveries(4)
@@ -329,13 +329,13 @@ def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
     description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
     expectation="the broker ignores the missing queue and answers basic.cancel-ok",
 )
-def test_cancel_after_queue_deleted(amqp, ctx, isolated) -> None:
+def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     url, health = isolated
     props = default_client_properties()
     props["capabilities"] = {k: v for k, v in props["capabilities"].items() if k != "consumer_cancel_notify"}
     ch = amqp(url, client_properties=props).channel()
     q = ctx.name("q")
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     tag = ch.consume(q)
     admin = amqp.channel(url)
     admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
@@ -353,11 +353,11 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated) -> None:
     description="A client advertising consumer_cancel_notify consumes; another connection deletes the queue",
     expectation="the broker sends basic.cancel with the consumer's tag",
 )
-def test_broker_cancel_on_queue_delete(amqp, ctx, isolated) -> None:
+def test_broker_cancel_on_queue_delete(amqp, ctx, isolated, queue_type) -> None:
     url, health = isolated
     ch = amqp.channel(url)  # the raw client advertises consumer_cancel_notify
     q = ctx.name("q")
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     tag = ch.consume(q)
     admin = amqp.channel(url)
     admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
@@ -466,7 +466,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
     expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue",
 )
-def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
+def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
     import aio_pika
 
     from conformance.clients.libs import aio_pika_connect, run_async
@@ -477,7 +477,7 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q)
+            queue = await channel.declare_queue(q, **ctx.declare_fields())
             for i in (1, 2, 3):
                 await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
             seen: list[bytes] = []
@@ -509,12 +509,12 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup) -> None:
                       "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
                                   "cancel-ok and the other channel's consumer still receives"},
 )
-def test_consumer_tag_channel_local(amqp, ctx, cleanup) -> None:
+def test_consumer_tag_channel_local(amqp, ctx, cleanup, queue_type) -> None:
     conn = amqp()
     ch1 = conn.channel()
     ch2 = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    ch1.declare_queue(q)
+    ch1.declare_queue(q, **ctx.declare_fields())
     tag = ch1.consume(q, no_ack=True, consumer_tag=ctx.name("ctag"))
     ch2.send(spec.Basic.Cancel(consumer_tag=tag))
     try:

@@ -144,6 +144,8 @@ def test_nack_requeues(declared_queue, ctx, n: int, acked: tuple[int, ...], nack
 
 @case(
     "nack.multiple-requeue-order",
+    # quorum queues put nacked messages at the back: queue_types.requeue-position[quorum]
+    queue_types=("classic",), premise="a nacked message goes back to its original position: classic queues only",
     sources=[SRC_ORDER, SRC_NACK],
     level=Level.EXTENSION,
     requires=NACK,

@@ -98,12 +98,12 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
                 "exchange into one queue, consumed by one consumer",
     expectation="the consumer receives all 1000 in publication order",
 )
-def test_single_path_1000(amqp, ctx, cleanup):
+def test_single_path_1000(amqp, ctx, cleanup, queue_type):
     ch = amqp.channel()
     x = cleanup.exchange(ctx.name("x"))
     q = cleanup.queue(ctx.name("q"))
     ch.declare_exchange(x, "direct")
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     ch.bind(q, x, "k")
     bodies = [f"m{i:04d}".encode() for i in range(1000)]
     consumer = amqp.channel()
@@ -148,9 +148,17 @@ def _close_connection(ch: RawChannel, held: list[Event]) -> None:
 Requeue = Callable[[RawChannel, list[Event]], None]
 
 
+# A quorum queue puts messages the client returns (reject / nack / recover with requeue) at the
+# back, not at their place (RabbitMQ 3.10.8, measured: conformance/profiles/queue_types.toml); that
+# is queue_types.requeue-position[quorum]. These rows' premise holds for classic queues.
+RETURN_PREMISE = ("a client-returned message goes back to its original position: classic queues only "
+                  "(quorum: queue_types.requeue-position[quorum])")
+
+
 def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequence[str] = (),
-                  extra_sources: Sequence[str] = ()) -> Case:
+                  extra_sources: Sequence[str] = (), returned: bool = False) -> Case:
     return Case(
+        queue_types=("classic",) if returned else None, premise=RETURN_PREMISE if returned else "",
         id=f"ordering.requeue-{slug}",
         description=f"m0..m9 in a queue; a channel holds m0..m5 unacked, acks m1 and m4, then {how}",
         expectation="reading the queue afterwards gives m0 m2 m3 m5 m6 m7 m8 m9 (publication order)",
@@ -165,16 +173,16 @@ def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequ
 
 REQUEUE_ROWS = [
     param(_requeue_case("reject", "rejects m5, m3, m2, m0 (in that order) with basic.reject(requeue=true)",
-                        extra_sources=["002_4ef6b84472723893.txt#requeue-true"]),
+                        extra_sources=["002_4ef6b84472723893.txt#requeue-true"], returned=True),
           _reject_each, False),
     param(_requeue_case("nack-single", "nacks m5, m3, m2, m0 one by one with basic.nack(requeue=true)",
-                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"], returned=True),
           _nack_each, False),
     param(_requeue_case("nack-multiple", "sends one basic.nack(tag of m5, multiple=true, requeue=true)",
-                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"]),
+                        requires=["basic.nack"], extra_sources=[f"{R003}#basic-nack"], returned=True),
           _nack_multiple, False),
     param(_requeue_case("recover", "sends basic.recover(requeue=true)", rules=["basic.recover/01"],
-                        extra_sources=[f"{R004}#resurfacing-messages-in-limbo"]),
+                        extra_sources=[f"{R004}#resurfacing-messages-in-limbo"], returned=True),
           _recover, False),
     param(_requeue_case("channel-close", "closes the channel (the basic.get deliveries are requeued)",
                         extra_sources=[f"{R003}#what-happens-to-unacknowledged-messages"]),
@@ -192,11 +200,11 @@ REQUEUE_ROWS = [
 
 
 @pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
-def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool):
+def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type):
     conn = amqp()
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
+    ch.declare_queue(q, **ctx.declare_fields())
     bodies = [f"m{i}".encode() for i in range(10)]
     publish_confirmed(ch, "", q, bodies)
     if via_consumer:
@@ -240,11 +248,11 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_survivor_in_order(amqp, ctx, cleanup):
+def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
     a = amqp.channel()
     b = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     publish_confirmed(a, "", q, [f"m{i}".encode() for i in range(10)])
     a.qos(5)
     a.consume(q)
@@ -269,11 +277,11 @@ def test_survivor_in_order(amqp, ctx, cleanup):
     expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
                 "messages out of order; the queue keeps publication order)",
 )
-def test_several_consumers_observed(amqp, ctx, cleanup):
+def test_several_consumers_observed(amqp, ctx, cleanup, queue_type):
     a = amqp.channel()
     b = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     a.qos(2)
     b.qos(2)
     a.consume(q)
@@ -345,6 +353,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
 
 @case(
     "ordering.aio-pika-reject-requeue",
+    queue_types=("classic",), premise=RETURN_PREMISE,
     sources=[SRC_ORDER, "002_4ef6b84472723893.txt#requeue-true"],
     level=Level.MUST,
     client="aio-pika",
@@ -354,7 +363,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
+def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
     bodies = [f"a{i}" for i in range(6)]
 
@@ -365,7 +374,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup):
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q)
+            queue = await channel.declare_queue(q, **ctx.declare_fields())
             for body in bodies:
                 await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
             held: list[aio_pika.abc.AbstractIncomingMessage] = []

@@ -264,7 +264,7 @@ def test_pika_basic_recover(broker_url, ctx, cleanup):
                 "underlying channel, queue.get() again",
     expectation="both messages are returned again with redelivered=True",
 )
-def test_aio_pika_recover(broker_url, ctx, cleanup):
+def test_aio_pika_recover(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> list[tuple[str, bool]]:
@@ -274,7 +274,7 @@ def test_aio_pika_recover(broker_url, ctx, cleanup):
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q)
+            queue = await channel.declare_queue(q, **ctx.declare_fields())
             for body in (b"a1", b"a2"):
                 await channel.default_exchange.publish(aio_pika.Message(body), routing_key=q)
             for _ in range(2):

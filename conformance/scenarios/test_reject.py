@@ -123,11 +123,11 @@ def test_requeue_same_consumer(declared_queue, ctx):
     expectation="recorded: which consumer receives the redelivery (RabbitMQ: either; spec: not the same "
                 "channel)",
 )
-def test_requeue_two_consumers(amqp, ctx, cleanup):
+def test_requeue_two_consumers(amqp, ctx, cleanup, queue_type):
     a = amqp.channel()
     b = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q)
+    a.declare_queue(q, **ctx.declare_fields())
     a.qos(1)
     b.qos(1)
     a.consume(q)

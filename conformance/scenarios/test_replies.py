@@ -25,7 +25,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import fill
+from conformance.clients.steps import fill, publish_confirmed
 from conformance.verdicts import Mismatch
 
 FIELDS = "amqp0-9-1.xml#basic.deliver/get-ok/return field definitions (exchange, routing-key, redelivered)"
@@ -220,7 +220,8 @@ def test_purge_ok_count(declared_queue, ctx) -> None:
 )
 def test_delete_ok_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
-    fill(ch, q, 4)
+    # confirmed, so all four are known to be in the queue (a quorum queue enqueues after the round trip)
+    publish_confirmed(ch, "", q, [b"m1", b"m2", b"m3", b"m4"])
     ctx.check(ch.delete_queue(q).message_count, 4, "queue.delete-ok message-count")
 
 

@@ -80,7 +80,7 @@ class Env:
 
     def queue(self, suffix: str = "q", **kwargs: Any) -> str:
         q = self.cleanup.queue(self.ctx.name(suffix))
-        self.observer().declare_queue(q, **kwargs)
+        self.observer().declare_queue(q, **self.ctx.declare_fields(**kwargs))
         return q
 
     def fill(self, q: str, n: int) -> None:
@@ -212,7 +212,8 @@ def _reject_then_commit(env: Env, op: Callable[[RawChannel, int], None]) -> str:
     ch.barrier()
     before = env.count(q)
     ch.tx_commit()
-    after = env.count(q)
+    # A quorum queue applies the committed return just after commit-ok: poll (bounded) for it.
+    after = env.count_after_close(q, 1)
     env.ctx.observe("ready before / after commit", (before, after))
     if before == 1:
         return "no"
@@ -266,7 +267,7 @@ def queue_exists_after_rollback(env: Env, q: str, op: Callable[[RawChannel], obj
 
 def declare_rollback(env: Env) -> str:
     q = env.cleanup.queue(env.ctx.name("q"))
-    return "no" if queue_exists_after_rollback(env, q, lambda ch: ch.declare_queue(q)) else "yes"
+    return "no" if queue_exists_after_rollback(env, q, lambda ch: ch.declare_queue(q, **env.ctx.declare_fields())) else "yes"
 
 
 def delete_rollback(env: Env) -> str:
@@ -416,7 +417,7 @@ def durable_after_commit(env: Env) -> str:
     target = env.request.getfixturevalue("restartable")
     ch = env.amqp.channel(target.url)
     q = env.ctx.name("durable")
-    ch.declare_queue(q, durable=True)
+    ch.declare_queue(q, **env.ctx.declare_fields(durable=True))
     target.settle_topology()  # the crash below tests the commit, not the declaration
     ch = env.amqp.channel(target.url)
     tx_select(ch)
@@ -625,7 +626,7 @@ def record(ctx: Any, v: Variant, observed: str) -> None:
 
 
 @pytest.mark.parametrize("v", TABLE_CASES)
-def test_tx_table(v: Variant, amqp, ctx, cleanup, broker_url, request):
+def test_tx_table(v: Variant, amqp, ctx, cleanup, broker_url, request, queue_type):
     ctx.extra["tx_row"] = v.row
     ctx.extra["tx_observed"] = UNDEFINED  # until the variant observes its row
     observed = v.run(Env(amqp, ctx, cleanup, broker_url, request))

@@ -441,3 +441,28 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
             ("confirm.select/nowait", 1, "PASS", "confirms.x"),
         ],
     )
+
+
+def test_queue_type_matrix_puts_classic_and_quorum_side_by_side(spark: SparkSession) -> None:
+    old = record(run_id="r1", time="2024-05-01T00:00:00Z", case_id="acks.only-classic", verdict="PASS")
+    old.pop("queue_type", None)  # a record from before the field: still a classic row
+    runs = results_frame(spark, [
+        old,
+        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="reject.x", verdict="PASS", queue_type="classic"),
+        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="reject.x[quorum]", verdict="FAIL",
+               observed="m2 m1", queue_type="quorum"),
+        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="acks.y", verdict="PASS", queue_type="classic"),
+        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="acks.y[quorum]", verdict="PASS", queue_type="quorum"),
+        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="queue_types.z[quorum]", verdict="PASS",
+               queue_type="quorum"),
+    ])
+    expect(
+        spark,
+        stages.queue_type_matrix(stages.latest_verdicts(runs)),
+        "base_id string, verdict_classic string, verdict_quorum string, observed_quorum string, differs boolean",
+        [
+            ("reject.x", "PASS", "FAIL", "m2 m1", True),
+            ("acks.y", "PASS", "PASS", "406", False),  # "406": the observed of the records' BASE
+            ("queue_types.z", None, "PASS", "406", False),
+        ],
+    )

@@ -1,0 +1,208 @@
+"""Queue types: what a quorum queue refuses and what it adds to deliveries.
+
+Documents: RabbitMQ's quorum queue guide (Declaring, Feature Matrix, Global QoS, Poison Message
+Handling) and RabbitMQ 3.10.8 as measured here; the facts and their sources are data in
+``conformance/profiles/queue_types.toml``. These cases are quorum-only (``queue_types=("quorum",)``):
+they run when ``--amqp-queue-type`` selects quorum, as ``queue_types.<slug>[quorum]``. The
+delivery order after a requeue on a quorum queue is checked by the reject / nack / recover /
+ordering cases themselves (their ``rabbitmq@quorum`` values come from the same table).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pamqp import commands as spec
+
+from conformance.cases import Case, Level, case, param
+from conformance.clients.expect import expect_connection_close
+from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.settle import x_death_reason
+from conformance.clients.steps import get_one, publish_confirmed
+from conformance.profiles import load_table
+from conformance.queue_types import QUORUM
+
+QUORUM_ONLY = (QUORUM,)
+TABLE: dict[str, Any] = load_table("queue_types")[QUORUM]
+DELIVERY: dict[str, Any] = TABLE["delivery"]
+DECLARE_RULE = "queue.declare/equivalent"
+
+
+def _refusal_case(row: dict[str, Any]) -> Any:
+    return param(
+        Case(
+            id=f"queue_types.{row['slug']}", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+            sources=(row["source"], TABLE["source"]),
+            description=row["description"],
+            expectation=f"{row['expected']} naming queue.declare ({row['text']})",
+            default=row["expected"], expected_sources={"rabbitmq": row["measured"]},
+        ),
+        row,
+    )
+
+
+@pytest.mark.parametrize("row", [_refusal_case(r) for r in TABLE["refusals"]])
+def test_declare_refused(amqp, ctx, cleanup, queue_type, row: dict[str, Any]) -> None:
+    ch = amqp.channel()
+    fields = {k: v for k, v in row["declare"].items() if k not in ("server_named", "redeclare_plain")}
+    name = "" if row["declare"].get("server_named") else cleanup.queue(ctx.name("q"))
+    arguments = {**fields.pop("arguments", {}), "x-queue-type": QUORUM}
+    if row["declare"].get("redeclare_plain"):
+        ch.declare_queue(name, arguments=arguments, **fields)  # the quorum queue exists ...
+        arguments = {}  # ... and is declared again without x-queue-type
+    method = spec.Queue.Declare(queue=name, arguments=arguments, **fields)
+    got = outcome(ch, method, spec.Queue.DeclareOk)
+    check_outcome(ctx, got, "queue.declare")
+    ctx.observe("reply", got[1])
+
+
+@case(
+    "queue_types.declare-ok", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=["rabbitmq-quorum-queues#declaring"],
+    description="queue.declare of a durable, non-exclusive, non-auto-delete queue with x-queue-type=quorum",
+    expectation="queue.declare-ok naming the queue, 0 messages, 0 consumers; a passive declare finds it",
+)
+def test_declare_ok(amqp, ctx, cleanup, queue_type) -> None:
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ok = ch.declare_queue(q, durable=True, arguments={"x-queue-type": QUORUM})
+    ctx.check((ok.queue, ok.message_count, ok.consumer_count), (q, 0, 0), "declare-ok (queue, messages, consumers)")
+    again = ch.declare_queue(q, passive=True)
+    ctx.check((again.queue, again.message_count), (q, 0), "passive declare-ok (queue, messages)")
+
+
+def _headers(ev: Any) -> dict[str, Any]:
+    return dict((ev.properties.headers if ev.properties else None) or {})
+
+
+@case(
+    "queue_types.delivery-count-header", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=[DELIVERY["delivery_count_source"]],
+    description="A message in a quorum queue is consumed, rejected with requeue, consumed, rejected again, "
+                "and consumed a third time",
+    expectation="the redeliveries carry redelivered=true and x-delivery-count 1, then 2 (the count of "
+                "earlier unsuccessful deliveries); the body is unchanged",
+    expected_sources={"rabbitmq": DELIVERY["delivery_count_measured"]},
+)
+def test_delivery_count(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    publish_confirmed(ch, "", q, [b"dc"])
+    ch.consume(q)
+    seen: list[tuple[bytes, bool, Any]] = []
+    for i in range(3):
+        ev = ch.next_delivery(what=f"delivery {i + 1}")
+        seen.append((ev.body or b"", bool(ev.method.redelivered), _headers(ev).get("x-delivery-count")))
+        if i < 2:
+            ch.reject(int(ev.method.delivery_tag), requeue=True)
+    ctx.observe("deliveries", seen)
+    ctx.check([s[0] for s in seen], [b"dc"] * 3, "bodies")
+    ctx.check([s[1] for s in seen], [False, True, True], "redelivered flags")
+    ctx.check([s[2] for s in seen[1:]], [1, 2], "x-delivery-count of the two redeliveries")
+
+
+@case(
+    "queue_types.delivery-limit-dead-letters", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=[DELIVERY["delivery_limit_source"]],
+    description="A quorum queue with x-delivery-limit=1 and a dead-letter exchange; its message is got and "
+                "nacked with requeue twice",
+    expectation="it is delivered twice (x-delivery-count 0 then 1); the second nack(requeue) dead-letters it "
+                "(x-death reason 'delivery_limit') and the source queue is empty",
+    expected_sources={"rabbitmq": DELIVERY["delivery_limit_measured"]},
+)
+def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    dlx = cleanup.exchange(ctx.name("dlx"))
+    dlq = cleanup.queue(ctx.name("dlq"))
+    ch.declare_exchange(dlx, "fanout")
+    ch.declare_queue(dlq)
+    ch.bind(dlq, dlx)
+    _, src = declared_queue("src", ch=ch, arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": dlx})
+    publish_confirmed(ch, "", src, [b"poison"])
+    counts = []
+    for i in range(2):
+        ev = get_one(ch, src, f"delivery {i + 1} of the message")
+        counts.append(_headers(ev).get("x-delivery-count", 0))
+        ch.nack(int(ev.method.delivery_tag), requeue=True)
+    ctx.observe("x-delivery-count of the deliveries", counts)
+    ch.consume(dlq, no_ack=True)
+    dead = ch.next_delivery(timeout=min(ctx.timeout, 5.0), what="the message in the dead-letter queue")
+    ctx.check(dead.body, b"poison", "dead-lettered body")
+    ctx.check(x_death_reason(dead), "delivery_limit", "x-death[0].reason")
+    ctx.check(ch.message_count(src), 0, "messages left in the source queue")
+
+
+@case(
+    "queue_types.global-qos-consume-540", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=[DELIVERY["global_qos_source"]],
+    description="basic.qos(prefetch-count=2, global=true), then basic.consume from a quorum queue",
+    expectation="the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS)",
+    expected_sources={"rabbitmq": DELIVERY["global_qos_measured"]},
+)
+def test_global_qos(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    ch.qos(prefetch_count=2, global_=True)
+    ch.send(spec.Basic.Consume(queue=q))
+    expect_connection_close(ch.conn, 540, what="basic.consume on a global-QoS channel", probe_channel=ch)
+
+
+REQUEUE_BY = {
+    "reject": lambda ch, tag: ch.reject(tag, requeue=True),
+    "nack": lambda ch, tag: ch.nack(tag, requeue=True),
+    "recover": lambda ch, tag: ch.recover(requeue=True),
+}
+
+
+@pytest.mark.parametrize("how", [
+    param(Case(
+        id=f"queue_types.requeue-position-{how}", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+        sources=(DELIVERY["delivery_count_source"],),
+        description=f"m1..m4 in a quorum queue; m1 is got, then returned with {how}(requeue=true); the queue "
+                    "is read with basic.get",
+        expectation="m2 m3 m4 m1: a returned message goes to the back of a quorum queue (classic: its place)",
+        expected={"rabbitmq": ["m2", "m3", "m4", "m1"]},
+        expected_sources={"rabbitmq": DELIVERY["requeue_position_measured"]},
+        default=["m2", "m3", "m4", "m1"],
+    ), how) for how in REQUEUE_BY
+])
+def test_requeue_position(declared_queue, amqp, ctx, how: str) -> None:
+    ch, q = declared_queue()
+    publish_confirmed(ch, "", q, [b"m1", b"m2", b"m3", b"m4"])
+    holder = amqp.channel()
+    ev = get_one(holder, q, "m1")
+    REQUEUE_BY[how](holder, int(ev.method.delivery_tag))
+    holder.barrier()
+    got: list[str] = []
+    deadline_reads = 8
+    while len(got) < 4 and deadline_reads:
+        deadline_reads -= 1
+        nxt = ch.get(q, no_ack=True)
+        if nxt is None:
+            break
+        got.append((nxt.body or b"").decode())
+    ctx.check_profile(got, "basic.get order after the return")
+
+
+@case(
+    "queue_types.reject-publish-overflow-nack", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    sources=["rabbitmq-quorum-queues#feature-matrix", "000_cd470977c809f5f5.txt#negative-acknowledgment"],
+    requires=["publisher_confirms"],
+    description="Three publishes, each confirmed before the next, to a quorum queue declared with "
+                "x-max-length 1 and x-overflow reject-publish",
+    expectation="ack, ack, nack: a quorum queue refuses a publish once it is over its limit (a classic queue "
+                "nacks the second: confirms.reject-publish-overflow-nack)",
+    default={1: "ack", 2: "ack", 3: "nack"},
+    expected_sources={"rabbitmq": DELIVERY["overflow_measured"]},
+)
+def test_reject_publish_overflow(declared_queue, ctx) -> None:
+    ch, q = declared_queue(arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+    ch.confirm_select()
+    verdicts: dict[int, str] = {}
+    for seq, body in enumerate((b"m1", b"m2", b"m3"), 1):
+        # One at a time, each confirmed before the next: a quorum queue applies its limit to what it
+        # has enqueued, so publishes in flight together may all pass (RabbitMQ 3.10.8).
+        ch.publish("", q, body)
+        ev = ch.wait((spec.Basic.Ack, spec.Basic.Nack), f"the confirm of publish {seq}")
+        ctx.check(int(ev.method.delivery_tag), seq, f"delivery-tag of confirm {seq}")
+        verdicts[seq] = "ack" if isinstance(ev.method, spec.Basic.Ack) else "nack"
+    ctx.check_profile(verdicts, "confirm per seq")
