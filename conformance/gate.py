@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from conformance.results import REQUIRED_FIELDS
+from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record
 from conformance.triage import (
     EMPTY,
     InvariantFacts,
@@ -99,7 +99,7 @@ def resolve_inputs(inputs: Iterable[str]) -> list[Path]:
         path = Path(item)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES)
-                           and not p.name.endswith(".part.jsonl"))
+                           and not p.name.endswith((".part.jsonl", MUTATE_SUMMARY_SUFFIX)))
             if not files:
                 raise GateInputError(f"no results files (*.jsonl) in folder {item}")
         elif path.is_file():
@@ -149,7 +149,7 @@ def _text(rec: dict[str, Any], key: str) -> str:
 def read_rows(path: Path) -> Iterator[Row]:
     """Every record of a results file; a line that is not one is bad input (a gate does not skip
     what it cannot read: the skipped line could be the regression)."""
-    seen = 0
+    seen = mutation = 0
     try:
         with _open(path) as fh:
             for lineno, line in enumerate(fh, 1):
@@ -167,6 +167,9 @@ def read_rows(path: Path) -> Iterator[Row]:
                     raise GateInputError(f"{where}: not a result record: missing or mistyped {', '.join(missing)}")
                 if rec["verdict"] not in VERDICTS:
                     raise GateInputError(f"{where}: unknown verdict {rec['verdict']!r}")
+                if is_mutation_record(rec):
+                    mutation += 1  # a run through an injected fault: not the broker's compliance
+                    continue
                 seen += 1
                 yield Row(
                     rec["case_id"], rec["verdict"], rec["time"], rec["run_id"], rec["broker_product"],
@@ -176,6 +179,9 @@ def read_rows(path: Path) -> Iterator[Row]:
                 )
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise GateInputError(f"cannot read {path}: {exc}") from exc
+    if seen == 0 and mutation:
+        raise GateInputError(f"{path} holds only records of mutation runs (amqp-conformance mutate); "
+                             "the gate compares runs of the suite")
     if seen == 0:
         raise GateInputError(f"{path} holds no result records")
 

@@ -297,6 +297,11 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         for r in records:
             # the plugin knows nothing of mutants: the record says which one was active here
             r.setdefault("extra", {}).update({"mutant": mutant_id, "mutate_session": session.session_id})
+            if problem:
+                # what the report needs to judge the mutant as this command does (NO-RESULT, taint)
+                r["extra"]["mutant_problem"] = problem
+            if tainted:
+                r["extra"]["mutant_tainted"] = "true"
             fh.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
     return RunOutcome(verdicts, problem, time.monotonic() - started, tainted)
 

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from conformance.report import edges, stages
-from conformance.report.schema import RESULTS_COLUMNS
+from conformance.report.schema import RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
 from conformance.report.session import spark_session
 
 FORMAT = 1
@@ -71,8 +72,10 @@ def read_manifest(store: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise StoreProblem(f"{path}: store format {manifest.get('format') if isinstance(manifest, dict) else '?'}"
                            f" is not {FORMAT}; ingest into a new --store folder")
-    if list(manifest.get("columns", [])) != list(RESULTS_COLUMNS):
+    if list(manifest.get("columns", [])) not in (list(RESULTS_COLUMNS), list(RESULTS_COLUMNS_V1)):
         raise StoreProblem(f"{path}: the store's columns differ from this version's; ingest into a new --store folder")
+    # A store from before the mutation columns: its partitions read them as null (read_results).
+    manifest["columns"] = list(RESULTS_COLUMNS)
     return manifest
 
 
@@ -174,8 +177,7 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
     n_malformed = sum(int(ing["malformed"]) for ing in manifest["ingests"])
     if n_valid == 0:
         raise StoreProblem(f"the store {store} holds no result records (ingest results into it first)")
-    results = (spark.read.parquet(_uri(store / "results"))
-               .where(F.col(PARTITION).isin(committed)).select(*RESULTS_COLUMNS))
+    results = read_results(spark, store).where(F.col(PARTITION).isin(committed)).select(*RESULTS_COLUMNS)
     if n_malformed:
         malformed = (spark.read.parquet(_uri(store / "malformed"))
                      .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
@@ -187,6 +189,13 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
               "n_valid": n_valid, "n_malformed": n_malformed}]
     return edges.Loaded(parsed=results, results=results, files=files, n_valid=n_valid,
                         n_malformed=n_malformed, malformed=malformed, examples=examples)
+
+
+def read_results(spark: SparkSession, store: Path) -> DataFrame:
+    """The store's ``results`` dataset with this version's columns: read with the explicit
+    schema, so partitions written before a column existed give null there (not an error)."""
+    schema = T.StructType([*RESULTS_STRUCT.fields, T.StructField(PARTITION, T.StringType())])
+    return spark.read.schema(schema).parquet(_uri(store / "results"))
 
 
 def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
