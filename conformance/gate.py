@@ -146,9 +146,10 @@ def _text(rec: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def read_rows(path: Path) -> Iterator[Row]:
+def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator[Row]:
     """Every record of a results file; a line that is not one is bad input (a gate does not skip
-    what it cannot read: the skipped line could be the regression)."""
+    what it cannot read: the skipped line could be the regression). Records of mutation runs
+    (``extra.mutant``) are another kind of run: not yielded, counted into ``mutation_records``."""
     seen = mutation = 0
     try:
         with _open(path) as fh:
@@ -179,9 +180,10 @@ def read_rows(path: Path) -> Iterator[Row]:
                 )
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise GateInputError(f"cannot read {path}: {exc}") from exc
+    if mutation_records is not None:
+        mutation_records.append(mutation)
     if seen == 0 and mutation:
-        raise GateInputError(f"{path} holds only records of mutation runs (amqp-conformance mutate); "
-                             "the gate compares runs of the suite")
+        return  # a mutate session's file among the inputs: nothing of it is compared
     if seen == 0:
         raise GateInputError(f"{path} holds no result records")
 
@@ -218,8 +220,9 @@ def load_side(sel: Selector, files: Sequence[Path]) -> Side:
     latest: dict[str, Row] = {}
     runs: set[str] = set()
     n = 0
+    mutation: list[int] = []
     for path in files:
-        for row in read_rows(path):
+        for row in read_rows(path, mutation):
             if not _selected(row, sel):
                 continue
             n += 1
@@ -228,6 +231,9 @@ def load_side(sel: Selector, files: Sequence[Path]) -> Side:
             # The latest execution of each case (ties: the greater run id), as the report does.
             if prev is None or (row.time, row.run_id) >= (prev.time, prev.run_id):
                 latest[row.case_id] = row
+    if not latest and sum(mutation):
+        raise GateInputError(f"selector {sel.text} matched only records of mutation runs (amqp-conformance "
+                             f"mutate) in {' '.join(map(str, files))}; the gate compares runs of the suite")
     if not latest:
         raise GateInputError(f"selector {sel.text} matched no result records in {' '.join(map(str, files))}")
     return Side(sel.text, tuple(map(str, files)), latest, n, tuple(sorted(runs)))

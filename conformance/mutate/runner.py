@@ -229,9 +229,11 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
     wall = time.monotonic() - started
     summary = summarise(results, wall)
     print(render_summary(summary))
-    (session.results / f"{session.session_id}.summary.json").write_text(
+    summary_file = session.results / f"{session.session_id}.summary.json"
+    summary_file.write_text(
         json.dumps({"target": target_name, **summary, "mutants": [_as_dict(r) for r in results]}, indent=1))
     print(f"results: {session.out_file}", file=sys.stderr)
+    print(f"suite-power report: amqp-conformance report {summary_file} --out DIR", file=sys.stderr)
     survivors = [r for r in results if r.outcome in ("SURVIVED", "NO-RESULT")]
     return EXIT_SURVIVORS if survivors else 0
 
