@@ -637,7 +637,7 @@ def section_power(view: Mapping[str, Any]) -> str:
             cat = catalogue.get(m["mutant"], {})
             desc = e(cat.get("description", "not in this version's catalogue"))
             if cat.get("equivalent"):
-                desc += f'<br><small>equivalent: {e(cat["equivalent"])}</small>'
+                desc += f'<br><small>equivalent: {e(sources.cite_text(cat["equivalent"]))}</small>'
             extra = ""
             if m["errors"]:
                 extra += f'<br><small>ERROR (not a kill): {e(", ".join(m["errors"][:5]))}</small>'
@@ -650,7 +650,7 @@ def section_power(view: Mapping[str, Any]) -> str:
                 + td(outcome_chip(m["outcome"]))
                 + td(_kills(m) + extra)
                 + td(m["n_cases"], "num")
-                + td(desc + (f'<br><small>rule: {e(cat["rule"])}</small>' if cat.get("rule") else ""))
+                + td(desc + (f'<br><small>rule: {e(sources.cite_text(cat["rule"]))}</small>' if cat.get("rule") else ""))
                 + "</tr>"
             )
         session = max((str(m["mutate_session"]) for m in ms), default="")
@@ -665,7 +665,8 @@ def section_power(view: Mapping[str, Any]) -> str:
 def _mutant_catalogue() -> dict[str, dict[str, Any]]:
     from conformance.mutate.catalogue import CATALOGUE
 
-    return {m.id: {"description": m.description, "rule": m.rule, "equivalent": m.equivalent} for m in CATALOGUE}
+    return {m.id: {"description": sources.cite_text(m.description), "rule": m.rule, "equivalent": m.equivalent}
+            for m in CATALOGUE}
 
 
 def section_malformed(view: Mapping[str, Any]) -> str:

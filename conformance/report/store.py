@@ -15,6 +15,10 @@ atomically (write + rename). Readers take only the ingests the manifest lists, s
 that died half-way is invisible, and the next ingest removes its leftovers. Idempotent by run
 id: a run already in the manifest is never appended again, whichever file brings it; a source
 file's malformed lines are kept once per (file, line).
+
+Small, clean local inputs are ingested without Spark (:func:`ingest_without_spark`, pyarrow):
+the same partition layout, columns, types and commit. A store written before the mutation
+columns existed is still read (they are null in its older partitions) and is appended to.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ compliance: the same judgement as ``amqp-conformance mutate`` (conformance.mutat
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +151,8 @@ def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession,
     assert 'id="power"' in html and "<svg" in html and "mutation score per area" in html
     assert f"<code>{MUST.id}</code>" in html and ">KILLED<" in html and ">SURVIVED<" in html and ">NO-RESULT<" in html
     assert "<code>a.two</code>" in html and ">TIMEOUT<" in html and "ERROR (not a kill): a.err" in html
+    # the catalogue's rules cite documents by title, never by internal file name
+    assert re.search(r"\b\d{3}_[0-9a-f]{16}\.txt", html) is None and "RabbitMQ" in html
     summary = mutation_summary(view)
     (b,) = summary["brokers"]
     assert b["broker"] == "amqp-conformance reference broker@0.1.0"
