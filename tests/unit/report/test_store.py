@@ -215,3 +215,33 @@ def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(tmp_path: Path, 
     assert "ingest: starting Spark" not in cap.err
     assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st"), "--quiet"]) == 0
     assert "(nothing new)" in capsys.readouterr().out
+
+
+def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(spark: SparkSession, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conformance.report import arrow_ingest
+    from conformance.report.schema import MUTATION_COLUMNS, RESULTS_COLUMNS_V1
+
+    st = tmp_path / "st"
+    done = store.ingest_without_spark([str(BASELINE)], st)
+    assert done is not None and done.ingest_id is not None
+    # rewrite it as the previous version wrote it: no mutation columns, and says so in the manifest
+    part = next((st / "results").glob("ingest=*/*.parquet"))
+    old = pq.read_table(part).select(list(RESULTS_COLUMNS_V1))
+    part.unlink()
+    pq.write_table(old, part.with_name("part-old.parquet"))
+    manifest = json.loads((st / "store.json").read_text())
+    manifest["columns"] = list(RESULTS_COLUMNS_V1)
+    (st / "store.json").write_text(json.dumps(manifest))
+    rows = store.load_store(spark, st).results
+    assert rows.count() == 265 and rows.where("mutant is not null").count() == 0
+    rec = _tricky_records()[0]
+    (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n")
+    assert store.ingest_without_spark([str(tmp_path / "m.jsonl")], st) is not None
+    both = store.load_store(spark, st).results
+    assert both.count() == 266 and [r["mutant"] for r in both.where("mutant is not null").collect()] == ["none"]
+    assert json.loads((st / "store.json").read_text())["columns"][-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
+    assert arrow_ingest.arrow_schema().names[-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
+    assert isinstance(old, pa.Table)
