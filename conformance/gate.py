@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from conformance.results import REQUIRED_FIELDS
+from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record
 from conformance.triage import (
     EMPTY,
     InvariantFacts,
@@ -99,7 +99,7 @@ def resolve_inputs(inputs: Iterable[str]) -> list[Path]:
         path = Path(item)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES)
-                           and not p.name.endswith(".part.jsonl"))
+                           and not p.name.endswith((".part.jsonl", MUTATE_SUMMARY_SUFFIX)))
             if not files:
                 raise GateInputError(f"no results files (*.jsonl) in folder {item}")
         elif path.is_file():
@@ -146,10 +146,11 @@ def _text(rec: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def read_rows(path: Path) -> Iterator[Row]:
+def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator[Row]:
     """Every record of a results file; a line that is not one is bad input (a gate does not skip
-    what it cannot read: the skipped line could be the regression)."""
-    seen = 0
+    what it cannot read: the skipped line could be the regression). Records of mutation runs
+    (``extra.mutant``) are another kind of run: not yielded, counted into ``mutation_records``."""
+    seen = mutation = 0
     try:
         with _open(path) as fh:
             for lineno, line in enumerate(fh, 1):
@@ -167,6 +168,9 @@ def read_rows(path: Path) -> Iterator[Row]:
                     raise GateInputError(f"{where}: not a result record: missing or mistyped {', '.join(missing)}")
                 if rec["verdict"] not in VERDICTS:
                     raise GateInputError(f"{where}: unknown verdict {rec['verdict']!r}")
+                if is_mutation_record(rec):
+                    mutation += 1  # a run through an injected fault: not the broker's compliance
+                    continue
                 seen += 1
                 yield Row(
                     rec["case_id"], rec["verdict"], rec["time"], rec["run_id"], rec["broker_product"],
@@ -176,6 +180,10 @@ def read_rows(path: Path) -> Iterator[Row]:
                 )
     except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise GateInputError(f"cannot read {path}: {exc}") from exc
+    if mutation_records is not None:
+        mutation_records.append(mutation)
+    if seen == 0 and mutation:
+        return  # a mutate session's file among the inputs: nothing of it is compared
     if seen == 0:
         raise GateInputError(f"{path} holds no result records")
 
@@ -212,8 +220,9 @@ def load_side(sel: Selector, files: Sequence[Path]) -> Side:
     latest: dict[str, Row] = {}
     runs: set[str] = set()
     n = 0
+    mutation: list[int] = []
     for path in files:
-        for row in read_rows(path):
+        for row in read_rows(path, mutation):
             if not _selected(row, sel):
                 continue
             n += 1
@@ -222,6 +231,9 @@ def load_side(sel: Selector, files: Sequence[Path]) -> Side:
             # The latest execution of each case (ties: the greater run id), as the report does.
             if prev is None or (row.time, row.run_id) >= (prev.time, prev.run_id):
                 latest[row.case_id] = row
+    if not latest and any(mutation):
+        raise GateInputError(f"selector {sel.text} matched only records of mutation runs (amqp-conformance "
+                             f"mutate) in {' '.join(map(str, files))}; the gate compares runs of the suite")
     if not latest:
         raise GateInputError(f"selector {sel.text} matched no result records in {' '.join(map(str, files))}")
     return Side(sel.text, tuple(map(str, files)), latest, n, tuple(sorted(runs)))

@@ -55,6 +55,26 @@ REQUIRED_FIELDS: tuple[str, ...] = (
 )
 
 
+# What a mutation run (``amqp-conformance mutate``) writes beside its results JSONL: the
+# per-mutant summary. Not a results file: folder scans skip it, and naming it as an input means
+# its session's ``<session>.jsonl``.
+MUTATE_SUMMARY_SUFFIX = ".summary.json"
+# ``extra`` key of a record from a mutation run: which mutant was active ("none": the fault-free
+# baseline run). Such records are another kind of run than the suite's: compliance figures, the
+# gate and flaky detection leave them out.
+MUTANT_KEY = "mutant"
+
+
+def is_mutation_record(rec: dict[str, Any]) -> bool:
+    extra = rec.get("extra")
+    return isinstance(extra, dict) and extra.get(MUTANT_KEY) is not None
+
+
+def mutate_results_of(summary: Path) -> Path:
+    """``<session>.summary.json`` → ``<session>.jsonl`` beside it (the records it summarises)."""
+    return summary.with_name(summary.name[: -len(MUTATE_SUMMARY_SUFFIX)] + ".jsonl")
+
+
 def utc_now_iso() -> str:
     t = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}Z"

@@ -253,9 +253,11 @@ def _run_all(session: Session, mutants: list[Mutant], jobs: int, target_name: st
     wall = time.monotonic() - started
     summary = summarise(results, wall)
     print(render_summary(summary))
-    (session.results / f"{session.session_id}.summary.json").write_text(
+    summary_file = session.results / f"{session.session_id}.summary.json"
+    summary_file.write_text(
         json.dumps({"target": target_name, **summary, "mutants": [_as_dict(r) for r in results]}, indent=1))
     print(f"results: {session.out_file}", file=sys.stderr)
+    print(f"suite-power report: amqp-conformance report {summary_file} --out DIR", file=sys.stderr)
     survivors = [r for r in results if r.outcome in ("SURVIVED", "NO-RESULT")]
     return EXIT_SURVIVORS if survivors else 0
 
@@ -323,6 +325,11 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         for r in records:
             # the plugin knows nothing of mutants: the record says which one was active here
             r.setdefault("extra", {}).update({"mutant": mutant_id, "mutate_session": session.session_id})
+            if problem:
+                # what the report needs to judge the mutant as this command does (NO-RESULT, taint)
+                r["extra"]["mutant_problem"] = problem
+            if tainted:
+                r["extra"]["mutant_tainted"] = "true"
             fh.write(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n")
     return RunOutcome(verdicts, problem, time.monotonic() - started, tainted)
 

@@ -30,7 +30,13 @@ from conformance.plugin.liveness import (
     read_marker,
     write_marker,
 )
-from conformance.plugin.records import STATUS, area_table, write_allure_environment, write_record
+from conformance.plugin.records import (
+    STATUS,
+    area_table,
+    slowest_cases,
+    write_allure_environment,
+    write_record,
+)
 from conformance.plugin.session import (
     CTX,
     WORKER_INPUT_KEY,
@@ -101,6 +107,8 @@ class ConformancePlugin:
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
         self.other_failures = 0  # failed reports that carry no verdict
         self.invariant_facts: dict[str, InvariantFacts] = {}  # case id -> broken invariants (for triage)
+        self.node_seconds: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
+        self.node_case: dict[str, tuple[str, Verdict]] = {}  # nodeid -> (case id, verdict)
         self.threads_before = {t.ident for t in threading.enumerate()}
 
     # -- never cascade ---------------------------------------------------------------------------
@@ -415,6 +423,8 @@ class ConformancePlugin:
 
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the test case
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Every phase's time, also from xdist workers: the suite's own time per case.
+        self.node_seconds[report.nodeid] = self.node_seconds.get(report.nodeid, 0.0) + (report.duration or 0.0)
         verdict = verdict_of(report)
         if verdict is None:
             if report.failed:
@@ -423,6 +433,7 @@ class ConformancePlugin:
         props = dict(report.user_properties)
         case_id, area = str(props.get("case_id")), str(props.get("area"))
         self.state.rows.append((case_id, area, verdict))
+        self.node_case[report.nodeid] = (case_id, verdict)
         facts = InvariantFacts.of({"invariants": str(props.get(INVARIANTS_KEY, "")).split(",") if
                                    props.get(INVARIANTS_KEY) else [], "case_verdict": props.get(CASE_VERDICT_KEY)})
         if facts is not None:
@@ -503,6 +514,8 @@ class ConformancePlugin:
         for line in area_table(state.rows):
             tr.write_line(line)
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
+        for line in slowest_cases(self.node_case, self.node_seconds):
+            tr.write_line(line)
         found = self.unresponsive()
         if found is not None:
             not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)

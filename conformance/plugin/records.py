@@ -83,6 +83,22 @@ def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
     return lines
 
 
+SLOWEST = 10
+
+
+def slowest_cases(node_case: dict[str, tuple[str, Verdict]], node_seconds: dict[str, float],
+                  n: int = SLOWEST) -> list[str]:
+    """The ``n`` slowest cases (setup + call + teardown of their test), slowest first, as text
+    lines: seconds, verdict, case id. Ties go by case id, so the list is stable."""
+    timed = sorted(((node_seconds.get(node, 0.0), case_id, verdict) for node, (case_id, verdict) in node_case.items()),
+                   key=lambda t: (-t[0], t[1]))[:n]
+    if not timed:
+        return []
+    width = max(len(v.value) for _s, _c, v in timed)
+    return [f"slowest {len(timed)} case(s) (setup + call + teardown):"] + [
+        f"  {secs:7.2f}s  {verdict.value:<{width}}  {case_id}" for secs, case_id, verdict in timed]
+
+
 def allure_environment(state: SessionState) -> dict[str, str]:
     """What allure's Environment panel shows for a run: the broker, the profile, the clients."""
     server = state.server or ServerInfo("?", "?", "?")

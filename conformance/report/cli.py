@@ -90,6 +90,11 @@ def report_main(argv: list[str]) -> int:
         f"{summary['n_cases']} cases, {inputs['n_malformed']} malformed line(s), "
         f"{summary['regressions']['count']} regression(s), {summary['flaky']['count']} flaky → {args.out / 'index.html'}"
     )
+    for m in summary.get("mutation", {}).get("brokers", []):
+        score = "-" if m["score"] is None else f"{100 * m['score']:.1f}%"
+        print(f"  suite power on {m['broker']}: {m['n_mutants']} mutants, {m['n_killed']} killed, "
+              f"{m['n_survived']} survived, {m['n_no_result']} no result, {m['n_equivalent']} equivalent; "
+              f"mutation score {score}" + (f"; not killed: {', '.join(m['not_killed'][:10])}" if m["not_killed"] else ""))
     return EXIT_OK
 
 

@@ -13,7 +13,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conformance.report import stages, tx_table
-from conformance.report.schema import RULES_SCHEMA, TX_SEED_SCHEMA
+from conformance.report.schema import MUTANTS_SCHEMA, RULES_SCHEMA, TX_SEED_SCHEMA
+from conformance.results import MUTATE_SUMMARY_SUFFIX, mutate_results_of
 from conformance.spec import Rule, load_rules
 
 RESULT_SUFFIXES: tuple[str, ...] = (".jsonl", ".jsonl.gz", ".json")
@@ -39,13 +40,21 @@ def resolve_inputs(inputs: Iterable[str]) -> list[str]:
         local = item.removeprefix("file://")
         path = Path(local)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES))
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES)
+                           and not p.name.endswith(MUTATE_SUMMARY_SUFFIX))
             if not files:
                 raise InputProblem(f"no results files (*.jsonl) in folder {item}")
+        elif path.is_file() and path.name.endswith(MUTATE_SUMMARY_SUFFIX):
+            # A mutate session's summary stands for the records of that session beside it.
+            records = mutate_results_of(path)
+            if not records.is_file():
+                raise InputProblem(f"{item} is a mutate summary, but its results file {records.name} is not beside it")
+            files = [records]
         elif path.is_file():
             files = [path]
         elif glob.has_magic(local):
-            files = sorted(Path(p) for p in glob.glob(local, recursive=True) if Path(p).is_file())
+            files = sorted(Path(p) for p in glob.glob(local, recursive=True)
+                           if Path(p).is_file() and not p.endswith(MUTATE_SUMMARY_SUFFIX))
             if not files:
                 raise InputProblem(f"no results file matches {item}")
         else:
@@ -121,6 +130,15 @@ def tx_seed_frame(spark: SparkSession) -> DataFrame:
         for ci, col in enumerate(tx_table.COLUMNS)
     ]
     return spark.createDataFrame(rows, TX_SEED_SCHEMA)
+
+
+def mutants_frame(spark: SparkSession) -> DataFrame:
+    """This version's mutant catalogue (:data:`~conformance.report.schema.MUTANTS_SCHEMA`)."""
+    from conformance.mutate.catalogue import CATALOGUE
+
+    rows = [(m.id, m.category, m.description, m.rule, m.should, bool(m.equivalent), m.equivalent or None)
+            for m in CATALOGUE]
+    return spark.createDataFrame(rows, MUTANTS_SCHEMA)
 
 
 def rules_frame(spark: SparkSession, rules: list[Rule] | None = None) -> DataFrame:

@@ -32,6 +32,9 @@ MAX_CHART_BROKERS = 24
 MAX_TX_BROKERS = 24
 MAX_ROWS = 200  # flaky cases, regressions, malformed lines
 MAX_TREND_RUNS = 300  # runs on the score trend
+MAX_MUTATION_BROKERS = 6  # most recent targets of mutation runs on the suite-power section
+MAX_MUTANTS = 500  # per target
+MAX_KILLS_SHOWN = 12  # killing cases listed per mutant (the table holds all)
 MAX_TRACE_CHARS = 20_000  # of one cell's frame trace on the page (the table keeps it whole)
 
 
@@ -100,7 +103,9 @@ def run_report(
         say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
             + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
     try:
-        results = loaded.results
+        # Mutation runs are another kind of run: compliance, flaky cases and regressions leave
+        # them out; only the suite-power tables read them.
+        results = stages.normal_runs(loaded.results)
         latest = stages.latest_verdicts(results).persist(StorageLevel.MEMORY_AND_DISK)
 
         def write(table: str, df: DataFrame) -> Callable[[], int]:
@@ -129,6 +134,12 @@ def run_report(
         coverage = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
         timer.stage("rule coverage", write("rule_coverage", coverage))
         timer.stage("malformed lines", write("malformed", loaded.malformed))
+        mutation = stages.mutation_cases(stages.mutation_runs(loaded.results), edges.mutants_frame(spark))
+        timer.stage("mutation cases", write("mutation_cases", mutation))
+        outcomes = stages.mutant_outcomes(spark.read.parquet(str(out_dir / "tables" / "mutation_cases")))
+        timer.stage("mutants", write("mutants", outcomes))
+        scores_m = stages.mutation_scores(spark.read.parquet(str(out_dir / "tables" / "mutants")))
+        timer.stage("mutation scores", write("mutation_scores", scores_m))
         latest.unpersist()
     finally:
         loaded.close()
@@ -209,6 +220,25 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
         "queue_types": rows(t("queue_types").where(F.col("broker").isin(matrix_brokers))
                             .orderBy(F.col("differs").desc(), "base_id", "broker"), MAX_ROWS),
         "n_malformed": t("malformed").count(),
+        **mutation_view(t),
+    }
+
+
+def mutation_view(t: Callable[[str], DataFrame]) -> dict[str, Any]:
+    """The suite-power section's data: each broker's latest outcome per mutant, scores per area."""
+    mutants = t("mutants").where(F.col("latest"))
+    brokers = [r["broker"] for r in mutants.groupBy("broker").agg(F.max("ts").alias("ts"))
+               .orderBy(F.col("ts").desc(), "broker").limit(MAX_MUTATION_BROKERS).collect()]
+    mine = mutants.where(F.col("broker").isin(brokers))
+    return {
+        "mutation_brokers": brokers,
+        "mutants": rows(mine.select(
+            "broker", "mutate_session", "mutant", "category", "should", "equivalent", "outcome", "n_cases", "n_kills",
+            F.slice("kills", 1, MAX_KILLS_SHOWN).alias("kills"), "errors", "problem", "ts",
+        ).orderBy("broker", "category", "mutant"), MAX_MUTANTS * MAX_MUTATION_BROKERS),
+        "mutation_scores": rows(t("mutation_scores").where(F.col("broker").isin(brokers)).orderBy("broker", "category"),
+                                10_000),
+        "n_mutation_cases": t("mutation_cases").count(),
     }
 
 
@@ -275,4 +305,21 @@ def make_summary(
             "cited_not_in_spec": sorted(r["rule_id"] for r in rules if not r["in_spec"]),
         },
         "tables": {k: {"path": f"tables/{k}", "rows": v} for k, v in tables.items()},
+        "mutation": mutation_summary(view),
     }
+
+
+def mutation_summary(view: dict[str, Any]) -> dict[str, Any]:
+    """Per target of the mutation runs: mutants, outcomes, the score, per area too."""
+    out = []
+    for b in view["mutation_brokers"]:
+        cats = {s["category"]: {k: s[k] for k in ("n_mutants", "n_killed", "n_survived", "n_no_result", "n_equivalent",
+                                                  "score")}
+                for s in view["mutation_scores"] if s["broker"] == b}
+        total = {k: sum(int(c[k]) for c in cats.values())
+                 for k in ("n_mutants", "n_killed", "n_survived", "n_no_result", "n_equivalent")}
+        counted = total["n_mutants"] - total["n_equivalent"]
+        survivors = sorted(m["mutant"] for m in view["mutants"] if m["broker"] == b and m["outcome"] in ("SURVIVED", "NO-RESULT"))
+        out.append({"broker": b, **total, "score": round(total["n_killed"] / counted, 4) if counted else None,
+                    "areas": cats, "not_killed": survivors})
+    return {"n_mutant_case_results": view["n_mutation_cases"], "brokers": out}

@@ -54,6 +54,8 @@ LINES_SCHEMA: Final = T.StructType(
     ]
 )
 
+MUTATION_COLUMNS: Final[tuple[str, ...]] = ("mutant", "mutate_session", "mutant_problem", "mutant_tainted")
+
 # One valid result row as the stages see it: the record's fields (``extra`` reduced to the two tx
 # keys and the frame trace (``extra.trace``, JSON text) the report reads), ``ts`` parsed from ``time`` and ``broker`` = "<product>@<version>".
 RESULTS_COLUMNS: Final[tuple[str, ...]] = (
@@ -63,6 +65,23 @@ RESULTS_COLUMNS: Final[tuple[str, ...]] = (
     "tx_row",
     "tx_observed",
     "trace",
+    # Mutation runs (``amqp-conformance mutate``): which mutant was active ("none" for the
+    # fault-free baseline run; null for a run of the suite), the mutate session, and why the run
+    # did not finish cleanly / whether the proxy's fault failed (then no verdict of it counts).
+    *MUTATION_COLUMNS,
+)
+# The columns a store written before the mutation columns existed holds (read as null there).
+RESULTS_COLUMNS_V1: Final[tuple[str, ...]] = RESULTS_COLUMNS[: -len(MUTATION_COLUMNS)]
+
+# RESULTS_COLUMNS with their types (what a store's Parquet files hold; a test keeps it equal to
+# what parse_lines gives).
+RESULTS_STRUCT: Final = T.StructType(
+    [
+        *(f for f in RESULT_SCHEMA.fields if f.name != "extra"),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("broker", STR, False),
+        *(T.StructField(c, STR) for c in ("tx_row", "tx_observed", "trace", *MUTATION_COLUMNS)),
+    ]
 )
 
 VERDICTS: Final[tuple[str, ...]] = tuple(v.value for v in ALL_VERDICTS)
@@ -142,5 +161,18 @@ TX_SEED_SCHEMA: Final = T.StructType(
         T.StructField("column", STR, False),
         T.StructField("column_order", T.IntegerType(), False),
         T.StructField("column_value", STR, False),
+    ]
+)
+
+# The mutant catalogue (conformance/mutate/catalogue.py) as the suite-power stages read it.
+MUTANTS_SCHEMA: Final = T.StructType(
+    [
+        T.StructField("mutant", STR, False),
+        T.StructField("category", STR, False),
+        T.StructField("description", STR),
+        T.StructField("rule", STR),
+        T.StructField("should", T.BooleanType(), False),
+        T.StructField("equivalent", T.BooleanType(), False),
+        T.StructField("equivalent_reason", STR),
     ]
 )

@@ -15,6 +15,10 @@ atomically (write + rename). Readers take only the ingests the manifest lists, s
 that died half-way is invisible, and the next ingest removes its leftovers. Idempotent by run
 id: a run already in the manifest is never appended again, whichever file brings it; a source
 file's malformed lines are kept once per (file, line).
+
+Small, clean local inputs are ingested without Spark (:func:`ingest_without_spark`, pyarrow):
+the same partition layout, columns, types and commit. A store written before the mutation
+columns existed is still read (they are null in its older partitions) and is appended to.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from conformance.report import edges, stages
-from conformance.report.schema import RESULTS_COLUMNS
+from conformance.report.schema import RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
 from conformance.report.session import spark_session
 
 FORMAT = 1
@@ -71,8 +76,10 @@ def read_manifest(store: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise StoreProblem(f"{path}: store format {manifest.get('format') if isinstance(manifest, dict) else '?'}"
                            f" is not {FORMAT}; ingest into a new --store folder")
-    if list(manifest.get("columns", [])) != list(RESULTS_COLUMNS):
+    if list(manifest.get("columns", [])) not in (list(RESULTS_COLUMNS), list(RESULTS_COLUMNS_V1)):
         raise StoreProblem(f"{path}: the store's columns differ from this version's; ingest into a new --store folder")
+    # A store from before the mutation columns: its partitions read them as null (read_results).
+    manifest["columns"] = list(RESULTS_COLUMNS)
     return manifest
 
 
@@ -162,6 +169,48 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
                          tuple(skipped), n_malformed, secs)
 
 
+def ingest_without_spark(inputs: list[str], store: Path,
+                         progress: Callable[[str], None] | None = None) -> IngestSummary | None:
+    """The same ingest as :func:`ingest`, without a JVM, when the inputs are small and every line
+    is a clean record (:mod:`conformance.report.arrow_ingest`); None: use :func:`ingest`."""
+    from conformance.report import arrow_ingest
+
+    say = progress or (lambda _m: None)
+    t0 = time.perf_counter()
+    files = edges.resolve_inputs(inputs)
+    rows = arrow_ingest.plan(files, say)
+    if rows is None:
+        return None
+    store.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(store)
+    known_runs = {run for ing in manifest["ingests"] for run in ing["runs"]}
+    _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
+    per_run: dict[str, int] = {}
+    for r in rows:
+        per_run[r["run_id"]] = per_run.get(r["run_id"], 0) + 1
+    new_runs = {run: n for run, n in per_run.items() if run not in known_runs}
+    skipped = sorted(run for run in per_run if run in known_runs)
+    if not new_runs:
+        say(f"ingest: nothing new ({len(skipped)} run(s) already in the store)")
+        return IngestSummary(None, len(files), 0, (), tuple(skipped), 0, time.perf_counter() - t0)
+    ingest_id = arrow_ingest.new_ingest_id()
+    say(f"ingest: writing {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s) (pyarrow, no JVM)")
+    arrow_ingest.write_partition([r for r in rows if r["run_id"] in new_runs],
+                                 store / "results" / f"{PARTITION}={ingest_id}")
+    manifest["ingests"].append({
+        "id": ingest_id,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": [_display(f) for f in files],
+        "runs": new_runs,
+        "rows": sum(new_runs.values()),
+        "malformed": 0,
+    })
+    _write_manifest(store, manifest)  # the commit point
+    secs = time.perf_counter() - t0
+    say(f"ingest: committed {ingest_id} in {secs:.2f}s")
+    return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)), tuple(skipped), 0, secs)
+
+
 def _display(path: str) -> str:
     return path.removeprefix("file://").removeprefix("file:")
 
@@ -174,8 +223,7 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
     n_malformed = sum(int(ing["malformed"]) for ing in manifest["ingests"])
     if n_valid == 0:
         raise StoreProblem(f"the store {store} holds no result records (ingest results into it first)")
-    results = (spark.read.parquet(_uri(store / "results"))
-               .where(F.col(PARTITION).isin(committed)).select(*RESULTS_COLUMNS))
+    results = read_results(spark, store).where(F.col(PARTITION).isin(committed)).select(*RESULTS_COLUMNS)
     if n_malformed:
         malformed = (spark.read.parquet(_uri(store / "malformed"))
                      .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
@@ -187,6 +235,13 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
               "n_valid": n_valid, "n_malformed": n_malformed}]
     return edges.Loaded(parsed=results, results=results, files=files, n_valid=n_valid,
                         n_malformed=n_malformed, malformed=malformed, examples=examples)
+
+
+def read_results(spark: SparkSession, store: Path) -> DataFrame:
+    """The store's ``results`` dataset with this version's columns: read with the explicit
+    schema, so partitions written before a column existed give null there (not an error)."""
+    schema = T.StructType([*RESULTS_STRUCT.fields, T.StructField(PARTITION, T.StringType())])
+    return spark.read.schema(schema).parquet(_uri(store / "results"))
 
 
 def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
@@ -239,6 +294,9 @@ def ingest_main(argv: list[str]) -> int:
     p.add_argument("--store", required=True, type=Path, help="the store folder (created if missing)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--spark", action="store_true",
+                   help="always ingest with Spark (default: small, clean local inputs are written with pyarrow, "
+                        "without starting a JVM)")
     args = p.parse_args(argv)
 
     def err(message: str) -> int:
@@ -256,12 +314,16 @@ def ingest_main(argv: list[str]) -> int:
     try:
         edges.resolve_inputs(args.results)  # a typo fails before a JVM starts
         read_manifest(args.store)
-        say("ingest: starting Spark")
-        with spark_session(args.master) as spark:
-            done = ingest(spark, args.results, args.store, progress=say)
+        done = None
+        if not args.spark and args.master is None:
+            done = ingest_without_spark(args.results, args.store, progress=say)
+        if done is None:
+            say("ingest: starting Spark")
+            with spark_session(args.master) as spark:
+                done = ingest(spark, args.results, args.store, progress=say)
     except (edges.InputProblem, EnvironmentProblem) as exc:
         return err(str(exc))
     print(f"ingest {done.ingest_id or '(nothing new)'}: {done.rows_added:,} rows from {len(done.runs_added)} new run(s), "
           f"{len(done.runs_skipped)} run(s) already stored, {done.malformed_added} malformed line(s) kept aside, "
-          f"{done.files} file(s) in {done.seconds:.1f}s → {args.store}")
+          f"{done.files} file(s) in {done.seconds:.2f}s → {args.store}")
     return 0

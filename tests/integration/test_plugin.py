@@ -82,6 +82,22 @@ def test_every_verdict_is_recorded(pytester: pytest.Pytester) -> None:
     assert fail["target"] == "url" and "guest:***@" in str(fail["extra"]["url"])  # type: ignore[index]
     assert "amqp-conformance verdicts" in out and "demo" in out
     _assert_trace_evidence(recs)
+    _assert_slowest(out, recs)
+
+
+def _assert_slowest(out: str, recs: dict[str, dict[str, object]]) -> None:
+    """The terminal summary lists the slowest cases: seconds, verdict, case id, slowest first;
+    the two cases that wait out the 1 s case timeout lead, and each figure covers at least the
+    record's call time."""
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("slowest 7 case(s)"))
+    rows = [ln.split() for ln in lines[head + 1:head + 8]]
+    assert {r[2] for r in rows[:2]} == {"demo.timeout", "demo.fail"}, rows
+    assert {r[2]: r[1] for r in rows} == EXPECTED
+    secs = [float(r[0].rstrip("s")) for r in rows]
+    assert secs == sorted(secs, reverse=True) and secs[1] >= 0.9, secs
+    for r, s in zip(rows, secs, strict=True):
+        assert s + 0.01 >= float(recs[r[2]]["duration_s"]), (r, recs[r[2]]["duration_s"])  # type: ignore[arg-type]
 
 
 def _assert_trace_evidence(recs: dict[str, dict[str, object]]) -> None:
@@ -119,6 +135,7 @@ def test_xdist_workers_merge_into_one_results_file(pytester: pytest.Pytester) ->
     assert {k: v["verdict"] for k, v in recs.items()} == EXPECTED
     assert {r["worker"] for r in recs.values()} <= {"gw0", "gw1"}
     _assert_trace_evidence(recs)
+    _assert_slowest(res.stdout.str(), recs)
     assert len({r["run_id"] for r in recs.values()}) == 1
 
 

@@ -314,3 +314,21 @@ def test_invariant_scoped_triage_excuses_the_invariant_never_the_case() -> None:
     assert t.known("a.b", "FAIL") is None and t.known("a.b", "TIMEOUT", only_invariant) is None
     # a scoped entry names no case, so a passing case is not reported as fixed by it
     assert t.listed("acks.double-ack-406") is None
+
+
+def test_mutation_run_records_are_not_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A mutate session's records (extra.mutant) in a results folder neither regress nor pass a case:
+    only runs of the suite are compared; a file of nothing else is refused in one line."""
+    base = records(BASELINE)
+    mutated = [{**r, "verdict": "FAIL", "extra": {**r.get("extra", {}), "mutant": "confirms.ack-as-nack",
+                                                  "mutate_session": "s1"}} for r in base]
+    folder = tmp_path / "results"
+    folder.mkdir()
+    write(folder / "run.jsonl", base)
+    write(folder / "s1.jsonl", mutated)
+    (folder / "s1.summary.json").write_text('{"target": "reference"}\n', encoding="utf-8")
+    rc, out, err = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(folder))
+    assert rc == 0, out + err
+    assert "regression" not in out.split("gate")[0]
+    rc, _out, err = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(folder / "s1.jsonl"))
+    assert rc == 2 and "only records of mutation runs" in err and len(err.strip().splitlines()) == 1

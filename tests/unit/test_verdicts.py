@@ -130,3 +130,18 @@ def test_a_broken_wire_invariant_makes_any_ending_fail() -> None:
         assert d.message.startswith("wire invariant wire.body-size broken: raw#1 channel 1")
         assert "wire.body-size" in d.expected and "4 bytes" in d.observed
     assert decide(mk(), None, None, "call", []).verdict is Verdict.PASS
+
+
+def test_slowest_cases_lists_ten_slowest_first() -> None:
+    from conformance.plugin.records import slowest_cases
+
+    node_case = {f"t::n{i}": (f"area.case-{i:02d}", Verdict.FAIL if i % 3 == 0 else Verdict.PASS) for i in range(14)}
+    seconds = {f"t::n{i}": float(i) for i in range(14)} | {"t::not-a-case": 99.0}
+    lines = slowest_cases(node_case, seconds)
+    assert lines[0] == "slowest 10 case(s) (setup + call + teardown):"
+    assert [ln.split() for ln in lines[1:3]] == [["13.00s", "PASS", "area.case-13"], ["12.00s", "FAIL", "area.case-12"]]
+    assert len(lines) == 11 and lines[-1].split()[-1] == "area.case-04"
+    assert slowest_cases({}, seconds) == []
+    # a case whose phases were never timed counts 0 s; ties go by case id
+    tie = slowest_cases({"a": ("x.b", Verdict.PASS), "b": ("x.a", Verdict.PASS), "c": ("x.c", Verdict.TIMEOUT)}, {})
+    assert [ln.split()[-1] for ln in tie[1:]] == ["x.a", "x.b", "x.c"]

@@ -105,6 +105,7 @@ def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]
         "latest": 34, "history": 34, "matrix": 34, "brokers": 3, "scores_area": 18, "scores_level": 15, "scores_run": 4,
         "tx_table": 30, "profile_inference": 12, "flaky": 1, "regressions": 2, "rule_coverage": 128, "malformed": 1,
         "queue_types": 0,  # the golden results declare no quorum runs
+        "mutation_cases": 0, "mutants": 0, "mutation_scores": 0,  # no mutation runs among the inputs
     }
     assert {k: v["rows"] for k, v in s["tables"].items()} == expected_rows
     for name, n in expected_rows.items():
@@ -121,7 +122,7 @@ def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]
 
 def test_html_is_self_contained_and_has_every_section(report: tuple[Path, dict[str, Any]]) -> None:
     page = (report[0] / "index.html").read_text(encoding="utf-8")
-    for anchor in ("summary", "plot", "trend", "matrix", "tx", "profile", "rules", "flaky", "regressions", "malformed"):
+    for anchor in ("summary", "plot", "trend", "matrix", "tx", "profile", "rules", "flaky", "regressions", "malformed", "power"):
         assert f'id="{anchor}"' in page
     # Self-contained: one inline script, nothing loaded from elsewhere (links to sources are fine).
     assert page.count("<script") == 1 and "<script>" in page and "<link" not in page

@@ -127,3 +127,121 @@ def test_bench_report_through_the_store(spark: SparkSession, tmp_path: Path) -> 
     # Every valid generated row went through the store into the report.
     assert figures["rows"] == stored > 0
     assert figures["summary"]["inputs"]["n_malformed"] == sum(ing["malformed"] for ing in manifest["ingests"])
+
+
+# -------------------------------------------------------------- ingest without a JVM (pyarrow)
+
+BASELINE = ROOT / "fixtures" / "baselines" / "garagemq.jsonl"
+
+
+def _tricky_records() -> list[dict[str, Any]]:
+    from .conftest import record
+
+    trace = [{"ch": 0, "conn": "raw#1", "dir": "C->S", "frame": "protocol header b'AMQP\\x00'", "t": "0.0039"},
+             {"ch": 1, "conn": "raw#1", "dir": "S->C", "frame": "basic.deliver\ttag=1\n«é»", "ok": True, "n": None,
+              "nested": {"a": [1, 2, {"b": "/"}]}}]
+    return [
+        record(run_id="arrow-1", case_id="confirms.a", extra={"trace": trace, "mutant": "none", "mutate_session": "s"}),
+        record(run_id="arrow-1", case_id="tx.publish.commit", time="2026-01-02T03:04:05+02:00", duration_s=3,
+               extra={"tx_row": "publish", "tx_observed": " Committed ", "url": {"x": 1.5}}),
+        record(run_id="arrow-1", case_id="acks.b", time="2026-01-02T03:04:05.123456Z", rules=None, schema=None,
+               duration_s=None, extra={"mutant": "confirms.ack-as-nack", "mutant_problem": "p", "mutant_tainted": "true"}),
+        record(run_id="arrow-2", case_id="acks.c", time="2026-01-02T03:04:05.1Z", rules=[], extra=None,
+               message="ünïcödé \u2028 \"quoted\"", unknown_top_level_key=[1.25]),
+    ]
+
+
+def test_arrow_ingest_writes_exactly_the_dataset_spark_writes(spark: SparkSession, tmp_path: Path) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in _tricky_records()) + "\n  \n", encoding="utf-8")
+    files = [str(src), str(BASELINE)]
+    by_spark = store.ingest(spark, files, tmp_path / "spark")
+    by_arrow = store.ingest_without_spark(files, tmp_path / "arrow")
+    assert by_arrow is not None
+    assert (by_arrow.rows_added, by_arrow.runs_added, by_arrow.malformed_added) == (
+        by_spark.rows_added, by_spark.runs_added, 0)
+    a = store.load_store(spark, tmp_path / "spark").results
+    b = store.load_store(spark, tmp_path / "arrow").results
+    assert a.schema == b.schema
+    assertDataFrameEqual(b, a, checkRowOrder=False)
+    rows = {r["case_id"]: r for r in b.where("run_id like 'arrow-%'").collect()}
+    assert rows["tx.publish.commit"]["tx_observed"] == "committed"
+    assert rows["acks.b"]["mutant_tainted"] == "true" and rows["confirms.a"]["trace"].startswith('[{"ch":0,')
+    # idempotent by run id, as the Spark path
+    again = store.ingest_without_spark([str(src)], tmp_path / "arrow")
+    assert again is not None and again.ingest_id is None and again.runs_skipped == ("arrow-1", "arrow-2")
+    manifest = json.loads((tmp_path / "arrow" / "store.json").read_text())
+    assert [ing["runs"] for ing in manifest["ingests"]] == [
+        json.loads((tmp_path / "spark" / "store.json").read_text())["ingests"][0]["runs"]]
+
+
+@pytest.mark.parametrize("line", [
+    '{"run_id": "x", "ti',  # malformed: Spark keeps it aside with its line number
+    json.dumps({"hello": "world"}),
+    "\t",  # not blank for Spark's trim()
+    "RECORD:client=7",  # a number where a string is expected
+    "RECORD:time=2026-01-01 00:00:00",  # another timestamp form
+    "EXTRA:trace=[{\"t\": 0.5}]",  # a float Java prints otherwise
+    "EXTRA:trace=[\"\\u0001\"]",  # a control character Jackson escapes in upper-case hex
+    '{"run_id": "a", "run_id": "b"}',  # a repeated key
+    "RECORD:duration_s=NaN",
+])
+def test_arrow_ingest_leaves_to_spark_what_it_does_not_reproduce(tmp_path: Path, line: str) -> None:
+    from .conftest import record
+
+    if line.startswith("RECORD:"):
+        key, value = line[7:].split("=", 1)
+        text = json.dumps(record(**{key: int(value) if value.isdigit() else value}))
+        text = text.replace('"NaN"', "NaN")
+    elif line.startswith("EXTRA:"):
+        key, value = line[6:].split("=", 1)
+        text = json.dumps(record(extra={key: json.loads(value)}))
+    else:
+        text = line
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(record()) + "\n" + text + "\n", encoding="utf-8")
+    said: list[str] = []
+    assert store.ingest_without_spark([str(src)], tmp_path / "st", progress=said.append) is None
+    assert said and said[-1].endswith("using Spark (it keeps such lines aside exactly)") and ":2:" in said[-1], said
+    assert not (tmp_path / "st").exists()
+
+
+def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st")]) == 0
+    cap = capsys.readouterr()
+    assert "(pyarrow, no JVM)" in cap.err and "265 rows from 1 new run(s)" in cap.out
+    assert "ingest: starting Spark" not in cap.err
+    assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st"), "--quiet"]) == 0
+    assert "(nothing new)" in capsys.readouterr().out
+
+
+def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(spark: SparkSession, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conformance.report import arrow_ingest
+    from conformance.report.schema import MUTATION_COLUMNS, RESULTS_COLUMNS_V1
+
+    st = tmp_path / "st"
+    done = store.ingest_without_spark([str(BASELINE)], st)
+    assert done is not None and done.ingest_id is not None
+    # rewrite it as the previous version wrote it: no mutation columns, and says so in the manifest
+    part = next((st / "results").glob("ingest=*/*.parquet"))
+    old = pq.read_table(part).select(list(RESULTS_COLUMNS_V1))
+    part.unlink()
+    pq.write_table(old, part.with_name("part-old.parquet"))
+    manifest = json.loads((st / "store.json").read_text())
+    manifest["columns"] = list(RESULTS_COLUMNS_V1)
+    (st / "store.json").write_text(json.dumps(manifest))
+    rows = store.load_store(spark, st).results
+    assert rows.count() == 265 and rows.where("mutant is not null").count() == 0
+    rec = _tricky_records()[0]
+    (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n")
+    assert store.ingest_without_spark([str(tmp_path / "m.jsonl")], st) is not None
+    both = store.load_store(spark, st).results
+    assert both.count() == 266 and [r["mutant"] for r in both.where("mutant is not null").collect()] == ["none"]
+    assert json.loads((st / "store.json").read_text())["columns"][-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
+    assert arrow_ingest.arrow_schema().names[-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
+    assert isinstance(old, pa.Table)

@@ -1,0 +1,81 @@
+"""A small real mutation run against the reference broker ends in a report with a suite-power
+section, from the mutate summary and from a results store, with the mutate command's figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+ROOT = Path(__file__).resolve().parents[2]
+MUTANTS = ["returns.reply-code-313", "counts.delete-ok-message-count", "confirms.in-order-ack-as-multiple"]
+# only the cases that observe them, so the run stays short
+CASES = "returns.mandatory-unroutable-312,replies.mandatory-return-whole-reply,replies.delete-ok-count,confirms.seq-*"
+
+
+def cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def outcomes(mutants: list[dict[str, object]]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    return {str(m["mutant"]): (str(m["outcome"]), sorted((k["case_id"], k["verdict"]) for k in m["kills"]))  # type: ignore[attr-defined]
+            for m in mutants}
+
+
+def test_mutate_run_ends_in_a_report_with_suite_power(tmp_path: Path) -> None:
+    run = cli("mutate", *[a for m in MUTANTS for a in ("--mutant", m)], "--case", CASES, "-j", "2",
+              "--case-timeout", "3", "--results", str(tmp_path / "mutate"), cwd=tmp_path, timeout=400)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (summary_file,) = (tmp_path / "mutate").glob("*.summary.json")
+    mutate = json.loads(summary_file.read_text())
+    assert mutate["total"]["killed"] == 2 and mutate["total"]["equivalent"] == 1, mutate
+
+    rep = cli("report", str(summary_file), "--out", str(tmp_path / "rep"), cwd=tmp_path, timeout=1500)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "suite power on amqp-conformance reference broker@0.1.0: 3 mutants, 2 killed, 0 survived, " \
+           "0 no result, 1 equivalent; mutation score 100.0%" in rep.stdout, rep.stdout
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["brokers"] == [] and summary["n_cases"] == 0  # mutation runs are no compliance run
+    (power,) = summary["mutation"]["brokers"]
+    assert {a: (s["n_mutants"], s["n_killed"], s["n_equivalent"]) for a, s in power["areas"].items()} == {
+        c: (v["mutants"], v["killed"], v["equivalent"]) for c, v in mutate["categories"].items()}
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert '<section id="power">' in html and 'aria-label="mutation score per area' in html
+    for m in mutate["mutants"]:
+        assert f"<code>{m['mutant']}</code>" in html
+        for k in m["kills"]:
+            assert f"<code>{k['case_id']}</code>" in html
+    # the same figures, per mutant and killing case, from the mutants table as from the command
+    mutants_table = tmp_path / "rep" / "tables" / "mutants"
+    assert mutants_table.is_dir()
+
+    # through a results store: ingest the mutate results folder (the summary is skipped), report from it
+    store = tmp_path / "store"
+    ing = cli("ingest", str(tmp_path / "mutate"), "--store", str(store), cwd=tmp_path, timeout=1500)
+    assert ing.returncode == 0, ing.stdout + ing.stderr
+    rep2 = cli("report", "--store", str(store), "--out", str(tmp_path / "rep2"), cwd=tmp_path, timeout=1500)
+    assert rep2.returncode == 0, rep2.stdout + rep2.stderr
+    summary2 = json.loads((tmp_path / "rep2" / "summary.json").read_text())
+    assert summary2["mutation"] == summary["mutation"]
+    assert '<section id="power">' in (tmp_path / "rep2" / "index.html").read_text()
+    assert outcomes(mutate["mutants"]) == outcomes_from_report(tmp_path / "rep2")
+
+
+def outcomes_from_report(out: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Per mutant outcome and killing cases read back from the report's ``mutants`` table."""
+    code = ("import json, sys; from pyspark.sql import SparkSession; "
+            "s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate(); "
+            "rows = s.read.parquet(sys.argv[1]).where('latest').collect(); "
+            "print(json.dumps([{'mutant': r['mutant'], 'outcome': r['outcome'], "
+            "'kills': [k.asDict() for k in r['kills']]} for r in rows])); s.stop()")
+    proc = subprocess.run([sys.executable, "-c", code, str(out / "tables" / "mutants")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return outcomes(json.loads(proc.stdout.strip().splitlines()[-1]))
