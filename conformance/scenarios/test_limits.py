@@ -366,6 +366,9 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
 @case(
     "limits.max-length-bytes-reject-publish",
     sources=[MAXLEN], level=Level.EXTENSION, requires=("publisher_confirms", "basic.nack"),
+    queue_types=("classic",),
+    premise="reject-publish refuses the publish that would pass the limit: classic queues (a quorum queue "
+            "refuses only once it is already over the limit; queue_types area)",
     description="x-max-length-bytes 10 with x-overflow reject-publish; publishes of 6, 5 and 4 body octets",
     expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue holds "
                 "the 6- and 4-octet messages",
