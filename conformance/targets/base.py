@@ -198,6 +198,11 @@ class ProcessController(StopStartRestart):
             tail = self.log_tail()
             self.kill()
             raise TargetError(f"{exc}; log {self.log_path}: {tail}") from exc
+        except BaseException:
+            # the case's ceiling (or ^C) interrupted the wait: nobody owns the process yet, so
+            # leaving it running would orphan a broker
+            self.kill()
+            raise
 
     def log_tail(self, lines: int = 3) -> str:
         try:

@@ -119,25 +119,30 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
                             ready=lambda deadline: amqp_ready(url, deadline, "rabbitmq-server"),
                             what="rabbitmq-server", stop_timeout=60, start_timeout=120)
     ctl.start()
-    target: Target
-    if files is None:
-        target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
-    else:
-        target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
-                           plain_url=plain_url, tls=files)
-    target.second_vhost = _rabbitmq_add_vhost(env, node)
-    problem = _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
-    if problem is None:
-        target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
-    else:
-        target.restricted_unsupported = problem
-    target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
-    target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
-    ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
-    if ctl_bin:
-        assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_")))
-        target.alarm_cmd = (f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
-                            "$(test {state} = on && echo 'absolute 1' || echo 0.4)")
+    try:
+        target: Target
+        if files is None:
+            target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
+        else:
+            target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
+                               plain_url=plain_url, tls=files)
+        target.second_vhost = _rabbitmq_add_vhost(env, node)
+        problem = _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
+        if problem is None:
+            target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
+        else:
+            target.restricted_unsupported = problem
+        target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
+        target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
+        ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+        if ctl_bin:
+            assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_")))
+            target.alarm_cmd = (f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
+                                "$(test {state} = on && echo 'absolute 1' || echo 0.4)")
+    except BaseException:
+        # interrupted (the case's ceiling, ^C) before the caller owns the target: no orphan node
+        ctl.kill()
+        raise
     return target
 
 

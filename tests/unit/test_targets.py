@@ -53,3 +53,34 @@ def test_restricted_user_of_each_target_kind() -> None:
     t = url_target("amqp://h/", None)
     assert t.restricted_url is None and "--restricted-url" in (t.restricted_unsupported or "")
     assert "no permission model" in GARAGEMQ_NO_PERMISSIONS
+
+
+class _Ceiling(BaseException):
+    """Stands for the plugin's per-case ceiling, which interrupts whatever the case is doing."""
+
+
+def test_a_start_interrupted_by_the_ceiling_leaves_no_process(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from conformance.targets.base import ProcessController
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]  # "listening" at once: the wait ends in ready(), which is interrupted
+
+        def ready(deadline: float) -> None:
+            raise _Ceiling()
+
+        ctl = ProcessController([sys.executable, "-c", "import time; time.sleep(60)"], host="127.0.0.1", port=port,
+                                log_path=tmp_path / "log", ready=ready, what="sleeper")
+        with pytest.raises(_Ceiling):
+            ctl.start()
+        assert ctl.proc is not None
+        try:
+            ctl.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            ctl.kill()
+            pytest.fail("the broker process outlived the interrupted start")
