@@ -287,7 +287,11 @@ class ConnectionCore:
                 # RabbitMQ 3.10 (rabbit_reader): a payload up to frame_max octets is accepted, i.e.
                 # a frame of up to frame_max + 8 (its FRAME_SIZE_FUDGE for old clients); the
                 # error text names frame_max - 8, the largest payload the spec allows.
-                if self.frame_max and size > self.frame_max:
+                # A content header is the exception: the broker hands it on unchanged with every
+                # delivery, so one above the spec's limit would make the broker itself send a frame
+                # larger than frame-max (found by `fuzz --in-process`); it gets the spec's limit.
+                if self.frame_max and (size > self.frame_max
+                                       or (ftype == FRAME_HEADER and size > self.frame_max - 8)):
                     raise AMQPError(
                         ReplyCode.FRAME_ERROR,
                         f"type {ftype}, all octets = <<>>: {{frame_too_large,{size},{self.frame_max - 8}}}",
