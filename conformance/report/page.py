@@ -10,76 +10,18 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from html import escape
-from importlib import resources
 from typing import Any
 
 from conformance import sources
 from conformance.report import tx_table
+from conformance.report.html import COLORS, SHORT, css, e, pct, score_bar, table, td, verdict_chip
+from conformance.report.page_power import section_power
 from conformance.report.schema import LEVELS, VERDICTS
 
 MAX_TRACE_LINES = 200
 MAX_TITLE_BROKERS = 4
-
-COLORS: dict[str, str] = {
-    "PASS": "#2e7d32",
-    "FAIL": "#c62828",
-    "NON_STRICT": "#ef8f00",
-    "UNSUPPORTED": "#90a4ae",
-    "INFORMATIONAL": "#1565c0",
-    "TIMEOUT": "#6a1b9a",
-    "ERROR": "#4e342e",
-    "NOT_RUN": "#bdbdbd",
-}
-SHORT: dict[str, str] = {
-    "PASS": "P",
-    "FAIL": "F",
-    "NON_STRICT": "NS",
-    "UNSUPPORTED": "U",
-    "INFORMATIONAL": "I",
-    "TIMEOUT": "T",
-    "ERROR": "E",
-    "NOT_RUN": "NR",
-}
-
-
-def e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
-
-
-def css() -> str:
-    return resources.files("conformance.report").joinpath("report.css").read_text(encoding="utf-8")
-
-
-def verdict_chip(v: str | None) -> str:
-    if not v:
-        return ""
-    return f'<span class="v v-{e(v)}" title="{e(v)}">{e(v)}</span>'
-
-
-def pct(score: float | None) -> str:
-    return "–" if score is None else f"{score * 100:.1f}%"
-
-
-def score_bar(score: float | None) -> str:
-    if score is None:
-        return "–"
-    w = round(80 * score)
-    return f'<span class="bar-bg"><span class="bar" style="width:{w}px"></span></span>{pct(score)}'
-
-
-def table(headers: Sequence[str], body: Iterable[str], num: Sequence[int] = ()) -> str:
-    head = "".join(f'<th{" class=num" if i in num else ""}>{h}</th>' for i, h in enumerate(headers))
-    rows = "".join(body)
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>'
-
-
-def td(value: Any, cls: str = "") -> str:
-    c = f' class="{cls}"' if cls else ""
-    return f"<td{c}>{value}</td>"
-
 
 # ------------------------------------------------------------------------------------ catalogue
 
@@ -572,125 +514,6 @@ def section_regressions(view: Mapping[str, Any]) -> str:
     return f'<section id="regressions"><h2>Regressions</h2><p class="note">{note}</p>' + (
         table(["Baseline", "Candidate", "Case", "Kind", "Was", "Now", "Expected vs observed"], body) if body else ""
     ) + "</section>"
-
-
-OUTCOME_CLASS: dict[str, str] = {
-    "KILLED": "PASS", "SURVIVED": "FAIL", "NO-RESULT": "NOT_RUN", "EQUIVALENT": "INFORMATIONAL",
-    "EQUIVALENT-KILLED": "NON_STRICT",
-}
-
-
-def outcome_chip(outcome: str) -> str:
-    return f'<span class="v v-{OUTCOME_CLASS.get(outcome, "NOT_RUN")}" title="{e(outcome)}">{e(outcome)}</span>'
-
-
-def svg_power_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
-    """Horizontal bars: one per area, length = mutation score, label killed / (mutants - equivalent)."""
-    label_w, bar_w, row_h, top = 110, 240, 18, 22
-    height = top + row_h * len(scores) + 8
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" role="img" '
-        f'aria-label="mutation score per area for {e(broker)}">',
-        f'<text x="4" y="15" font-size="13" font-weight="600">{e(broker)}</text>',
-    ]
-    for i, s in enumerate(scores):
-        y = top + i * row_h
-        counted = int(s["n_mutants"]) - int(s["n_equivalent"])
-        parts.append(f'<text x="4" y="{y + 12}" font-size="11">{e(s["category"])}</text>')
-        parts.append(f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="{row_h - 5}" fill="#eceff1"/>')
-        score = s["score"]
-        if score is not None:
-            w = bar_w * float(score)
-            parts.append(
-                f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{COLORS["PASS"]}">'
-                f'<title>{e(s["category"])}: {s["n_killed"]} of {counted} killed ({pct(score)})</title></rect>')
-            if int(s["n_killed"]) < counted:
-                parts.append(
-                    f'<rect x="{label_w + w:.1f}" y="{y + 2}" width="{bar_w - w:.1f}" height="{row_h - 5}" '
-                    f'fill="{COLORS["FAIL"]}"><title>{e(s["category"])}: {counted - int(s["n_killed"])} not killed'
-                    "</title></rect>")
-        label = (f"{pct(score)} ({s['n_killed']}/{counted})" if score is not None else "equivalent only")
-        if int(s["n_equivalent"]):
-            label += f" +{s['n_equivalent']} eq."
-        parts.append(f'<text x="{label_w + bar_w + 4}" y="{y + 12}" font-size="11">{e(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _kills(m: Mapping[str, Any]) -> str:
-    shown = "<br>".join(
-        f'<code>{e(k["case_id"])}</code> {verdict_chip(k["verdict"])}'
-        + (f' <small>(was {e(k["baseline"])})</small>' if k["baseline"] not in ("PASS",) else "")
-        for k in m["kills"])
-    more = int(m["n_kills"]) - len(m["kills"])
-    return shown + (f"<br><small>+{more} more (tables/mutants)</small>" if more > 0 else "")
-
-
-def section_power(view: Mapping[str, Any]) -> str:
-    brokers = view.get("mutation_brokers", [])
-    if not brokers:
-        return ('<section id="power"><h2>Suite power</h2><p class="note">No mutation runs in the inputs: '
-                "<code>amqp-conformance mutate</code> runs the suite through injected broker faults; give its "
-                "results (<code>reports/mutate/</code> or a <code>&lt;session&gt;.summary.json</code>) to the report.</p></section>")
-    catalogue = _mutant_catalogue()
-    scores: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for sc in view["mutation_scores"]:
-        scores[sc["broker"]].append(sc)
-    charts = "".join(f'<div class="chart">{svg_power_chart(b, scores[b])}</div>' for b in brokers if b in scores)
-    out = [
-        '<section id="power"><h2>Suite power (mutation runs)</h2><p class="note">Each mutant is a fault-injecting '
-        "proxy in front of a good broker that breaks one promise; the cases that can observe it run through it "
-        "(<code>amqp-conformance mutate</code>). Killed: a case ended FAIL or TIMEOUT (NON_STRICT for a SHOULD/MAY "
-        "promise) where the same session's fault-free run did not; ERROR never kills. Equivalent mutants are "
-        "documented as unobservable by any client. Mutation score per area = killed / (mutants − equivalent), "
-        "over each mutant's latest session per target broker. Mutation runs are not counted in the compliance "
-        "figures above.</p>",
-        f'<div class="charts">{charts}</div>',
-    ]
-    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for m in view["mutants"]:
-        by_broker[m["broker"]].append(m)
-    for b in brokers:
-        ms = by_broker.get(b, [])
-        counts: dict[str, int] = defaultdict(int)
-        for m in ms:
-            counts[m["outcome"]] += 1
-        tally = ", ".join(f"{n} {o.lower()}" for o, n in sorted(counts.items()))
-        body = []
-        for m in ms:
-            cat = catalogue.get(m["mutant"], {})
-            desc = e(cat.get("description", "not in this version's catalogue"))
-            if cat.get("equivalent"):
-                desc += f'<br><small>equivalent: {e(sources.cite_text(cat["equivalent"]))}</small>'
-            extra = ""
-            if m["errors"]:
-                extra += f'<br><small>ERROR (not a kill): {e(", ".join(m["errors"][:5]))}</small>'
-            if m["problem"]:
-                extra += f'<br><small>{e(m["problem"])}</small>'
-            body.append(
-                "<tr>"
-                + td(f'<code>{e(m["mutant"])}</code>')
-                + td(e(m["category"]))
-                + td(outcome_chip(m["outcome"]))
-                + td(_kills(m) + extra)
-                + td(m["n_cases"], "num")
-                + td(desc + (f'<br><small>rule: {e(sources.cite_text(cat["rule"]))}</small>' if cat.get("rule") else ""))
-                + "</tr>"
-            )
-        session = max((str(m["mutate_session"]) for m in ms), default="")
-        out.append(f"<h3>{e(b)}</h3><p class=\"note\">{len(ms)} mutants: {e(tally)}; latest session {e(session)}.</p>"
-                   + table(["Mutant", "Area", "Outcome", "Killed by (verdict; baseline if not PASS)", "Cases", "What it breaks"],
-                           body, num=(4,)))
-    out.append("</section>")
-    return "".join(out)
-
-
-@lru_cache(maxsize=1)
-def _mutant_catalogue() -> dict[str, dict[str, Any]]:
-    from conformance.mutate.catalogue import CATALOGUE
-
-    return {m.id: {"description": sources.cite_text(m.description), "rule": m.rule, "equivalent": m.equivalent}
-            for m in CATALOGUE}
 
 
 def section_malformed(view: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import edges, page, stages, store, tx_table
+from conformance.report import edges, page, power, stages, store, tx_table
 from conformance.report.schema import VERDICTS
 from conformance.spec import load_rules
 
@@ -134,11 +134,11 @@ def run_report(
         coverage = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
         timer.stage("rule coverage", write("rule_coverage", coverage))
         timer.stage("malformed lines", write("malformed", loaded.malformed))
-        mutation = stages.mutation_cases(stages.mutation_runs(loaded.results), edges.mutants_frame(spark))
+        mutation = power.mutation_cases(power.mutation_runs(loaded.results), edges.mutants_frame(spark))
         timer.stage("mutation cases", write("mutation_cases", mutation))
-        outcomes = stages.mutant_outcomes(spark.read.parquet(str(out_dir / "tables" / "mutation_cases")))
+        outcomes = power.mutant_outcomes(spark.read.parquet(str(out_dir / "tables" / "mutation_cases")))
         timer.stage("mutants", write("mutants", outcomes))
-        scores_m = stages.mutation_scores(spark.read.parquet(str(out_dir / "tables" / "mutants")))
+        scores_m = power.mutation_scores(spark.read.parquet(str(out_dir / "tables" / "mutants")))
         timer.stage("mutation scores", write("mutation_scores", scores_m))
         latest.unpersist()
     finally:

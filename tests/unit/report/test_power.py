@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from conformance.mutate.catalogue import CATALOGUE
 from conformance.mutate.runner import Kill, RunOutcome, judge, summarise
-from conformance.report import edges, page, stages
+from conformance.report import edges, page, power, stages
 from conformance.report.schema import RESULTS_STRUCT
 
 from .conftest import lines_frame, record, results_frame
@@ -67,8 +67,8 @@ def runner_view(records: list[dict[str, Any]], session: str = S1) -> dict[str, A
 
 def test_mutation_tables_judge_each_mutant_as_the_mutate_command_does(spark: SparkSession) -> None:
     results = results_frame(spark, RECORDS)
-    cases = stages.mutation_cases(stages.mutation_runs(results), edges.mutants_frame(spark)).cache()
-    outcomes = stages.mutant_outcomes(cases).cache()
+    cases = power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark)).cache()
+    outcomes = power.mutant_outcomes(cases).cache()
     got = {r["mutant"]: r for r in outcomes.collect()}
     expected = runner_view(RECORDS)
     assert set(got) == set(expected)
@@ -90,7 +90,7 @@ def test_mutation_tables_judge_each_mutant_as_the_mutate_command_does(spark: Spa
     assert got["x.deadline"]["outcome"] == "NO-RESULT" and "deadline" in got["x.deadline"]["problem"]
     assert cases.where(F.col("mutant") == "none").count() == 0  # the baseline is no mutant
 
-    scores = {r["category"]: r.asDict() for r in stages.mutation_scores(outcomes).collect()}
+    scores = {r["category"]: r.asDict() for r in power.mutation_scores(outcomes).collect()}
     want = summarise(list(expected.values()), 0.0)["categories"]
     for cat, c in want.items():  # type: ignore[attr-defined]
         s = scores[cat]
@@ -105,11 +105,11 @@ def test_the_latest_session_of_a_mutant_is_the_one_scored(spark: SparkSession) -
     later = [mrec("none", "a.one", "PASS", S2, "2026-01-02T00:00:01.000Z"),
              mrec(MUST.id, "a.one", "PASS", S2, "2026-01-02T00:00:02.000Z")]
     results = results_frame(spark, RECORDS + later)
-    outcomes = stages.mutant_outcomes(stages.mutation_cases(stages.mutation_runs(results), edges.mutants_frame(spark)))
+    outcomes = power.mutant_outcomes(power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark)))
     rows = {(r["mutant"], r["mutate_session"]): r for r in outcomes.where(F.col("mutant") == MUST.id).collect()}
     assert rows[(MUST.id, S1)]["outcome"] == "KILLED" and not rows[(MUST.id, S1)]["latest"]
     assert rows[(MUST.id, S2)]["outcome"] == "SURVIVED" and rows[(MUST.id, S2)]["latest"]
-    score = stages.mutation_scores(outcomes).where(F.col("category") == MUST.category).first()
+    score = power.mutation_scores(outcomes).where(F.col("category") == MUST.category).first()
     assert score is not None and score["n_survived"] >= 1
 
 
@@ -119,7 +119,7 @@ def test_mutation_records_stay_out_of_compliance(spark: SparkSession) -> None:
     assert results.count() == len(normal) + len(RECORDS)
     kept = stages.normal_runs(results)
     assert sorted(r["case_id"] for r in kept.collect()) == ["a.one", "a.two"]
-    assert stages.mutation_runs(results).count() == len(RECORDS)
+    assert power.mutation_runs(results).count() == len(RECORDS)
     latest = stages.latest_verdicts(kept)
     assert {r["broker"] for r in stages.broker_summary(kept, latest).collect()} == {"RabbitMQ@3.13.0"}
     # the same case id through a mutant does not make the case flaky
@@ -137,15 +137,15 @@ def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession,
     from conformance.report.pipeline import mutation_summary, mutation_view
 
     results = results_frame(spark, RECORDS)
-    cases = stages.mutation_cases(stages.mutation_runs(results), edges.mutants_frame(spark))
+    cases = power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark))
     for name, df in (("mutation_cases", cases),):
         edges.write_table(df, tmp_path, name)
 
     def t(name: str) -> Any:
         return spark.read.parquet(str(tmp_path / "tables" / name))
 
-    edges.write_table(stages.mutant_outcomes(t("mutation_cases")), tmp_path, "mutants")
-    edges.write_table(stages.mutation_scores(t("mutants")), tmp_path, "mutation_scores")
+    edges.write_table(power.mutant_outcomes(t("mutation_cases")), tmp_path, "mutants")
+    edges.write_table(power.mutation_scores(t("mutants")), tmp_path, "mutation_scores")
     view = mutation_view(t)
     html = page.section_power(view)
     assert 'id="power"' in html and "<svg" in html and "mutation score per area" in html

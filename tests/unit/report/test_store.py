@@ -208,10 +208,13 @@ def test_arrow_ingest_leaves_to_spark_what_it_does_not_reproduce(tmp_path: Path,
     assert not (tmp_path / "st").exists()
 
 
+BASELINE_ROWS = sum(1 for line in BASELINE.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
 def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st")]) == 0
     cap = capsys.readouterr()
-    assert "(pyarrow, no JVM)" in cap.err and "265 rows from 1 new run(s)" in cap.out
+    assert "(pyarrow, no JVM)" in cap.err and f"{BASELINE_ROWS} rows from 1 new run(s)" in cap.out
     assert "ingest: starting Spark" not in cap.err
     assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st"), "--quiet"]) == 0
     assert "(nothing new)" in capsys.readouterr().out
@@ -236,12 +239,12 @@ def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(spark:
     manifest["columns"] = list(RESULTS_COLUMNS_V1)
     (st / "store.json").write_text(json.dumps(manifest))
     rows = store.load_store(spark, st).results
-    assert rows.count() == 265 and rows.where("mutant is not null").count() == 0
+    assert rows.count() == BASELINE_ROWS and rows.where("mutant is not null").count() == 0
     rec = _tricky_records()[0]
     (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n")
     assert store.ingest_without_spark([str(tmp_path / "m.jsonl")], st) is not None
     both = store.load_store(spark, st).results
-    assert both.count() == 266 and [r["mutant"] for r in both.where("mutant is not null").collect()] == ["none"]
+    assert both.count() == BASELINE_ROWS + 1 and [r["mutant"] for r in both.where("mutant is not null").collect()] == ["none"]
     assert json.loads((st / "store.json").read_text())["columns"][-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
     assert arrow_ingest.arrow_schema().names[-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
     assert isinstance(old, pa.Table)
