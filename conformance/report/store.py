@@ -28,7 +28,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,20 @@ def read_manifest(store: Path) -> dict[str, Any]:
     # A store from before the mutation columns: its partitions read them as null (read_results).
     manifest["columns"] = list(RESULTS_COLUMNS)
     return manifest
+
+
+def _commit(store: Path, manifest: dict[str, Any], ingest_id: str, files: Sequence[str],
+            new_runs: dict[str, int], malformed: int) -> None:
+    """Record the ingest in the manifest and write it: the commit point of both ingest paths."""
+    manifest["ingests"].append({
+        "id": ingest_id,
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "sources": [_display(f) for f in files],
+        "runs": new_runs,
+        "rows": sum(new_runs.values()),
+        "malformed": malformed,
+    })
+    _write_manifest(store, manifest)
 
 
 def _write_manifest(store: Path, manifest: dict[str, Any]) -> None:
@@ -154,15 +168,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
         if malformed is not None:
             malformed.unpersist()
         parsed.unpersist()
-    manifest["ingests"].append({
-        "id": ingest_id,
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "sources": [_display(f) for f in files],
-        "runs": new_runs,
-        "rows": sum(new_runs.values()),
-        "malformed": n_malformed,
-    })
-    _write_manifest(store, manifest)  # the commit point
+    _commit(store, manifest, ingest_id, files, new_runs, n_malformed)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.1f}s")
     return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)),
@@ -197,15 +203,7 @@ def ingest_without_spark(inputs: list[str], store: Path,
     say(f"ingest: writing {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s) (pyarrow, no JVM)")
     arrow_ingest.write_partition([r for r in rows if r["run_id"] in new_runs],
                                  store / "results" / f"{PARTITION}={ingest_id}")
-    manifest["ingests"].append({
-        "id": ingest_id,
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "sources": [_display(f) for f in files],
-        "runs": new_runs,
-        "rows": sum(new_runs.values()),
-        "malformed": 0,
-    })
-    _write_manifest(store, manifest)  # the commit point
+    _commit(store, manifest, ingest_id, files, new_runs, 0)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.2f}s")
     return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)), tuple(skipped), 0, secs)
