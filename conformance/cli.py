@@ -36,20 +36,27 @@ def _err(message: str) -> None:
 
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="amqp-conformance run", description="Run the conformance suite and build the report of the run.",
-        allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal error or the report failed; "
-               "4 the target "
-               "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
-               "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)")
+        prog="amqp-conformance run",
+        description="Run the conformance suite and build the report of the run.",
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal "
+        "error or the report failed; "
+        "4 the target "
+        "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
+        "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)",
+    )
     target = p.add_mutually_exclusive_group()
     target.add_argument("--broker", default=None,
                         help="reference (default) | local:rabbitmq | local:garagemq | container:IMAGE")
     target.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     p.add_argument("-n", "--workers", default="0",
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
-    p.add_argument("--profile", default=None,
-                   help=" | ".join(f"{n} (default)" if n == DEFAULT_PROFILE else n for n in PROFILE_DESCRIPTIONS))
+    p.add_argument(
+        "--profile",
+        default=None,
+        help=" | ".join(f"{n} (default)" if n == DEFAULT_PROFILE else n for n in PROFILE_DESCRIPTIONS),
+    )
     p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
     p.add_argument("--case-ceiling", default=None,
                    help="hard ceiling per case, a multiple of --case-timeout (default 6; 0 disables): a case "
@@ -59,9 +66,12 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--restricted-url", default=None,
                    help="URL of a second user with restricted permissions, for the access area (spawned "
                         "targets make one; see the scenarios README for the permissions it needs)")
-    p.add_argument("--tls", action="store_true",
-                   help="--broker reference|local:rabbitmq listen with TLS (certificates made for the run) and "
-                        "the suite connects over amqps")
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="--broker reference|local:rabbitmq listen with TLS (certificates made for the run) and "
+        "the suite connects over amqps",
+    )
     p.add_argument("--tls-ca", default=None, help="PEM CA bundle that verifies the broker's certificate")
     p.add_argument("--tls-cert", default=None, help="PEM client certificate sent to the broker")
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
@@ -70,13 +80,21 @@ def _run_parser() -> argparse.ArgumentParser:
                    help="queue type(s) the queue-declaring cases declare: classic (default), quorum, or "
                         "classic,quorum (each such case once per type; other types' ids suffixed [type])")
     p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
-    p.add_argument("--report-out", default="reports", help="where the run's report folder goes (default reports)")
+    p.add_argument(
+        "--report-out", default="reports", help="where the run's report folder goes (default reports)"
+    )
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
     p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
-    p.add_argument("--case", default=None,
-                   help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'")
-    p.add_argument("--rule", default=None,
-                   help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'")
+    p.add_argument(
+        "--case",
+        default=None,
+        help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'",
+    )
+    p.add_argument(
+        "--rule",
+        default=None,
+        help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'",
+    )
     p.add_argument("--expected-failures", default=None, metavar="TOML",
                    help="triage file (the gate's format, e.g. fixtures/baselines/garagemq.triage.toml): "
                         "verdicts it explains are reported as known and do not fail the run; listed cases "
@@ -115,15 +133,28 @@ def run_main(argv: Sequence[str]) -> int:
     pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
     targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
-    for name, value in (("broker", args.broker), ("broker-url", args.broker_url),
-                        ("profile", args.profile), ("case-timeout", args.case_timeout),
-                        ("case-ceiling", args.case_ceiling), ("fail-on", args.fail_on),
-                        ("restart-cmd", args.restart_cmd), ("restricted-url", args.restricted_url), ("case", args.case), ("rule", args.rule),
-                        ("expected-failures", args.expected_failures), ("queue-type", args.queue_type),
-                        ("tls-ca", args.tls_ca), ("tls-cert", args.tls_cert), ("tls-key", args.tls_key)):
+    for name, value in (
+        ("broker", args.broker),
+        ("broker-url", args.broker_url),
+        ("profile", args.profile),
+        ("case-timeout", args.case_timeout),
+        ("case-ceiling", args.case_ceiling),
+        ("fail-on", args.fail_on),
+        ("restart-cmd", args.restart_cmd),
+        ("restricted-url", args.restricted_url),
+        ("case", args.case),
+        ("rule", args.rule),
+        ("expected-failures", args.expected_failures),
+        ("queue-type", args.queue_type),
+        ("tls-ca", args.tls_ca),
+        ("tls-cert", args.tls_cert),
+        ("tls-key", args.tls_key),
+    ):
         if value is not None:
             pyargs += [f"--amqp-{name}", str(value)]
-    pyargs += [f"--amqp-{name}" for name, on in (("tls", args.tls), ("tls-insecure", args.tls_insecure)) if on]
+    pyargs += [
+        f"--amqp-{name}" for name, on in (("tls", args.tls), ("tls-insecure", args.tls_insecure)) if on
+    ]
     pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
@@ -280,11 +311,23 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], str]] = {
     "cases": (cases_main, "list cases; --rules prints spec-rule coverage"),
     "broker": (_lazy("conformance.broker.cli", "main"), "run the reference broker"),
     "report": (_lazy("conformance.report.cli", "report_main"), "build the compliance report from results"),
-    "ingest": (_lazy("conformance.report.store", "ingest_main", extra="report"), "append results runs to a Parquet results store (--store DIR)"),
+    "ingest": (
+        _lazy("conformance.report.store", "ingest_main", extra="report"),
+        "append results runs to a Parquet results store (--store DIR)",
+    ),
     "gate": (_lazy("conformance.gate", "main"), "release gate: a candidate run against a baseline (no JVM)"),
-    "mutate": (_lazy("conformance.mutate.runner", "main"), "run the suite through injected broker faults (mutants)"),
-    "bench": (_lazy("conformance.bench.cli", "bench_main"), "benchmarks: broker (load generator), report (pipeline at scale), crash (kill -9 soak)"),
-    "fuzz": (_lazy("conformance.fuzz.cli", "main"), "frame-aware fuzzing of a broker (or the reference core)"),
+    "mutate": (
+        _lazy("conformance.mutate.runner", "main"),
+        "run the suite through injected broker faults (mutants)",
+    ),
+    "bench": (
+        _lazy("conformance.bench.cli", "bench_main"),
+        "benchmarks: broker (load generator), report (pipeline at scale), crash (kill -9 soak)",
+    ),
+    "fuzz": (
+        _lazy("conformance.fuzz.cli", "main"),
+        "frame-aware fuzzing of a broker (or the reference core)",
+    ),
 }
 
 

@@ -49,5 +49,9 @@ def rule_coverage(cases: Iterable[Case]) -> list[RuleCoverage]:
         for rid in c.rules:
             by_rule.setdefault(rid, []).append(c.id)
     reasons = uncheckable_reasons()
-    return [RuleCoverage(r, tuple(sorted(by_rule.get(r.id, ()))), "" if by_rule.get(r.id) else reasons.get(r.id, ""))
-            for r in load_rules()]
+    return [
+        RuleCoverage(
+            r, tuple(sorted(by_rule.get(r.id, ()))), "" if by_rule.get(r.id) else reasons.get(r.id, "")
+        )
+        for r in load_rules()
+    ]

@@ -21,4 +21,6 @@ def missing_extra(extra: str, what: str) -> str | None:
         found = False
     if found:
         return None
-    return f"{what} needs the [{extra}] extra ({module} is not installed): pip install '{DISTRIBUTION}[{extra}]'"
+    return (
+        f"{what} needs the [{extra}] extra ({module} is not installed): pip install '{DISTRIBUTION}[{extra}]'"
+    )

@@ -160,12 +160,16 @@ def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise GateInputError(f"{where}: not a JSON line ({exc.msg}); is {path} a results file?") from exc
+                    raise GateInputError(
+                        f"{where}: not a JSON line ({exc.msg}); is {path} a results file?"
+                    ) from exc
                 if not isinstance(rec, dict):
                     raise GateInputError(f"{where}: not a JSON object; is {path} a results file?")
                 missing = [f for f in REQUIRED_FIELDS if not isinstance(rec.get(f), str) or not rec[f]]
                 if missing:
-                    raise GateInputError(f"{where}: not a result record: missing or mistyped {', '.join(missing)}")
+                    raise GateInputError(
+                        f"{where}: not a result record: missing or mistyped {', '.join(missing)}"
+                    )
                 if rec["verdict"] not in VERDICTS:
                     raise GateInputError(f"{where}: unknown verdict {rec['verdict']!r}")
                 if is_mutation_record(rec):
@@ -348,8 +352,17 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
     findings.sort(key=lambda f: (KIND_ORDER.index(f.kind), f.case_id))
     counts = {k: sum(f.kind == k for f in findings) for k in KIND_ORDER}
     counts["known"] += known_unchanged
-    return GateResult(base, cand, tuple(findings), tuple(refusals), tuple(notes), known_unchanged, triage.path,
-                      time.perf_counter() - started, counts)
+    return GateResult(
+        base,
+        cand,
+        tuple(findings),
+        tuple(refusals),
+        tuple(notes),
+        known_unchanged,
+        triage.path,
+        time.perf_counter() - started,
+        counts,
+    )
 
 
 # ------------------------------------------------------------------------------------- output
@@ -358,17 +371,20 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
 def summary_line(res: GateResult, strict: bool) -> str:
     c = res.counts
     soft = c["new-non-strict"]
+    missing_allowed = c["missing"] and not any(f.failing for f in res.findings if f.kind == "missing")
     parts = [
         f"{c['regression']} regression(s)",
         f"{c['new-failure']} untriaged new failure(s)",
         f"{soft} new NON_STRICT{' (fail with --strict)' if soft and not strict else ''}",
-        f"{c['missing']} missing case(s){' (allowed)' if c['missing'] and not any(f.failing for f in res.findings if f.kind == 'missing') else ''}",
+        f"{c['missing']} missing case(s){' (allowed)' if missing_allowed else ''}",
         f"{c['known']} known failure(s)",
         f"{c['fixed']} fixed",
     ]
     head = f"gate {'FAIL' if res.failed else 'PASS'}: " + ", ".join(parts)
-    tail = (f"; baseline {res.baseline.selector} ({len(res.baseline.cases)} cases, {res.baseline.label}) → "
-            f"candidate {res.candidate.selector} ({len(res.candidate.cases)} cases, {res.candidate.label})")
+    tail = (
+        f"; baseline {res.baseline.selector} ({len(res.baseline.cases)} cases, {res.baseline.label}) → "
+        f"candidate {res.candidate.selector} ({len(res.candidate.cases)} cases, {res.candidate.label})"
+    )
     return head + tail
 
 
@@ -400,9 +416,16 @@ def _note(f: Finding) -> str:
 
 def to_json(res: GateResult, strict: bool) -> dict[str, Any]:
     def side(s: Side) -> dict[str, Any]:
-        return {"selector": s.selector, "files": list(s.files), "n_records": s.n_records, "n_cases": len(s.cases),
-                "brokers": s.label, "broker_products": s.values("broker_product"), "profiles": s.values("profile"),
-                "run_ids": list(s.run_ids)}
+        return {
+            "selector": s.selector,
+            "files": list(s.files),
+            "n_records": s.n_records,
+            "n_cases": len(s.cases),
+            "brokers": s.label,
+            "broker_products": s.values("broker_product"),
+            "profiles": s.values("profile"),
+            "run_ids": list(s.run_ids),
+        }
 
     return {
         "verdict": "FAIL" if res.failed else "PASS",
@@ -441,7 +464,11 @@ def github_annotations(res: GateResult) -> list[str]:
             for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
                 if value:
                     body += f"\n{label}: {value}"
-        loc = f"file={_escape_property(_relative(f.file))}" + (f",line={f.line}" if f.line else "") if f.file else ""
+        loc = (
+            f"file={_escape_property(_relative(f.file))}" + (f",line={f.line}" if f.line else "")
+            if f.file
+            else ""
+        )
         props = ",".join(p for p in (loc, f"title={_escape_property(title)}") if p)
         out.append(f"::{level} {props}::{_escape_data(body)}")
     return out
@@ -449,7 +476,12 @@ def github_annotations(res: GateResult) -> list[str]:
 
 def step_summary(res: GateResult, strict: bool) -> str:
     """Markdown for ``$GITHUB_STEP_SUMMARY``: the verdict line and the findings that matter."""
-    lines = [f"### AMQP conformance gate: {'FAIL' if res.failed else 'PASS'}", "", summary_line(res, strict), ""]
+    lines = [
+        f"### AMQP conformance gate: {'FAIL' if res.failed else 'PASS'}",
+        "",
+        summary_line(res, strict),
+        "",
+    ]
     lines += [f"- {r}" for r in res.refusals]
     shown = [f for f in res.findings if f.kind != "known" or f.change][:TABLE_LIMIT]
     if shown:
@@ -477,7 +509,9 @@ def _relative(path: str) -> str:
 def _one_run(cand: Side) -> None:
     runs = cand.run_ids
     if len(runs) != 1:
-        raise GateInputError(f"a baseline is one run; the candidate holds {len(runs)} runs ({', '.join(runs[:3])} …)")
+        raise GateInputError(
+            f"a baseline is one run; the candidate holds {len(runs)} runs ({', '.join(runs[:3])} …)"
+        )
 
 
 def write_baseline(cand: Side, target: Path) -> int:
@@ -513,20 +547,28 @@ def gate_parser() -> argparse.ArgumentParser:
         prog="amqp-conformance gate",
         allow_abbrev=False,
         description=(
-            "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks baseline cases, "
-            "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, FAIL → TIMEOUT, "
+            "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks "
+            "baseline cases, "
+            "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, "
+            "FAIL → TIMEOUT, "
             "anything → ERROR) or has untriaged new failures; 0 otherwise; 2 on bad input."
         ),
     )
-    p.add_argument("--baseline", required=True, metavar="SELECTOR",
-                   help="results file/folder/glob, or run:<run_id> / version:<v> / broker:<product>@<version>")
+    p.add_argument(
+        "--baseline",
+        required=True,
+        metavar="SELECTOR",
+        help="results file/folder/glob, or run:<run_id> / version:<v> / broker:<product>@<version>",
+    )
     p.add_argument("--candidate", required=True, metavar="SELECTOR", help="as --baseline")
     p.add_argument("--results", nargs="+", default=[DEFAULT_RESULTS], metavar="RESULTS",
                    help=f"inputs that run:/version:/broker: selectors apply to (default {DEFAULT_RESULTS})")
     p.add_argument("--triage", "--expected-failures", dest="triage", default=None, metavar="TOML",
                    help="expected failures (default: <baseline>.triage.toml beside a baseline file, if any)")
     p.add_argument("--no-triage", action="store_true", help="ignore any triage file")
-    p.add_argument("--allow-missing", action="store_true", help="baseline cases the candidate lacks do not fail")
+    p.add_argument(
+        "--allow-missing", action="store_true", help="baseline cases the candidate lacks do not fail"
+    )
     p.add_argument("--allow-product-change", action="store_true",
                    help="the candidate is another broker product than the baseline, on purpose")
     p.add_argument("--allow-profile-change", action="store_true",
@@ -576,14 +618,27 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
     res = compare(base, cand, triage, options)
     _print_result(args, res, out)
     _github_outputs(args, res, out)
-    print(f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
-          + (f" (triage {triage.path})" if triage.path else ""), file=sys.stderr)
+    print(
+        f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
+        + (f" (triage {triage.path})" if triage.path else ""),
+        file=sys.stderr,
+    )
     if update_target is not None:
         n = write_baseline(cand, update_target)
-        untriaged = [c for c, r in cand.cases.items() if r.verdict != "PASS" and triage.known(c, r.verdict, r.facts) is None]
-        print(f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
-              + (f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}" if untriaged else ""),
-              file=out)
+        untriaged = [
+            c
+            for c, r in cand.cases.items()
+            if r.verdict != "PASS" and triage.known(c, r.verdict, r.facts) is None
+        ]
+        print(
+            f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
+            + (
+                f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}"
+                if untriaged
+                else ""
+            ),
+            file=out,
+        )
         return EXIT_OK
     return EXIT_FAILED if res.failed else EXIT_OK
 
@@ -596,7 +651,9 @@ def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> Non
     else:
         if args.json:
             try:
-                Path(args.json).write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+                Path(args.json).write_text(
+                    json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+                )
             except OSError as exc:
                 raise GateInputError(f"cannot write --json {args.json}: {exc.strerror or exc}") from exc
         for line in (*res.refusals, *(f"note: {n}" for n in res.notes)):
@@ -621,7 +678,10 @@ def _github_outputs(args: argparse.Namespace, res: GateResult, out: TextIO) -> N
             with open(summary_file, "a", encoding="utf-8") as fh:
                 fh.write(step_summary(res, args.strict))
         except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
-            print(f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}", file=sys.stderr)
+            print(
+                f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
 
 
 def _triage(args: argparse.Namespace, base_sel: Selector) -> Triage:

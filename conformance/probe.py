@@ -80,7 +80,9 @@ def probe(url: str, timeout: float = 8.0) -> ServerInfo:
         if exc.stage == "start":
             # A TLS listener given plain bytes may just hang up: say so rather than "not AMQP".
             hint = "" if u.tls else "; if it is a TLS port, use amqps://"
-            raise ProbeError("not-amqp", f"{shown} accepted TCP but did not start AMQP 0-9-1 ({exc.detail}){hint}") from exc
+            raise ProbeError(
+                "not-amqp", f"{shown} accepted TCP but did not start AMQP 0-9-1 ({exc.detail}){hint}"
+            ) from exc
         if exc.stage == "mechanism":
             raise ProbeError("login", f"{shown}: {exc.detail} (auth_mechanism= in the URL)") from exc
         if exc.stage == "login":
@@ -92,8 +94,11 @@ def probe(url: str, timeout: float = 8.0) -> ServerInfo:
         raise ProbeError("timeout", f"{shown}: no AMQP answer within {time.monotonic() - started:.1f}s "
                                     f"(waiting for {exc.waiting_for})") from exc
     except HarnessError as exc:
-        raise ProbeError("unreachable", f"broker unreachable at {u.host}:{u.port} ({exc.message.split(': ', 1)[-1]}); "
-                                        "is it running, and is the URL right?") from exc
+        raise ProbeError(
+            "unreachable",
+            f"broker unreachable at {u.host}:{u.port} ({exc.message.split(': ', 1)[-1]}); "
+            "is it running, and is the URL right?",
+        ) from exc
     try:
         return server_info(conn.server_properties)
     finally:

@@ -66,8 +66,10 @@ def declare_fields(queue_type: str, declare: Mapping[str, Any]) -> dict[str, Any
         return fields  # a passive declare names an existing queue; its arguments are not compared
     for name in qt.refuses:
         if fields.get(name):
-            raise PremiseError(f"a {queue_type} queue cannot be {name.replace('_', '-')}: this case's premise "
-                               f"holds for classic queues only (say queue_types=('classic',))")
+            raise PremiseError(
+                f"a {queue_type} queue cannot be {name.replace('_', '-')}: this case's premise "
+                f"holds for classic queues only (say queue_types=('classic',))"
+            )
     if qt.durable_only:
         fields["durable"] = True
     fields["arguments"] = {**dict(fields.get("arguments") or {}), "x-queue-type": qt.argument}
@@ -121,8 +123,10 @@ def offered(url: str, queue_type: str, timeout: float) -> str | None:
                 ch.delete_queue(plain)
             except CaseOutcome:
                 pass
-            return (f"the broker ignores x-queue-type={qt.argument}: a non-durable queue.declare with it was "
-                    f"answered declare-ok (a {queue_type} queue is durable only), so it declares ordinary queues")
+            return (
+                f"the broker ignores x-queue-type={qt.argument}: a non-durable queue.declare with it was "
+                f"answered declare-ok (a {queue_type} queue is durable only), so it declares ordinary queues"
+            )
         return None
     finally:
         conn.close(timeout=1.0)

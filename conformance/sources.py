@@ -41,48 +41,73 @@ class Document:
 
 DOCUMENTS: tuple[Document, ...] = (
     Document(
-        "000_cd470977c809f5f5.txt", "Publisher Confirms", "RabbitMQ docs", "https://www.rabbitmq.com/docs/confirms",
+        "000_cd470977c809f5f5.txt",
+        "Publisher Confirms",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/confirms",
         {
-            "confirms": Section("Confirms (aka Publisher Acknowledgements)", "publisher-confirms",
-                                "Confirms (aka Publisher Acknowledgements)"),
-            "when-will-messages-be-confirmed": Section("When will messages be confirmed?",
-                                                       "when-publishes-are-confirmed", "When will messages be confirmed?"),
-            "negative-acknowledgment": Section("Negative Acknowledgment", "server-sent-nacks", "Negative Acknowledgment"),
-            "ack-latency-for-persistent-messages": Section("Ack Latency for Persistent Messages",
-                                                           "publisher-confirms-latency",
-                                                           "Ack Latency for Persistent Messages"),
-            "confirms-and-guaranteed-delivery": Section("Confirms and Guaranteed Delivery",
-                                                        "publisher-confirms-and-guaranteed-delivery",
-                                                        "Confirms and Guaranteed Delivery"),
+            "confirms": Section(
+                "Confirms (aka Publisher Acknowledgements)",
+                "publisher-confirms",
+                "Confirms (aka Publisher Acknowledgements)",
+            ),
+            "when-will-messages-be-confirmed": Section(
+                "When will messages be confirmed?",
+                "when-publishes-are-confirmed",
+                "When will messages be confirmed?",
+            ),
+            "negative-acknowledgment": Section(
+                "Negative Acknowledgment", "server-sent-nacks", "Negative Acknowledgment"
+            ),
+            "ack-latency-for-persistent-messages": Section(
+                "Ack Latency for Persistent Messages",
+                "publisher-confirms-latency",
+                "Ack Latency for Persistent Messages",
+            ),
+            "confirms-and-guaranteed-delivery": Section(
+                "Confirms and Guaranteed Delivery",
+                "publisher-confirms-and-guaranteed-delivery",
+                "Confirms and Guaranteed Delivery",
+            ),
         },
         "confirm.select, broker acks/nacks, multiple, when confirms are sent, confirm latency",
     ),
     Document(
-        "001_27f7ea2622bbc99f.txt", "Broker Semantics", "RabbitMQ docs", "https://www.rabbitmq.com/docs/semantics",
+        "001_27f7ea2622bbc99f.txt",
+        "Broker Semantics",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/semantics",
         {
             "tx": Section("Semantics of tx", "tx", "Semantics of tx"),
             "ordering": Section("Message ordering guarantees", "ordering", "Message ordering guarantees"),
-            "exclusive-durable": Section("Exclusive queues, durability and mirroring", "exclusive-durable",
-                                         "Exclusive queues, durability and mirroring"),
+            "exclusive-durable": Section(
+                "Exclusive queues, durability and mirroring",
+                "exclusive-durable",
+                "Exclusive queues, durability and mirroring",
+            ),
         },
         "the tx table per RabbitMQ release, ordering with requeue, exclusive durable queues",
     ),
     Document(
-        "002_4ef6b84472723893.txt", "Well, I'll let you go ... basic.reject in RabbitMQ",
+        "002_4ef6b84472723893.txt",
+        "Well, I'll let you go ... basic.reject in RabbitMQ",
         "RabbitMQ blog (Michael Bridgen, 2010)",
         "https://www.rabbitmq.com/blog/2010/08/03/well-ill-let-you-go-basicreject-in-rabbitmq",
         {
             # The post has no headings; sections name the passage.
             "requeue-true": Section("requeue=true", None, "if you supply requeue=true"),
             "requeue-false": Section("requeue=false", None, "if you supply requeue=false"),
-            "spec-contradictions": Section("the specification's contradictions", None,
-                                           "seemingly incompatible things about basic.reject"),
+            "spec-contradictions": Section(
+                "the specification's contradictions", None, "seemingly incompatible things about basic.reject"
+            ),
         },
         "basic.reject requeue=true re-enqueues as new; requeue=false discards or dead-letters",
     ),
     Document(
-        "003_50388870ec53b6aa.txt", "Consumer Acknowledgments and Delivery Guarantees",
-        "AMQP 0-9-1: The Complete Protocol (book chapter)", None,
+        "003_50388870ec53b6aa.txt",
+        "Consumer Acknowledgments and Delivery Guarantees",
+        "AMQP 0-9-1: The Complete Protocol (book chapter)",
+        None,
         {
             anchor: Section(title, None, title)
             for anchor, title in (
@@ -102,38 +127,52 @@ DOCUMENTS: tuple[Document, ...] = (
         "consume vs get, delivery tags, redelivered, ack/nack/reject, multiple, auto-ack, cancel",
     ),
     Document(
-        "004_ba6059c7056f3c65.txt", "Message lifecycle, Reject vs Nack and basic.recover",
-        "blog of Pika's maintainer", None,
+        "004_ba6059c7056f3c65.txt",
+        "Message lifecycle, Reject vs Nack and basic.recover",
+        "blog of Pika's maintainer",
+        None,
         {
             "dealing-with-rejection": Section("Dealing with Rejection", None, "Dealing with Rejection"),
-            "resurfacing-messages-in-limbo": Section("Resurfacing messages in limbo", None,
-                                                     "Resurfacing messages in limbo"),
+            "resurfacing-messages-in-limbo": Section(
+                "Resurfacing messages in limbo", None, "Resurfacing messages in limbo"
+            ),
         },
         "basic.recover with requeue true/false, passive queue.declare for counts",
     ),
     Document(
-        "amqp0-9-1.xml", "AMQP 0-9-1 specification (machine-readable XML)", "AMQP Working Group",
+        "amqp0-9-1.xml",
+        "AMQP 0-9-1 specification (machine-readable XML)",
+        "AMQP Working Group",
         "https://github.com/rabbitmq/amqp-0.9.1-spec",
         about="the protocol definition and its rules",
     ),
     Document(
-        "amqp0-9-1.stripped.extended.xml", "AMQP 0-9-1 with RabbitMQ's extensions (XML)", "RabbitMQ",
+        "amqp0-9-1.stripped.extended.xml",
+        "AMQP 0-9-1 with RabbitMQ's extensions (XML)",
+        "RabbitMQ",
         "https://github.com/rabbitmq/amqp-0.9.1-spec",
         about="basic.nack, the confirm class, exchange-to-exchange bindings",
     ),
     Document(
-        "rabbitmq-access-control", "Authentication, Authorisation, Access Control", "RabbitMQ docs",
+        "rabbitmq-access-control",
+        "Authentication, Authorisation, Access Control",
+        "RabbitMQ docs",
         "https://www.rabbitmq.com/docs/access-control",
         {
-            "how-permissions-work": Section("How Permissions Work (the operation / permission / resource table)"),
-            "vhost-access": Section("How Permissions Work: a user without permissions in a vhost cannot connect "
-                                    "to it"),
+            "how-permissions-work": Section(
+                "How Permissions Work (the operation / permission / resource table)"
+            ),
+            "vhost-access": Section(
+                "How Permissions Work: a user without permissions in a vhost cannot connect to it"
+            ),
             "default-exchange": Section("How Permissions Work: the default exchange is named amq.default"),
         },
         "per-vhost configure / write / read regular expressions and which AMQP operation needs which",
     ),
     Document(
-        "rabbitmq-auth-notification", "Authentication Failure Notifications", "RabbitMQ docs",
+        "rabbitmq-auth-notification",
+        "Authentication Failure Notifications",
+        "RabbitMQ docs",
         "https://www.rabbitmq.com/docs/auth-notification",
         {
             "authentication-failure-close": Section("the authentication_failure_close client capability"),
@@ -141,7 +180,9 @@ DOCUMENTS: tuple[Document, ...] = (
         "connection.close 403 ACCESS_REFUSED on a failed login only for clients announcing the capability",
     ),
     Document(
-        "rabbitmq-connection-blocked", "Blocked Connection Notifications", "RabbitMQ docs",
+        "rabbitmq-connection-blocked",
+        "Blocked Connection Notifications",
+        "RabbitMQ docs",
         "https://www.rabbitmq.com/docs/connection-blocked",
         {
             "capability": Section("Overview: the connection.blocked client capability"),
@@ -151,44 +192,66 @@ DOCUMENTS: tuple[Document, ...] = (
         "connections when a resource alarm starts, unblocked when all alarms clear",
     ),
     Document(
-        "rabbitmq-maxlength", "Queue Length Limit", "RabbitMQ docs", "https://www.rabbitmq.com/docs/maxlength",
+        "rabbitmq-maxlength",
+        "Queue Length Limit",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/maxlength",
         {
             "default-behaviour": Section("Default Max Queue Length Limit Behaviour"),
             "overflow": Section("Queue Overflow Behaviour"),
         },
-        "x-max-length, x-max-length-bytes (bodies of ready messages), x-overflow drop-head / reject-publish / "
+        "x-max-length, x-max-length-bytes (bodies of ready messages), x-overflow drop-head / "
+        "reject-publish / "
         "reject-publish-dlx with nacks and dead-lettering",
     ),
     Document(
-        "rabbitmq-configure", "Configuration", "RabbitMQ docs", "https://www.rabbitmq.com/docs/configure",
+        "rabbitmq-configure",
+        "Configuration",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/configure",
         {"config-items": Section("Core Server Variables Configurable in rabbitmq.conf", "config-items")},
         "max_message_size, frame_max, channel_max, vm_memory_high_watermark",
     ),
     Document(
-        "rabbitmq-memory", "Memory Threshold and Limit", "RabbitMQ docs", "https://www.rabbitmq.com/docs/memory",
+        "rabbitmq-memory",
+        "Memory Threshold and Limit",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/memory",
         about="the memory alarm: publishers blocked above vm_memory_high_watermark, set at runtime with "
-              "rabbitmqctl set_vm_memory_high_watermark",
+        "rabbitmqctl set_vm_memory_high_watermark",
     ),
     Document(
-        "rabbitmq-channels", "Channels", "RabbitMQ docs", "https://www.rabbitmq.com/docs/channels",
+        "rabbitmq-channels",
+        "Channels",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/channels",
         {"channel-max": Section("Maximum Number of Channels per Connection", "channel-max")},
         "channel_max negotiated per connection; opening more channels is a connection error",
     ),
     Document(
-        "rabbitmq-quorum-queues", "Quorum Queues", "RabbitMQ docs", "https://www.rabbitmq.com/docs/quorum-queues",
+        "rabbitmq-quorum-queues",
+        "Quorum Queues",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/quorum-queues",
         {
             "declaring": Section("Declaring", "declaring"),
-            "feature-matrix": Section("Feature Matrix (durable only, no exclusivity, no message priority, "
-                                      "no global QoS)", "feature-matrix"),
+            "feature-matrix": Section(
+                "Feature Matrix (durable only, no exclusivity, no message priority, no global QoS)",
+                "feature-matrix",
+            ),
             "global-qos": Section("Global QoS", "global-qos"),
-            "poison-message-handling": Section("Poison Message Handling (x-delivery-count, delivery-limit)",
-                                               "poison-message-handling"),
+            "poison-message-handling": Section(
+                "Poison Message Handling (x-delivery-count, delivery-limit)", "poison-message-handling"
+            ),
         },
         "what a quorum queue refuses (non-durable, exclusive, x-max-priority, global QoS), x-delivery-count, "
         "x-delivery-limit with dead-lettering",
     ),
     Document(
-        "DESIGN.md", "amqp-conformance design notes", "this project", None,
+        "DESIGN.md",
+        "amqp-conformance design notes",
+        "this project",
+        None,
         {
             "facts-measured-on-rabbitmq-3.10.8": Section("Facts measured on RabbitMQ 3.10.8"),
             "facts-measured-on-rabbitmq-3-10-8": Section("Facts measured on RabbitMQ 3.10.8"),

@@ -87,7 +87,9 @@ def parse_rules(xml_text: str) -> list[Rule]:
         raise ValueError(f"the spec XML does not parse: {exc}") from exc
     out: list[Rule] = []
 
-    def visit(elem: ET.Element, cls: str | None, method: str | None, fld: str | None, dom: str | None) -> None:
+    def visit(
+        elem: ET.Element, cls: str | None, method: str | None, fld: str | None, dom: str | None
+    ) -> None:
         for child in elem:
             tag = child.tag
             name = child.get("name", "")

@@ -127,7 +127,9 @@ def parse_triage(text: str, path: str) -> Triage:
             given = {v.upper() for v in _strings(item["verdicts"], "verdicts", where)}
             bad = sorted(given - known)
             if bad or "PASS" in given:
-                raise TriageProblem(f"{where}: verdicts {', '.join(bad or ['PASS'])} cannot be expected failures")
+                raise TriageProblem(
+                    f"{where}: verdicts {', '.join(bad or ['PASS'])} cannot be expected failures"
+                )
             verdicts = frozenset(given)
         invariants = frozenset(_strings(item["invariants"], "invariants", where)) if "invariants" in item \
             else frozenset()

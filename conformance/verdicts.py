@@ -121,7 +121,9 @@ class CaseTimeout(CaseOutcome):
 
     verdict = Verdict.TIMEOUT
 
-    def __init__(self, waiting_for: str, seconds: float, *, expected: Any = None, observed: Any = None) -> None:
+    def __init__(
+        self, waiting_for: str, seconds: float, *, expected: Any = None, observed: Any = None
+    ) -> None:
         super().__init__(
             f"TIMEOUT after {seconds:.1f}s waiting for {waiting_for}",
             expected=expected if expected is not None else waiting_for,
@@ -152,7 +154,9 @@ class CeilingExceeded(BaseException):
         self.phase = phase
         self.where = where  # "file:line in function: source line" of the innermost frame
         self.stack = stack  # formatted frames, outermost first, where the case was stuck
-        self.message = f"TIMEOUT: still running in {phase} after the hard ceiling of {seconds:.1f}s; stuck at {where}"
+        self.message = (
+            f"TIMEOUT: still running in {phase} after the hard ceiling of {seconds:.1f}s; stuck at {where}"
+        )
         super().__init__(self.message)
 
 
@@ -238,8 +242,12 @@ def _decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: C
         return Decision(exc.verdict, f"the case ends within its hard ceiling of {exc.seconds:.1f}s",
                         f"still running in {exc.phase} after {exc.seconds:.1f}s", exc.message)
     if isinstance(exc, Unsupported):
-        return Decision(Verdict.UNSUPPORTED, render(exc.expected) if exc.expected is not None else c.expectation,
-                        render(exc.observed), exc.message)
+        return Decision(
+            Verdict.UNSUPPORTED,
+            render(exc.expected) if exc.expected is not None else c.expectation,
+            render(exc.observed),
+            exc.message,
+        )
     if isinstance(exc, pytest.skip.Exception):
         return Decision(Verdict.UNSUPPORTED, c.expectation, "-", str(exc))
     if isinstance(exc, AssertionError):

@@ -127,8 +127,13 @@ class FakeBroker:
     def _on_connection_method(self, client: socket.socket, frm: Any) -> bool:
         if isinstance(frm, spec.Connection.StartOk):
             if self.mode == "refuse-login":
-                self._send(client, 0, spec.Connection.Close(reply_code=403, reply_text="ACCESS_REFUSED - login",
-                                                            class_id=10, method_id=11))
+                self._send(
+                    client,
+                    0,
+                    spec.Connection.Close(
+                        reply_code=403, reply_text="ACCESS_REFUSED - login", class_id=10, method_id=11
+                    ),
+                )
                 return False
             self._send(client, 0, spec.Connection.Tune(channel_max=64, frame_max=131072, heartbeat=0))
             return True

@@ -20,6 +20,18 @@ from conformance.mutate.proxy import (
     replace,
 )
 
-__all__ = ["FAULTS", "TO_CLIENT", "DoubleConfirm", "ExclusiveIgnored", "Fault", "FaultProxy", "Frame",
-           "NackMultipleIgnored", "NoRedeliveredFlag", "RejectRequeueDropped", "RollbackCommits", "SwapDeliveries",
-           "replace"]
+__all__ = [
+    "FAULTS",
+    "TO_CLIENT",
+    "DoubleConfirm",
+    "ExclusiveIgnored",
+    "Fault",
+    "FaultProxy",
+    "Frame",
+    "NackMultipleIgnored",
+    "NoRedeliveredFlag",
+    "RejectRequeueDropped",
+    "RollbackCommits",
+    "SwapDeliveries",
+    "replace",
+]

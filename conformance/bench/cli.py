@@ -65,12 +65,20 @@ def broker_parser() -> argparse.ArgumentParser:
                    help="start and measure: reference | local:rabbitmq | local:garagemq (repeatable)")
     p.add_argument("--broker-url", dest="targets", action=_Target, metavar="URL",
                    help="measure a running broker, amqp://user:pass@host:port/vhost")
-    p.add_argument("--vs", dest="targets", action=_Target, metavar="URL", help="another running broker to compare")
+    p.add_argument(
+        "--vs", dest="targets", action=_Target, metavar="URL", help="another running broker to compare"
+    )
     p.add_argument("--seconds", type=float, default=5.0, help="duration of each scenario (default 5)")
-    p.add_argument("--connections", type=int, default=4, help="connections per scenario, one queue each (default 4)")
-    p.add_argument("--window", type=int, default=1000, help="unconfirmed messages per connection (default 1000)")
+    p.add_argument(
+        "--connections", type=int, default=4, help="connections per scenario, one queue each (default 4)"
+    )
+    p.add_argument(
+        "--window", type=int, default=1000, help="unconfirmed messages per connection (default 1000)"
+    )
     p.add_argument("--batch", type=int, default=100, help="messages per socket write (default 100)")
-    p.add_argument("--prefetch", type=int, default=1000, help="manual-ack consume prefetch-count (default 1000)")
+    p.add_argument(
+        "--prefetch", type=int, default=1000, help="manual-ack consume prefetch-count (default 1000)"
+    )
     p.add_argument("--body-size", type=int, default=64, help="message body bytes (default 64)")
     p.add_argument("--scenarios", default=",".join(SCENARIOS),
                    help=f"comma-separated subset of: {', '.join(SCENARIOS)}")

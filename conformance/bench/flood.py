@@ -58,12 +58,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--publishers", type=int, default=3, help="publishing connections (default 3)")
     p.add_argument("--body-size", default="64KiB", help="body of each message (default 64KiB)")
     p.add_argument("--watermark", default="200MB", help="the broker's --memory-watermark (default 200MB)")
-    p.add_argument("--margin", default="128MB",
-                   help="allowed RSS above the watermark: the interpreter (~30 MB), publishers' in-flight windows, "
-                        "the consumer's prefetch window being written, allocator slack (default 128MB)")
+    p.add_argument(
+        "--margin",
+        default="128MB",
+        help="allowed RSS above the watermark: the interpreter (~30 MB), publishers' in-flight windows, "
+        "the consumer's prefetch window being written, allocator slack (default 128MB)",
+    )
     p.add_argument("--window", type=int, default=64, help="unconfirmed messages per publisher (default 64)")
     p.add_argument("--prefetch", type=int, default=256, help="consumer prefetch-count (default 256)")
-    p.add_argument("--timeout", type=float, default=600.0, help="deadline of the whole run in seconds (default 600)")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="deadline of the whole run in seconds (default 600)"
+    )
     return p
 
 
@@ -91,7 +96,12 @@ class Publisher:
 
     def pump(self) -> None:
         conn = self.conn
-        while self.sent < self.count and self.outstanding < self.window and not conn.paused and conn.closed is None:
+        while (
+            self.sent < self.count
+            and self.outstanding < self.window
+            and not conn.paused
+            and conn.closed is None
+        ):
             conn.write(self.payload)
             self.sent += 1
 
@@ -133,7 +143,9 @@ class Consumer:
     def flush(self) -> None:
         if self.last_tag > self.acked_upto and self.conn.closed is None:
             self.acked_upto = self.last_tag
-            self.conn.write(encode(spec.Basic.Ack(delivery_tag=self.last_tag, multiple=True), BenchConnection.CHANNEL))
+            self.conn.write(
+                encode(spec.Basic.Ack(delivery_tag=self.last_tag, multiple=True), BenchConnection.CHANNEL)
+            )
 
 
 def rss(pid: int) -> int:
@@ -304,8 +316,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    if args.publishers < 1 or args.window < 1 or args.prefetch < 1 or body < 1 or total < body or watermark < 1:
-        _err("--publishers, --window, --prefetch, --body-size and --watermark must be positive, --total >= --body-size")
+    if (
+        args.publishers < 1
+        or args.window < 1
+        or args.prefetch < 1
+        or body < 1
+        or total < body
+        or watermark < 1
+    ):
+        _err(
+            "--publishers, --window, --prefetch, --body-size and --watermark must be positive, "
+            "--total >= --body-size"
+        )
         return EXIT_BAD_INPUT
     if not os.path.exists("/proc/self/status"):
         _err("needs Linux /proc to read the broker's resident memory")
@@ -336,11 +358,18 @@ def report(fig: Figures, *, watermark: int, margin: int, body: int) -> int:
     print(f"published     {fig.published / mb:,.0f} MB ({fig.published // body} messages of {body} octets)")
     print(f"confirmed     {fig.confirmed} acked, {fig.nacked} nacked")
     print(f"delivered     {fig.delivered} to the consumer; lost (confirmed, never delivered) {lost}")
-    print(f"blocked       connection.blocked per publisher {fig.blocked}, connection.unblocked {fig.unblocked}")
-    print(f"broker RSS    start {fig.rss_start / mb:.0f} MB, peak {fig.rss_peak / mb:.0f} MB, end {fig.rss_end / mb:.0f} MB; "
-          f"bound watermark {watermark / mb:.0f} MB + margin {margin / mb:.0f} MB = {bound / mb:.0f} MB: "
-          f"{'within' if rss_ok else 'EXCEEDED'}")
-    print(f"wall time     {fig.seconds:.1f}s ({fig.published / mb / max(fig.seconds, 1e-9):.0f} MB/s published)")
+    print(
+        f"blocked       connection.blocked per publisher {fig.blocked}, connection.unblocked {fig.unblocked}"
+    )
+    print(
+        f"broker RSS    start {fig.rss_start / mb:.0f} MB, peak {fig.rss_peak / mb:.0f} MB, end "
+        f"{fig.rss_end / mb:.0f} MB; "
+        f"bound watermark {watermark / mb:.0f} MB + margin {margin / mb:.0f} MB = {bound / mb:.0f} MB: "
+        f"{'within' if rss_ok else 'EXCEEDED'}"
+    )
+    print(
+        f"wall time     {fig.seconds:.1f}s ({fig.published / mb / max(fig.seconds, 1e-9):.0f} MB/s published)"
+    )
     if fig.problem:
         print(f"problem       {fig.problem}")
     ok = rss_ok and blocked_ok and lost == 0 and not fig.problem

@@ -155,15 +155,22 @@ async def confirm_publish(conns: list[BenchConnection], queues: list[str], setti
         await conn.rpc(spec.Confirm.Select(), spec.Confirm.SelectOk, settings.rpc_timeout)
     start = now()
     end = start + settings.seconds
-    pumps = [_ConfirmPump(c, encode_publish(c.CHANNEL, q, settings.body, persistent=persistent), settings, end)
-             for c, q in zip(conns, queues, strict=True)]
+    pumps = [
+        _ConfirmPump(c, encode_publish(c.CHANNEL, q, settings.body, persistent=persistent), settings, end)
+        for c, q in zip(conns, queues, strict=True)
+    ]
     for p in pumps:
         p.pump()
-    await _wait_all([p.done for p in pumps], settings.seconds + settings.drain_timeout,
-                    lambda: f"{sum(p.published - p.confirmed - p.nacked for p in pumps)} confirms outstanding")
+    await _wait_all(
+        [p.done for p in pumps],
+        settings.seconds + settings.drain_timeout,
+        lambda: f"{sum(p.published - p.confirmed - p.nacked for p in pumps)} confirms outstanding",
+    )
     last = max((p.last_event for p in pumps), default=start)
     lat = tuple(x for p in pumps for x in p.latencies)
-    return Measured(sum(p.confirmed for p in pumps), max(last - start, 1e-9), lat, sum(p.nacked for p in pumps))
+    return Measured(
+        sum(p.confirmed for p in pumps), max(last - start, 1e-9), lat, sum(p.nacked for p in pumps)
+    )
 
 
 # -- consume -------------------------------------------------------------------------------
@@ -212,10 +219,14 @@ async def consume(conns: list[BenchConnection], queues: list[str], settings: Loa
                   *, manual: bool) -> Measured:
     depths = []
     for conn, q in zip(conns, queues, strict=True):
-        ok = await conn.rpc(spec.Queue.Declare(queue=q, passive=True), spec.Queue.DeclareOk, settings.rpc_timeout)
+        ok = await conn.rpc(
+            spec.Queue.Declare(queue=q, passive=True), spec.Queue.DeclareOk, settings.rpc_timeout
+        )
         depths.append(int(ok.message_count))
         if manual:
-            await conn.rpc(spec.Basic.Qos(prefetch_count=settings.prefetch), spec.Basic.QosOk, settings.rpc_timeout)
+            await conn.rpc(
+                spec.Basic.Qos(prefetch_count=settings.prefetch), spec.Basic.QosOk, settings.rpc_timeout
+            )
     start = now()
     end = start + settings.seconds
     consumers = [_Consumer(c, d, max(1, min(settings.ack_every, settings.prefetch)), end, manual)
@@ -239,8 +250,11 @@ async def consume(conns: list[BenchConnection], queues: list[str], settings: Loa
         return Measured(got, max(max(c.last_event for c in consumers) - start, 1e-9))
     # Per-connection counts show whether the broker served its consumers evenly.
     per = "/".join(f"{c.received:,}" for c in consumers)
-    return Measured(got, settings.seconds,
-                    note=f"{got:,} of {sum(depths):,} queued messages in {settings.seconds:g}s (per connection {per})")
+    return Measured(
+        got,
+        settings.seconds,
+        note=f"{got:,} of {sum(depths):,} queued messages in {settings.seconds:g}s (per connection {per})",
+    )
 
 
 # -- tx: one commit per message ------------------------------------------------------------

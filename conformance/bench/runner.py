@@ -110,7 +110,9 @@ async def _bench_target(url_text: str, label: str, names: Sequence[str], setting
         for q in transient:
             await control.rpc(spec.Queue.Declare(queue=q), spec.Queue.DeclareOk, settings.rpc_timeout)
         for q in durable:
-            await control.rpc(spec.Queue.Declare(queue=q, durable=True), spec.Queue.DeclareOk, settings.rpc_timeout)
+            await control.rpc(
+                spec.Queue.Declare(queue=q, durable=True), spec.Queue.DeclareOk, settings.rpc_timeout
+            )
         for name in names:
             queues = durable if name.endswith("persistent") else transient
             if name.startswith("consume"):
@@ -125,7 +127,9 @@ async def _bench_target(url_text: str, label: str, names: Sequence[str], setting
             except BenchError:
                 break  # the control connection is gone; the broker we started is stopped anyway
         await control.close(2.0)
-    return TargetResult(label, redact(url_text), control.server.product, control.server.version, tuple(results))
+    return TargetResult(
+        label, redact(url_text), control.server.product, control.server.version, tuple(results)
+    )
 
 
 async def _fill(url: URL, queues: list[str], settings: load.LoadSettings, say: Callable[[str], None],
@@ -135,7 +139,9 @@ async def _fill(url: URL, queues: list[str], settings: load.LoadSettings, say: C
     try:
         depths = []
         for c, q in zip(conns, queues, strict=True):
-            ok = await c.rpc(spec.Queue.Declare(queue=q, passive=True), spec.Queue.DeclareOk, settings.rpc_timeout)
+            ok = await c.rpc(
+                spec.Queue.Declare(queue=q, passive=True), spec.Queue.DeclareOk, settings.rpc_timeout
+            )
             depths.append(int(ok.message_count))
         if min(depths) >= settings.window:
             return
@@ -189,7 +195,11 @@ async def _measure(url: URL, name: str, queues: list[str], settings: load.LoadSe
 def _progress_line(r: ScenarioResult) -> str:
     if r.error:
         return r.error
-    lat = f", p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms" if r.p50_ms is not None and r.p99_ms is not None else ""
+    lat = (
+        f", p50 {r.p50_ms:.2f} ms p99 {r.p99_ms:.2f} ms"
+        if r.p50_ms is not None and r.p99_ms is not None
+        else ""
+    )
     cpu = f"; generator CPU {r.generator_cpu:.0%}" if r.generator_cpu is not None else ""
     cpu += f", broker CPU {r.broker_cpu:.0%}" if r.broker_cpu is not None else ""
     note = f" ({r.note})" if r.note else ""
@@ -252,8 +262,11 @@ def format_table(results: Sequence[TargetResult], names: Sequence[str]) -> str:
             for t in results:
                 f = tx_factor(t, confirm, tx)
                 r = t.get(tx)
-                cells.append(f"{f:,.1f}×" if f is not None else ("no tx" if r is not None and r.error.startswith("no tx")
-                                                                else "-"))
+                cells.append(
+                    f"{f:,.1f}×"
+                    if f is not None
+                    else ("no tx" if r is not None and r.error.startswith("no tx") else "-")
+                )
             rows.append([f"{confirm} ÷ {tx}", *cells])
     for name in names:
         cells = []
@@ -266,9 +279,18 @@ def format_table(results: Sequence[TargetResult], names: Sequence[str]) -> str:
             cells.append(f"{r.generator_cpu:.0%}{brk}")
         rows.append([f"{name} CPU gen/broker", *cells])
     widths = [max(len(row[i]) for row in [heads, *rows]) for i in range(len(heads))]
-    lines = ["  ".join((c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in [heads, *rows]]
-    notes = [f"{t.label} {r.scenario}: {r.error or r.note}" for t in results for r in t.scenarios if r.error or r.note]
+    lines = [
+        "  ".join(
+            (c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in [heads, *rows]
+    ]
+    notes = [
+        f"{t.label} {r.scenario}: {r.error or r.note}"
+        for t in results
+        for r in t.scenarios
+        if r.error or r.note
+    ]
     return "\n".join([*lines, *(["", "notes:"] + [f"  {n}" for n in notes] if notes else [])])
 
 

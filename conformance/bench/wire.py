@@ -164,7 +164,11 @@ class BenchConnection(asyncio.Protocol):
             what = "connection" if isinstance(frame, spec.Connection.Close) else f"channel {channel}"
             reason = f"{what} closed by the broker: {reply_name(frame.reply_code)} {frame.reply_text!r}"
             if self.transport is not None:
-                ok = spec.Connection.CloseOk() if isinstance(frame, spec.Connection.Close) else spec.Channel.CloseOk()
+                ok = (
+                    spec.Connection.CloseOk()
+                    if isinstance(frame, spec.Connection.Close)
+                    else spec.Channel.CloseOk()
+                )
                 self.transport.write(encode(ok, channel))
             self._closed(reason)
             return
@@ -216,7 +220,9 @@ class BenchConnection(asyncio.Protocol):
             self._reply = None
 
     @classmethod
-    async def open(cls, url: URL, timeout: float, *, capabilities: dict[str, bool] | None = None) -> BenchConnection:
+    async def open(
+        cls, url: URL, timeout: float, *, capabilities: dict[str, bool] | None = None
+    ) -> BenchConnection:
         loop = asyncio.get_running_loop()
         try:
             _t, conn = await asyncio.wait_for(
@@ -247,7 +253,9 @@ class BenchConnection(asyncio.Protocol):
         self.server = ServerInfo(_text(props.get("product")), _text(props.get("version")), frame_max)
         self.write(encode(spec.Connection.TuneOk(channel_max=tune.channel_max or 2047,
                                                  frame_max=frame_max, heartbeat=0), 0))
-        await self.rpc(spec.Connection.Open(virtual_host=url.vhost), spec.Connection.OpenOk, timeout, channel=0)
+        await self.rpc(
+            spec.Connection.Open(virtual_host=url.vhost), spec.Connection.OpenOk, timeout, channel=0
+        )
         await self.rpc(spec.Channel.Open(), spec.Channel.OpenOk, timeout)
 
     async def close(self, timeout: float) -> None:
@@ -256,8 +264,12 @@ class BenchConnection(asyncio.Protocol):
             return
         if self.closed is None:
             try:
-                await self.rpc(spec.Connection.Close(reply_code=200, reply_text="bench done", class_id=0, method_id=0),
-                               spec.Connection.CloseOk, timeout, channel=0)
+                await self.rpc(
+                    spec.Connection.Close(reply_code=200, reply_text="bench done", class_id=0, method_id=0),
+                    spec.Connection.CloseOk,
+                    timeout,
+                    channel=0,
+                )
             except BenchError:
                 pass
         self.abort()

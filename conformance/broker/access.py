@@ -97,8 +97,10 @@ def resource_name(kind: str, name: str) -> str:
 
 def refused(kind: str, name: str, vhost: str, user: str) -> AMQPError:
     """RabbitMQ rabbit_access_control: "access to <resource> refused for user '<user>'"."""
-    return AMQPError(ReplyCode.ACCESS_REFUSED,
-                     f"access to {kind} '{resource_name(kind, name)}' in vhost '{vhost}' refused for user '{user}'")
+    return AMQPError(
+        ReplyCode.ACCESS_REFUSED,
+        f"access to {kind} '{resource_name(kind, name)}' in vhost '{vhost}' refused for user '{user}'",
+    )
 
 
 @dataclass(frozen=True)

@@ -165,7 +165,8 @@ class ChannelCore(Settlement):
         class_id, _weight, size = _CONTENT_HDR.unpack_from(payload)
         if class_id != 60:
             raise AMQPError(
-                ReplyCode.UNEXPECTED_FRAME, f"expected content header for class 60, got one for class {class_id} instead"
+                ReplyCode.UNEXPECTED_FRAME,
+                f"expected content header for class 60, got one for class {class_id} instead",
             )
         p = self.pending
         p.body_size = size
@@ -234,7 +235,10 @@ class ChannelCore(Settlement):
         self.state = step(self.state, Signal.SERVER_CLOSE)
         self.send(
             spec.Channel.Close(
-                reply_code=int(err.code), reply_text=err.reply_text, class_id=err.class_id, method_id=err.method_id
+                reply_code=int(err.code),
+                reply_text=err.reply_text,
+                class_id=err.class_id,
+                method_id=err.method_id,
             )
         )
         self.conn.emit(ChannelClosed(self.number, int(err.code), err.reply_text, by_peer=False))
@@ -308,7 +312,9 @@ class ChannelCore(Settlement):
         if not m.nowait:
             self.send(spec.Exchange.DeleteOk())
 
-    def _exchange_bind_common(self, operation: str, destination: str, source: str) -> tuple[Exchange, Exchange]:
+    def _exchange_bind_common(
+        self, operation: str, destination: str, source: str
+    ) -> tuple[Exchange, Exchange]:
         vh = self.vhost
         self._authorize(operation, destination=destination, source=source)
         if destination == "" or source == "":
@@ -324,7 +330,9 @@ class ChannelCore(Settlement):
             return
         value = arguments["x-match"]
         if not isinstance(value, str):
-            raise precondition(f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr")
+            raise precondition(
+                f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr"
+            )
         if value not in ("all", "any", "all-with-x", "any-with-x"):
             raise precondition(
                 f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
@@ -377,7 +385,9 @@ class ChannelCore(Settlement):
                     raise precondition("Cannot declare a server-named queue for type rabbit_quorum_queue")
                 name = vh.new_queue_name()
             elif name.startswith("amq."):
-                raise AMQPError(ReplyCode.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'")
+                raise AMQPError(
+                    ReplyCode.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'"
+                )
             self._authorize("queue.declare", queue=name)
             dlx = (m.arguments or {}).get("x-dead-letter-exchange")
             if name not in vh.queues and isinstance(dlx, str):
@@ -487,9 +497,17 @@ class ChannelCore(Settlement):
             raise AMQPError(ReplyCode.ACCESS_REFUSED, f"{rs_queue(q.vhost.name, q.name)} in exclusive use")
         if q.quorum and self.global_prefetch:
             # RabbitMQ 3.10.8 (measured): a connection error, 540.
-            raise AMQPError(ReplyCode.NOT_IMPLEMENTED, f"{rs_queue(q.vhost.name, q.name)} does not support global qos")
+            raise AMQPError(
+                ReplyCode.NOT_IMPLEMENTED, f"{rs_queue(q.vhost.name, q.name)} does not support global qos"
+            )
         consumer = Consumer(
-            tag, q, self, m.no_ack, m.exclusive, prefetch=self.prefetch_count, arguments=dict(m.arguments or {})
+            tag,
+            q,
+            self,
+            m.no_ack,
+            m.exclusive,
+            prefetch=self.prefetch_count,
+            arguments=dict(m.arguments or {}),
         )
         self.consumers[tag] = consumer
         # consume-ok must precede the first delivery for this consumer
@@ -529,10 +547,14 @@ class ChannelCore(Settlement):
         self._authorize("basic.publish", exchange=m.exchange)
         x = vh.lookup_exchange(m.exchange)
         if x.internal:
-            raise AMQPError(ReplyCode.ACCESS_REFUSED, f"cannot publish to internal {rs_exchange(vh.name, x.name)}")
+            raise AMQPError(
+                ReplyCode.ACCESS_REFUSED, f"cannot publish to internal {rs_exchange(vh.name, x.name)}"
+            )
         props = p.props
         if props.user_id is not None and props.user_id != self.conn.user:
-            raise precondition(f"user_id property set to '{props.user_id}' but authenticated user was '{self.conn.user}'")
+            raise precondition(
+                f"user_id property set to '{props.user_id}' but authenticated user was '{self.conn.user}'"
+            )
         body = b"".join(p.parts or ())
         msg = Message.from_publish(m.exchange, m.routing_key, p.props_raw, body, props)
         if self.tx:
@@ -556,7 +578,9 @@ class ChannelCore(Settlement):
 
     def _send_return(self, msg: Message, code: int, text: str) -> None:
         frames = [
-            marshal_method(unvalidated(spec.Basic.Return, code, text, msg.exchange, msg.routing_key), self.number),
+            marshal_method(
+                unvalidated(spec.Basic.Return, code, text, msg.exchange, msg.routing_key), self.number
+            ),
             *content_frames(self.number, msg, self.conn.frame_max),
         ]
         self.conn.send_frames(frames)
@@ -574,7 +598,10 @@ class ChannelCore(Settlement):
         msg = quorum_view(q, qm, first=True)
         frames = [
             marshal_method(
-                unvalidated(spec.Basic.GetOk, tag, qm.redelivered, msg.exchange, msg.routing_key, q.message_count), self.number
+                unvalidated(
+                    spec.Basic.GetOk, tag, qm.redelivered, msg.exchange, msg.routing_key, q.message_count
+                ),
+                self.number,
             ),
             *content_frames(self.number, msg, self.conn.frame_max),
         ]

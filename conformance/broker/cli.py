@@ -11,7 +11,8 @@ Prints ``LISTENING <host> <port>`` once the socket is bound (and ``LISTENING-TLS
 cleanly (exit 0).  ``--users FILE`` is JSON::
 
     {"users": {"guest": "guest", "alice": "s3cret",
-               "bob": {"password": "pw", "permissions": {"/": {"configure": "^bob-", "write": ".*", "read": ".*"}}}},
+               "bob": {"password": "pw",
+                       "permissions": {"/": {"configure": "^bob-", "write": ".*", "read": ".*"}}}},
      "vhosts": ["/", "test"]}
 
 (both keys optional; default user guest/guest, vhost "/"; a bare password is full permissions in
@@ -41,20 +42,29 @@ from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False, prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
     p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")
     p.add_argument("--users", default=None,
                    help='JSON file: {"users": {"name": "pw" | {"password": …, "permissions": {vhost: '
                         '{"configure": RE, "write": RE, "read": RE}}}}, "vhosts": ["/"]}')
-    p.add_argument("--user", action="append", default=[], metavar="NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]",
-                   help="add a user (repeatable; with a vhost and its configure/write/read regular expressions, "
-                        "RabbitMQ's permission model; the guest user keeps full rights)")
+    p.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        metavar="NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]",
+        help="add a user (repeatable; with a vhost and its configure/write/read regular expressions, "
+        "RabbitMQ's permission model; the guest user keeps full rights)",
+    )
     p.add_argument("--heartbeat", type=int, default=60, help="heartbeat offered in connection.tune (s)")
     p.add_argument("--tls-cert", default=None, help="PEM certificate (chain): also listen with TLS")
     p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert (if not in that file)")
-    p.add_argument("--tls-ca", default=None, help="PEM CA bundle: ask TLS clients for a certificate it signed")
+    p.add_argument(
+        "--tls-ca", default=None, help="PEM CA bundle: ask TLS clients for a certificate it signed"
+    )
     p.add_argument("--tls-port", type=int, default=5671, help="TLS listener port (0 picks a free port)")
     p.add_argument("--frame-max", default=str(DEFAULT_FRAME_MAX),
                    help=f"frame-max offered in connection.tune (default {DEFAULT_FRAME_MAX})")
@@ -88,8 +98,17 @@ async def _serve(
 ) -> None:
     """Listen, say where, and serve until SIGTERM or SIGINT."""
     host = args.host
-    server = BrokerServer(data_dir, host=host, port=args.port, users=users, vhosts=vhosts, heartbeat=args.heartbeat,
-                          tls=tls, tls_port=args.tls_port, limits=limits)
+    server = BrokerServer(
+        data_dir,
+        host=host,
+        port=args.port,
+        users=users,
+        vhosts=vhosts,
+        heartbeat=args.heartbeat,
+        tls=tls,
+        tls_port=args.tls_port,
+        limits=limits,
+    )
     try:
         await server.start()
     except OSError as exc:
@@ -118,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                         memory_watermark=parse_size(args.memory_watermark))
     except ValueError as exc:
         return _bad(str(exc))
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if (args.tls_key or args.tls_ca) and not args.tls_cert:
         return _bad("--tls-key/--tls-ca need --tls-cert")
     tls = None

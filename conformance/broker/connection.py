@@ -302,7 +302,10 @@ class ConnectionCore:
                 if buf[end] != FRAME_END:
                     raise AMQPError(
                         ReplyCode.FRAME_ERROR,
-                        f"type {ftype}, {_snippet(bytes(buf[pos + 7 : end]))}: {{invalid_frame_end_marker,{buf[end]}}}",
+                        (
+                            f"type {ftype}, {_snippet(bytes(buf[pos + 7 : end]))}: "
+                            f"{{invalid_frame_end_marker,{buf[end]}}}"
+                        ),
                     )
                 payload = bytes(buf[pos + 7 : end])
                 pos = end + 1
@@ -353,7 +356,8 @@ class ConnectionCore:
         if channel and self.state is _OPEN and self._on_hot_frame(ftype, channel, payload):
             return
         if self.state is ConnectionState.CLOSING and not _is_close_method(ftype, channel, payload):
-            return  # spec connection.close: "any received methods except Close and Close-OK MUST be discarded"
+            # spec connection.close: "any received methods except Close and Close-OK MUST be discarded"
+            return
         if ftype == FRAME_HEARTBEAT:
             if channel != 0:
                 raise AMQPError(ReplyCode.FRAME_ERROR, "heartbeat frame on a non-zero channel")
@@ -367,7 +371,9 @@ class ConnectionCore:
             return
         if ftype in (FRAME_HEADER, FRAME_BODY):
             if channel == 0 or self.state is not ConnectionState.OPEN:
-                raise AMQPError(ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0 or before connection.open")
+                raise AMQPError(
+                    ReplyCode.UNEXPECTED_FRAME, "content frame on channel 0 or before connection.open"
+                )
             if ftype == FRAME_HEADER:
                 self._on_channel_frame(channel, lambda ch: ch.on_header(payload), None)
             else:
@@ -381,13 +387,20 @@ class ConnectionCore:
         index = int.from_bytes(payload[:4], "big")
         cls = METHOD_CLASSES.get(index)
         if cls is None:
-            raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown method {index >> 16}/{index & 0xFFFF}", index >> 16, index & 0xFFFF)
+            raise AMQPError(
+                ReplyCode.COMMAND_INVALID,
+                f"unknown method {index >> 16}/{index & 0xFFFF}",
+                index >> 16,
+                index & 0xFFFF,
+            )
         method = cls()
         try:
             method.unmarshal(payload[4:])
         except Exception as exc:
             # RabbitMQ: frame_error "cannot decode"
-            raise AMQPError(ReplyCode.FRAME_ERROR, f"cannot decode {cls.name}: {exc}", index >> 16, index & 0xFFFF) from exc
+            raise AMQPError(
+                ReplyCode.FRAME_ERROR, f"cannot decode {cls.name}: {exc}", index >> 16, index & 0xFFFF
+            ) from exc
         return method
 
     # -- connection class ----------------------------------------------------------------------
@@ -429,14 +442,19 @@ class ConnectionCore:
             try:
                 _, table = decode.field_table(struct.pack(">I", len(raw)) + raw)
             except Exception as exc:
-                raise AMQPError(ReplyCode.ACCESS_REFUSED, "AMQPLAIN login refused: malformed response") from exc
+                raise AMQPError(
+                    ReplyCode.ACCESS_REFUSED, "AMQPLAIN login refused: malformed response"
+                ) from exc
             user, password = str(table.get("LOGIN", "")), str(table.get("PASSWORD", ""))
         else:
             raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown authentication mechanism '{mech}'")
         if not self.broker.authenticate(user, password):
             raise AMQPError(
                 ReplyCode.ACCESS_REFUSED,
-                f"Login was refused using authentication mechanism {mech}. For details see the broker logfile.",
+                (
+                    f"Login was refused using authentication mechanism {mech}. For details see the broker "
+                    "logfile."
+                ),
             )
         self.user = user
         self.send_method(
@@ -474,14 +492,19 @@ class ConnectionCore:
         if grant is None:
             # RabbitMQ access control guide: a user without permissions in a vhost cannot
             # connect to it (rabbit_access_control:check_vhost_access → 530 NOT_ALLOWED).
-            raise AMQPError(ReplyCode.NOT_ALLOWED, f"access to vhost '{vh.name}' refused for user '{self.user}'")
+            raise AMQPError(
+                ReplyCode.NOT_ALLOWED, f"access to vhost '{vh.name}' refused for user '{self.user}'"
+            )
         self.grant = grant
         limit = self.broker.limits.max_connections
         if limit and self.broker.open_connections >= limit:
             # RabbitMQ's connection-limit refusal (its vhost max-connections text)
             raise AMQPError(
                 ReplyCode.NOT_ALLOWED,
-                f"access to vhost '{m.virtual_host}' refused for user '{self.user}': connection limit ({limit}) is reached",
+                (
+                    f"access to vhost '{m.virtual_host}' refused for user '{self.user}': connection limit "
+                    f"({limit}) is reached"
+                ),
             )
         self.broker.open_connections += 1
         self.counted_open = True
@@ -513,7 +536,10 @@ class ConnectionCore:
             return
         self.send_method(
             spec.Connection.Close(
-                reply_code=int(err.code), reply_text=err.reply_text, class_id=err.class_id, method_id=err.method_id
+                reply_code=int(err.code),
+                reply_text=err.reply_text,
+                class_id=err.class_id,
+                method_id=err.method_id,
             )
         )
         self.state = step(self.state, Signal.SERVER_CLOSE)
@@ -544,7 +570,9 @@ class ConnectionCore:
         self.exclusive_queues.clear()
 
     # -- channel frames ------------------------------------------------------------------------
-    def _on_channel_frame(self, number: int, action: Callable[[ChannelCore], None], method: base.Frame | None) -> None:
+    def _on_channel_frame(
+        self, number: int, action: Callable[[ChannelCore], None], method: base.Frame | None
+    ) -> None:
         if self.state is not ConnectionState.OPEN:
             raise AMQPError(ReplyCode.CHANNEL_ERROR, "channel frame before connection.open")
         if method is not None and is_connection_method(method):
@@ -558,7 +586,11 @@ class ConnectionCore:
                 if len(self.channels) >= self.channel_max:
                     raise AMQPError(
                         ReplyCode.NOT_ALLOWED,
-                        f"number of channels opened ({len(self.channels)}) has reached the negotiated channel_max ({self.channel_max})",
+                        (
+                            f"number of channels opened ({len(self.channels)}) has reached the "
+                            "negotiated channel_max "
+                            f"({self.channel_max})"
+                        ),
                     )  # RabbitMQ reports class/method 0/0 here
                 ch = ChannelCore(self, number)
                 self.channels[number] = ch

@@ -102,7 +102,11 @@ def run_cycle(url: str, ctl: Controller, cycle: int, publishers: int, rng: rando
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance bench crash", description=__doc__.splitlines()[0] if __doc__ else None)
+    p = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="amqp-conformance bench crash",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
     p.add_argument("--cycles", type=int, default=5)
     p.add_argument("--publishers", type=int, default=3)
     p.add_argument("--broker", default="reference", help="reference (default) | local:rabbitmq")

@@ -161,4 +161,6 @@ def inequivalent(key: str, where: str, got: Any, have: Any) -> AMQPError:
         g = str(got).lower() if isinstance(got, bool) else got
         h = str(have).lower() if isinstance(have, bool) else have
         return precondition(f"inequivalent arg '{key}' for {where}: received '{g}' but current is '{h}'")
-    return precondition(f"inequivalent arg '{key}' for {where}: received {fmt_arg(got)} but current is {fmt_arg(have)}")
+    return precondition(
+        f"inequivalent arg '{key}' for {where}: received {fmt_arg(got)} but current is {fmt_arg(have)}"
+    )

@@ -36,7 +36,9 @@ def _init_params(cls: type[base.Frame]) -> tuple[tuple[str, Any], ...]:
     ``inspect.signature`` costs more than the rest of an encoding."""
     params = _INIT_PARAMS.get(cls)
     if params is None:
-        params = tuple((p.name, p.default) for p in list(inspect.signature(cls.__init__).parameters.values())[1:])
+        params = tuple(
+            (p.name, p.default) for p in list(inspect.signature(cls.__init__).parameters.values())[1:]
+        )
         _INIT_PARAMS[cls] = params
     return params
 
@@ -150,7 +152,9 @@ def content_bytes(channel: int, msg: Message, frame_max: int, hdr_payload: bytes
     )
 
 
-def deliver_bytes(channel: int, ctag: bytes, tag: int, redelivered: bool, msg: Message, frame_max: int) -> bytes:
+def deliver_bytes(
+    channel: int, ctag: bytes, tag: int, redelivered: bool, msg: Message, frame_max: int
+) -> bytes:
     """basic.deliver (consumer tag already a shortstr) and the message's content frames."""
     route, hdr_payload = message_wire(msg)
     size = 4 + len(ctag) + 9 + len(route)

@@ -38,7 +38,9 @@ class Limits:
         if not 1 <= self.channel_max <= 65535:
             raise ValueError(f"channel_max {self.channel_max} is outside [1, 65535]")
         if not 0 < self.max_message_size <= MAX_MESSAGE_SIZE_CEILING:
-            raise ValueError(f"max_message_size {self.max_message_size} is outside [1, {MAX_MESSAGE_SIZE_CEILING}]")
+            raise ValueError(
+                f"max_message_size {self.max_message_size} is outside [1, {MAX_MESSAGE_SIZE_CEILING}]"
+            )
         if self.max_connections < 0 or self.memory_watermark < 0:
             raise ValueError("max_connections and memory_watermark must not be negative")
 

@@ -59,7 +59,14 @@ class VHost:
         return x
 
     def declare_exchange(
-        self, name: str, type_: str, *, durable: bool, auto_delete: bool, internal: bool, arguments: dict[str, Any]
+        self,
+        name: str,
+        type_: str,
+        *,
+        durable: bool,
+        auto_delete: bool,
+        internal: bool,
+        arguments: dict[str, Any],
     ) -> Exchange:
         x = self.exchanges.get(name)
         if x is None:
@@ -70,7 +77,9 @@ class VHost:
             x = Exchange(self.name, name, type_, durable, auto_delete, internal, dict(arguments))
             self.exchanges[name] = x
             if durable:
-                self.broker.log(ExchangeDeclared(self.name, name, type_, auto_delete, internal, dict(arguments)))
+                self.broker.log(
+                    ExchangeDeclared(self.name, name, type_, auto_delete, internal, dict(arguments))
+                )
             return x
         where = rs_exchange(self.name, name)
         for field_name, got, have in (
@@ -80,7 +89,9 @@ class VHost:
             ("internal", _b(internal), _b(x.internal)),
         ):
             if got != have:
-                raise precondition(f"inequivalent arg '{field_name}' for {where}: received '{got}' but current is '{have}'")
+                raise precondition(
+                    f"inequivalent arg '{field_name}' for {where}: received '{got}' but current is '{have}'"
+                )
         key = "alternate-exchange"
         if arguments.get(key) != x.arguments.get(key):
             raise inequivalent(key, where, arguments.get(key), x.arguments.get(key))
@@ -108,7 +119,9 @@ class VHost:
         x = self.exchanges.get(name)
         return x is not None and x.durable
 
-    def add_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> None:
+    def add_binding(
+        self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]
+    ) -> None:
         b = Binding(x.name, kind, dest, routing_key, dict(arguments))
         if b.key in x.bindings:
             return
@@ -116,10 +129,14 @@ class VHost:
         if x.durable and self._dest_durable(kind, dest):
             self.broker.log(BindingAdded(self.name, x.name, kind, dest, routing_key, dict(arguments)))
 
-    def has_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> bool:
+    def has_binding(
+        self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]
+    ) -> bool:
         return Binding(x.name, kind, dest, routing_key, arguments).key in x.bindings
 
-    def remove_binding(self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]) -> bool:
+    def remove_binding(
+        self, x: Exchange, kind: str, dest: str, routing_key: str, arguments: dict[str, Any]
+    ) -> bool:
         b = x.bindings.get(Binding(x.name, kind, dest, routing_key, arguments).key)
         if b is None:
             return False
@@ -129,7 +146,9 @@ class VHost:
     def _remove_binding(self, x: Exchange, b: Binding, *, log: bool) -> None:
         x.bindings.pop(b.key, None)
         if log and x.durable and self._dest_durable(b.dest_kind, b.dest):
-            self.broker.log(BindingRemoved(self.name, x.name, b.dest_kind, b.dest, b.routing_key, b.arguments))
+            self.broker.log(
+                BindingRemoved(self.name, x.name, b.dest_kind, b.dest, b.routing_key, b.arguments)
+            )
         # RabbitMQ: an auto-delete exchange is deleted when its last binding (as source)
         # is removed.
         if x.auto_delete and not x.bindings and not x.deleted:
@@ -155,10 +174,15 @@ class VHost:
             if q.exclusive_owner is not exclusive_owner:
                 raise q.locked()
             where = rs_queue(self.name, name)
-            for field_name, got, have in (("durable", durable, q.durable), ("auto_delete", auto_delete, q.auto_delete)):
+            for field_name, got, have in (
+                ("durable", durable, q.durable),
+                ("auto_delete", auto_delete, q.auto_delete),
+            ):
                 if got != have:
                     raise precondition(
-                        f"inequivalent arg '{field_name}' for {where}: received '{_b(got)}' but current is '{_b(have)}'"
+                        f"inequivalent arg '{field_name}' for {where}: received '{_b(got)}' but "
+                        "current is "
+                        f"'{_b(have)}'"
                     )
             for key in EQUIVALENCE_ARGS:
                 if arguments.get(key) != q.arguments.get(key) or (
@@ -170,7 +194,14 @@ class VHost:
         validate_queue_args(self.name, name, arguments)
         validate_queue_type(self.name, name, durable=durable, exclusive=exclusive_owner is not None,
                             auto_delete=auto_delete, args=arguments)
-        q = Queue(self, name, durable=durable, exclusive_owner=exclusive_owner, auto_delete=auto_delete, arguments=arguments)
+        q = Queue(
+            self,
+            name,
+            durable=durable,
+            exclusive_owner=exclusive_owner,
+            auto_delete=auto_delete,
+            arguments=arguments,
+        )
         self.queues[name] = q
         if q.timed:
             self.broker.timed_queues.add(q)
@@ -342,7 +373,9 @@ class Broker:
     def authenticate(self, user: str, password: str) -> bool:
         # compare_digest refuses str with non-ASCII characters: compare the UTF-8 octets
         expected = self.users.passwords.get(user)
-        return expected is not None and secrets.compare_digest(expected.encode("utf-8"), password.encode("utf-8"))
+        return expected is not None and secrets.compare_digest(
+            expected.encode("utf-8"), password.encode("utf-8")
+        )
 
     # -- persistence -----------------------------------------------------------------------
     def log(self, rec: Record) -> int:
@@ -359,7 +392,9 @@ class Broker:
         if qm.expires_at is not None:
             expires_wall = self.wallclock() + (qm.expires_at - self.clock())
         m = qm.msg
-        return MessageStored(q.vhost.name, q.name, qm.seq, m.exchange, m.routing_key, m.props, m.body, expires_wall)
+        return MessageStored(
+            q.vhost.name, q.name, qm.seq, m.exchange, m.routing_key, m.props, m.body, expires_wall
+        )
 
     def is_durable(self, lsn: int) -> bool:
         return lsn <= self.store.synced_lsn
@@ -377,12 +412,21 @@ class Broker:
                 vh = self.vhosts.get(vname)
                 if vh is None or xname in vh.exchanges:
                     continue
-                vh.exchanges[xname] = Exchange(vname, xname, r.type, True, r.auto_delete, r.internal, dict(r.arguments))
+                vh.exchanges[xname] = Exchange(
+                    vname, xname, r.type, True, r.auto_delete, r.internal, dict(r.arguments)
+                )
             for (vname, qname), sq in rec.queues.items():
                 vh = self.vhosts.get(vname)
                 if vh is None:
                     continue
-                q = Queue(vh, qname, durable=True, exclusive_owner=None, auto_delete=sq.auto_delete, arguments=sq.arguments)
+                q = Queue(
+                    vh,
+                    qname,
+                    durable=True,
+                    exclusive_owner=None,
+                    auto_delete=sq.auto_delete,
+                    arguments=sq.arguments,
+                )
                 vh.queues[qname] = q
                 for seq in sorted(sq.messages):
                     stored = sq.messages[seq]
@@ -391,7 +435,14 @@ class Broker:
                     msg = Message.from_publish(mrec.exchange, mrec.routing_key, mrec.props, mrec.body, props)
                     expires_at = None if mrec.expires_at is None else now + (mrec.expires_at - wall)
                     # messages delivered but not acked before the stop come back redelivered
-                    qm = QueuedMessage(seq, msg, expires_at, redelivered=delivered, persisted=True, delivered_logged=delivered)
+                    qm = QueuedMessage(
+                        seq,
+                        msg,
+                        expires_at,
+                        redelivered=delivered,
+                        persisted=True,
+                        delivered_logged=delivered,
+                    )
                     q.ready.append(qm)
                     q.ready_bytes += len(msg.body)
                     if expires_at is not None:
@@ -416,7 +467,11 @@ class Broker:
             builtin = {name for name, _ in BUILTIN_EXCHANGES}
             for x in vh.exchanges.values():
                 if x.durable and x.name and x.name not in builtin:
-                    out.append(ExchangeDeclared(vh.name, x.name, x.type, x.auto_delete, x.internal, dict(x.arguments)))
+                    out.append(
+                        ExchangeDeclared(
+                            vh.name, x.name, x.type, x.auto_delete, x.internal, dict(x.arguments)
+                        )
+                    )
             for q in vh.queues.values():
                 if q.durable:
                     out.extend(self._queue_records(q))

@@ -365,7 +365,11 @@ def validate_queue_type(vhost: str, name: str, *, durable: bool, exclusive: bool
     for key in QUORUM_REFUSED_ARGS:
         if key in args:
             raise precondition(f"invalid arg '{key}' for {where} of queue type rabbit_quorum_queue")
-    for refused, prop in ((auto_delete, "auto-delete"), (exclusive, "exclusive-owner"), (not durable, "non-durable")):
+    for refused, prop in (
+        (auto_delete, "auto-delete"),
+        (exclusive, "exclusive-owner"),
+        (not durable, "non-durable"),
+    ):
         if refused:
             raise precondition(f"invalid property '{prop}' for {where}")
 

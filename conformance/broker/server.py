@@ -240,7 +240,9 @@ class BrokerServer:
                 await self._ticker
         for p in list(self.protocols):
             if p.core is not None:
-                p.core.close(ReplyCode.CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'")
+                p.core.close(
+                    ReplyCode.CONNECTION_FORCED, "broker forced connection closure with reason 'shutdown'"
+                )
                 p.flush()
         deadline = self.loop.time() + 1.0
         while self.protocols and self.loop.time() < deadline:

@@ -77,7 +77,11 @@ class Recovered:
     def _exchange_deleted(self, rec: ExchangeDeleted) -> None:
         self.exchanges.pop((rec.vhost, rec.name), None)
         # its bindings as source and as destination go with it
-        self._drop_bindings(lambda b: b.vhost == rec.vhost and (b.source == rec.name or (b.dest_kind, b.dest) == ("e", rec.name)))
+        self._drop_bindings(
+            lambda b: (
+                b.vhost == rec.vhost and (b.source == rec.name or (b.dest_kind, b.dest) == ("e", rec.name))
+            )
+        )
 
     def _queue_declared(self, rec: QueueDeclared) -> None:
         self.queues[(rec.vhost, rec.name)] = StoredQueue(rec.vhost, rec.name, rec.auto_delete, rec.arguments)

@@ -49,7 +49,9 @@ class Settlement:
         if ev.method.multiple:
             covered = [s for s in range(1, tag + 1) if s not in self.acked and s not in self.nacked]
             if not covered:
-                self.anomalies.append(f"{ev.describe()}: covers no outstanding publish (all <= {tag} settled)")
+                self.anomalies.append(
+                    f"{ev.describe()}: covers no outstanding publish (all <= {tag} settled)"
+                )
                 kind[tag] += 1  # counted as a second settlement of its own tag
             for s in covered:
                 kind[s] += 1
@@ -74,8 +76,10 @@ class Settlement:
 
     def summary(self) -> str:
         multiples = sum(1 for e in self.events if e.method.multiple)
-        return (f"{len(self.events)} confirm frames ({multiples} multiple=true) for {self.published} publishes; "
-                f"{len(self.acked)} seqs acked, {len(self.nacked)} nacked, missing {short_seqs(self.missing())}")
+        return (
+            f"{len(self.events)} confirm frames ({multiples} multiple=true) for {self.published} publishes; "
+            f"{len(self.acked)} seqs acked, {len(self.nacked)} nacked, missing {short_seqs(self.missing())}"
+        )
 
 
 def settle_all(ch: RawChannel, published: int, timeout: float | None = None, *, quiet: float = 0.0,

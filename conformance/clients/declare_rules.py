@@ -100,19 +100,41 @@ def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
     kind = entity.kind
     a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
     return [
-        param(Case(f"{kind}.reserved-name-403", rules=(f"{kind}.declare/reserved",), level=Level.MAY,
-                   description=f"Declaring a new {kind} whose name starts with 'amq.' (not passive)",
-                   expectation="channel.close 403 ACCESS_REFUSED"),
-              reserved_name),
-        param(Case(f"{kind}.name-syntax-406", rules=(f"{kind}.declare/syntax",), level=Level.MAY,
-                   description=f"Declaring {a_kind} whose name has characters outside letters, digits, - _ . :",
-                   expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)",
-                   expected={"spec": "channel.close 406", "rabbitmq": f"{kind}.declare-ok"},
-                   expected_sources={"spec": f"{kind}.declare/syntax (on-failure precondition-failed)",
-                                     "rabbitmq": f"{measured}: 'name with space!*' answered {kind}.declare-ok"}),
-              name_syntax),
-        param(Case(f"{kind}.passive-missing-404", rules=(passive_rule,), level=Level.MUST,
-                   description=f"Passive declare of {a_kind} that does not exist",
-                   expectation="channel.close 404 NOT_FOUND"),
-              passive_missing),
+        param(
+            Case(
+                f"{kind}.reserved-name-403",
+                rules=(f"{kind}.declare/reserved",),
+                level=Level.MAY,
+                description=f"Declaring a new {kind} whose name starts with 'amq.' (not passive)",
+                expectation="channel.close 403 ACCESS_REFUSED",
+            ),
+            reserved_name,
+        ),
+        param(
+            Case(
+                f"{kind}.name-syntax-406",
+                rules=(f"{kind}.declare/syntax",),
+                level=Level.MAY,
+                description=f"Declaring {a_kind} whose name has characters outside letters, digits, - _ . :",
+                expectation=(
+                    "channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)"
+                ),
+                expected={"spec": "channel.close 406", "rabbitmq": f"{kind}.declare-ok"},
+                expected_sources={
+                    "spec": f"{kind}.declare/syntax (on-failure precondition-failed)",
+                    "rabbitmq": f"{measured}: 'name with space!*' answered {kind}.declare-ok",
+                },
+            ),
+            name_syntax,
+        ),
+        param(
+            Case(
+                f"{kind}.passive-missing-404",
+                rules=(passive_rule,),
+                level=Level.MUST,
+                description=f"Passive declare of {a_kind} that does not exist",
+                expectation="channel.close 404 NOT_FOUND",
+            ),
+            passive_missing,
+        ),
     ]

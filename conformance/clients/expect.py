@@ -99,9 +99,11 @@ def _expect_failing_method(ev: Event, method: type[Frame], expected: str) -> Non
     class_id, method_id = method_ids(method)
     got = (int(ev.method.class_id), int(ev.method.method_id))
     if got != (class_id, method_id):
-        raise Mismatch("the close's class-id and method-id (the method that caused it)",
-                       expected=f"{expected} naming {method_name(method)} (class {class_id}, method {method_id})",
-                       observed=ev.describe())
+        raise Mismatch(
+            "the close's class-id and method-id (the method that caused it)",
+            expected=f"{expected} naming {method_name(method)} (class {class_id}, method {method_id})",
+            observed=ev.describe(),
+        )
 
 
 def expect_connection_usable(conn: RawConnection, *, after: str, timeout: float | None = None) -> None:
@@ -116,7 +118,11 @@ def expect_connection_usable(conn: RawConnection, *, after: str, timeout: float 
         fresh.barrier(timeout=max(0.0, deadline - time.monotonic()))
         fresh.close(timeout=max(0.0, deadline - time.monotonic()))
     except UnexpectedClose as exc:
-        scope = "the connection" if not isinstance(exc.event, Event) or exc.event.channel == 0 else "the fresh channel"
+        scope = (
+            "the connection"
+            if not isinstance(exc.event, Event) or exc.event.channel == 0
+            else "the fresh channel"
+        )
         raise Mismatch("channel error scope", expected=f"after {after}: {expected}",
                        observed=f"channel error escalated to {scope}: {exc.event.describe()}") from exc
     except CaseTimeout as exc:

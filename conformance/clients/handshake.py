@@ -66,20 +66,31 @@ def connect(u: URL, timeout: float) -> socket.socket:
         return ctx.wrap_socket(sock, server_hostname=u.tls_server_name)
     except ssl.SSLCertVerificationError as exc:
         sock.close()
-        raise TLSError("verify", f"TLS: the certificate of {where} is not accepted ({exc.verify_message}); "
-                                 "name its CA with cacertfile=… (verify=verify_none skips the check)") from exc
+        raise TLSError(
+            "verify",
+            f"TLS: the certificate of {where} is not accepted ({exc.verify_message}); "
+            "name its CA with cacertfile=… (verify=verify_none skips the check)",
+        ) from exc
     except ssl.SSLError as exc:
         sock.close()
-        raise TLSError("handshake", f"TLS handshake with {where} failed ({exc.reason or exc}): "
-                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+        raise TLSError(
+            "handshake",
+            f"TLS handshake with {where} failed ({exc.reason or exc}): "
+            "is it a TLS port? (use amqp:// for a plain one)",
+        ) from exc
     except TimeoutError as exc:
         sock.close()
-        raise TLSError("handshake", f"TLS handshake with {where} got no answer within {timeout:.1f}s: "
-                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+        raise TLSError(
+            "handshake",
+            f"TLS handshake with {where} got no answer within {timeout:.1f}s: "
+            "is it a TLS port? (use amqp:// for a plain one)",
+        ) from exc
     except OSError as exc:  # the peer closed or reset mid-handshake: a plain port hanging up
         sock.close()
-        raise TLSError("handshake", f"TLS handshake with {where} failed ({exc}): "
-                                    "is it a TLS port? (use amqp:// for a plain one)") from exc
+        raise TLSError(
+            "handshake",
+            f"TLS handshake with {where} failed ({exc}): is it a TLS port? (use amqp:// for a plain one)",
+        ) from exc
 
 
 def sasl_response(mechanism: str, user: str, password: str) -> str:
@@ -102,7 +113,9 @@ def choose_mechanism(u: URL, offered: str) -> str:
     for mech in wanted:
         if mech in have:
             return mech
-    raise HandshakeError("mechanism", f"the broker offers SASL mechanisms {offered!r}, none of {', '.join(wanted)}")
+    raise HandshakeError(
+        "mechanism", f"the broker offers SASL mechanisms {offered!r}, none of {', '.join(wanted)}"
+    )
 
 
 # A TLS record of type alert (21), version 3.x: what a TLS server sends to bytes that are no
@@ -178,8 +191,11 @@ class Handshake:
                     self.trace.add(self.label, trace.RECEIVED, 0, f"protocol header {self.buf[:8]!r}")
                 raise HandshakeError("header", f"broker answered with protocol header {self.buf[:8]!r}")
             if self.buf.startswith(TLS_ALERT) and not self.url.tls:
-                raise HandshakeError("tls", f"{self.url.host}:{self.url.port} answered the plain protocol header "
-                                            "with a TLS alert: it is a TLS port (use amqps://)")
+                raise HandshakeError(
+                    "tls",
+                    f"{self.url.host}:{self.url.port} answered the plain protocol header "
+                    "with a TLS alert: it is a TLS port (use amqps://)",
+                )
             while self.buf:
                 try:
                     n, ch, frm = pframe.unmarshal(self.buf)
@@ -202,7 +218,9 @@ class Handshake:
         while self.ended is None and time.monotonic() < deadline:
             self.read(deadline - time.monotonic())
         if self.ended is None:
-            raise CaseTimeout(what, self.timeout, observed=f"socket still open; received {self.describe_buf()}")
+            raise CaseTimeout(
+                what, self.timeout, observed=f"socket still open; received {self.describe_buf()}"
+            )
         return self.describe_buf()
 
     def describe_buf(self) -> str:

@@ -34,32 +34,52 @@ class Invariant:
 
 
 INVARIANTS: tuple[Invariant, ...] = (
-    Invariant("wire.delivery-tags-consecutive",
-              "delivery tags of basic.deliver and basic.get-ok on a channel are 1, 2, 3 … (one more each time, "
-              "starting again when the channel is reopened)",
-              "domain delivery-tag (channel-specific, non-zero); RabbitMQ docs, Consumer Acknowledgements "
-              "§ Delivery Identifiers: monotonically growing positive integers"),
-    Invariant("wire.nothing-after-channel-close",
-              "after the broker's channel.close, it sends nothing on that channel but channel.close-ok "
-              "until the client opens it again",
-              "channel.close/stability"),
-    Invariant("wire.nothing-after-connection-close",
-              "after the broker's connection.close, it sends nothing but connection.close-ok",
-              "connection.close/stability"),
-    Invariant("wire.frame-max",
-              "no frame from the broker is larger than the negotiated frame-max",
-              "field connection.tune-ok frame-max (the negotiated maximum frame size, including frame header and end-byte)"),
-    Invariant("wire.body-size",
-              "the body frames after a content header add up to exactly its body-size, with no other "
-              "frame on that channel in between",
-              "amqp0-9-1 § 4.2.6 content framing (content header body size; content is sent whole)"),
-    Invariant("wire.channel-opened",
-              "the broker sends frames only on channel 0 and channels the client opened",
-              "channel.open (a channel exists once the client opens it)"),
-    Invariant("wire.confirms-settle-once",
-              "a publisher confirm (basic.ack / basic.nack) never settles a publish again: its tag is "
-              "above every tag a multiple confirm already covered and was not confirmed before",
-              "RabbitMQ docs, Publisher Confirms (each publish is confirmed once; multiple covers all up to the tag)"),
+    Invariant(
+        "wire.delivery-tags-consecutive",
+        "delivery tags of basic.deliver and basic.get-ok on a channel are 1, 2, 3 … (one more each time, "
+        "starting again when the channel is reopened)",
+        "domain delivery-tag (channel-specific, non-zero); RabbitMQ docs, Consumer Acknowledgements "
+        "§ Delivery Identifiers: monotonically growing positive integers",
+    ),
+    Invariant(
+        "wire.nothing-after-channel-close",
+        "after the broker's channel.close, it sends nothing on that channel but channel.close-ok "
+        "until the client opens it again",
+        "channel.close/stability",
+    ),
+    Invariant(
+        "wire.nothing-after-connection-close",
+        "after the broker's connection.close, it sends nothing but connection.close-ok",
+        "connection.close/stability",
+    ),
+    Invariant(
+        "wire.frame-max",
+        "no frame from the broker is larger than the negotiated frame-max",
+        (
+            "field connection.tune-ok frame-max (the negotiated maximum frame size, including frame "
+            "header and end-byte)"
+        ),
+    ),
+    Invariant(
+        "wire.body-size",
+        "the body frames after a content header add up to exactly its body-size, with no other "
+        "frame on that channel in between",
+        "amqp0-9-1 § 4.2.6 content framing (content header body size; content is sent whole)",
+    ),
+    Invariant(
+        "wire.channel-opened",
+        "the broker sends frames only on channel 0 and channels the client opened",
+        "channel.open (a channel exists once the client opens it)",
+    ),
+    Invariant(
+        "wire.confirms-settle-once",
+        "a publisher confirm (basic.ack / basic.nack) never settles a publish again: its tag is "
+        "above every tag a multiple confirm already covered and was not confirmed before",
+        (
+            "RabbitMQ docs, Publisher Confirms (each publish is confirmed once; multiple covers all "
+            "up to the tag)"
+        ),
+    ),
 )
 BY_ID: dict[str, Invariant] = {i.id: i for i in INVARIANTS}
 MAX_VIOLATIONS = 20  # per case: the first ones are the evidence, the rest would only repeat it
@@ -131,20 +151,31 @@ class WireMonitor:
 
     def _received(self, channel: int, frm: Any, size: int) -> None:
         if self.frame_max and size + FRAME_OVERHEAD > self.frame_max:
-            self._violate("wire.frame-max", channel,
-                          f"a {size + FRAME_OVERHEAD}-byte frame ({describe(frm)}) over frame-max {self.frame_max}")
+            self._violate(
+                "wire.frame-max",
+                channel,
+                f"a {size + FRAME_OVERHEAD}-byte frame ({describe(frm)}) over frame-max {self.frame_max}",
+            )
         if self.connection_closed and not isinstance(frm, spec.Connection.CloseOk):
-            self._violate("wire.nothing-after-connection-close", channel, f"{describe(frm)} after connection.close")
+            self._violate(
+                "wire.nothing-after-connection-close", channel, f"{describe(frm)} after connection.close"
+            )
         if channel == 0:
             if isinstance(frm, spec.Connection.Close):
                 self.connection_closed = True
             return
         ch = self.channels.get(channel)
         if ch is None:
-            self._violate("wire.channel-opened", channel, f"{describe(frm)} on a channel the client never opened")
+            self._violate(
+                "wire.channel-opened", channel, f"{describe(frm)} on a channel the client never opened"
+            )
             self.channels[channel] = ch = _Channel()
         if ch.closed_by_broker and not isinstance(frm, spec.Channel.CloseOk):
-            self._violate("wire.nothing-after-channel-close", channel, f"{describe(frm)} after the broker's channel.close")
+            self._violate(
+                "wire.nothing-after-channel-close",
+                channel,
+                f"{describe(frm)} after the broker's channel.close",
+            )
         self._content(ch, channel, frm)
         if isinstance(frm, spec.Channel.Close):
             ch.closed_by_broker = True
@@ -167,12 +198,17 @@ class WireMonitor:
             return
         if isinstance(frm, ContentBody):
             if ch.content is None:
-                self._violate("wire.body-size", channel, f"a {len(frm.value or b'')}-byte body frame beyond the "
-                                                         "announced body size")
+                self._violate(
+                    "wire.body-size",
+                    channel,
+                    f"a {len(frm.value or b'')}-byte body frame beyond the announced body size",
+                )
                 return
             size, got = ch.content[0], ch.content[1] + len(frm.value or b"")
             if got > size:
-                self._violate("wire.body-size", channel, f"body frames add up to {got} bytes, header said {size}")
+                self._violate(
+                    "wire.body-size", channel, f"body frames add up to {got} bytes, header said {size}"
+                )
                 ch.content = None
             else:
                 ch.content = None if got == size else (size, got)
@@ -189,9 +225,12 @@ class WireMonitor:
         if frm.multiple and tag == 0:
             return  # "everything so far": covers nothing new by name
         if tag <= ch.confirmed_upto or tag in done:
-            self._violate("wire.confirms-settle-once", channel,
-                          f"{describe(frm)} settles tag {tag} again (already covered up to {ch.confirmed_upto}"
-                          f"{', and ' + str(tag) + ' singly' if tag in done else ''})")
+            self._violate(
+                "wire.confirms-settle-once",
+                channel,
+                f"{describe(frm)} settles tag {tag} again (already covered up to {ch.confirmed_upto}"
+                f"{', and ' + str(tag) + ' singly' if tag in done else ''})",
+            )
         if frm.multiple:
             ch.confirmed_upto = max(ch.confirmed_upto, tag)
             done = {t for t in done if t > ch.confirmed_upto}

@@ -194,7 +194,9 @@ class Bound:
         if isinstance(exc, CaseOutcome):
             return exc
         tls = tls_failure(exc)
-        if tls is not None and (isinstance(tls, ssl.SSLCertVerificationError) or not any(t.frames for t in self.taps)):
+        if tls is not None and (
+            isinstance(tls, ssl.SSLCertVerificationError) or not any(t.frames for t in self.taps)
+        ):
             # Our TLS settings (CA, client certificate, a TLS client on a plain port) failed the
             # handshake: no AMQP frame was exchanged, so there is no broker behaviour to judge.
             return HarnessError(f"{self.what}: TLS with the broker failed: {exc_text(tls)}")
@@ -203,8 +205,10 @@ class Bound:
         if is_network_refusal(exc) and not any(t.frames for t in self.taps):
             return HarnessError(f"{self.what}: could not reach the broker: {exc_text(exc)}")
         if is_broker_caused(exc):
-            return Mismatch(f"{self.what}: the client library raised {type(exc).__name__} on what the broker sent",
-                            observed=f"{exc_text(exc)}; {self.evidence()}")
+            return Mismatch(
+                f"{self.what}: the client library raised {type(exc).__name__} on what the broker sent",
+                observed=f"{exc_text(exc)}; {self.evidence()}",
+            )
         return exc
 
     @contextlib.contextmanager
@@ -233,7 +237,12 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
             continue
         seen.add(id(e))
         yield e
-        nested = [e.__cause__, e.__context__, *getattr(e, "args", ()), *(getattr(e, "exceptions", None) or ())]
+        nested = [
+            e.__cause__,
+            e.__context__,
+            *getattr(e, "args", ()),
+            *(getattr(e, "exceptions", None) or ()),
+        ]
         todo.extend(n for n in nested if isinstance(n, BaseException))
 
 

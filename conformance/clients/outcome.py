@@ -94,8 +94,13 @@ def _late_close(ch: RawChannel, after: int, answered: int, grace: float) -> tupl
         if closed is not None:
             return closed
         try:
-            late = ch.conn.wait_event(ch.id, lambda e: e.seq > answered and isinstance(e.method, spec.Channel.Close),
-                                      "a late close", timeout=0.1, close_is_error=False)
+            late = ch.conn.wait_event(
+                ch.id,
+                lambda e: e.seq > answered and isinstance(e.method, spec.Channel.Close),
+                "a late close",
+                timeout=0.1,
+                close_is_error=False,
+            )
             return _code(late), late.describe()
         except UnexpectedClose as exc:
             return _code(exc.event), exc.event.describe()

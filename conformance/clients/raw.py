@@ -55,9 +55,26 @@ from conformance.verdicts import CaseTimeout, Mismatch
 
 # The raw client's whole surface, wherever each piece lives (importers use this module).
 __all__ = [
-    "CONTENT_METHODS", "DEFAULT_TIMEOUT", "FRAME_END", "PROTOCOL_HEADER", "REPLY_NAMES", "URL", "Event", "HandshakeError",
-    "RawChannel", "RawConnection", "SocketClosed", "UnexpectedClose", "bodies", "default_client_properties",
-    "describe", "method_name", "method_name_from_text", "redact", "reply_name", "tags",
+    "CONTENT_METHODS",
+    "DEFAULT_TIMEOUT",
+    "FRAME_END",
+    "PROTOCOL_HEADER",
+    "REPLY_NAMES",
+    "URL",
+    "Event",
+    "HandshakeError",
+    "RawChannel",
+    "RawConnection",
+    "SocketClosed",
+    "UnexpectedClose",
+    "bodies",
+    "default_client_properties",
+    "describe",
+    "method_name",
+    "method_name_from_text",
+    "redact",
+    "reply_name",
+    "tags",
 ]
 
 DEFAULT_TIMEOUT = 10.0
@@ -165,12 +182,16 @@ class RawConnection:
         hs.start_ok(mechanism=mechanism, client_properties=props)
         tune = hs.next_frame("connection.tune", deadline=deadline)
         if isinstance(tune, spec.Connection.Close):
-            raise HandshakeError("login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}")
+            raise HandshakeError(
+                "login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}"
+            )
         if not isinstance(tune, spec.Connection.Tune):
             raise HandshakeError("login", hs.unexpected("connection.tune", tune))
         self.tune = tune
         # 0 in connection.tune means "no limit" (amqp0-9-1.xml, connection.tune fields).
-        self.frame_max = min(frame_max, tune.frame_max) if tune.frame_max and frame_max else frame_max or tune.frame_max
+        self.frame_max = (
+            min(frame_max, tune.frame_max) if tune.frame_max and frame_max else frame_max or tune.frame_max
+        )
         self.channel_max = (min(channel_max, tune.channel_max) if tune.channel_max and channel_max
                             else channel_max or tune.channel_max)
         hb = min(heartbeat, tune.heartbeat) if tune.heartbeat and heartbeat else heartbeat
@@ -227,9 +248,13 @@ class RawConnection:
             try:
                 self.sock.sendall(data)
             except OSError as exc:
-                raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
+                raise UnexpectedClose(
+                    "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
+                ) from exc
 
-    def send_frame(self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat) -> None:
+    def send_frame(
+        self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat
+    ) -> None:
         self._traced(trace.SENT, channel, frm)
         self._send(pframe.marshal(frm, channel))
 
@@ -254,7 +279,9 @@ class RawConnection:
             try:
                 self.sock.sendall(data)
             except OSError as exc:
-                raise UnexpectedClose("the socket to accept data", self.socket_closed or SocketClosed(str(exc))) from exc
+                raise UnexpectedClose(
+                    "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
+                ) from exc
         return True
 
     def discard(self, channel: int, event: Event) -> None:
@@ -275,7 +302,10 @@ class RawConnection:
     ) -> None:
         """A content-bearing method, its header and body frames, written in one send."""
         fmax = (frame_max or self.frame_max) - 8
-        parts: list[Any] = [method, pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties())]
+        parts: list[Any] = [
+            method,
+            pheader.ContentHeader(0, len(body), properties or spec.Basic.Properties()),
+        ]
         parts += [ContentBody(body[i:i + fmax]) for i in range(0, len(body), max(fmax, 1))]
         for part in parts:
             self._traced(trace.SENT, channel, part)
@@ -464,7 +494,9 @@ class RawConnection:
         ch.rpc(spec.Channel.Open(), timeout=timeout)
         return ch
 
-    def wait_connection_close(self, *, timeout: float | None = None, what: str = "connection.close") -> Event | SocketClosed:
+    def wait_connection_close(
+        self, *, timeout: float | None = None, what: str = "connection.close"
+    ) -> Event | SocketClosed:
         """Wait until the broker closes the connection (connection.close, or the socket ends)."""
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -487,7 +519,9 @@ class RawConnection:
         """Close politely when still open (bounded), then drop the socket. Never raises."""
         if self.is_open and self._reader is not None:
             try:
-                self.send_method(0, spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+                self.send_method(
+                    0, spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0)
+                )
                 self.wait_event(0, lambda e: isinstance(e.method, spec.Connection.CloseOk),
                                 "connection.close-ok", timeout=timeout, close_is_error=False)
             except (Mismatch, CaseTimeout, OSError):

@@ -31,7 +31,9 @@ class RawChannel:
     def send(self, method: Frame) -> None:
         self.conn.send_method(self.id, method)
 
-    def wait(self, types: type | tuple[type, ...], what: str | None = None, *, timeout: float | None = None) -> Event:
+    def wait(
+        self, types: type | tuple[type, ...], what: str | None = None, *, timeout: float | None = None
+    ) -> Event:
         """Wait for the next pending event of one of ``types`` on this channel."""
         label = what or " or ".join(method_name(t) for t in (types if isinstance(types, tuple) else (types,)))
         return self.conn.wait_event(self.id, lambda e: isinstance(e.method, types), label, timeout=timeout)
@@ -42,7 +44,11 @@ class RawChannel:
         names = tuple(method.valid_responses or ())
         what = " or ".join(method_name_from_text(n) for n in names) or "a reply"
         ev = self.conn.wait_event(
-            self.id, lambda e: e.method.name in names, f"{what} (reply to {method_name(method)})", timeout=timeout)
+            self.id,
+            lambda e: e.method.name in names,
+            f"{what} (reply to {method_name(method)})",
+            timeout=timeout,
+        )
         return ev.method
 
     def history(self) -> list[Event]:
@@ -66,10 +72,16 @@ class RawChannel:
                                               auto_delete=auto_delete, passive=passive, internal=internal,
                                               arguments=arguments))
 
-    def bind(self, queue: str, exchange: str, routing_key: str = "", arguments: dict[str, Any] | None = None) -> None:
-        self.rpc(spec.Queue.Bind(queue=queue, exchange=exchange, routing_key=routing_key, arguments=arguments))
+    def bind(
+        self, queue: str, exchange: str, routing_key: str = "", arguments: dict[str, Any] | None = None
+    ) -> None:
+        self.rpc(
+            spec.Queue.Bind(queue=queue, exchange=exchange, routing_key=routing_key, arguments=arguments)
+        )
 
-    def delete_queue(self, name: str, *, if_unused: bool = False, if_empty: bool = False) -> spec.Queue.DeleteOk:
+    def delete_queue(
+        self, name: str, *, if_unused: bool = False, if_empty: bool = False
+    ) -> spec.Queue.DeleteOk:
         return self.rpc(spec.Queue.Delete(queue=name, if_unused=if_unused, if_empty=if_empty))
 
     def purge(self, name: str) -> spec.Queue.PurgeOk:
@@ -84,8 +96,14 @@ class RawChannel:
                 immediate: bool = False, persistent: bool = False) -> int:
         """Publish; returns the publish sequence number (meaningful in confirm mode)."""
         props = properties or spec.Basic.Properties(delivery_mode=2 if persistent else None)
-        self.conn.send_content(self.id, spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
-                                                           mandatory=mandatory, immediate=immediate), body, props)
+        self.conn.send_content(
+            self.id,
+            spec.Basic.Publish(
+                exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate
+            ),
+            body,
+            props,
+        )
         self.publish_seq += 1
         return self.publish_seq
 
@@ -120,7 +138,9 @@ class RawChannel:
     def get(self, queue: str, *, no_ack: bool = False, timeout: float | None = None) -> Event | None:
         """basic.get: the get-ok event (method, properties, body), or None on get-empty."""
         self.send(spec.Basic.Get(queue=queue, no_ack=no_ack))
-        ev = self.wait((spec.Basic.GetOk, spec.Basic.GetEmpty), "basic.get-ok or basic.get-empty", timeout=timeout)
+        ev = self.wait(
+            (spec.Basic.GetOk, spec.Basic.GetEmpty), "basic.get-ok or basic.get-empty", timeout=timeout
+        )
         return ev if isinstance(ev.method, spec.Basic.GetOk) else None
 
     def ack(self, delivery_tag: int, *, multiple: bool = False) -> None:
@@ -162,16 +182,26 @@ class RawChannel:
         if not self.conn.send_if_open(self.id, probe):
             # The broker closed this channel already: report that close (filed right after
             # our close-ok) instead of sending a method the broker would take as a 504.
-            ev = self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Channel.Close),
-                                      "the channel.close already answered", timeout=timeout, close_is_error=False)
+            ev = self.conn.wait_event(
+                self.id,
+                lambda e: isinstance(e.method, spec.Channel.Close),
+                "the channel.close already answered",
+                timeout=timeout,
+                close_is_error=False,
+            )
             raise UnexpectedClose("exchange.declare-ok (barrier)", ev)
         self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Exchange.DeclareOk),
                              "exchange.declare-ok (reply to exchange.declare)", timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> None:
         self.send(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))
-        self.conn.wait_event(self.id, lambda e: isinstance(e.method, (spec.Channel.CloseOk, spec.Channel.Close)),
-                             "channel.close-ok", timeout=timeout, close_is_error=False)
+        self.conn.wait_event(
+            self.id,
+            lambda e: isinstance(e.method, (spec.Channel.CloseOk, spec.Channel.Close)),
+            "channel.close-ok",
+            timeout=timeout,
+            close_is_error=False,
+        )
 
 
 

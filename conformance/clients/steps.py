@@ -108,8 +108,11 @@ def tx_select(ch: RawChannel) -> None:
     ch.send(spec.Tx.Select())
     ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
-        ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
-                                "tx.select-ok (reply to tx.select)")
+        ev = ch.conn.wait_event(
+            ch.id,
+            lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
+            "tx.select-ok (reply to tx.select)",
+        )
     except UnexpectedClose as exc:
         if exc.reply_code == 540:
             raise Unsupported("tx.select answered 540 NOT_IMPLEMENTED", expected="tx.select-ok",

@@ -24,7 +24,9 @@ def _mechanism(u: URL, supported: tuple[str, ...], library: str) -> str:
     for mech in wanted:
         if mech in supported:
             return mech
-    raise ValueError(f"{library} cannot use SASL mechanism {', '.join(wanted)} (it speaks {', '.join(supported)})")
+    raise ValueError(
+        f"{library} cannot use SASL mechanism {', '.join(wanted)} (it speaks {', '.join(supported)})"
+    )
 
 
 def pika_parameters(url: str | URL, timeout: float) -> Any:

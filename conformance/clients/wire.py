@@ -44,7 +44,10 @@ def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
 # no exception class for it.
 REPLY_NAMES: dict[int, str] = {
     pconstants.REPLY_SUCCESS: "REPLY_SUCCESS",
-    **{code: getattr(cls, "name", cls.__name__).replace("-", "_") for code, cls in pexceptions.CLASS_MAPPING.items()},
+    **{
+        code: getattr(cls, "name", cls.__name__).replace("-", "_")
+        for code, cls in pexceptions.CLASS_MAPPING.items()
+    },
 }
 
 
@@ -226,8 +229,13 @@ class URL:
             if value is not None:
                 query.append((name, str(round(value * 1000) if name == "connection_timeout" else value)))
         query += [("auth_mechanism", m.lower()) for m in self.auth_mechanisms]
-        for name, attr in (("cacertfile", "cacertfile"), ("certfile", "certfile"), ("keyfile", "keyfile"),
-                           ("password", "key_password"), ("server_name_indication", "server_name_indication")):
+        for name, attr in (
+            ("cacertfile", "cacertfile"),
+            ("certfile", "certfile"),
+            ("keyfile", "keyfile"),
+            ("password", "key_password"),
+            ("server_name_indication", "server_name_indication"),
+        ):
             if getattr(self, attr) is not None:
                 query.append((name, getattr(self, attr)))
         if self.tls and not self.verify:

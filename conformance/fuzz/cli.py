@@ -69,7 +69,9 @@ class Input:
     pieces: list[bytes]
 
 
-def inputs(seed: int, count: int, *, user: str = "guest", password: str = "guest", vhost: str = "/") -> Iterator[Input]:
+def inputs(
+    seed: int, count: int, *, user: str = "guest", password: str = "guest", vhost: str = "/"
+) -> Iterator[Input]:
     """The same ``count`` inputs for the same seed and login, whatever the target."""
     pool = corpus(seed, CORPUS_SIZE, user=user, password=password, vhost=vhost)
     rng = random.Random(seed)
@@ -159,7 +161,15 @@ def run_in_process(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if outcome.finding is not None:
                 tally.findings[outcome.kind] += 1
                 repro.write(
-                    Reproducer(outcome.kind, "in-process", args.seed, item.index, item.ops, _encode(item.pieces), outcome.finding)
+                    Reproducer(
+                        outcome.kind,
+                        "in-process",
+                        args.seed,
+                        item.index,
+                        item.ops,
+                        _encode(item.pieces),
+                        outcome.finding,
+                    )
                 )
             progress.maybe(tally, _inproc_counts(tally))
     except KeyboardInterrupt:
@@ -247,7 +257,11 @@ def run_wire(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     kind, detail = "dead", f"health check failed after the input: {dead}"
                 if kind:
                     tally.findings[kind] += 1
-                    repro.write(Reproducer(kind, "wire", args.seed, item.index, item.ops, _encode(item.pieces), detail))
+                    repro.write(
+                        Reproducer(
+                            kind, "wire", args.seed, item.index, item.ops, _encode(item.pieces), detail
+                        )
+                    )
                     print(f"[fuzz] input {item.index}: {kind}: {detail}", file=err, flush=True)
                 if dead is not None:
                     if target.restart is None:
@@ -284,7 +298,11 @@ def run_wire(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.replay)
     try:
-        records = [Reproducer.from_json(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        records = [
+            Reproducer.from_json(line)
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
     except OSError as exc:
         return _bad(f"cannot read {path}: {exc.strerror or exc}")
     except (ValueError, KeyError, TypeError) as exc:
@@ -330,16 +348,28 @@ def _replay_one(rec: Reproducer, target: WireTarget | None, bound: float) -> str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance fuzz", description="Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="amqp-conformance fuzz",
+        description="Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.",
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     where.add_argument("--broker", default=None, help="reference (default) | local:rabbitmq | local:garagemq")
-    where.add_argument("--in-process", action="store_true", help="feed the reference broker's sans-IO core directly")
+    where.add_argument(
+        "--in-process", action="store_true", help="feed the reference broker's sans-IO core directly"
+    )
     p.add_argument("--inputs", type=int, default=1000, help="how many inputs (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="inputs are reproducible from the seed (default 1)")
-    p.add_argument("--bound", type=float, default=5.0, help="seconds a broker has to answer or close (default 5)")
-    p.add_argument("--reproducers", default=None, help="reproducer file (default reports/fuzz/reproducers-SEED.jsonl)")
-    p.add_argument("--replay", default=None, metavar="FILE", help="send the inputs of a reproducer file again")
+    p.add_argument(
+        "--bound", type=float, default=5.0, help="seconds a broker has to answer or close (default 5)"
+    )
+    p.add_argument(
+        "--reproducers", default=None, help="reproducer file (default reports/fuzz/reproducers-SEED.jsonl)"
+    )
+    p.add_argument(
+        "--replay", default=None, metavar="FILE", help="send the inputs of a reproducer file again"
+    )
     p.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines (default 10)")
     return p
 

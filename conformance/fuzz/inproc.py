@@ -30,12 +30,17 @@ from conformance.broker.store import MemoryStore
 from .sessions import FRAME_END, FRAME_MAX, PROTOCOL_HEADER, method
 
 #: every reply code the spec defines (amqp0-9-1.xml constants) plus 200 for a normal close
-SPEC_REPLY_CODES = frozenset({200, 311, 312, 313, 320, 402, 403, 404, 405, 406, 501, 502, 503, 504, 505, 506, 530, 540, 541})
+SPEC_REPLY_CODES = frozenset(
+    {200, 311, 312, 313, 320, 402, 403, 404, 405, 406, 501, 502, 503, 504, 505, 506, 530, 540, 541}
+)
 CONNECTION_CLOSE = spec.Connection.Close.index
 CHANNEL_CLOSE = spec.Channel.Close.index
 #: a single receive_data that takes longer than this counts as stuck
 FEED_LIMIT = 5.0
-_LONGEST_TIMER = max(broker_core.HANDSHAKE_TIMEOUT, broker_core.CLOSE_OK_TIMEOUT, broker_core.FATAL_FRAME_CLOSE_DELAY) + 1.0
+_LONGEST_TIMER = (
+    max(broker_core.HANDSHAKE_TIMEOUT, broker_core.CLOSE_OK_TIMEOUT, broker_core.FATAL_FRAME_CLOSE_DELAY)
+    + 1.0
+)
 _CLIENT_CLOSE = method(
     spec.Connection.Close(reply_code=200, reply_text="fuzz probe", class_id=0, method_id=0), 0
 ).encode()
@@ -140,7 +145,9 @@ class CoreHarness:
             outcome = CoreOutcome((), f"receive_data did not return within {FEED_LIMIT} s", "stuck")
         except Exception as exc:  # noqa: BLE001 - an exception out of the core IS the finding
             tb = traceback.extract_tb(exc.__traceback__)[-1]
-            outcome = CoreOutcome((), f"{type(exc).__name__}: {exc} at {tb.filename}:{tb.lineno}", "exception")
+            outcome = CoreOutcome(
+                (), f"{type(exc).__name__}: {exc} at {tb.filename}:{tb.lineno}", "exception"
+            )
         if outcome.finding is not None:
             self.renew()  # never let a broken broker state leak into the next input
         return outcome
@@ -176,7 +183,9 @@ class CoreHarness:
         if not closed and aligned:
             # (when the probe only completes a partial frame of the input, the core rightly
             # waits for more: the peer's EOF, not a timer, ends such a connection)
-            return CoreOutcome(tuple(codes), f"connection not closed after close + timers (state {state})", "stuck")
+            return CoreOutcome(
+                tuple(codes), f"connection not closed after close + timers (state {state})", "stuck"
+            )
         leak = self._leftovers(core)
         if leak is not None:
             return CoreOutcome(tuple(codes), leak, "leak")

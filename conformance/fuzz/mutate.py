@@ -27,7 +27,22 @@ from .sessions import (
 )
 
 #: sizes at and beyond every limit the server announces or the spec fixes
-INTERESTING_SIZES = (0, 1, 3, 4, 7, 8, 4095, 4096, FRAME_MAX - 9, FRAME_MAX - 8, FRAME_MAX - 7, FRAME_MAX, 0x7FFFFFFF, 0xFFFFFFFF)
+INTERESTING_SIZES = (
+    0,
+    1,
+    3,
+    4,
+    7,
+    8,
+    4095,
+    4096,
+    FRAME_MAX - 9,
+    FRAME_MAX - 8,
+    FRAME_MAX - 7,
+    FRAME_MAX,
+    0x7FFFFFFF,
+    0xFFFFFFFF,
+)
 INTERESTING_BODY_SIZES = (0, 1, 2**31, 2**32, 134217728, 134217729, 2**63 - 1, 2**64 - 1)
 INTERESTING_CHANNELS = (0, 1, 2, 3, CHANNEL_MAX, CHANNEL_MAX + 1, 65535)
 INTERESTING_OCTETS = (0x00, 0x01, 0x7F, 0x80, 0xCE, 0xFF)
@@ -106,7 +121,9 @@ def lie_about_size(rng: random.Random, s: Session) -> Session:
     if i is None:
         return s
     f = s.frames[i]
-    size = rng.choice(INTERESTING_SIZES) if rng.random() < 0.7 else len(f.payload) + rng.choice((-2, -1, 1, 2))
+    size = (
+        rng.choice(INTERESTING_SIZES) if rng.random() < 0.7 else len(f.payload) + rng.choice((-2, -1, 1, 2))
+    )
     return _edit(s, i, Frame(f.type, f.channel, f.payload, max(0, size), f.end))
 
 
@@ -196,7 +213,10 @@ def content_to_other_channel(rng: random.Random, s: Session) -> Session:
 
 def heartbeat(rng: random.Random, s: Session) -> Session:
     frames = list(s.frames)
-    frames.insert(rng.randint(0, len(frames)), Frame(FRAME_HEARTBEAT, rng.choice((0, 0, 1)), b"" if rng.random() < 0.8 else b"x"))
+    frames.insert(
+        rng.randint(0, len(frames)),
+        Frame(FRAME_HEARTBEAT, rng.choice((0, 0, 1)), b"" if rng.random() < 0.8 else b"x"),
+    )
     return s.with_frames(frames)
 
 

@@ -69,7 +69,9 @@ def method(m: base.Frame, channel: int) -> Frame:
     return Frame(FRAME_METHOD, channel, raw[7:-1])
 
 
-def content(channel: int, body: bytes, props: spec.Basic.Properties, frame_max: int = FRAME_MAX) -> list[Frame]:
+def content(
+    channel: int, body: bytes, props: spec.Basic.Properties, frame_max: int = FRAME_MAX
+) -> list[Frame]:
     raw = pframe.marshal(pheader.ContentHeader(0, len(body), props), channel)
     frames = [Frame(FRAME_HEADER, channel, raw[7:-1])]
     step = frame_max - 8
@@ -83,7 +85,11 @@ def handshake(user: str = "guest", password: str = "guest", vhost: str = "/") ->
             spec.Connection.StartOk(
                 client_properties={
                     "product": "amqp-conformance fuzz",
-                    "capabilities": {"publisher_confirms": True, "basic.nack": True, "consumer_cancel_notify": True},
+                    "capabilities": {
+                        "publisher_confirms": True,
+                        "basic.nack": True,
+                        "consumer_cancel_notify": True,
+                    },
                 },
                 mechanism="PLAIN",
                 response=f"\0{user}\0{password}",
@@ -150,7 +156,11 @@ def _queue_roundtrip(b: _Builder) -> None:
 def _confirms(b: _Builder) -> None:
     q = b.name("q")
     b.add(spec.Confirm.Select())
-    b.add(spec.Queue.Declare(queue=q, exclusive=True, arguments={"x-max-length": 2} if b.rng.random() < 0.3 else {}))
+    b.add(
+        spec.Queue.Declare(
+            queue=q, exclusive=True, arguments={"x-max-length": 2} if b.rng.random() < 0.3 else {}
+        )
+    )
     for _ in range(b.rng.randint(1, 4)):
         b.publish(q, mandatory=b.rng.random() < 0.5)
     b.publish(b.name("unroutable"), mandatory=True)
@@ -184,7 +194,11 @@ def _consume(b: _Builder) -> None:
 def _exchanges(b: _Builder) -> None:
     x, y, q = b.name("x"), b.name("y"), b.name("q")
     # not auto-delete: unbinding would delete them before the explicit deletes below
-    b.add(spec.Exchange.Declare(exchange=x, exchange_type=b.rng.choice(["direct", "fanout", "topic", "headers"])))
+    b.add(
+        spec.Exchange.Declare(
+            exchange=x, exchange_type=b.rng.choice(["direct", "fanout", "topic", "headers"])
+        )
+    )
     b.add(spec.Exchange.Declare(exchange=y, exchange_type="fanout"))
     b.add(spec.Exchange.Bind(destination=y, source=x, routing_key="k"))
     b.add(spec.Queue.Declare(queue=q, exclusive=True))
@@ -218,7 +232,9 @@ TEMPLATES: dict[str, Callable[[_Builder], None]] = {
 }
 
 
-def valid_session(rng: random.Random, *, user: str = "guest", password: str = "guest", vhost: str = "/") -> Session:
+def valid_session(
+    rng: random.Random, *, user: str = "guest", password: str = "guest", vhost: str = "/"
+) -> Session:
     """A handshake, one or two templates (channels 1 and 2), channel.close, connection.close."""
     b = _Builder(rng)
     b.frames += handshake(user, password, vhost)

@@ -23,7 +23,9 @@ from .inproc import CHANNEL_CLOSE, CONNECTION_CLOSE, SPEC_REPLY_CODES
 from .sessions import FRAME_END, PROTOCOL_HEADER, handshake, method
 
 CLOSE_OK = spec.Connection.CloseOk.index
-_PROBE_CLOSE = method(spec.Connection.Close(reply_code=200, reply_text="fuzz probe", class_id=0, method_id=0), 0).encode()
+_PROBE_CLOSE = method(
+    spec.Connection.Close(reply_code=200, reply_text="fuzz probe", class_id=0, method_id=0), 0
+).encode()
 
 
 class WireError(Exception):
@@ -97,7 +99,11 @@ class _Frames:
 def _reply_codes(frames: list[tuple[int, int, bytes]]) -> list[int]:
     codes = []
     for ftype, _ch, payload in frames:
-        if ftype == 1 and len(payload) >= 6 and int.from_bytes(payload[:4], "big") in (CONNECTION_CLOSE, CHANNEL_CLOSE):
+        if (
+            ftype == 1
+            and len(payload) >= 6
+            and int.from_bytes(payload[:4], "big") in (CONNECTION_CLOSE, CHANNEL_CLOSE)
+        ):
             codes.append(int.from_bytes(payload[4:6], "big"))
     return codes
 
@@ -162,7 +168,9 @@ class _Client:
         self.deadline = deadline
         self.frames = _Frames()
         self.pending: list[tuple[int, int, bytes]] = []
-        self.sock = socket.create_connection((ep.host, ep.port), timeout=max(0.1, deadline - time.monotonic()))
+        self.sock = socket.create_connection(
+            (ep.host, ep.port), timeout=max(0.1, deadline - time.monotonic())
+        )
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -175,7 +183,11 @@ class _Client:
                     continue
                 got = int.from_bytes(payload[:4], "big") if ftype == 1 and len(payload) >= 4 else None
                 if got != index or ch != channel:
-                    raise ConnectionError(f"expected method {index >> 16}.{index & 0xFFFF} on {channel}, got type {ftype} method {got} on {ch}")
+                    raise ConnectionError(
+                        f"expected method {index >> 16}.{index & 0xFFFF} on {channel}, got type "
+                        f"{ftype} method "
+                        f"{got} on {ch}"
+                    )
                 return payload[4:]
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:

@@ -81,10 +81,12 @@ def _other_mode(props: object) -> object:
 
 # A plausible wrong code of the same class for each soft / hard error the suite provokes.
 SOFT_SWAP = {403: 404, 404: 406, 405: 406, 406: 404}
-HARD_SWAP = {501: 502, 502: 501, 503: 505, 504: 503, 505: 503, 506: 541, 530: 540, 540: 530, 541: 540, 402: 530,
-             403: 530, 320: 541}
+HARD_SWAP = {501: 502, 502: 501, 503: 505, 504: 503, 505: 503, 506: 541, 530: 540, 540: 530, 541: 540,
+             402: 530, 403: 530, 320: 541}
 
 M = Mutant
+# fmt: off
+# (a hand-laid table: one mutant per entry, kept compact so the catalogue reads as a list)
 CATALOGUE: tuple[Mutant, ...] = (
     # -- confirms ------------------------------------------------------------------------------
     M("confirms.ack-as-nack", "every publisher confirm is basic.nack instead of basic.ack", CONFIRMS_DOC
@@ -93,14 +95,17 @@ CATALOGUE: tuple[Mutant, ...] = (
     M("confirms.first-ack-lost", "the first confirm on each channel is never sent", CONFIRMS_DOC
       + ": every publish on a confirm channel is confirmed", ("confirms",),
       lambda: f.Drop("first-ack-lost", spec.Basic.Ack, when=f.in_confirm_mode, first=True)),
-    M("confirms.ack-duplicated", "every confirm is sent twice", CONFIRMS_DOC + ": each publish is confirmed once",
+    M("confirms.ack-duplicated", "every confirm is sent twice",
+      CONFIRMS_DOC + ": each publish is confirmed once",
       ("confirms",), lambda: f.Duplicate("ack-duplicated", spec.Basic.Ack, when=f.in_confirm_mode)),
     M("confirms.ack-and-nack", "every basic.ack is followed by a basic.nack of the same tag",
       CONFIRMS_DOC + ": a message is either acked or nacked, never both", ("confirms",), DoubleConfirm),
     M("confirms.tags-renumbered", "confirm delivery tags are off by one (seq + 1)",
       CONFIRMS_DOC + ": the confirm's delivery-tag is the publish's sequence number", ("confirms",),
-      lambda: f.Rewrite("tags-renumbered", spec.Basic.Ack, _plus_one("delivery_tag"), when=f.in_confirm_mode)),
-    M("confirms.first-ack-covers-all", "the first confirm is multiple=true up to the last publish sent so far",
+      lambda: f.Rewrite("tags-renumbered", spec.Basic.Ack, _plus_one("delivery_tag"),
+      when=f.in_confirm_mode)),
+    M("confirms.first-ack-covers-all",
+      "the first confirm is multiple=true up to the last publish sent so far",
       CONFIRMS_DOC + ": multiple=true confirms only messages the broker has taken responsibility for",
       ("confirms",), f.FirstAckCoversAll),
     M("confirms.acks-reordered", "two consecutive single confirms on a channel arrive in swapped order",
@@ -141,9 +146,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     M("deliveries.redelivered-cleared", "requeued messages come back with redelivered=false",
       "basic.recover/01, redelivered/implementation", ("reject", "recover", "nack"), NoRedeliveredFlag),
     M("deliveries.deliver-exchange-rewritten", "basic.deliver names another exchange than the publish's",
-      "field:basic.deliver.exchange", ("replies",), lambda: f.Rewrite("deliver-exchange", D, _suffix("exchange"))),
+      "field:basic.deliver.exchange", ("replies",), lambda: f.Rewrite("deliver-exchange", D,
+      _suffix("exchange"))),
     M("deliveries.deliver-routing-key-rewritten", "basic.deliver carries another routing key",
-      "field:basic.deliver.routing-key", ("replies",), lambda: f.Rewrite("deliver-rk", D, _suffix("routing_key"))),
+      "field:basic.deliver.routing-key", ("replies",), lambda: f.Rewrite("deliver-rk", D,
+      _suffix("routing_key"))),
     M("deliveries.deliver-tag-offset", "delivery tags of basic.deliver start at 2 (tag + 1)",
       "delivery-tag/non-zero + " + ACKS_DOC, ("acks",),
       lambda: f.Rewrite("deliver-tag", D, _plus_one("delivery_tag"))),
@@ -154,7 +161,8 @@ CATALOGUE: tuple[Mutant, ...] = (
       "field:basic.get-ok.exchange", ("replies",), lambda: f.Rewrite("get-exchange", G, _suffix("exchange"))),
     M("deliveries.get-ok-routing-key-rewritten", "basic.get-ok carries another routing key",
       "field:basic.get-ok.routing-key", ("replies",), lambda: f.Rewrite("get-rk", G, _suffix("routing_key"))),
-    M("deliveries.get-ok-as-get-empty", "basic.get on a non-empty queue answers basic.get-empty (message lost)",
+    M("deliveries.get-ok-as-get-empty",
+      "basic.get on a non-empty queue answers basic.get-empty (message lost)",
       "field:basic.get-empty (only for an empty queue)", ("acks",),
       lambda: f.DropMessage("get-empty", (G,), instead=lambda m: spec.Basic.GetEmpty())),
     M("deliveries.body-byte-flipped", "the last body byte of every delivered message is flipped",
@@ -210,19 +218,22 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.Rewrite("soft-code", spec.Channel.Close,
                         lambda m: {"reply_code": SOFT_SWAP.get(m.reply_code, m.reply_code)})),
     M("errors.connection-close-code-shifted", "connection errors carry another 5xx code of the same class",
-      "the spec's on-failure codes (e.g. channel.open/state 504)", ("errors", "channel", "connection", "limits"),
+      "the spec's on-failure codes (e.g. channel.open/state 504)", ("errors", "channel", "connection",
+      "limits"),
       lambda: f.Rewrite("hard-code", spec.Connection.Close,
                         lambda m: {"reply_code": HARD_SWAP.get(m.reply_code, m.reply_code)})),
     M("errors.channel-error-escalated", "a channel error closes the whole connection (same reply code)",
       "channel.close/stability + the spec's soft-error definition (channel exceptions close the channel)",
       ("errors",), f.EscalateChannelClose),
-    M("errors.channel-error-then-connection-close", "a channel error is reported with channel.close, then the "
+    M("errors.channel-error-then-connection-close",
+      "a channel error is reported with channel.close, then the "
       "connection is closed too (504)", "the spec's soft-error definition (a channel exception closes the "
       "channel only) + channel.close/stability", ("errors", "acks"), lambda: f.CloseThenEscalate()),
     M("errors.channel-error-silences-connection", "after a channel error the connection goes silent (nothing "
       "more reaches the client)", "the spec's soft-error definition (the connection carries on)",
       ("errors", "acks"), lambda: f.CloseThenEscalate(silent=True)),
-    M("errors.channel-close-method-zeroed", "channel.close names class 0 / method 0 instead of the failing method",
+    M("errors.channel-close-method-zeroed",
+      "channel.close names class 0 / method 0 instead of the failing method",
       "field:channel.close.class-id / method-id", ("errors",),
       lambda: f.Rewrite("close-ids", spec.Channel.Close, lambda m: {"class_id": 0, "method_id": 0})),
     M("errors.connection-close-method-zeroed", "connection.close names class 0 / method 0",
@@ -236,7 +247,8 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.Drop("close-ok-lost", spec.Channel.CloseOk)),
     M("errors.reply-text-reworded", "every channel.close carries other reply text (same code, class, method)",
       "field:channel.close.reply-text", ("errors", "returns"),
-      lambda: f.Rewrite("reply-text", spec.Channel.Close, lambda m: {"reply_text": "MUTATED " + m.reply_text}),
+      lambda: f.Rewrite("reply-text", spec.Channel.Close,
+      lambda m: {"reply_text": "MUTATED " + m.reply_text}),
       equivalent="reply-text is localised free text: the spec defines only the code's meaning, so any text "
                  "is as correct as the original"),
     # -- access control ------------------------------------------------------------------------
@@ -258,7 +270,8 @@ CATALOGUE: tuple[Mutant, ...] = (
       lambda: f.AnswerInstead("select-faked", spec.Tx.Select, lambda m: spec.Tx.SelectOk())),
     M("tx.return-after-commit-ok", "in a tx, basic.return of an unroutable mandatory publish comes after "
       "tx.commit-ok", SEMANTICS_DOC + " (RabbitMQ 3.10: the return arrives on commit, before commit-ok)",
-      ("tx",), lambda: f.HoldMessage("return-after-commit", (R,), until=(spec.Tx.CommitOk,), when=f.in_tx_mode)),
+      ("tx",), lambda: f.HoldMessage("return-after-commit", (R,), until=(spec.Tx.CommitOk,),
+      when=f.in_tx_mode)),
     # -- qos / flow ----------------------------------------------------------------------------
     M("qos.prefetch-ignored", "basic.qos prefetch-count is carried out as 0 (unlimited)",
       "basic.qos.prefetch-count/01", ("qos",),
@@ -269,7 +282,8 @@ CATALOGUE: tuple[Mutant, ...] = (
                         if m.prefetch_count else {}, to_client=False)),
     M("qos.global-flipped", "basic.qos global is carried out inverted", "field:basic.qos.global (RabbitMQ: "
       "per-consumer vs per-channel)", ("qos",),
-      lambda: f.Rewrite("global-flip", spec.Basic.Qos, lambda m: {"global_": not m.global_}, to_client=False)),
+      lambda: f.Rewrite("global-flip", spec.Basic.Qos, lambda m: {"global_": not m.global_},
+      to_client=False)),
     M("qos.flow-ok-inverted", "channel.flow-ok reports the opposite of the flow state requested",
       "channel.flow-ok.active (confirms the new flow state)", ("channel",),
       lambda: f.Rewrite("flow-ok", spec.Channel.FlowOk, lambda m: {"active": not m.active})),
@@ -290,12 +304,14 @@ CATALOGUE: tuple[Mutant, ...] = (
       "basic.consume: messages are delivered as they arrive (no unbounded delay)", ("acks", "replies"),
       lambda: f.HoldMessage("delivery-held", (D,))),
     M("timing.delivery-duplicated", "every basic.deliver (with its content) is sent twice",
-      ACKS_DOC + " (one delivery tag per delivery)", ("acks",), lambda: f.DuplicateMessage("deliver-twice", (D,))),
+      ACKS_DOC + " (one delivery tag per delivery)", ("acks",), lambda: f.DuplicateMessage("deliver-twice",
+      (D,))),
     M("timing.first-delivery-lost", "the first delivery on each channel is never sent",
       "basic.consume: every message routed to the queue is delivered", ("acks",),
       lambda: f.DropMessage("first-lost", (D,), first=True)),
     # -- connection ----------------------------------------------------------------------------
-    M("connection.nack-capability-hidden", "server-properties no longer advertise basic.nack / publisher_confirms",
+    M("connection.nack-capability-hidden",
+      "server-properties no longer advertise basic.nack / publisher_confirms",
       "connection.start server-properties capabilities (RabbitMQ extensions)", ("connection", "nack"),
       lambda: f.Rewrite("caps", spec.Connection.Start, _hide_caps)),
     M("connection.exclusive-ignored", "queue.declare's exclusive flag is dropped", "queue.declare/exclusive",
@@ -322,7 +338,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     # -- client methods carried out wrongly ----------------------------------------------------
     M("client-methods.ack-multiple-ignored", "basic.ack(multiple=true) settles only the tag it names",
       "field:basic.ack.multiple", ("acks", "replies"),
-      lambda: f.Rewrite("ack-multi", spec.Basic.Ack, lambda m: {"multiple": False} if m.multiple and m.delivery_tag
+      lambda: f.Rewrite("ack-multi", spec.Basic.Ack,
+      lambda m: {"multiple": False} if m.multiple and m.delivery_tag
                         else {}, to_client=False)),
     M("client-methods.ack-lost", "the client's basic.ack never reaches the queue", "basic/10", ("acks",),
       lambda: _ClientAckLost()),
@@ -334,7 +351,8 @@ CATALOGUE: tuple[Mutant, ...] = (
       "field:basic.nack.requeue", ("nack",),
       lambda: f.Rewrite("nack-drop", spec.Basic.Nack, lambda m: {"requeue": False} if m.requeue else {},
                         to_client=False)),
-    M("client-methods.recover-requeue-dropped", "basic.recover(requeue=true) is carried out with requeue=false",
+    M("client-methods.recover-requeue-dropped",
+      "basic.recover(requeue=true) is carried out with requeue=false",
       "basic.recover/01", ("recover",),
       lambda: f.Rewrite("recover-flip", spec.Basic.Recover, lambda m: {"requeue": False} if m.requeue else {},
                         to_client=False)),
@@ -347,6 +365,7 @@ CATALOGUE: tuple[Mutant, ...] = (
                                       lambda m: {"mandatory": False} if m.mandatory else {}, to_client=False),
       should=True),
 )
+# fmt: on
 
 
 class _AckAsNack(f.Tracking):
@@ -356,7 +375,12 @@ class _AckAsNack(f.Tracking):
 
     def to_client(self, st: dict, channel: int, frm: object) -> list[f.Frame]:
         if isinstance(frm, spec.Basic.Ack) and f.in_confirm_mode(st, channel, frm):
-            return [(channel, spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple, requeue=False))]
+            return [
+                (
+                    channel,
+                    spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple, requeue=False),
+                )
+            ]
         return [(channel, frm)]
 
 

@@ -80,7 +80,9 @@ class Rewrite(Tracking):
 class Drop(Tracking):
     """Method frames of ``types`` from the broker are lost (the ``first`` only, or all)."""
 
-    def __init__(self, name: str, types: type | tuple[type, ...], *, when: When = _always, first: bool = False) -> None:
+    def __init__(
+        self, name: str, types: type | tuple[type, ...], *, when: When = _always, first: bool = False
+    ) -> None:
         self.name, self.types, self.when, self.first = name, types, when, first
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
@@ -125,7 +127,9 @@ class AnswerInstead(Tracking):
     """The client's ``request`` never reaches the broker; the proxy answers ``reply`` itself,
     as a broker that acknowledges a method without carrying it out."""
 
-    def __init__(self, name: str, request: type, reply: Callable[[Any], Any], *, when: When = _always) -> None:
+    def __init__(
+        self, name: str, request: type, reply: Callable[[Any], Any], *, when: When = _always
+    ) -> None:
         self.name, self.request, self.reply, self.when = name, request, reply, when
 
     def broker_frame(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
@@ -297,8 +301,13 @@ class ConsistentTags(Tracking):
         if isinstance(frm, spec.Basic.ConsumeOk) and channel in st.get("asked_empty", set()):
             st["asked_empty"].discard(channel)
             own.add(frm.consumer_tag)
-        if isinstance(frm, (spec.Basic.ConsumeOk, spec.Basic.Deliver, spec.Basic.Cancel, spec.Basic.CancelOk)) \
-                and isinstance(frm.consumer_tag, str) and frm.consumer_tag in own:
+        if (
+            isinstance(
+                frm, (spec.Basic.ConsumeOk, spec.Basic.Deliver, spec.Basic.Cancel, spec.Basic.CancelOk)
+            )
+            and isinstance(frm.consumer_tag, str)
+            and frm.consumer_tag in own
+        ):
             return [(channel, replace(frm, consumer_tag=self.PREFIX + frm.consumer_tag))]
         return [(channel, frm)]
 

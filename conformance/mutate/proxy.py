@@ -27,7 +27,9 @@ from conformance.verdicts import HarnessError
 Frame = tuple[int, Any]  # (channel, pamqp frame)
 
 
-def assemble(partial: dict[int, list[Frame]], channel: int, frm: Any, starts: tuple[type, ...]) -> list[Frame] | None:
+def assemble(
+    partial: dict[int, list[Frame]], channel: int, frm: Any, starts: tuple[type, ...]
+) -> list[Frame] | None:
     """Gather whole messages, per channel: a method of ``starts`` begins one, its header and
     body frames join it. The whole message once its body is complete, [] while it is not,
     None for a frame that is no part of a message (``partial`` holds the incomplete ones)."""
@@ -77,8 +79,13 @@ class DoubleConfirm(Fault):
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
         if isinstance(frm, spec.Basic.Ack) and channel in st.setdefault("confirm_channels", set()):
-            return [(channel, frm), (channel, spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple,
-                                                              requeue=False))]
+            return [
+                (channel, frm),
+                (
+                    channel,
+                    spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple, requeue=False),
+                ),
+            ]
         return [(channel, frm)]
 
     def to_broker(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
@@ -172,9 +179,19 @@ class SwapDeliveries(Fault):
         return []
 
 
-FAULTS: dict[str, type[Fault]] = {f.name: f for f in (Fault, DoubleConfirm, RollbackCommits, NoRedeliveredFlag,
-                                                     ExclusiveIgnored, NackMultipleIgnored, SwapDeliveries,
-                                                     RejectRequeueDropped)}
+FAULTS: dict[str, type[Fault]] = {
+    f.name: f
+    for f in (
+        Fault,
+        DoubleConfirm,
+        RollbackCommits,
+        NoRedeliveredFlag,
+        ExclusiveIgnored,
+        NackMultipleIgnored,
+        SwapDeliveries,
+        RejectRequeueDropped,
+    )
+}
 
 
 _UNCHECKED: dict[type, type] = {}
@@ -194,7 +211,9 @@ def _unchecked(frm: Any) -> Any:
     return out
 
 
-def _pass_headers(buf: bytes, dst: socket.socket, to_broker: bool, header_pending: bool) -> tuple[bytes, bool] | None:
+def _pass_headers(
+    buf: bytes, dst: socket.socket, to_broker: bool, header_pending: bool
+) -> tuple[bytes, bool] | None:
     """Forward an 8-octet protocol header at the start of ``buf``: the client's first bytes, or
     a broker's own header refusing the client's. ``(the rest, whether the client's header is
     still to come)``, or None while a header is incomplete."""

@@ -108,19 +108,34 @@ class Session:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance mutate",
-                                description="Run the suite through injected broker faults (mutants) and report "
-                                            "which cases kill each one.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="amqp-conformance mutate",
+        description="Run the suite through injected broker faults (mutants) and report "
+        "which cases kill each one.",
+    )
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--broker", default=None,
-                        help="the good broker behind the proxy: reference (default) | local:rabbitmq | local:garagemq")
+    target.add_argument(
+        "--broker",
+        default=None,
+        help="the good broker behind the proxy: reference (default) | local:rabbitmq | local:garagemq",
+    )
     target.add_argument("--broker-url", default=None, help="a running broker behind the proxy: amqp://user:pass@host:port/")
-    p.add_argument("--tls", action="store_true",
-                   help="--broker reference|local:rabbitmq listen with TLS; the proxy connects to it over TLS "
-                        "(it listens plain itself)")
-    p.add_argument("--mutant", action="append", default=[], help="only mutants whose id matches this glob (repeatable)")
-    p.add_argument("--area", action="append", default=[],
-                   help="only mutants observed by this area (scenario module) or of this category (repeatable)")
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="--broker reference|local:rabbitmq listen with TLS; the proxy connects to it over TLS "
+        "(it listens plain itself)",
+    )
+    p.add_argument(
+        "--mutant", action="append", default=[], help="only mutants whose id matches this glob (repeatable)"
+    )
+    p.add_argument(
+        "--area",
+        action="append",
+        default=[],
+        help="only mutants observed by this area (scenario module) or of this category (repeatable)",
+    )
     p.add_argument("-n", "--workers", default="0", help="pytest-xdist workers per mutant run (default 0)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
     p.add_argument("--case-timeout", default="5", help="seconds per wait before TIMEOUT (default 5)")
@@ -156,8 +171,12 @@ def main(argv: Sequence[str]) -> int:
 
     started = time.monotonic()
     try:
-        target = open_target(args.broker or "", args.broker_url, workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")),
-                             tls=args.tls)
+        target = open_target(
+            args.broker or "",
+            args.broker_url,
+            workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")),
+            tls=args.tls,
+        )
     except (TargetError, OSError, ValueError) as exc:
         _err(f"cannot start the target: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_TARGET
@@ -176,11 +195,16 @@ def main(argv: Sequence[str]) -> int:
         except OSError as exc:
             _err(f"cannot reach the broker at {upstream.host}:{upstream.port}: {exc.strerror or exc}")
             return EXIT_TARGET
-        session = Session(upstream=upstream, results=Path(args.results).resolve(),
-                          session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
-                          workers=args.workers, case_timeout=args.case_timeout, run_timeout=args.run_timeout,
-                          extra_pytest=(["--case", args.case] if args.case else []) + limits_options(target),
-                          restricted=_restricted(target.restricted_url))
+        session = Session(
+            upstream=upstream,
+            results=Path(args.results).resolve(),
+            session_id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-mutate-{os.getpid()}",
+            workers=args.workers,
+            case_timeout=args.case_timeout,
+            run_timeout=args.run_timeout,
+            extra_pytest=(["--case", args.case] if args.case else []) + limits_options(target),
+            restricted=_restricted(target.restricted_url),
+        )
         session.results.mkdir(parents=True, exist_ok=True)
         return _run_all(session, mutants, args.jobs, target.name, started)
     finally:
@@ -295,10 +319,27 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
     with tempfile.TemporaryDirectory(prefix="amqpc-mut-run-") as tmp, \
             FaultProxy(up.host, up.port, fault, upstream_tls=up.tls) as proxy:
         run_id = f"{session.session_id}-{mutant_id}"
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "--no-header", "-rN",
-               "--pyargs", *[f"conformance.scenarios.test_{a}" for a in areas],
-               "--broker-url", proxy.url(up.user, up.password, up.vhost), "--case-timeout", session.case_timeout,
-               "--results", tmp, "--fail-on", "none", *session.extra_pytest]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-v",
+            "--no-header",
+            "-rN",
+            "--pyargs",
+            *[f"conformance.scenarios.test_{a}" for a in areas],
+            "--broker-url",
+            proxy.url(up.user, up.password, up.vhost),
+            "--case-timeout",
+            session.case_timeout,
+            "--results",
+            tmp,
+            "--fail-on",
+            "none",
+            *session.extra_pytest,
+        ]
         if session.restricted is not None:
             cmd += ["--amqp-restricted-url", proxy.url(*session.restricted)]
         if cases:
@@ -319,7 +360,9 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         records = [json.loads(line) for fp in files for line in fp.read_text(encoding="utf-8").splitlines()
                    if line.strip()]
     if not records:
-        return RunOutcome({}, problem or "the pytest run wrote no results", time.monotonic() - started, tainted)
+        return RunOutcome(
+            {}, problem or "the pytest run wrote no results", time.monotonic() - started, tainted
+        )
     verdicts = {r["case_id"]: r["verdict"] for r in records}
     with session.lock, session.out_file.open("a", encoding="utf-8") as fh:
         for r in records:
@@ -386,11 +429,18 @@ class Summary(TypedDict):
 def summarise(results: list[MutantResult], wall: float) -> Summary:
     cats: dict[str, dict[str, int]] = {}
     for r in results:
-        c = cats.setdefault(r.category, {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "no_result": 0})
+        c = cats.setdefault(
+            r.category, {"mutants": 0, "killed": 0, "survived": 0, "equivalent": 0, "no_result": 0}
+        )
         c["mutants"] += 1
-        key = {"KILLED": "killed", "SURVIVED": "survived", "NO-RESULT": "no_result"}.get(r.outcome, "equivalent")
+        key = {"KILLED": "killed", "SURVIVED": "survived", "NO-RESULT": "no_result"}.get(
+            r.outcome, "equivalent"
+        )
         c[key] += 1
-    total = {k: sum(c[k] for c in cats.values()) for k in ("mutants", "killed", "survived", "equivalent", "no_result")}
+    total = {
+        k: sum(c[k] for c in cats.values())
+        for k in ("mutants", "killed", "survived", "equivalent", "no_result")
+    }
     return {"categories": cats, "total": total, "wall_seconds": round(wall, 1)}
 
 
@@ -425,7 +475,10 @@ def _print_catalogue(mutants: list[Mutant], *, as_json: bool) -> int:
     width = max(len(m.id) for m in mutants)
     for m in mutants:
         tag = " [equivalent]" if m.equivalent else ""
-        print(f"{m.id:<{width}}  {m.description}{tag}\n{'':<{width}}  rule: {m.rule}; areas: {', '.join(m.areas)}")
+        print(
+            f"{m.id:<{width}}  {m.description}{tag}\n{'':<{width}}  rule: {m.rule}; areas: "
+            f"{', '.join(m.areas)}"
+        )
     print(f"{len(mutants)} mutants ({sum(1 for m in mutants if m.equivalent)} documented as equivalent) "
           f"of {len(CATALOGUE)} in the catalogue")
     return 0

@@ -47,7 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(case): the conformance case this test is")
-    config.addinivalue_line("markers", f"{RESTRICTED_MARK}: the case needs the restricted user (--restricted-url)")
+    config.addinivalue_line(
+        "markers", f"{RESTRICTED_MARK}: the case needs the restricted user (--restricted-url)"
+    )
     state = new_state(config, read_settings(config))
     config.stash[STATE] = state
     config.pluginmanager.register(ConformancePlugin(config, state), PLUGIN_NAME)

@@ -52,7 +52,9 @@ def ceiling(seconds: float, phase: str) -> Iterator[None]:
             raise CeilingExceeded(seconds, phase, "?", ())
         where = _describe(frames[-1])
         # Stuck inside a library: also name the innermost frame of our own code that called it.
-        ours = [f for f in frames if f.filename.startswith(OWN_DIR) or not f.filename.startswith(LIBRARY_DIRS)]
+        ours = [
+            f for f in frames if f.filename.startswith(OWN_DIR) or not f.filename.startswith(LIBRARY_DIRS)
+        ]
         if ours and ours[-1] is not frames[-1]:
             where += f" (called from {_describe(ours[-1])})"
         raise CeilingExceeded(seconds, phase, where, tuple(frames.format()))

@@ -109,7 +109,11 @@ class Cleanup:
                 try:
                     if ch is None:
                         ch = conn.channel()
-                    method = spec.Queue.Delete(queue=name) if kind == "queue" else spec.Exchange.Delete(exchange=name)
+                    method = (
+                        spec.Queue.Delete(queue=name)
+                        if kind == "queue"
+                        else spec.Exchange.Delete(exchange=name)
+                    )
                     ch.rpc(method, timeout=min(3.0, self.timeout))
                 except CaseOutcome:
                     ch = None  # a 404 closed the channel; open another for the next one

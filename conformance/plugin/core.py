@@ -301,8 +301,11 @@ class ConformancePlugin:
         """Name the non-daemon threads cases left running (a client library's, after a timed-out
         call): Python waits for them at exit. Each gets a bounded join first."""
         deadline = time.monotonic() + THREAD_JOIN_S
-        left = [t for t in threading.enumerate()
-                if t.ident not in self.threads_before and not t.daemon and t is not threading.current_thread()]
+        left = [
+            t
+            for t in threading.enumerate()
+            if t.ident not in self.threads_before and not t.daemon and t is not threading.current_thread()
+        ]
         for t in left:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         alive = [t.name for t in left if t.is_alive()]
@@ -373,9 +376,11 @@ class ConformancePlugin:
             # What JUnit/allure show is the verdict: --fail-on decides the exit code only.
             rep.outcome = "failed" if decision.verdict in FAILURES else "passed"
             if rep.outcome == "failed" and decision.verdict in (Verdict.FAIL, Verdict.TIMEOUT):
-                rep.longrepr = (f"{decision.verdict.value}: {run_id}\n  {decision.message}\n"
-                                f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
-                                f"  rules: {', '.join(c.rules) or '-'}  sources: {cite_all(c.sources) or '-'}")
+                rep.longrepr = (
+                    f"{decision.verdict.value}: {run_id}\n  {decision.message}\n"
+                    f"  expected: {decision.expected}\n  observed: {decision.observed}\n"
+                    f"  rules: {', '.join(c.rules) or '-'}  sources: {cite_all(c.sources) or '-'}"
+                )
             elif rep.outcome == "passed":
                 rep.longrepr = None
         rep.user_properties.extend(self._properties(run_id, c.area, decision))
@@ -424,7 +429,9 @@ class ConformancePlugin:
     @pytest.hookimpl(tryfirst=True)  # before junitxml writes the test case
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # Every phase's time, also from xdist workers: the suite's own time per case.
-        self.node_seconds[report.nodeid] = self.node_seconds.get(report.nodeid, 0.0) + (report.duration or 0.0)
+        self.node_seconds[report.nodeid] = self.node_seconds.get(report.nodeid, 0.0) + (
+            report.duration or 0.0
+        )
         verdict = verdict_of(report)
         if verdict is None:
             if report.failed:
@@ -434,8 +441,14 @@ class ConformancePlugin:
         case_id, area = str(props.get("case_id")), str(props.get("area"))
         self.state.rows.append((case_id, area, verdict))
         self.node_case[report.nodeid] = (case_id, verdict)
-        facts = InvariantFacts.of({"invariants": str(props.get(INVARIANTS_KEY, "")).split(",") if
-                                   props.get(INVARIANTS_KEY) else [], "case_verdict": props.get(CASE_VERDICT_KEY)})
+        facts = InvariantFacts.of(
+            {
+                "invariants": str(props.get(INVARIANTS_KEY, "")).split(",")
+                if props.get(INVARIANTS_KEY)
+                else [],
+                "case_verdict": props.get(CASE_VERDICT_KEY),
+            }
+        )
         if facts is not None:
             self.invariant_facts[case_id] = facts
         self._junit_names(report, case_id, area)
@@ -509,8 +522,10 @@ class ConformancePlugin:
         server = state.server
         tr.write_sep("=", "amqp-conformance verdicts")
         if server is not None:
-            tr.write_line(f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
-                          f"({server.platform}); profile {state.profile}")
+            tr.write_line(
+                f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
+                f"({server.platform}); profile {state.profile}"
+            )
         for line in area_table(state.rows):
             tr.write_line(line)
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")

@@ -57,8 +57,13 @@ def queue_type(request: pytest.FixtureRequest, conformance_state: SessionState) 
 @pytest.fixture
 def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> CaseContext:
     c = case_of(request.node)
-    context = CaseContext(c, conformance_state.profile, conformance_state.case_timeout, conformance_state.worker,
-                          queue_type=item_queue_type(request.node, conformance_state.settings.queue_types))
+    context = CaseContext(
+        c,
+        conformance_state.profile,
+        conformance_state.case_timeout,
+        conformance_state.worker,
+        queue_type=item_queue_type(request.node, conformance_state.settings.queue_types),
+    )
     request.node.stash[CTX] = context
     return context
 

@@ -86,4 +86,6 @@ def read_marker(path: Path) -> Unresponsive | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return Unresponsive(str(data.get("after_case", "?")), str(data.get("cause", "?")), str(data.get("worker", "?")))
+    return Unresponsive(
+        str(data.get("after_case", "?")), str(data.get("cause", "?")), str(data.get("worker", "?"))
+    )

@@ -37,59 +37,149 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("broker-url", "AMQP_CONFORMANCE_BROKER_URL", None,
-           "run against the broker at this URL (amqp://user:pass@host:port/vhost)"),
-    Option("broker", "AMQP_CONFORMANCE_BROKER", None,
-           "target: reference (default) | url | local:rabbitmq | local:garagemq | container:IMAGE"),
+    Option(
+        "broker-url",
+        "AMQP_CONFORMANCE_BROKER_URL",
+        None,
+        "run against the broker at this URL (amqp://user:pass@host:port/vhost)",
+    ),
+    Option(
+        "broker",
+        "AMQP_CONFORMANCE_BROKER",
+        None,
+        "target: reference (default) | url | local:rabbitmq | local:garagemq | container:IMAGE",
+    ),
     # No unprefixed alias: pytest-profiling (and many conftests) define --profile.
-    Option("profile", "AMQP_CONFORMANCE_PROFILE", DEFAULT_PROFILE,
-           f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})", alias=False),
-    Option("case-timeout", "AMQP_CONFORMANCE_CASE_TIMEOUT", "10",
-           "seconds any single wait of a case may take before TIMEOUT (default 10)"),
-    Option("case-ceiling", "AMQP_CONFORMANCE_CASE_CEILING", "6",
-           "hard ceiling of one case (setup and body; teardown its own) as a multiple of --case-timeout: "
-           "a case still running then is interrupted and recorded TIMEOUT with where it was stuck "
-           "(default 6; 0 disables)"),
-    Option("results", "AMQP_CONFORMANCE_RESULTS", "reports/results",
-           "folder for the results JSONL (default reports/results)"),
-    Option("fail-on", "AMQP_CONFORMANCE_FAIL_ON", "FAIL,TIMEOUT,ERROR",
-           "verdicts that make the exit code non-zero (default FAIL,TIMEOUT,ERROR; 'none' for none)"),
-    Option("restricted-url", "AMQP_CONFORMANCE_RESTRICTED_URL", None,
-           "URL of a second user with restricted permissions, for the access cases (the spawned targets "
-           "make one; see the scenarios README for the permissions it must have)"),
-    Option("restart-cmd", "AMQP_CONFORMANCE_RESTART_CMD", None,
-           "shell command that restarts the --broker-url broker (enables restart cases for url targets)"),
-    Option("max-message-size", "AMQP_CONFORMANCE_MAX_MESSAGE_SIZE", None,
-           "the --broker-url broker's max message size in octets (RabbitMQ: max_message_size); the "
-           "limits.max-message-size-* cases are UNSUPPORTED on a url target without it", alias=False),
-    Option("alarm-cmd", "AMQP_CONFORMANCE_ALARM_CMD", None,
-           "shell command that raises ({state} = on) or clears ({state} = off) the --broker-url broker's "
-           "memory alarm, e.g. \"rabbitmqctl set_vm_memory_high_watermark ...\" (enables the connection.blocked "
-           "cases for url targets; do not combine with -n)", alias=False),
-    Option("case", "AMQP_CONFORMANCE_CASE", None,
-           "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')"),
-    Option("rule", "AMQP_CONFORMANCE_RULE", None,
-           "only the cases that check a spec rule matching one of these comma separated globs "
-           "(e.g. 'basic.ack/*,tx.*')"),
-    Option("expected-failures", "AMQP_CONFORMANCE_EXPECTED_FAILURES", None,
-           "triage TOML (the gate's format): a verdict it explains is reported as known and does not "
-           "count for --fail-on; a listed case that now passes is reported as fixed"),
-    Option("queue-type", "AMQP_CONFORMANCE_QUEUE_TYPE", "classic",
-           "queue type(s) the queue-declaring cases declare: classic (default) | quorum, or several comma "
-           "separated (classic,quorum): each case then runs once per type, ids of other types than classic "
-           "suffixed [type]"),
+    Option(
+        "profile",
+        "AMQP_CONFORMANCE_PROFILE",
+        DEFAULT_PROFILE,
+        f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})",
+        alias=False,
+    ),
+    Option(
+        "case-timeout",
+        "AMQP_CONFORMANCE_CASE_TIMEOUT",
+        "10",
+        "seconds any single wait of a case may take before TIMEOUT (default 10)",
+    ),
+    Option(
+        "case-ceiling",
+        "AMQP_CONFORMANCE_CASE_CEILING",
+        "6",
+        "hard ceiling of one case (setup and body; teardown its own) as a multiple of --case-timeout: "
+        "a case still running then is interrupted and recorded TIMEOUT with where it was stuck "
+        "(default 6; 0 disables)",
+    ),
+    Option(
+        "results",
+        "AMQP_CONFORMANCE_RESULTS",
+        "reports/results",
+        "folder for the results JSONL (default reports/results)",
+    ),
+    Option(
+        "fail-on",
+        "AMQP_CONFORMANCE_FAIL_ON",
+        "FAIL,TIMEOUT,ERROR",
+        "verdicts that make the exit code non-zero (default FAIL,TIMEOUT,ERROR; 'none' for none)",
+    ),
+    Option(
+        "restricted-url",
+        "AMQP_CONFORMANCE_RESTRICTED_URL",
+        None,
+        "URL of a second user with restricted permissions, for the access cases (the spawned targets "
+        "make one; see the scenarios README for the permissions it must have)",
+    ),
+    Option(
+        "restart-cmd",
+        "AMQP_CONFORMANCE_RESTART_CMD",
+        None,
+        "shell command that restarts the --broker-url broker (enables restart cases for url targets)",
+    ),
+    Option(
+        "max-message-size",
+        "AMQP_CONFORMANCE_MAX_MESSAGE_SIZE",
+        None,
+        "the --broker-url broker's max message size in octets (RabbitMQ: max_message_size); the "
+        "limits.max-message-size-* cases are UNSUPPORTED on a url target without it",
+        alias=False,
+    ),
+    Option(
+        "alarm-cmd",
+        "AMQP_CONFORMANCE_ALARM_CMD",
+        None,
+        "shell command that raises ({state} = on) or clears ({state} = off) the --broker-url broker's "
+        'memory alarm, e.g. "rabbitmqctl set_vm_memory_high_watermark ..." (enables the connection.blocked '
+        "cases for url targets; do not combine with -n)",
+        alias=False,
+    ),
+    Option(
+        "case",
+        "AMQP_CONFORMANCE_CASE",
+        None,
+        "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')",
+    ),
+    Option(
+        "rule",
+        "AMQP_CONFORMANCE_RULE",
+        None,
+        "only the cases that check a spec rule matching one of these comma separated globs "
+        "(e.g. 'basic.ack/*,tx.*')",
+    ),
+    Option(
+        "expected-failures",
+        "AMQP_CONFORMANCE_EXPECTED_FAILURES",
+        None,
+        "triage TOML (the gate's format): a verdict it explains is reported as known and does not "
+        "count for --fail-on; a listed case that now passes is reported as fixed",
+    ),
+    Option(
+        "queue-type",
+        "AMQP_CONFORMANCE_QUEUE_TYPE",
+        "classic",
+        "queue type(s) the queue-declaring cases declare: classic (default) | quorum, or several comma "
+        "separated (classic,quorum): each case then runs once per type, ids of other types than classic "
+        "suffixed [type]",
+    ),
     # TLS: no unprefixed aliases (--tls-* names are common enough to clash with other plugins).
-    Option("tls", "AMQP_CONFORMANCE_TLS", None,
-           "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
-           "(certificates made in the target's folder)", alias=False, switch=True),
-    Option("tls-ca", "AMQP_CONFORMANCE_TLS_CA", None,
-           "PEM CA bundle that verifies the broker's certificate (the URL's cacertfile=)", alias=False),
-    Option("tls-cert", "AMQP_CONFORMANCE_TLS_CERT", None,
-           "PEM client certificate sent to the broker (the URL's certfile=)", alias=False),
-    Option("tls-key", "AMQP_CONFORMANCE_TLS_KEY", None,
-           "PEM private key of --amqp-tls-cert (the URL's keyfile=)", alias=False),
-    Option("tls-insecure", "AMQP_CONFORMANCE_TLS_INSECURE", None,
-           "do not verify the broker's certificate (the URL's verify=verify_none)", alias=False, switch=True),
+    Option(
+        "tls",
+        "AMQP_CONFORMANCE_TLS",
+        None,
+        "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
+        "(certificates made in the target's folder)",
+        alias=False,
+        switch=True,
+    ),
+    Option(
+        "tls-ca",
+        "AMQP_CONFORMANCE_TLS_CA",
+        None,
+        "PEM CA bundle that verifies the broker's certificate (the URL's cacertfile=)",
+        alias=False,
+    ),
+    Option(
+        "tls-cert",
+        "AMQP_CONFORMANCE_TLS_CERT",
+        None,
+        "PEM client certificate sent to the broker (the URL's certfile=)",
+        alias=False,
+    ),
+    Option(
+        "tls-key",
+        "AMQP_CONFORMANCE_TLS_KEY",
+        None,
+        "PEM private key of --amqp-tls-cert (the URL's keyfile=)",
+        alias=False,
+    ),
+    Option(
+        "tls-insecure",
+        "AMQP_CONFORMANCE_TLS_INSECURE",
+        None,
+        "do not verify the broker's certificate (the URL's verify=verify_none)",
+        alias=False,
+        switch=True,
+    ),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
@@ -99,9 +189,12 @@ def add_options(parser: pytest.Parser) -> None:
     for opt in OPTIONS:
         names = [opt.flag, f"--{opt.name}"] if opt.alias else [opt.flag]
         # default None: "not given here" must be told apart from a value (env, ini, default).
-        kwargs: dict[str, Any] = {"action": "store_const", "const": "1"} if opt.switch else {"action": "store"}
-        group.addoption(*names, dest=opt.dest, default=None, help=f"{opt.help} [env {opt.env}; ini {opt.dest}]",
-                        **kwargs)
+        kwargs: dict[str, Any] = (
+            {"action": "store_const", "const": "1"} if opt.switch else {"action": "store"}
+        )
+        group.addoption(
+            *names, dest=opt.dest, default=None, help=f"{opt.help} [env {opt.env}; ini {opt.dest}]", **kwargs
+        )
         parser.addini(opt.dest, f"{opt.help} (as --amqp-{opt.name})", default=None)
 
 
@@ -166,8 +259,9 @@ SWITCH_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "
 def _switch(config: pytest.Config, name: str) -> bool:
     text = (option(config, name) or "0").strip().lower()
     if text not in SWITCH_VALUES:
-        raise pytest.UsageError(f"--amqp-{name} ({BY_NAME[name].env}) takes 1/0, true/false, yes/no or on/off, "
-                                f"not {text!r}")
+        raise pytest.UsageError(
+            f"--amqp-{name} ({BY_NAME[name].env}) takes 1/0, true/false, yes/no or on/off, not {text!r}"
+        )
     return SWITCH_VALUES[text]
 
 
@@ -235,7 +329,9 @@ def read_settings(config: pytest.Config) -> Settings:
         raise pytest.UsageError("--case-ceiling must be at least 1 (× --case-timeout), or 0 to disable it")
     profile = option(config, "profile") or DEFAULT_PROFILE
     if profile not in PROFILE_DESCRIPTIONS:
-        raise pytest.UsageError(f"unknown --amqp-profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
+        raise pytest.UsageError(
+            f"unknown --amqp-profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})"
+        )
     max_size_text = option(config, "max-message-size")
     try:
         max_message_size = int(max_size_text) if max_size_text else None
@@ -250,13 +346,25 @@ def read_settings(config: pytest.Config) -> Settings:
     if not results.is_absolute():
         results = Path(config.invocation_params.dir) / results
     return Settings(
-        profile=profile, case_timeout=case_timeout, case_ceiling=factor * case_timeout, fail_on=fail_on,
-        results_dir=results, broker_kind=option(config, "broker") or "", broker_url=option(config, "broker-url"),
-        restart_cmd=option(config, "restart-cmd"), case_globs=_globs(option(config, "case")),
-        rule_globs=_globs(option(config, "rule")), asked=asked(config),
-        tls=_switch(config, "tls"), tls_ca=_path(config, "tls-ca"), tls_cert=_path(config, "tls-cert"),
-        tls_key=_path(config, "tls-key"), tls_insecure=_switch(config, "tls-insecure"),
-        expected_failures=_triage(config), restricted_url=_restricted_url(config),
-        max_message_size=max_message_size, alarm_cmd=alarm_cmd,
+        profile=profile,
+        case_timeout=case_timeout,
+        case_ceiling=factor * case_timeout,
+        fail_on=fail_on,
+        results_dir=results,
+        broker_kind=option(config, "broker") or "",
+        broker_url=option(config, "broker-url"),
+        restart_cmd=option(config, "restart-cmd"),
+        case_globs=_globs(option(config, "case")),
+        rule_globs=_globs(option(config, "rule")),
+        asked=asked(config),
+        tls=_switch(config, "tls"),
+        tls_ca=_path(config, "tls-ca"),
+        tls_cert=_path(config, "tls-cert"),
+        tls_key=_path(config, "tls-key"),
+        tls_insecure=_switch(config, "tls-insecure"),
+        expected_failures=_triage(config),
+        restricted_url=_restricted_url(config),
+        max_message_size=max_message_size,
+        alarm_cmd=alarm_cmd,
         queue_types=_queue_types(option(config, "queue-type")),
     )

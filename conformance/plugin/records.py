@@ -56,14 +56,32 @@ def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decis
     fields = dict(ctx.extra) if ctx else {}
     fields.update(extra or {})
     fields.setdefault("url", redact(state.url))
-    state.writer.write(ResultRecord(
-        run_id=state.run_id, time=utc_now_iso(), target=state.target_name or "?",
-        broker_product=server.product, broker_version=server.version, broker_platform=server.platform,
-        client=client, client_version=client_version(client), case_id=run_case_id(c.id, queue_type), area=c.area,
-        rules=list(c.rules), level=c.level.value, profile=state.profile, verdict=d.verdict.value,
-        expected=d.expected[:2000], observed=d.observed[:2000], duration_s=round(duration, 4),
-        message=d.message[:2000], nodeid=nodeid, worker=state.worker, extra=fields, queue_type=queue_type,
-    ))
+    state.writer.write(
+        ResultRecord(
+            run_id=state.run_id,
+            time=utc_now_iso(),
+            target=state.target_name or "?",
+            broker_product=server.product,
+            broker_version=server.version,
+            broker_platform=server.platform,
+            client=client,
+            client_version=client_version(client),
+            case_id=run_case_id(c.id, queue_type),
+            area=c.area,
+            rules=list(c.rules),
+            level=c.level.value,
+            profile=state.profile,
+            verdict=d.verdict.value,
+            expected=d.expected[:2000],
+            observed=d.observed[:2000],
+            duration_s=round(duration, 4),
+            message=d.message[:2000],
+            nodeid=nodeid,
+            worker=state.worker,
+            extra=fields,
+            queue_type=queue_type,
+        )
+    )
 
 
 def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
@@ -90,8 +108,10 @@ def slowest_cases(node_case: dict[str, tuple[str, Verdict]], node_seconds: dict[
                   n: int = SLOWEST) -> list[str]:
     """The ``n`` slowest cases (setup + call + teardown of their test), slowest first, as text
     lines: seconds, verdict, case id. Ties go by case id, so the list is stable."""
-    timed = sorted(((node_seconds.get(node, 0.0), case_id, verdict) for node, (case_id, verdict) in node_case.items()),
-                   key=lambda t: (-t[0], t[1]))[:n]
+    timed = sorted(
+        ((node_seconds.get(node, 0.0), case_id, verdict) for node, (case_id, verdict) in node_case.items()),
+        key=lambda t: (-t[0], t[1]),
+    )[:n]
     if not timed:
         return []
     width = max(len(v.value) for _s, _c, v in timed)
@@ -103,9 +123,15 @@ def allure_environment(state: SessionState) -> dict[str, str]:
     """What allure's Environment panel shows for a run: the broker, the profile, the clients."""
     server = state.server or ServerInfo("?", "?", "?")
     return {
-        "broker.product": server.product, "broker.version": server.version, "broker.platform": server.platform,
-        "target": state.target_name or "?", "url": redact(state.url), "profile": state.profile,
-        "run_id": state.run_id, "client.raw": client_version("raw"), "client.pika": client_version("pika"),
+        "broker.product": server.product,
+        "broker.version": server.version,
+        "broker.platform": server.platform,
+        "target": state.target_name or "?",
+        "url": redact(state.url),
+        "profile": state.profile,
+        "run_id": state.run_id,
+        "client.raw": client_version("raw"),
+        "client.pika": client_version("pika"),
         "client.aio-pika": client_version("aio-pika"),
     }
 

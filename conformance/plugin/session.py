@@ -166,15 +166,21 @@ def start_target(state: SessionState) -> None:
         target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd,
                              tls=settings.tls)
     except TargetError as exc:
-        state.failed_to_start = (f"amqp-conformance: cannot start target {settings.broker_kind or 'reference'}: "
-                                 f"{exc}")
+        state.failed_to_start = (
+            f"amqp-conformance: cannot start target {settings.broker_kind or 'reference'}: {exc}"
+        )
         return
     state.target = target
     try:
         # --amqp-tls-ca/-cert/-key/-insecure become the URL's own options, so every client (raw,
         # pika, aio-pika, probe, private brokers' URLs read from here) honours them alike.
-        target.url = with_tls_options(target.url, ca=settings.tls_ca, cert=settings.tls_cert, key=settings.tls_key,
-                                      insecure=settings.tls_insecure)
+        target.url = with_tls_options(
+            target.url,
+            ca=settings.tls_ca,
+            cert=settings.tls_cert,
+            key=settings.tls_key,
+            insecure=settings.tls_insecure,
+        )
     except ValueError as exc:
         state.failed_to_start = f"amqp-conformance: {exc}"
         target.close()

@@ -76,7 +76,9 @@ def _jackson(value: Any) -> str:
         elif isinstance(v, str):
             _check_text(v)
         elif isinstance(v, float):
-            raise NotExact("a floating point number in a nested value")  # Java and Python print them differently
+            raise NotExact(
+                "a floating point number in a nested value"
+            )  # Java and Python print them differently
         elif not (v is None or isinstance(v, bool | int)):
             raise NotExact(f"a {type(v).__name__} in a nested value")
 
@@ -227,7 +229,9 @@ def arrow_schema() -> Any:
         return {"array": pa.list_(pa.string()), "double": pa.float64(), "integer": pa.int32(),
                 "timestamp": pa.timestamp("us", tz="UTC"), "string": pa.string()}[name]
 
-    return pa.schema([pa.field(f.name, typ(f.dataType.typeName()), nullable=True) for f in RESULTS_STRUCT.fields])
+    return pa.schema(
+        [pa.field(f.name, typ(f.dataType.typeName()), nullable=True) for f in RESULTS_STRUCT.fields]
+    )
 
 
 def write_partition(rows: list[dict[str, Any]], folder: Path) -> None:

@@ -34,11 +34,18 @@ def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance report",
         allow_abbrev=False,
-        description="Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
+        description=(
+            "Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL."
+        ),
     )
     p.add_argument("results", nargs="*", metavar="RESULTS", help="results JSONL files, folders or globs")
-    p.add_argument("--store", action="append", default=[], metavar="DIR",
-                   help="a results store made by 'amqp-conformance ingest' (repeatable; with or without RESULTS)")
+    p.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a results store made by 'amqp-conformance ingest' (repeatable; with or without RESULTS)",
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder, e.g. reports/nightly")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--name", default=None, help="report name (default: the output folder's name)")
@@ -79,7 +86,11 @@ def report_main(argv: list[str]) -> int:
 
     try:
         summary = build_report(
-            [*args.results, *args.store], args.out, master=args.master, name=args.name, progress=None if args.quiet else _progress
+            [*args.results, *args.store],
+            args.out,
+            master=args.master,
+            name=args.name,
+            progress=None if args.quiet else _progress,
         )
     except (InputProblem, EnvironmentProblem) as exc:
         _err("report", str(exc))
@@ -88,13 +99,17 @@ def report_main(argv: list[str]) -> int:
     print(
         f"report {summary['name']}: {inputs['n_rows']:,} executions, {summary['n_brokers']} broker versions, "
         f"{summary['n_cases']} cases, {inputs['n_malformed']} malformed line(s), "
-        f"{summary['regressions']['count']} regression(s), {summary['flaky']['count']} flaky → {args.out / 'index.html'}"
+        f"{summary['regressions']['count']} regression(s), {summary['flaky']['count']} flaky → "
+        f"{args.out / 'index.html'}"
     )
     for m in summary.get("mutation", {}).get("brokers", []):
         score = "-" if m["score"] is None else f"{100 * m['score']:.1f}%"
-        print(f"  suite power on {m['broker']}: {m['n_mutants']} mutants, {m['n_killed']} killed, "
-              f"{m['n_survived']} survived, {m['n_no_result']} no result, {m['n_equivalent']} equivalent; "
-              f"mutation score {score}" + (f"; not killed: {', '.join(m['not_killed'][:10])}" if m["not_killed"] else ""))
+        print(
+            f"  suite power on {m['broker']}: {m['n_mutants']} mutants, {m['n_killed']} killed, "
+            f"{m['n_survived']} survived, {m['n_no_result']} no result, {m['n_equivalent']} equivalent; "
+            f"mutation score {score}"
+            + (f"; not killed: {', '.join(m['not_killed'][:10])}" if m["not_killed"] else "")
+        )
     return EXIT_OK
 
 
@@ -116,12 +131,19 @@ def bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amqp-conformance bench",
         allow_abbrev=False,
-        description="Benchmarks. 'report': generate synthetic results, then build the full report and time it.",
+        description=(
+            "Benchmarks. 'report': generate synthetic results, then build the full report and time it."
+        ),
     )
     p.add_argument("what", choices=["report"], help="what to benchmark")
     p.add_argument("--rows", type=int, default=1_000_000, help="synthetic result rows (default 1,000,000)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    p.add_argument("--work", type=Path, default=None, help="folder for the data and the report (default: a temp folder, removed)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="folder for the data and the report (default: a temp folder, removed)",
+    )
     p.add_argument("--seed", type=int, default=7, help="generator seed")
     p.add_argument("--store", action="store_true",
                    help="ingest the generated results into a results store and report from the store")
@@ -146,7 +168,10 @@ def bench_main(argv: list[str]) -> int:
     except EnvironmentProblem as exc:
         _err("bench", str(exc))
         return EXIT_BAD_INPUT
-    print(f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, {figures['files']} files) on {figures['master']}")
+    print(
+        f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, "
+        f"{figures['files']} files) on {figures['master']}"
+    )
     print(f"  spark startup        {figures['startup_s']:7.1f} s")
     print(f"  generate             {figures['generate_s']:7.1f} s")
     if figures.get("ingest_s") is not None:

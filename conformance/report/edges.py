@@ -48,7 +48,9 @@ def resolve_inputs(inputs: Iterable[str]) -> list[str]:
             # A mutate session's summary stands for the records of that session beside it.
             records = mutate_results_of(path)
             if not records.is_file():
-                raise InputProblem(f"{item} is a mutate summary, but its results file {records.name} is not beside it")
+                raise InputProblem(
+                    f"{item} is a mutate summary, but its results file {records.name} is not beside it"
+                )
             files = [records]
         elif path.is_file():
             files = [path]
@@ -99,13 +101,16 @@ def load_results(spark: SparkSession, files: list[str]) -> Loaded:
         n_valid = sum(int(f["n_valid"]) for f in per_file)
         examples: list[dict[str, object]] = []
         if n_malformed:
-            examples = [r.asDict() for r in malformed.orderBy("file", "line").limit(MALFORMED_EXAMPLES).collect()]
+            examples = [
+                r.asDict() for r in malformed.orderBy("file", "line").limit(MALFORMED_EXAMPLES).collect()
+            ]
         if not_results:
             bad = str(not_results[0]["file"])
             first = next((e for e in examples if e["file"] == bad), None)
             detail = f" (line {first['line']}: {first['reason']})" if first else ""
             raise InputProblem(
-                f"{bad} is not a results file: none of its {not_results[0]['n_malformed']} lines is a result record{detail}"
+                f"{bad} is not a results file: none of its {not_results[0]['n_malformed']} lines is a "
+                f"result record{detail}"
             )
         if n_valid == 0:
             raise InputProblem(f"no result records in {len(files)} input file(s)")

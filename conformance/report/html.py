@@ -64,3 +64,48 @@ def table(headers: Sequence[str], body: Iterable[str], num: Sequence[int] = ()) 
 def td(value: Any, cls: str = "") -> str:
     c = f' class="{cls}"' if cls else ""
     return f"<td{c}>{value}</td>"
+
+
+# One bar segment: (fraction of the bar, fill colour, tooltip text, escaped by the chart).
+Segment = tuple[float, str, str]
+
+
+def hbar_chart(
+    title: str,
+    aria: str,
+    rows: Sequence[tuple[str, Sequence[Segment], str]],
+    *,
+    label_w: int,
+    bar_w: int,
+    right_w: int,
+    track: str | None = None,
+) -> str:
+    """Horizontal bars, one per row: a label, the segments left to right, a figure on the right.
+
+    ``track`` (a colour) draws the whole bar's length behind the segments, for bars that are a
+    share of a whole (mutation score); without it the bar is only its segments (verdict counts).
+    """
+    row_h, top = 18, 22
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + right_w}" '
+        f'height="{top + row_h * len(rows) + 8}" role="img" aria-label="{e(aria)}">',
+        f'<text x="4" y="15" font-size="13" font-weight="600">{e(title)}</text>',
+    ]
+    for i, (label, segments, right) in enumerate(rows):
+        y = top + i * row_h
+        parts.append(f'<text x="4" y="{y + 12}" font-size="11">{e(label)}</text>')
+        if track:
+            parts.append(
+                f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="{row_h - 5}" fill="{track}"/>'
+            )
+        x = float(label_w)
+        for fraction, color, tip in segments:
+            w = bar_w * fraction
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{color}">'
+                f"<title>{e(tip)}</title></rect>"
+            )
+            x += w
+        parts.append(f'<text x="{label_w + bar_w + 4}" y="{y + 12}" font-size="11">{e(right)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

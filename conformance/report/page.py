@@ -16,7 +16,7 @@ from typing import Any
 
 from conformance import sources
 from conformance.report import tx_table
-from conformance.report.html import COLORS, SHORT, css, e, pct, score_bar, table, td, verdict_chip
+from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar, table, td, verdict_chip
 from conformance.report.page_power import section_power
 from conformance.report.schema import LEVELS, VERDICTS
 
@@ -66,13 +66,36 @@ def render_trace(trace: str | None) -> str:
     for f in frames[-MAX_TRACE_LINES:]:
         if isinstance(f, Mapping):
             # Common keys first in a readable order, the rest as they come.
-            keys = [k for k in ("t", "ts", "time", "dir", "direction", "channel", "ch", "frame", "method", "summary") if k in f]
+            keys = [
+                k
+                for k in (
+                    "t",
+                    "ts",
+                    "time",
+                    "dir",
+                    "direction",
+                    "channel",
+                    "ch",
+                    "frame",
+                    "method",
+                    "summary",
+                )
+                if k in f
+            ]
             keys += [k for k in f if k not in keys]
-            lines.append("  ".join(f"{f[k]}" if k in ("frame", "method", "summary", "dir", "direction") else f"{k}={f[k]}"
-                                   for k in keys))
+            lines.append(
+                "  ".join(
+                    f"{f[k]}" if k in ("frame", "method", "summary", "dir", "direction") else f"{k}={f[k]}"
+                    for k in keys
+                )
+            )
         else:
             lines.append(str(f))
-    more = f"({len(frames) - MAX_TRACE_LINES} earlier frames not shown)\n" if len(frames) > MAX_TRACE_LINES else ""
+    more = (
+        f"({len(frames) - MAX_TRACE_LINES} earlier frames not shown)\n"
+        if len(frames) > MAX_TRACE_LINES
+        else ""
+    )
     return f'<pre class="trace">{e(more + chr(10).join(lines))}</pre>'
 
 
@@ -113,7 +136,8 @@ FILTER_SCRIPT = """
       var cells = Array.prototype.slice.call(tr.querySelectorAll('td[data-b]'));
       cells.forEach(function (td) { td.hidden = b !== '' && td.getAttribute('data-b') !== b; });
       var vis = cells.filter(function (td) { return !td.hidden; });
-      var ok = (a === '' || tr.getAttribute('data-area') === a) && (l === '' || tr.getAttribute('data-level') === l)
+      var ok = (a === '' || tr.getAttribute('data-area') === a)
+        && (l === '' || tr.getAttribute('data-level') === l)
         && (q === '' || tr.getAttribute('data-text').indexOf(q) >= 0)
         && (v === '' || vis.some(function (td) { return td.getAttribute('data-v') === v; }));
       tr.hidden = !ok; if (ok) shown++;
@@ -174,14 +198,29 @@ def section_summary(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
         )
     more = ""
     if view["n_brokers"] > len(brokers):
-        more = f'<p class="note">Showing the {len(brokers)} most recent of {view["n_brokers"]} broker versions; all are in tables/brokers.</p>'
+        more = (
+            f'<p class="note">Showing the {len(brokers)} most recent of {view["n_brokers"]} broker '
+            "versions; all are in tables/brokers.</p>"
+        )
     legend = " ".join(f'<span class="v v-{v}">{SHORT[v]}</span> {v}' for v in VERDICTS)
     return (
         '<section id="summary"><h2>Summary per broker</h2>'
-        f'<p class="note">Latest verdict per case. Score = PASS / (PASS + FAIL + NON_STRICT + TIMEOUT). {legend}</p>'
+        '<p class="note">Latest verdict per case. Score = PASS / (PASS + FAIL + NON_STRICT + '
+        f"TIMEOUT). {legend}</p>"
         + more
         + table(
-            ["Broker", "Runs", "Executions", "Cases", "Latest verdicts", "Score", "MUST failures", "tx profile (best column)", "Clients", "Last run (UTC)"],
+            [
+                "Broker",
+                "Runs",
+                "Executions",
+                "Cases",
+                "Latest verdicts",
+                "Score",
+                "MUST failures",
+                "tx profile (best column)",
+                "Clients",
+                "Last run (UTC)",
+            ],
             body,
             num=(1, 2, 3, 6),
         )
@@ -191,31 +230,13 @@ def section_summary(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
 
 def svg_area_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
     """Horizontal stacked bars: one per area, segments = latest verdict counts."""
-    label_w, bar_w, row_h, top = 96, 260, 18, 22
-    height = top + row_h * len(scores) + 8
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 50}" height="{height}" role="img" '
-        f'aria-label="verdicts per area for {e(broker)}">',
-        f'<text x="4" y="15" font-size="13" font-weight="600">{e(broker)}</text>',
-    ]
-    for i, s in enumerate(scores):
-        y = top + i * row_h
+    rows = []
+    for s in scores:
         total = max(1, int(s["n_cases"]))
-        parts.append(f'<text x="4" y="{y + 12}" font-size="11">{e(s["area"])}</text>')
-        x = float(label_w)
-        for v in VERDICTS:
-            n = int(s[f"n_{v.lower()}"])
-            if not n:
-                continue
-            w = bar_w * n / total
-            parts.append(
-                f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{COLORS[v]}">'
-                f"<title>{e(s['area'])}: {n} {v}</title></rect>"
-            )
-            x += w
-        parts.append(f'<text x="{label_w + bar_w + 4}" y="{y + 12}" font-size="11">{int(s["n_cases"])}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+        counts = [(v, int(s[f"n_{v.lower()}"])) for v in VERDICTS]
+        segments = [(n / total, COLORS[v], f"{s['area']}: {n} {v}") for v, n in counts if n]
+        rows.append((s["area"], segments, str(int(s["n_cases"]))))
+    return hbar_chart(broker, f"verdicts per area for {broker}", rows, label_w=96, bar_w=260, right_w=50)
 
 
 def section_chart(view: Mapping[str, Any]) -> str:
@@ -223,10 +244,15 @@ def section_chart(view: Mapping[str, Any]) -> str:
     for s in view["scores_area"]:
         by_broker[s["broker"]].append(s)
     charts = "".join(
-        f'<div class="chart">{svg_area_chart(b, by_broker[b])}</div>' for b in view["chart_brokers"] if b in by_broker
+        f'<div class="chart">{svg_area_chart(b, by_broker[b])}</div>'
+        for b in view["chart_brokers"]
+        if b in by_broker
     )
     legend = "".join(
-        f'<span><svg width="10" height="10"><rect width="10" height="10" fill="{COLORS[v]}"/></svg> {v}</span>'
+        (
+            '<span><svg width="10" height="10"><rect width="10" height="10" '
+            f'fill="{COLORS[v]}"/></svg> {v}</span>'
+        )
         for v in VERDICTS
     )
     levels = _level_table(view)
@@ -238,14 +264,21 @@ def section_chart(view: Mapping[str, Any]) -> str:
 
 
 def _level_table(view: Mapping[str, Any]) -> str:
-    cell: dict[tuple[str, str], Mapping[str, Any]] = {(s["broker"], s["level"]): s for s in view["scores_level"]}
+    cell: dict[tuple[str, str], Mapping[str, Any]] = {
+        (s["broker"], s["level"]): s for s in view["scores_level"]
+    }
     levels = [lv for lv in LEVELS if any(k[1] == lv for k in cell)]
     body = []
     for b in view["chart_brokers"]:
         tds = []
         for lv in levels:
             s = cell.get((b, lv))
-            tds.append(td("" if s is None else f"{pct(s['score'])} <small>({s['n_pass']}/{s['n_scored']})</small>", "num"))
+            tds.append(
+                td(
+                    "" if s is None else f"{pct(s['score'])} <small>({s['n_pass']}/{s['n_scored']})</small>",
+                    "num",
+                )
+            )
         body.append(f"<tr>{td(e(b))}{''.join(tds)}</tr>")
     return table(["Broker", *levels], body)
 
@@ -254,7 +287,8 @@ def _cell(m: Mapping[str, Any], broker: str, index: int) -> str:
     v = m["verdict"]
     duration = m.get("duration_s")
     lines = [
-        f"<b>{e(v)}</b> on {e(broker)}" + (f" · {duration:.3f} s" if isinstance(duration, (int, float)) else "")
+        f"<b>{e(v)}</b> on {e(broker)}"
+        + (f" · {duration:.3f} s" if isinstance(duration, (int, float)) else "")
         + (f" · run {e(m['run_id'])}" if m.get("run_id") else ""),
         f"expected: {e(m['expected'])}",
         f"observed: {e(m['observed'])}",
@@ -263,7 +297,8 @@ def _cell(m: Mapping[str, Any], broker: str, index: int) -> str:
         lines.append(e(m["message"]))
     trace = render_trace(m.get("trace"))
     return (
-        f'<td class="cell c-{e(v)}" data-b="{index}" data-v="{e(v)}"><details><summary title="{e(v)}">{SHORT.get(v, e(v))}'
+        f'<td class="cell c-{e(v)}" data-b="{index}" data-v="{e(v)}"><details><summary '
+        f'title="{e(v)}">{SHORT.get(v, e(v))}'
         f'</summary><div class="detail">{chr(10).join(lines)}{trace}</div></details></td>'
     )
 
@@ -282,17 +317,23 @@ def section_matrix(view: Mapping[str, Any]) -> str:
         tds = []
         for i, b in enumerate(brokers):
             m = cells.get((c, b))
-            tds.append(f'<td class="cell c-none" data-b="{i}" data-v=""></td>' if m is None else _cell(m, b, i))
+            tds.append(
+                f'<td class="cell c-none" data-b="{i}" data-v=""></td>' if m is None else _cell(m, b, i)
+            )
         area, level = meta[c]
         info = catalogue.get(c, {})
         text = " ".join([c, info.get("description", ""), info.get("expectation", "")]).lower()
-        case_cell = f'<details class="case"><summary><code>{e(c)}</code></summary>{case_drilldown(c)}</details>'
+        case_cell = (
+            f'<details class="case"><summary><code>{e(c)}</code></summary>{case_drilldown(c)}</details>'
+        )
         body.append(f'<tr data-area="{e(area)}" data-level="{e(level)}" data-text="{e(text)}">'
                     f"{td(case_cell)}{td(e(area))}{td(e(level))}{''.join(tds)}</tr>")
     shown = len(cases)
     note = (
-        f"{shown} of {view['n_matrix_cases']} cases (cases with any non-PASS verdict first) × the {len(brokers)} most recent broker versions; "
-        "click a case for its description, expectation, spec rule and sources, a cell for expected vs observed, "
+        f"{shown} of {view['n_matrix_cases']} cases (cases with any non-PASS verdict first) × the "
+        f"{len(brokers)} most recent broker versions; "
+        "click a case for its description, expectation, spec rule and sources, a cell for "
+        "expected vs observed, "
         "duration and frame trace. The full matrix is tables/matrix."
     )
     heads = ["Case", "Area", "Level", *[f'<small>{e(b)}</small>' for b in brokers]]
@@ -301,8 +342,10 @@ def section_matrix(view: Mapping[str, Any]) -> str:
     areas = sorted({a for a, _ in meta.values()})
     levels = [lv for lv in LEVELS if any(lv == x for _, x in meta.values())]
     return (
-        f'<section id="matrix"><h2>Compliance matrix</h2><p class="note">{note}</p>{filter_bar(areas, levels, brokers)}'
-        f'<div class="scroll"><table><thead><tr>{head_html}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        '<section id="matrix"><h2>Compliance matrix</h2><p '
+        f'class="note">{note}</p>{filter_bar(areas, levels, brokers)}'
+        "<div "
+        f'class="scroll"><table><thead><tr>{head_html}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
         "</section>"
     )
 
@@ -312,9 +355,16 @@ def section_tx(view: Mapping[str, Any]) -> str:
     for r in view["tx"]:
         by_broker[r["broker"]].append(r)
     if not by_broker:
-        return '<section id="tx"><h2>tx table</h2><p class="note">No tx case observations (extra.tx_row / extra.tx_observed) in the inputs.</p></section>'
-    out = ['<section id="tx"><h2>tx table per broker</h2><p class="note">Observed values from the tx cases beside the '
-           "seed's columns (RabbitMQ “Broker Semantics”, Semantics of tx). Green: the column agrees (its “undefined” agrees with anything); red: it does not.</p>"]
+        return (
+            '<section id="tx"><h2>tx table</h2><p class="note">No tx case observations (extra.tx_row '
+            "/ extra.tx_observed) in the inputs.</p></section>"
+        )
+    out = [
+        '<section id="tx"><h2>tx table per broker</h2><p class="note">Observed values from the '
+        "tx cases beside the "
+        "seed's columns (RabbitMQ “Broker Semantics”, Semantics of tx). Green: the column agrees "
+        "(its “undefined” agrees with anything); red: it does not.</p>"
+    ]
     heads = ["Feature", "Observed", "Cases", *[e(tx_table.COLUMN_LABELS[c]) for c in tx_table.COLUMNS]]
     for b, rows in by_broker.items():
         body = []
@@ -344,7 +394,10 @@ def section_profile(view: Mapping[str, Any]) -> str:
         ps = sorted(ps, key=lambda p: p["rank"])
         best = ps[0]
         scores = " · ".join(
-            f'<span class="{"best" if p["best"] else ""}">{e(tx_table.COLUMN_LABELS[p["column"]])} {p["n_match"]}/{p["n_compared"]}</span>'
+            (
+                f'<span class="{"best" if p["best"] else ""}">{e(tx_table.COLUMN_LABELS[p["column"]])} '
+                f"{p['n_match']}/{p['n_compared']}</span>"
+            )
             for p in sorted(ps, key=lambda p: p["column_order"])
         )
         dis = "<br>".join(e(d) for d in best["disagreements"]) or "none"
@@ -360,11 +413,22 @@ def section_profile(view: Mapping[str, Any]) -> str:
         )
     note = (
         "Which column of the tx table each broker behaves like, from its tx cases' observations. "
-        "A column's “undefined” matches anything; unobservable rows are not compared; ties go to more exact matches."
+        "A column's “undefined” matches anything; unobservable rows are not compared; ties go to "
+        "more exact matches."
     )
     return (
         f'<section id="profile"><h2>Profile inference</h2><p class="note">{note}</p>'
-        + table(["Broker", "Best column", "Profile", "Match", "All columns (matched/compared)", "Rows that disagree with the best column"], body)
+        + table(
+            [
+                "Broker",
+                "Best column",
+                "Profile",
+                "Match",
+                "All columns (matched/compared)",
+                "Rows that disagree with the best column",
+            ],
+            body,
+        )
         + "</section>"
     )
 
@@ -383,7 +447,9 @@ def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
             status = '<span class="v v-NOT_RUN">not run here</span>'
         else:
             status = '<span class="v v-UNSUPPORTED">not covered</span>'
-        rid = f"<code>{e(r['rule_id'])}</code>" + ("" if r["in_spec"] else " <small>(not in the spec XML)</small>")
+        rid = f"<code>{e(r['rule_id'])}</code>" + (
+            "" if r["in_spec"] else " <small>(not in the spec XML)</small>"
+        )
         body.append(
             "<tr>"
             + td(rid)
@@ -396,14 +462,25 @@ def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
             + "</tr>"
         )
     note = (
-        f"{cov['covered']} of {cov['rule_ids']} rule ids ({cov['rule_elements']} &lt;rule&gt; elements) are cited by at least one case; "
+        f"{cov['covered']} of {cov['rule_ids']} rule ids ({cov['rule_elements']} &lt;rule&gt; "
+        "elements) are cited by at least one case; "
         "status is the worst latest verdict over all brokers."
-        + (f" {n_not_run} rule id(s) are checked by cases of the suite that these inputs did not run (“not run here”)."
-           if n_not_run else "")
+        + (
+            (
+                f" {n_not_run} rule id(s) are checked by cases of the suite that these inputs did not run "
+                "(“not run here”)."
+            )
+            if n_not_run
+            else ""
+        )
     )
     return (
         f'<section id="rules"><h2>Spec-rule coverage</h2><p class="note">{note}</p>'
-        + table(["Rule", "Level", "Elements", "Brokers", "Worst verdict", "PASS / executions", "Cases"], body, num=(2, 3, 5))
+        + table(
+            ["Rule", "Level", "Elements", "Brokers", "Worst verdict", "PASS / executions", "Cases"],
+            body,
+            num=(2, 3, 5),
+        )
         + "</section>"
     )
 
@@ -417,21 +494,32 @@ def svg_trend(product: str, points: Sequence[Mapping[str, Any]]) -> str:
     def y(score: float) -> float:
         return top + (1 - score) * (h - top - bottom)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
-             f'aria-label="score per run for {e(product)}"><text x="4" y="14" font-size="13" font-weight="600">{e(product)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img" '
+        f'aria-label="score per run for {e(product)}"><text x="4" y="14" font-size="13" '
+        f'font-weight="600">{e(product)}</text>'
+    ]
     for frac in (0.0, 0.5, 1.0):
-        parts.append(f'<line x1="{left}" x2="{w - 8}" y1="{y(frac):.1f}" y2="{y(frac):.1f}" stroke="#e3e6ea"/>'
-                     f'<text x="2" y="{y(frac) + 4:.1f}" font-size="10">{int(frac * 100)}%</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{w - 8}" y1="{y(frac):.1f}" y2="{y(frac):.1f}" stroke="#e3e6ea"/>'
+            f'<text x="2" y="{y(frac) + 4:.1f}" font-size="10">{int(frac * 100)}%</text>'
+        )
     coords = [(left + i * step, y(float(p["score"]))) for i, p in enumerate(points)]
     if len(coords) > 1:
         parts.append('<polyline fill="none" stroke="#1d5fa8" stroke-width="2" points="'
                      + " ".join(f"{x:.1f},{yy:.1f}" for x, yy in coords) + '"/>')
     last_version = None
     for (x, yy), p in zip(coords, points, strict=True):
-        parts.append(f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="3.5" fill="#1d5fa8"><title>{e(p["broker"])} run {e(p["run_id"])}: '
-                     f'{pct(p["score"])} ({p["n_pass"]}/{p["n_scored"]})</title></circle>')
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{yy:.1f}" r="3.5" fill="#1d5fa8"><title>{e(p["broker"])} run '
+            f"{e(p['run_id'])}: "
+            f"{pct(p['score'])} ({p['n_pass']}/{p['n_scored']})</title></circle>"
+        )
         if p["broker_version"] != last_version:  # label each release where it starts
-            parts.append(f'<text x="{x:.1f}" y="{h - 8}" font-size="10" text-anchor="middle">{e(p["broker_version"])}</text>')
+            parts.append(
+                f'<text x="{x:.1f}" y="{h - 8}" font-size="10" '
+                f'text-anchor="middle">{e(p["broker_version"])}</text>'
+            )
             last_version = p["broker_version"]
     parts.append("</svg>")
     return "".join(parts)
@@ -448,9 +536,16 @@ def section_trend(view: Mapping[str, Any]) -> str:
         f'<div class="chart">{svg_trend(p, sorted(rs, key=lambda r: (str(r["ts"]), r["run_id"])))}</div>'
         for p, rs in sorted(by_product.items())
     )
-    note = ("Score of each run (PASS / (PASS + FAIL + NON_STRICT + TIMEOUT) over the cases it ran), oldest first, "
-            "per broker product; labels mark where a release starts. A run of a subset of the cases scores that subset.")
-    return f'<section id="trend"><h2>Score trend over runs and releases</h2><p class="note">{note}</p><div class="charts">{charts}</div></section>'
+    note = (
+        "Score of each run (PASS / (PASS + FAIL + NON_STRICT + TIMEOUT) over the cases it ran), "
+        "oldest first, "
+        "per broker product; labels mark where a release starts. A run of a subset of the cases "
+        "scores that subset."
+    )
+    return (
+        '<section id="trend"><h2>Score trend over runs and releases</h2><p '
+        f'class="note">{note}</p><div class="charts">{charts}</div></section>'
+    )
 
 
 def section_queue_types(view: Mapping[str, Any]) -> str:
@@ -471,8 +566,10 @@ def section_queue_types(view: Mapping[str, Any]) -> str:
         for r in found
     ]
     n_diff = sum(1 for r in found if r["differs"])
-    note = (f"{len(found)} case × broker row(s) run on more than one queue type ({n_diff} with different "
-            "verdicts, first); hover a verdict for what was observed. Ids: classic plain, others suffixed [type].")
+    note = (
+        f"{len(found)} case × broker row(s) run on more than one queue type ({n_diff} with different "
+        "verdicts, first); hover a verdict for what was observed. Ids: classic plain, others suffixed [type]."
+    )
     return (f'<section id="queue-types"><h2>Queue types: classic vs quorum</h2><p class="note">{note}</p>'
             + table(["Case", "Area", "Broker", "classic", "quorum", ""], body) + "</section>")
 
@@ -484,7 +581,9 @@ def section_flaky(view: Mapping[str, Any]) -> str:
         + td(e(f["broker_platform"]))
         + td(f"<code>{e(f['case_id'])}</code>")
         + td(f["n_runs"], "num")
-        + td(" ".join(f'{verdict_chip(v)}&nbsp;{f[f"n_{v.lower()}"]}' for v in VERDICTS if f[f"n_{v.lower()}"]))
+        + td(
+            " ".join(f"{verdict_chip(v)}&nbsp;{f[f'n_{v.lower()}']}" for v in VERDICTS if f[f"n_{v.lower()}"])
+        )
         + "</tr>"
         for f in view["flaky"]
     ]
@@ -510,21 +609,34 @@ def section_regressions(view: Mapping[str, Any]) -> str:
         for r in view["regressions"]
     ]
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(view["regression_kinds"].items())) or "none"
-    note = f"Between consecutive versions of each product: PASS → FAIL/TIMEOUT/ERROR, and new NON_STRICT. {kinds}."
-    return f'<section id="regressions"><h2>Regressions</h2><p class="note">{note}</p>' + (
-        table(["Baseline", "Candidate", "Case", "Kind", "Was", "Now", "Expected vs observed"], body) if body else ""
-    ) + "</section>"
+    note = (
+        "Between consecutive versions of each product: PASS → FAIL/TIMEOUT/ERROR, and new "
+        f"NON_STRICT. {kinds}."
+    )
+    return (
+        f'<section id="regressions"><h2>Regressions</h2><p class="note">{note}</p>'
+        + (
+            table(["Baseline", "Candidate", "Case", "Kind", "Was", "Now", "Expected vs observed"], body)
+            if body
+            else ""
+        )
+        + "</section>"
+    )
 
 
 def section_malformed(view: Mapping[str, Any]) -> str:
     if not view["n_malformed"]:
         return ""
     body = [
-        f"<tr>{td(e(m['file']))}{td(m['line'], 'num')}{td(e(m['reason']))}{td('<code>' + e(m['value']) + '</code>')}</tr>"
+        f"<tr>{td(e(m['file']))}{td(m['line'], 'num')}{td(e(m['reason']))}"
+        f"{td('<code>' + e(m['value']) + '</code>')}</tr>"
         for m in view["malformed"]
     ]
     return (
-        f'<section id="malformed"><h2>Malformed input lines</h2><p class="note">{view["n_malformed"]} line(s) skipped.</p>'
+        (
+            '<section id="malformed"><h2>Malformed input lines</h2><p '
+            f'class="note">{view["n_malformed"]} line(s) skipped.</p>'
+        )
         + table(["File", "Line", "Problem", "Text (first 200 chars)"], body, num=(1,))
         + "</section>"
     )
@@ -534,8 +646,10 @@ def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
     inputs = summary["inputs"]
     brokers = broker_title(view) or "no broker"
     sub = (
-        f"{inputs['n_rows']:,} case executions from {inputs['n_files']} file(s) · {summary['n_brokers']} broker versions · "
-        f"{summary['n_cases']} cases · {inputs['n_malformed']} malformed line(s) · generated {e(summary['generated_at'])}"
+        f"{inputs['n_rows']:,} case executions from {inputs['n_files']} file(s) · "
+        f"{summary['n_brokers']} broker versions · "
+        f"{summary['n_cases']} cases · {inputs['n_malformed']} malformed line(s) · generated "
+        f"{e(summary['generated_at'])}"
     )
     nav = "".join(
         f'<a href="#{i}">{t}</a>'
@@ -570,9 +684,11 @@ def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
         ]
     )
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>AMQP 0-9-1 conformance — {e(brokers)} — {e(summary['name'])}</title><style>{css()}</style></head>"
-        f"<body><header><h1>AMQP 0-9-1 conformance — {e(brokers)}</h1><p>report {e(summary['name'])} · {sub}</p></header>"
+        f"<title>AMQP 0-9-1 conformance — {e(brokers)} — "
+        f"{e(summary['name'])}</title><style>{css()}</style></head>"
+        f"<body><header><h1>AMQP 0-9-1 conformance — {e(brokers)}</h1><p>report "
+        f"{e(summary['name'])} · {sub}</p></header>"
         f"<nav>{nav}</nav><main>{body}</main><script>{FILTER_SCRIPT}</script></body></html>\n"
     )

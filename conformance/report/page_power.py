@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from conformance import sources
-from conformance.report.html import COLORS, e, pct, table, td, verdict_chip
+from conformance.report.html import COLORS, e, hbar_chart, pct, table, td, verdict_chip
 
 OUTCOME_CLASS: dict[str, str] = {
     "KILLED": "PASS", "SURVIVED": "FAIL", "NO-RESULT": "NOT_RUN", "EQUIVALENT": "INFORMATIONAL",
@@ -18,40 +18,32 @@ OUTCOME_CLASS: dict[str, str] = {
 
 
 def outcome_chip(outcome: str) -> str:
-    return f'<span class="v v-{OUTCOME_CLASS.get(outcome, "NOT_RUN")}" title="{e(outcome)}">{e(outcome)}</span>'
+    return (
+        f'<span class="v v-{OUTCOME_CLASS.get(outcome, "NOT_RUN")}" title="{e(outcome)}">{e(outcome)}</span>'
+    )
 
 
 def svg_power_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
     """Horizontal bars: one per area, length = mutation score, label killed / (mutants - equivalent)."""
-    label_w, bar_w, row_h, top = 110, 240, 18, 22
-    height = top + row_h * len(scores) + 8
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" role="img" '
-        f'aria-label="mutation score per area for {e(broker)}">',
-        f'<text x="4" y="15" font-size="13" font-weight="600">{e(broker)}</text>',
-    ]
-    for i, s in enumerate(scores):
-        y = top + i * row_h
+    rows = []
+    for s in scores:
         counted = int(s["n_mutants"]) - int(s["n_equivalent"])
-        parts.append(f'<text x="4" y="{y + 12}" font-size="11">{e(s["category"])}</text>')
-        parts.append(f'<rect x="{label_w}" y="{y + 2}" width="{bar_w}" height="{row_h - 5}" fill="#eceff1"/>')
-        score = s["score"]
+        killed, score = int(s["n_killed"]), s["score"]
+        segments = []
         if score is not None:
-            w = bar_w * float(score)
-            parts.append(
-                f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{COLORS["PASS"]}">'
-                f'<title>{e(s["category"])}: {s["n_killed"]} of {counted} killed ({pct(score)})</title></rect>')
-            if int(s["n_killed"]) < counted:
-                parts.append(
-                    f'<rect x="{label_w + w:.1f}" y="{y + 2}" width="{bar_w - w:.1f}" height="{row_h - 5}" '
-                    f'fill="{COLORS["FAIL"]}"><title>{e(s["category"])}: {counted - int(s["n_killed"])} not killed'
-                    "</title></rect>")
-        label = (f"{pct(score)} ({s['n_killed']}/{counted})" if score is not None else "equivalent only")
+            tip = f"{s['category']}: {killed} of {counted} killed ({pct(score)})"
+            segments.append((float(score), COLORS["PASS"], tip))
+            if killed < counted:
+                tip = f"{s['category']}: {counted - killed} not killed"
+                segments.append((1 - float(score), COLORS["FAIL"], tip))
+        label = f"{pct(score)} ({killed}/{counted})" if score is not None else "equivalent only"
         if int(s["n_equivalent"]):
             label += f" +{s['n_equivalent']} eq."
-        parts.append(f'<text x="{label_w + bar_w + 4}" y="{y + 12}" font-size="11">{e(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+        rows.append((s["category"], segments, label))
+    return hbar_chart(
+        broker, f"mutation score per area for {broker}", rows, label_w=110, bar_w=240, right_w=120,
+        track="#eceff1",
+    )
 
 
 def _kills(m: Mapping[str, Any]) -> str:
@@ -66,21 +58,31 @@ def _kills(m: Mapping[str, Any]) -> str:
 def section_power(view: Mapping[str, Any]) -> str:
     brokers = view.get("mutation_brokers", [])
     if not brokers:
-        return ('<section id="power"><h2>Suite power</h2><p class="note">No mutation runs in the inputs: '
-                "<code>amqp-conformance mutate</code> runs the suite through injected broker faults; give its "
-                "results (<code>reports/mutate/</code> or a <code>&lt;session&gt;.summary.json</code>) to the report.</p></section>")
+        return (
+            '<section id="power"><h2>Suite power</h2><p class="note">No mutation runs in the inputs: '
+            "<code>amqp-conformance mutate</code> runs the suite through injected broker faults; give its "
+            "results (<code>reports/mutate/</code> or a <code>&lt;session&gt;.summary.json</code>) "
+            "to the report.</p></section>"
+        )
     catalogue = _mutant_catalogue()
     scores: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for sc in view["mutation_scores"]:
         scores[sc["broker"]].append(sc)
-    charts = "".join(f'<div class="chart">{svg_power_chart(b, scores[b])}</div>' for b in brokers if b in scores)
+    charts = "".join(
+        f'<div class="chart">{svg_power_chart(b, scores[b])}</div>' for b in brokers if b in scores
+    )
     out = [
-        '<section id="power"><h2>Suite power (mutation runs)</h2><p class="note">Each mutant is a fault-injecting '
-        "proxy in front of a good broker that breaks one promise; the cases that can observe it run through it "
-        "(<code>amqp-conformance mutate</code>). Killed: a case ended FAIL or TIMEOUT (NON_STRICT for a SHOULD/MAY "
+        '<section id="power"><h2>Suite power (mutation runs)</h2><p class="note">Each mutant is '
+        "a fault-injecting "
+        "proxy in front of a good broker that breaks one promise; the cases that can observe it "
+        "run through it "
+        "(<code>amqp-conformance mutate</code>). Killed: a case ended FAIL or TIMEOUT "
+        "(NON_STRICT for a SHOULD/MAY "
         "promise) where the same session's fault-free run did not; ERROR never kills. Equivalent mutants are "
-        "documented as unobservable by any client. Mutation score per area = killed / (mutants − equivalent), "
-        "over each mutant's latest session per target broker. Mutation runs are not counted in the compliance "
+        "documented as unobservable by any client. Mutation score per area = killed / (mutants − "
+        "equivalent), "
+        "over each mutant's latest session per target broker. Mutation runs are not counted in "
+        "the compliance "
         "figures above.</p>",
         f'<div class="charts">{charts}</div>',
     ]
@@ -106,18 +108,37 @@ def section_power(view: Mapping[str, Any]) -> str:
                 extra += f'<br><small>{e(m["problem"])}</small>'
             body.append(
                 "<tr>"
-                + td(f'<code>{e(m["mutant"])}</code>')
+                + td(f"<code>{e(m['mutant'])}</code>")
                 + td(e(m["category"]))
                 + td(outcome_chip(m["outcome"]))
                 + td(_kills(m) + extra)
                 + td(m["n_cases"], "num")
-                + td(desc + (f'<br><small>rule: {e(sources.cite_text(cat["rule"]))}</small>' if cat.get("rule") else ""))
+                + td(
+                    desc
+                    + (
+                        f"<br><small>rule: {e(sources.cite_text(cat['rule']))}</small>"
+                        if cat.get("rule")
+                        else ""
+                    )
+                )
                 + "</tr>"
             )
         session = max((str(m["mutate_session"]) for m in ms), default="")
-        out.append(f"<h3>{e(b)}</h3><p class=\"note\">{len(ms)} mutants: {e(tally)}; latest session {e(session)}.</p>"
-                   + table(["Mutant", "Area", "Outcome", "Killed by (verdict; baseline if not PASS)", "Cases", "What it breaks"],
-                           body, num=(4,)))
+        out.append(
+            f'<h3>{e(b)}</h3><p class="note">{len(ms)} mutants: {e(tally)}; latest session {e(session)}.</p>'
+            + table(
+                [
+                    "Mutant",
+                    "Area",
+                    "Outcome",
+                    "Killed by (verdict; baseline if not PASS)",
+                    "Cases",
+                    "What it breaks",
+                ],
+                body,
+                num=(4,),
+            )
+        )
     out.append("</section>")
     return "".join(out)
 
@@ -126,5 +147,7 @@ def section_power(view: Mapping[str, Any]) -> str:
 def _mutant_catalogue() -> dict[str, dict[str, Any]]:
     from conformance.mutate.catalogue import CATALOGUE
 
-    return {m.id: {"description": sources.cite_text(m.description), "rule": m.rule, "equivalent": m.equivalent}
-            for m in CATALOGUE}
+    return {
+        m.id: {"description": sources.cite_text(m.description), "rule": m.rule, "equivalent": m.equivalent}
+        for m in CATALOGUE
+    }

@@ -128,7 +128,10 @@ def run_report(
         tx_obs = stages.tx_observations(latest)
         timer.stage("tx table", write("tx_table", stages.tx_comparison(tx_obs, seed)))
         timer.stage("profile inference", write("profile_inference", stages.profile_inference(tx_obs, seed)))
-        timer.stage("flaky cases", write("flaky", stages.flaky_cases(spark.read.parquet(str(out_dir / "tables" / "history")))))
+        timer.stage(
+            "flaky cases",
+            write("flaky", stages.flaky_cases(spark.read.parquet(str(out_dir / "tables" / "history")))),
+        )
         timer.stage("regressions", write("regressions", stages.release_regressions(latest)))
         rules = load_rules()
         coverage = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
@@ -151,7 +154,9 @@ def run_report(
         return sum(len(v) for v in view.values() if isinstance(v, list))
 
     timer.stage("collect top-N", collect, "rows for the page")
-    summary = make_summary(name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules}))
+    summary = make_summary(
+        name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
+    )
     summary["timings_s"] = dict(timer.timings)
 
     def render() -> int:
@@ -162,8 +167,13 @@ def run_report(
     timer.stage("html", render, "bytes")
     summary["timings_s"] = dict(timer.timings)
     summary["total_s"] = round(time.perf_counter() - timer.t0, 3)
-    (out_dir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    say(f"report: wrote {out_dir}/index.html, summary.json and {len(tables)} tables in {summary['total_s']:.1f}s")
+    (out_dir / "summary.json").write_text(
+        json.dumps(_jsonable(summary), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    say(
+        f"report: wrote {out_dir}/index.html, summary.json and {len(tables)} tables in "
+        f"{summary['total_s']:.1f}s"
+    )
     return _jsonable(summary)
 
 
@@ -200,25 +210,38 @@ def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
     return {
         "brokers": brokers,
         "n_brokers": t("brokers").count(),
-        "scores_area": rows(t("scores_area").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "area"), 10_000),
-        "scores_level": rows(t("scores_level").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "level"), 10_000),
+        "scores_area": rows(
+            t("scores_area").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "area"), 10_000
+        ),
+        "scores_level": rows(
+            t("scores_level").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "level"), 10_000
+        ),
         "chart_brokers": chart_brokers,
         # The trend: the most recent runs of every broker version, oldest first on the page.
         "scores_run": rows(t("scores_run").orderBy(F.col("ts").desc()), MAX_TREND_RUNS),
         "matrix_brokers": matrix_brokers,
         "matrix": matrix_rows,
         "n_matrix_cases": n_matrix_cases,
-        "tx": rows(t("tx_table").where(F.col("broker").isin(recent[:MAX_TX_BROKERS])).orderBy("broker", "row_order"), 10_000),
+        "tx": rows(
+            t("tx_table").where(F.col("broker").isin(recent[:MAX_TX_BROKERS])).orderBy("broker", "row_order"),
+            10_000,
+        ),
         "profile": rows(profile.where(F.col("broker").isin(recent)), MAX_BROKERS * len(tx_table.COLUMNS)),
         "rules": rows(stages.rules_summary(t("rule_coverage")).orderBy("rule_id"), 1_000),
         "flaky": rows(t("flaky").orderBy(F.col("n_runs").desc(), "broker", "case_id"), MAX_ROWS),
         "n_flaky": t("flaky").count(),
         "regressions": rows(t("regressions").orderBy("kind", "candidate", "case_id"), MAX_ROWS),
-        "regression_kinds": {r["kind"]: r["count"] for r in t("regressions").groupBy("kind").count().collect()},
+        "regression_kinds": {
+            r["kind"]: r["count"] for r in t("regressions").groupBy("kind").count().collect()
+        },
         "malformed": rows(t("malformed").orderBy("file", "line"), MAX_ROWS),
         # classic vs quorum side by side: differences first
-        "queue_types": rows(t("queue_types").where(F.col("broker").isin(matrix_brokers))
-                            .orderBy(F.col("differs").desc(), "base_id", "broker"), MAX_ROWS),
+        "queue_types": rows(
+            t("queue_types")
+            .where(F.col("broker").isin(matrix_brokers))
+            .orderBy(F.col("differs").desc(), "base_id", "broker"),
+            MAX_ROWS,
+        ),
         "n_malformed": t("malformed").count(),
         **mutation_view(t),
     }
@@ -232,12 +255,27 @@ def mutation_view(t: Callable[[str], DataFrame]) -> dict[str, Any]:
     mine = mutants.where(F.col("broker").isin(brokers))
     return {
         "mutation_brokers": brokers,
-        "mutants": rows(mine.select(
-            "broker", "mutate_session", "mutant", "category", "should", "equivalent", "outcome", "n_cases", "n_kills",
-            F.slice("kills", 1, MAX_KILLS_SHOWN).alias("kills"), "errors", "problem", "ts",
-        ).orderBy("broker", "category", "mutant"), MAX_MUTANTS * MAX_MUTATION_BROKERS),
-        "mutation_scores": rows(t("mutation_scores").where(F.col("broker").isin(brokers)).orderBy("broker", "category"),
-                                10_000),
+        "mutants": rows(
+            mine.select(
+                "broker",
+                "mutate_session",
+                "mutant",
+                "category",
+                "should",
+                "equivalent",
+                "outcome",
+                "n_cases",
+                "n_kills",
+                F.slice("kills", 1, MAX_KILLS_SHOWN).alias("kills"),
+                "errors",
+                "problem",
+                "ts",
+            ).orderBy("broker", "category", "mutant"),
+            MAX_MUTANTS * MAX_MUTATION_BROKERS,
+        ),
+        "mutation_scores": rows(
+            t("mutation_scores").where(F.col("broker").isin(brokers)).orderBy("broker", "category"), 10_000
+        ),
         "n_mutation_cases": t("mutation_cases").count(),
     }
 
@@ -257,8 +295,22 @@ def make_summary(
         p = best.get(b["broker"])
         brokers.append(
             {
-                **{k: b[k] for k in ("broker", "broker_product", "broker_version", "n_runs", "n_executions", "n_cases",
-                                     "n_scored", "score", "n_must_failures", "clients", "last_ts")},
+                **{
+                    k: b[k]
+                    for k in (
+                        "broker",
+                        "broker_product",
+                        "broker_version",
+                        "n_runs",
+                        "n_executions",
+                        "n_cases",
+                        "n_scored",
+                        "score",
+                        "n_must_failures",
+                        "clients",
+                        "last_ts",
+                    )
+                },
                 "verdicts": {v: b[f"n_{v.lower()}"] for v in VERDICTS},
                 "tx_profile": None
                 if p is None
@@ -278,7 +330,10 @@ def make_summary(
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "inputs": {
             "n_files": len(files),
-            "files": [{"file": f["file"], "n_valid": f["n_valid"], "n_malformed": f["n_malformed"]} for f in loaded.files[:100]],
+            "files": [
+                {"file": f["file"], "n_valid": f["n_valid"], "n_malformed": f["n_malformed"]}
+                for f in loaded.files[:100]
+            ],
             "n_rows": loaded.n_valid,
             "n_malformed": loaded.n_malformed,
         },
@@ -286,14 +341,28 @@ def make_summary(
         "n_brokers": view["n_brokers"],
         "n_cases": view["n_matrix_cases"],
         "brokers": brokers,
-        "flaky": {"count": view["n_flaky"], "top": [
-            {k: f[k] for k in ("broker", "broker_platform", "case_id", "n_runs", "verdict_summary")} for f in view["flaky"][:20]
-        ]},
+        "flaky": {
+            "count": view["n_flaky"],
+            "top": [
+                {k: f[k] for k in ("broker", "broker_platform", "case_id", "n_runs", "verdict_summary")}
+                for f in view["flaky"][:20]
+            ],
+        },
         "regressions": {
             "count": sum(view["regression_kinds"].values()),
             "by_kind": view["regression_kinds"],
             "top": [
-                {k: r[k] for k in ("baseline", "candidate", "case_id", "kind", "baseline_verdict", "candidate_verdict")}
+                {
+                    k: r[k]
+                    for k in (
+                        "baseline",
+                        "candidate",
+                        "case_id",
+                        "kind",
+                        "baseline_verdict",
+                        "candidate_verdict",
+                    )
+                }
                 for r in view["regressions"][:50]
             ],
         },
@@ -313,13 +382,22 @@ def mutation_summary(view: dict[str, Any]) -> dict[str, Any]:
     """Per target of the mutation runs: mutants, outcomes, the score, per area too."""
     out = []
     for b in view["mutation_brokers"]:
-        cats = {s["category"]: {k: s[k] for k in ("n_mutants", "n_killed", "n_survived", "n_no_result", "n_equivalent",
-                                                  "score")}
-                for s in view["mutation_scores"] if s["broker"] == b}
+        cats = {
+            s["category"]: {
+                k: s[k]
+                for k in ("n_mutants", "n_killed", "n_survived", "n_no_result", "n_equivalent", "score")
+            }
+            for s in view["mutation_scores"]
+            if s["broker"] == b
+        }
         total = {k: sum(int(c[k]) for c in cats.values())
                  for k in ("n_mutants", "n_killed", "n_survived", "n_no_result", "n_equivalent")}
         counted = total["n_mutants"] - total["n_equivalent"]
-        survivors = sorted(m["mutant"] for m in view["mutants"] if m["broker"] == b and m["outcome"] in ("SURVIVED", "NO-RESULT"))
+        survivors = sorted(
+            m["mutant"]
+            for m in view["mutants"]
+            if m["broker"] == b and m["outcome"] in ("SURVIVED", "NO-RESULT")
+        )
         out.append({"broker": b, **total, "score": round(total["n_killed"] / counted, 4) if counted else None,
                     "areas": cats, "not_killed": survivors})
     return {"n_mutant_case_results": view["n_mutation_cases"], "brokers": out}

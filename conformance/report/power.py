@@ -40,10 +40,12 @@ def mutation_cases(mutation: DataFrame, catalogue: DataFrame) -> DataFrame:
         F.max("mutant_problem").alias("problem"))
     base = last.where(F.col("mutant") == MUTATION_BASELINE).select(
         "mutate_session", "case_id", F.col("l.verdict").alias("baseline_verdict"))
-    cases = (last.where(F.col("mutant") != MUTATION_BASELINE)
-             .join(runs, ["mutate_session", "mutant"], "left")
-             .join(base, ["mutate_session", "case_id"], "left")
-             .join(F.broadcast(catalogue.select("mutant", "category", "should", "equivalent")), "mutant", "left"))
+    cases = (
+        last.where(F.col("mutant") != MUTATION_BASELINE)
+        .join(runs, ["mutate_session", "mutant"], "left")
+        .join(base, ["mutate_session", "case_id"], "left")
+        .join(F.broadcast(catalogue.select("mutant", "category", "should", "equivalent")), "mutant", "left")
+    )
     v, was = F.col("l.verdict"), F.coalesce(F.col("baseline_verdict"), F.lit("-"))
     should = F.coalesce(F.col("should"), F.lit(False))
     kills = ~F.col("tainted") & (
@@ -77,11 +79,16 @@ def mutant_outcomes(cases: DataFrame) -> DataFrame:
     (KILLED, SURVIVED, NO-RESULT, EQUIVALENT, EQUIVALENT-KILLED); ``latest`` marks each broker's
     most recent session of the mutant."""
     counted = ~F.col("tainted")
-    kill = F.when(F.col("kills"), F.struct("case_id", "verdict", F.coalesce("baseline_verdict", F.lit("-")).alias("baseline")))
+    kill = F.when(
+        F.col("kills"),
+        F.struct("case_id", "verdict", F.coalesce("baseline_verdict", F.lit("-")).alias("baseline")),
+    )
     per = cases.groupBy(*BROKER_KEYS, "mutate_session", "mutant", "category", "should", "equivalent").agg(
         F.count(F.when(counted, 1)).alias("n_cases"),
         F.array_sort(F.collect_list(kill)).alias("kills"),
-        F.array_sort(F.collect_set(F.when(counted & (F.col("verdict") == "ERROR"), F.col("case_id")))).alias("errors"),
+        F.array_sort(F.collect_set(F.when(counted & (F.col("verdict") == "ERROR"), F.col("case_id")))).alias(
+            "errors"
+        ),
         F.array_sort(F.collect_set("area")).alias("areas"),
         F.max("tainted").alias("tainted"),
         F.max("problem").alias("problem"),
@@ -95,9 +102,15 @@ def mutant_outcomes(cases: DataFrame) -> DataFrame:
         .when(killed, F.lit("KILLED"))
         .otherwise(F.lit("SURVIVED"))
     )
-    recent = Window.partitionBy(*BROKER_KEYS, "mutant").orderBy(F.col("ts").desc(), F.col("mutate_session").desc())
-    return (per.withColumn("n_kills", F.size("kills")).withColumn("killed", killed).withColumn("outcome", outcome)
-            .withColumn("latest", F.row_number().over(recent) == 1))
+    recent = Window.partitionBy(*BROKER_KEYS, "mutant").orderBy(
+        F.col("ts").desc(), F.col("mutate_session").desc()
+    )
+    return (
+        per.withColumn("n_kills", F.size("kills"))
+        .withColumn("killed", killed)
+        .withColumn("outcome", outcome)
+        .withColumn("latest", F.row_number().over(recent) == 1)
+    )
 
 
 def mutation_scores(outcomes: DataFrame) -> DataFrame:

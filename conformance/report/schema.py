@@ -57,7 +57,8 @@ LINES_SCHEMA: Final = T.StructType(
 MUTATION_COLUMNS: Final[tuple[str, ...]] = ("mutant", "mutate_session", "mutant_problem", "mutant_tainted")
 
 # One valid result row as the stages see it: the record's fields (``extra`` reduced to the two tx
-# keys and the frame trace (``extra.trace``, JSON text) the report reads), ``ts`` parsed from ``time`` and ``broker`` = "<product>@<version>".
+# keys and the frame trace (``extra.trace``, JSON text) the report reads), ``ts`` parsed from
+# ``time`` and ``broker`` = "<product>@<version>".
 RESULTS_COLUMNS: Final[tuple[str, ...]] = (
     *(f for f in RESULT_SCHEMA.fieldNames() if f != "extra"),
     "ts",

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 MIN_JAVA = 17
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "4g"  # a quarter of the 24 GiB these machines have; override: SPARK_DRIVER_MEMORY
-INSTALL_HINT = "install a Java 17+ runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME to one"
+INSTALL_HINT = (
+    "install a Java 17+ runtime (Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or "
+    "set JAVA_HOME to one"
+)
 
 _VERSION_RE = re.compile(r'version "(\d+)(?:\.(\d+))?[^"]*"')
 
@@ -137,7 +140,9 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
     if is_local(master) and not submitted:
         cores = local_cores(master)
         builder = (
-            builder.config("spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY))
+            builder.config(
+                "spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
+            )
             .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
             .config("spark.default.parallelism", str(max(2, 2 * cores)))
         )

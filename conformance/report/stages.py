@@ -92,7 +92,9 @@ def valid_results(parsed: DataFrame) -> DataFrame:
 
 
 def malformed_lines(parsed: DataFrame) -> DataFrame:
-    return parsed.where(F.col("reason").isNotNull()).select("file", "block_start", "row_id", "reason", "value")
+    return parsed.where(F.col("reason").isNotNull()).select(
+        "file", "block_start", "row_id", "reason", "value"
+    )
 
 
 def split_stats(lines: DataFrame) -> DataFrame:
@@ -156,8 +158,20 @@ def worst_verdict(verdicts: Column) -> Column:
 
 def latest_verdicts(results: DataFrame) -> DataFrame:
     """The latest execution of each case on each broker version (ties: the greater run id)."""
-    payload = ["area", "level", "rules", "profile", "verdict", "expected", "observed", "message", "tx_row", "tx_observed",
-               "duration_s", "trace"]
+    payload = [
+        "area",
+        "level",
+        "rules",
+        "profile",
+        "verdict",
+        "expected",
+        "observed",
+        "message",
+        "tx_row",
+        "tx_observed",
+        "duration_s",
+        "trace",
+    ]
     latest = F.max(F.struct("ts", "run_id", *payload)).alias("last")
     return (
         results.groupBy(*BROKER_KEYS, "case_id")
@@ -165,7 +179,10 @@ def latest_verdicts(results: DataFrame) -> DataFrame:
         .select(
             *BROKER_KEYS,
             "case_id",
-            *[F.col(f"last.{c}").alias(c) for c in ("area", "level", "rules", "profile", "verdict", "expected", "observed", "message")],
+            *[
+                F.col(f"last.{c}").alias(c)
+                for c in ("area", "level", "rules", "profile", "verdict", "expected", "observed", "message")
+            ],
             F.col("last.run_id").alias("run_id"),
             F.col("last.ts").alias("ts"),
             F.col("last.tx_row").alias("tx_row"),
@@ -195,19 +212,26 @@ def case_history(results: DataFrame, recent: int = 10) -> DataFrame:
     """
     execs = F.collect_list(F.struct("ts", "run_id", "verdict")).alias("_l")
     ordered = F.array_sort("_l")
-    return results.groupBy(*HISTORY_KEYS).agg(execs).select(
-        *HISTORY_KEYS,
-        F.size("_l").alias("n_executions"),
-        F.size(F.array_distinct(F.transform("_l", lambda x: x["run_id"]))).alias("n_runs"),
-        *[F.size(F.filter("_l", _verdict_is(v))).cast("long").alias(f"n_{v.lower()}") for v in VERDICTS],
-        F.array_sort(F.array_distinct(F.transform("_l", lambda x: x["verdict"]))).alias("verdicts"),
-        F.element_at(ordered, 1)["ts"].alias("first_ts"),
-        F.element_at(ordered, -1)["ts"].alias("last_ts"),
-        # slice() with a start before the first element gives an empty array, so clamp it.
-        F.array_join(
-            F.transform(F.slice(ordered, F.greatest(F.size("_l") - recent + 1, F.lit(1)), F.lit(recent)), lambda x: x["verdict"]),
-            " ",
-        ).alias("recent_verdicts"),
+    return (
+        results.groupBy(*HISTORY_KEYS)
+        .agg(execs)
+        .select(
+            *HISTORY_KEYS,
+            F.size("_l").alias("n_executions"),
+            F.size(F.array_distinct(F.transform("_l", lambda x: x["run_id"]))).alias("n_runs"),
+            *[F.size(F.filter("_l", _verdict_is(v))).cast("long").alias(f"n_{v.lower()}") for v in VERDICTS],
+            F.array_sort(F.array_distinct(F.transform("_l", lambda x: x["verdict"]))).alias("verdicts"),
+            F.element_at(ordered, 1)["ts"].alias("first_ts"),
+            F.element_at(ordered, -1)["ts"].alias("last_ts"),
+            # slice() with a start before the first element gives an empty array, so clamp it.
+            F.array_join(
+                F.transform(
+                    F.slice(ordered, F.greatest(F.size("_l") - recent + 1, F.lit(1)), F.lit(recent)),
+                    lambda x: x["verdict"],
+                ),
+                " ",
+            ).alias("recent_verdicts"),
+        )
     )
 
 
@@ -356,7 +380,10 @@ def tx_comparison(tx_obs: DataFrame, seed: DataFrame) -> DataFrame:
         value = F.col(f"`{c}`")
         cols.append(value.alias(field))
         cols.append(
-            F.when(F.col("observed").isNull() | (F.col("observed") == tx_table.UNDEFINED), F.lit(None).cast("boolean"))
+            F.when(
+                F.col("observed").isNull() | (F.col("observed") == tx_table.UNDEFINED),
+                F.lit(None).cast("boolean"),
+            )
             .otherwise((value == tx_table.UNDEFINED) | (value == F.col("observed")))
             .alias(f"{field}_match")
         )
@@ -385,7 +412,13 @@ def profile_inference(tx_obs: DataFrame, seed: DataFrame) -> DataFrame:
         ~is_match,
         F.struct(
             F.col("row_order"),
-            F.concat(F.col("tx_row"), F.lit(": observed "), F.col("observed"), F.lit(", column says "), F.col("column_value")),
+            F.concat(
+                F.col("tx_row"),
+                F.lit(": observed "),
+                F.col("observed"),
+                F.lit(", column says "),
+                F.col("column_value"),
+            ),
         ),
     )
     per = pairs.groupBy(*BROKER_KEYS, "column", "column_order").agg(
@@ -523,7 +556,9 @@ def gate_regressions(baseline: DataFrame, candidate: DataFrame) -> DataFrame:
         F.col("verdict").alias("candidate_verdict"),
         *[F.col(x).alias(f"c_{x}") for x in _CASE_FIELDS if x != "verdict"],
     )
-    joined = c.join(b, "case_id", "left").crossJoin(side_label(baseline).select(F.col("label").alias("_baseline")))
+    joined = c.join(b, "case_id", "left").crossJoin(
+        side_label(baseline).select(F.col("label").alias("_baseline"))
+    )
     return _regression_columns(classify_transitions(joined), F.col("_baseline"), F.col("_candidate"))
 
 
@@ -554,20 +589,28 @@ def rule_coverage(rules: DataFrame, latest: DataFrame) -> DataFrame:
     rule no case cites appears once with a null broker; a rule a case cites that the spec does
     not have appears with ``in_spec`` false.
     """
-    spec = rules.groupBy("rule_id").agg(
-        F.first("class_name", ignorenulls=True).alias("class_name"),
-        F.first("method", ignorenulls=True).alias("method"),
-        F.min(F.array_position(F.array(*[F.lit(x) for x in ("MUST", "SHOULD", "MAY", "INFO")]), F.col("rule_level"))).alias("_lv"),
-        F.count(F.lit(1)).alias("n_elements"),
-    ).select(
-        "rule_id",
-        "class_name",
-        "method",
-        F.element_at(F.array(*[F.lit(x) for x in ("MUST", "SHOULD", "MAY", "INFO")]), F.col("_lv").cast("int")).alias(
-            "rule_level"
-        ),
-        "n_elements",
-        F.lit(True).alias("in_spec"),
+    spec = (
+        rules.groupBy("rule_id")
+        .agg(
+            F.first("class_name", ignorenulls=True).alias("class_name"),
+            F.first("method", ignorenulls=True).alias("method"),
+            F.min(
+                F.array_position(
+                    F.array(*[F.lit(x) for x in ("MUST", "SHOULD", "MAY", "INFO")]), F.col("rule_level")
+                )
+            ).alias("_lv"),
+            F.count(F.lit(1)).alias("n_elements"),
+        )
+        .select(
+            "rule_id",
+            "class_name",
+            "method",
+            F.element_at(
+                F.array(*[F.lit(x) for x in ("MUST", "SHOULD", "MAY", "INFO")]), F.col("_lv").cast("int")
+            ).alias("rule_level"),
+            "n_elements",
+            F.lit(True).alias("in_spec"),
+        )
     )
     cited = latest.select(*BROKER_KEYS, "case_id", "verdict", F.explode("rules").alias("rule_id"))
     per = cited.groupBy("rule_id", *BROKER_KEYS).agg(

@@ -74,10 +74,14 @@ def read_manifest(store: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise StoreProblem(f"{path} is not a readable store manifest: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise StoreProblem(f"{path}: store format {manifest.get('format') if isinstance(manifest, dict) else '?'}"
-                           f" is not {FORMAT}; ingest into a new --store folder")
+        raise StoreProblem(
+            f"{path}: store format {manifest.get('format') if isinstance(manifest, dict) else '?'}"
+            f" is not {FORMAT}; ingest into a new --store folder"
+        )
     if list(manifest.get("columns", [])) not in (list(RESULTS_COLUMNS), list(RESULTS_COLUMNS_V1)):
-        raise StoreProblem(f"{path}: the store's columns differ from this version's; ingest into a new --store folder")
+        raise StoreProblem(
+            f"{path}: the store's columns differ from this version's; ingest into a new --store folder"
+        )
     # A store from before the mutation columns: its partitions read them as null (read_results).
     manifest["columns"] = list(RESULTS_COLUMNS)
     return manifest
@@ -134,7 +138,11 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     malformed = None
     try:
         # One pass for both: records per run id, and whether any line is malformed.
-        counts = parsed.groupBy("run_id", F.col("reason").isNull().alias("ok")).agg(F.count(F.lit(1)).alias("n")).collect()
+        counts = (
+            parsed.groupBy("run_id", F.col("reason").isNull().alias("ok"))
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
+        )
         per_run = {r["run_id"]: int(r["n"]) for r in counts if r["ok"]}
         new_runs = {run: n for run, n in per_run.items() if run not in known_runs}
         skipped = sorted(run for run in per_run if run in known_runs)
@@ -206,7 +214,9 @@ def ingest_without_spark(inputs: list[str], store: Path,
     _commit(store, manifest, ingest_id, files, new_runs, 0)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.2f}s")
-    return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)), tuple(skipped), 0, secs)
+    return IngestSummary(
+        ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)), tuple(skipped), 0, secs
+    )
 
 
 def _display(path: str) -> str:
@@ -227,10 +237,21 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
                      .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
     else:
         malformed = spark.createDataFrame([], "file string, line long, reason string, value string")
-    examples = ([r.asDict() for r in malformed.orderBy("file", "line").limit(edges.MALFORMED_EXAMPLES).collect()]
-                if n_malformed else [])
-    files = [{"file": f"{store} (store: {len(committed)} ingest(s), {sum(len(i['runs']) for i in manifest['ingests'])} runs)",
-              "n_valid": n_valid, "n_malformed": n_malformed}]
+    examples = (
+        [r.asDict() for r in malformed.orderBy("file", "line").limit(edges.MALFORMED_EXAMPLES).collect()]
+        if n_malformed
+        else []
+    )
+    files = [
+        {
+            "file": (
+                f"{store} (store: {len(committed)} ingest(s), "
+                f"{sum(len(i['runs']) for i in manifest['ingests'])} runs)"
+            ),
+            "n_valid": n_valid,
+            "n_malformed": n_malformed,
+        }
+    ]
     return edges.Loaded(parsed=results, results=results, files=files, n_valid=n_valid,
                         n_malformed=n_malformed, malformed=malformed, examples=examples)
 
@@ -255,9 +276,15 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
         results = results.unionByName(p.results)
         malformed = malformed.unionByName(p.malformed)
     persisted = next((p.parsed for p in parts if p.parsed is not p.results), parts[0].parsed)
-    return edges.Loaded(parsed=persisted, results=results, files=[f for p in parts for f in p.files],
-                        n_valid=sum(p.n_valid for p in parts), n_malformed=sum(p.n_malformed for p in parts),
-                        malformed=malformed, examples=[e for p in parts for e in p.examples][:edges.MALFORMED_EXAMPLES])
+    return edges.Loaded(
+        parsed=persisted,
+        results=results,
+        files=[f for p in parts for f in p.files],
+        n_valid=sum(p.n_valid for p in parts),
+        n_malformed=sum(p.n_malformed for p in parts),
+        malformed=malformed,
+        examples=[e for p in parts for e in p.examples][: edges.MALFORMED_EXAMPLES],
+    )
 
 
 def split_inputs(inputs: list[str]) -> tuple[list[str], list[Path]]:
@@ -286,15 +313,21 @@ def ingest_main(argv: list[str]) -> int:
 
     from conformance.report.session import EnvironmentProblem
 
-    p = argparse.ArgumentParser(allow_abbrev=False, prog="amqp-conformance ingest",
-                                description="Append results runs to a Parquet results store, once per run id.")
+    p = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="amqp-conformance ingest",
+        description="Append results runs to a Parquet results store, once per run id.",
+    )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
     p.add_argument("--store", required=True, type=Path, help="the store folder (created if missing)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--spark", action="store_true",
-                   help="always ingest with Spark (default: small, clean local inputs are written with pyarrow, "
-                        "without starting a JVM)")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="always ingest with Spark (default: small, clean local inputs are written with pyarrow, "
+        "without starting a JVM)",
+    )
     args = p.parse_args(argv)
 
     def err(message: str) -> int:
@@ -321,7 +354,11 @@ def ingest_main(argv: list[str]) -> int:
                 done = ingest(spark, args.results, args.store, progress=say)
     except (edges.InputProblem, EnvironmentProblem) as exc:
         return err(str(exc))
-    print(f"ingest {done.ingest_id or '(nothing new)'}: {done.rows_added:,} rows from {len(done.runs_added)} new run(s), "
-          f"{len(done.runs_skipped)} run(s) already stored, {done.malformed_added} malformed line(s) kept aside, "
-          f"{done.files} file(s) in {done.seconds:.2f}s → {args.store}")
+    print(
+        f"ingest {done.ingest_id or '(nothing new)'}: {done.rows_added:,} rows from "
+        f"{len(done.runs_added)} new run(s), "
+        f"{len(done.runs_skipped)} run(s) already stored, {done.malformed_added} malformed "
+        "line(s) kept aside, "
+        f"{done.files} file(s) in {done.seconds:.2f}s → {args.store}"
+    )
     return 0

@@ -48,42 +48,157 @@ _AREA_RULES: dict[str, tuple[str, ...]] = {
     "durability": ("queue.declare/persistence", "exchange.declare/support"),
 }
 _SLUGS: dict[str, tuple[str, ...]] = {
-    "confirms": ("select-ok", "ack-after-route", "multiple-ack-covers-range", "nack-on-internal-error", "persistent-after-fsync",
-                 "unroutable-acked", "mandatory-return-before-ack", "tx-then-confirm-406", "confirm-then-tx-406",
-                 "tags-start-at-one", "tags-per-channel", "nowait-select", "ack-order-monotonic", "many-publishers"),
-    "ordering": ("single-channel-fifo", "requeue-keeps-position", "channel-close-requeue-order", "multi-consumer-queue-order",
-                 "get-after-consume", "priority-free-fifo", "redelivered-flag-set", "two-exchanges-one-queue",
-                 "recover-requeue-order", "nack-requeue-order", "reject-requeue-order", "restart-order"),
-    "reject": ("requeue-head", "requeue-false-drops", "unknown-tag-406", "double-reject-406", "reject-after-ack-406",
-               "reject-redelivered-flag", "reject-on-other-channel-406", "reject-dead-letter", "reject-in-tx-deferred",
-               "reject-autoack-406", "reject-tag-zero", "reject-many-requeue"),
-    "nack": ("multiple-covers-range", "tag-zero-multiple-all", "requeue-false-drops", "unknown-tag-406", "nack-single",
-             "nack-redelivered-flag", "nack-order-preserved", "broker-nack-on-confirm", "nack-after-ack-406",
-             "nack-autoack-406", "nack-mixed-channels"),
-    "recover": ("requeue-true-redelivers", "requeue-false-540", "recover-async-deprecated", "recover-ok-sync",
-                "recover-no-unacked", "recover-redelivered-flag", "recover-after-cancel", "recover-with-qos",
-                "recover-tx", "recover-multiple-consumers"),
-    "exclusive": ("other-connection-405", "deleted-on-close", "durable-flag-ignored", "consume-exclusive-403",
-                  "passive-other-connection-405", "delete-other-connection-405", "bind-other-connection-405",
-                  "purge-other-connection-405", "server-named-exclusive", "redeclare-same-connection",
-                  "exclusive-consumer-second-403", "exclusive-after-restart-gone"),
-    "acks": ("double-ack-406", "ack-zero-multiple-all", "multiple-covers-range", "unknown-tag-406",
-             "ack-other-channel-406", "autoack-no-ack-needed", "ack-after-channel-close", "ack-tag-zero-single-406",
-             "ack-redelivered", "ack-out-of-order", "ack-ordering-many", "get-ack", "consume-ack-loop",
-             "ack-after-cancel"),
-    "returns": ("mandatory-no-route", "mandatory-routed-no-return", "immediate-not-implemented", "return-before-ack",
-                "return-reply-code-312", "return-headers-kept", "default-exchange-no-queue", "alternate-exchange",
-                "mandatory-in-tx-on-commit", "return-body-intact", "return-fanout-no-binding"),
-    "qos": ("prefetch-count-limits", "prefetch-zero-unlimited", "prefetch-size-not-implemented", "global-per-channel",
-            "global-per-consumer", "qos-change-mid-flight", "qos-get-not-limited", "qos-after-ack-delivers",
-            "qos-with-nack", "qos-many-consumers"),
-    "errors": ("unknown-exchange-404", "redeclare-mismatch-406", "frame-order-503", "channel-reuse-after-close",
-               "connection-close-ok", "channel-close-ok", "method-on-closed-channel-504", "unknown-class-540",
-               "heartbeat-timeout", "frame-max-exceeded-501", "access-refused-403", "vhost-not-found",
-               "channel-max-exceeded"),
-    "durability": ("durable-queue-survives", "persistent-message-survives", "transient-lost", "durable-exchange-survives",
-                   "binding-survives", "unacked-redelivered-after-restart", "confirm-then-restart-kept",
-                   "tx-commit-then-restart-kept", "auto-delete-after-restart", "exclusive-gone-after-restart"),
+    "confirms": (
+        "select-ok",
+        "ack-after-route",
+        "multiple-ack-covers-range",
+        "nack-on-internal-error",
+        "persistent-after-fsync",
+        "unroutable-acked",
+        "mandatory-return-before-ack",
+        "tx-then-confirm-406",
+        "confirm-then-tx-406",
+        "tags-start-at-one",
+        "tags-per-channel",
+        "nowait-select",
+        "ack-order-monotonic",
+        "many-publishers",
+    ),
+    "ordering": (
+        "single-channel-fifo",
+        "requeue-keeps-position",
+        "channel-close-requeue-order",
+        "multi-consumer-queue-order",
+        "get-after-consume",
+        "priority-free-fifo",
+        "redelivered-flag-set",
+        "two-exchanges-one-queue",
+        "recover-requeue-order",
+        "nack-requeue-order",
+        "reject-requeue-order",
+        "restart-order",
+    ),
+    "reject": (
+        "requeue-head",
+        "requeue-false-drops",
+        "unknown-tag-406",
+        "double-reject-406",
+        "reject-after-ack-406",
+        "reject-redelivered-flag",
+        "reject-on-other-channel-406",
+        "reject-dead-letter",
+        "reject-in-tx-deferred",
+        "reject-autoack-406",
+        "reject-tag-zero",
+        "reject-many-requeue",
+    ),
+    "nack": (
+        "multiple-covers-range",
+        "tag-zero-multiple-all",
+        "requeue-false-drops",
+        "unknown-tag-406",
+        "nack-single",
+        "nack-redelivered-flag",
+        "nack-order-preserved",
+        "broker-nack-on-confirm",
+        "nack-after-ack-406",
+        "nack-autoack-406",
+        "nack-mixed-channels",
+    ),
+    "recover": (
+        "requeue-true-redelivers",
+        "requeue-false-540",
+        "recover-async-deprecated",
+        "recover-ok-sync",
+        "recover-no-unacked",
+        "recover-redelivered-flag",
+        "recover-after-cancel",
+        "recover-with-qos",
+        "recover-tx",
+        "recover-multiple-consumers",
+    ),
+    "exclusive": (
+        "other-connection-405",
+        "deleted-on-close",
+        "durable-flag-ignored",
+        "consume-exclusive-403",
+        "passive-other-connection-405",
+        "delete-other-connection-405",
+        "bind-other-connection-405",
+        "purge-other-connection-405",
+        "server-named-exclusive",
+        "redeclare-same-connection",
+        "exclusive-consumer-second-403",
+        "exclusive-after-restart-gone",
+    ),
+    "acks": (
+        "double-ack-406",
+        "ack-zero-multiple-all",
+        "multiple-covers-range",
+        "unknown-tag-406",
+        "ack-other-channel-406",
+        "autoack-no-ack-needed",
+        "ack-after-channel-close",
+        "ack-tag-zero-single-406",
+        "ack-redelivered",
+        "ack-out-of-order",
+        "ack-ordering-many",
+        "get-ack",
+        "consume-ack-loop",
+        "ack-after-cancel",
+    ),
+    "returns": (
+        "mandatory-no-route",
+        "mandatory-routed-no-return",
+        "immediate-not-implemented",
+        "return-before-ack",
+        "return-reply-code-312",
+        "return-headers-kept",
+        "default-exchange-no-queue",
+        "alternate-exchange",
+        "mandatory-in-tx-on-commit",
+        "return-body-intact",
+        "return-fanout-no-binding",
+    ),
+    "qos": (
+        "prefetch-count-limits",
+        "prefetch-zero-unlimited",
+        "prefetch-size-not-implemented",
+        "global-per-channel",
+        "global-per-consumer",
+        "qos-change-mid-flight",
+        "qos-get-not-limited",
+        "qos-after-ack-delivers",
+        "qos-with-nack",
+        "qos-many-consumers",
+    ),
+    "errors": (
+        "unknown-exchange-404",
+        "redeclare-mismatch-406",
+        "frame-order-503",
+        "channel-reuse-after-close",
+        "connection-close-ok",
+        "channel-close-ok",
+        "method-on-closed-channel-504",
+        "unknown-class-540",
+        "heartbeat-timeout",
+        "frame-max-exceeded-501",
+        "access-refused-403",
+        "vhost-not-found",
+        "channel-max-exceeded",
+    ),
+    "durability": (
+        "durable-queue-survives",
+        "persistent-message-survives",
+        "transient-lost",
+        "durable-exchange-survives",
+        "binding-survives",
+        "unacked-redelivered-after-restart",
+        "confirm-then-restart-kept",
+        "tx-commit-then-restart-kept",
+        "auto-delete-after-restart",
+        "exclusive-gone-after-restart",
+    ),
 }
 _TX_VARIANTS: dict[str, tuple[str, ...]] = {
     "publish": ("rollback-discards", "commit-delivers"),
@@ -102,7 +217,12 @@ _CLIENTS: tuple[str, ...] = ("raw", "raw", "pika", "aio-pika")
 
 # (product, platform, versions oldest first, the tx column its behaviour follows)
 PRODUCTS: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
-    ("RabbitMQ", "Erlang/OTP 26.2", ("3.9.29", "3.10.8", "3.11.28", "3.12.14", "3.13.7", "4.0.5"), "rabbitmq>=2.8"),
+    (
+        "RabbitMQ",
+        "Erlang/OTP 26.2",
+        ("3.9.29", "3.10.8", "3.11.28", "3.12.14", "3.13.7", "4.0.5"),
+        "rabbitmq>=2.8",
+    ),
     ("garagemq", "go1.22", ("0.1.0", "0.2.0", "0.3.0", "0.4.1"), "rabbitmq<2.6"),
     ("LavinMQ", "Crystal 1.13", ("1.2.14", "1.3.0", "2.0.0", "2.1.0"), "rabbitmq>=2.8"),
     ("ActiveMQ Artemis", "Java 17", ("2.31.2", "2.33.0", "2.37.0"), "amqp-0-9-1"),
@@ -151,27 +271,48 @@ def _pick(options: list[str], index: Column) -> Column:
     return F.element_at(F.array(*[F.lit(o) for o in options]), (index % len(options)).cast("int") + 1)
 
 
-def generate(spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 3, cases: list[SynthCase] | None = None) -> DataFrame:
+def generate(
+    spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 3, cases: list[SynthCase] | None = None
+) -> DataFrame:
     """``rows`` result lines (JSON text in column ``value``), ``malformed`` of them cut short."""
     cases = cases or suite_cases()
     brokers = [(p, plat, v, vi, len(vs), col) for p, plat, vs, col in PRODUCTS for vi, v in enumerate(vs)]
     case_df = spark.createDataFrame(
         [(i, c.id, c.area, c.level, list(c.rules), c.client, c.tx_row) for i, c in enumerate(cases)],
-        "case_idx int, case_id string, area string, level string, rules array<string>, client string, tx_row string",
+        (
+            "case_idx int, case_id string, area string, level string, rules array<string>, client "
+            "string, tx_row string"
+        ),
     )
     broker_df = spark.createDataFrame(
         [(i, p, plat, v, vi, n, col) for i, (p, plat, v, vi, n, col) in enumerate(brokers)],
-        "broker_idx int, broker_product string, broker_platform string, broker_version string, version_idx int, n_versions int, tx_column string",
+        (
+            "broker_idx int, broker_product string, broker_platform string, broker_version string, "
+            "version_idx int, n_versions int, tx_column string"
+        ),
     )
     seed_map = F.create_map(
-        *[x for row, cols in tx_table.TX_TABLE.items() for c, v in cols.items() for x in (F.lit(f"{c}|{row}"), F.lit(v))]
+        *[
+            x
+            for row, cols in tx_table.TX_TABLE.items()
+            for c, v in cols.items()
+            for x in (F.lit(f"{c}|{row}"), F.lit(v))
+        ]
     )
     n_cases, n_brokers = len(cases), len(brokers)
-    base = spark.range(rows).select(
-        F.col("id"),
-        (F.col("id") % n_cases).cast("int").alias("case_idx"),
-        F.floor(F.col("id") / n_cases).alias("run_idx"),
-    ).select("*", (F.col("run_idx") % n_brokers).cast("int").alias("broker_idx"), F.floor(F.col("run_idx") / n_brokers).alias("night"))
+    base = (
+        spark.range(rows)
+        .select(
+            F.col("id"),
+            (F.col("id") % n_cases).cast("int").alias("case_idx"),
+            F.floor(F.col("id") / n_cases).alias("run_idx"),
+        )
+        .select(
+            "*",
+            (F.col("run_idx") % n_brokers).cast("int").alias("broker_idx"),
+            F.floor(F.col("run_idx") / n_brokers).alias("night"),
+        )
+    )
     df = base.join(F.broadcast(case_df), "case_idx").join(F.broadcast(broker_df), "broker_idx")
 
     h = F.abs(F.xxhash64(F.lit(seed), "broker_product", "broker_version", "case_id")) % 1000
@@ -198,10 +339,14 @@ def generate(spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 
     ).otherwise(F.lit("FAIL"))
     verdict0 = F.when(F.col("tx_row").isNotNull(), tx_verdict).otherwise(stable)
     verdict = F.when(jitter < 2, F.lit("TIMEOUT")).when(jitter < 3, F.lit("ERROR")).otherwise(verdict0)
-    run_id = F.format_string("2024%04dT0200Z-%s-%s", F.col("night").cast("int"), F.col("broker_product"), F.col("broker_version"))
+    run_id = F.format_string(
+        "2024%04dT0200Z-%s-%s", F.col("night").cast("int"), F.col("broker_product"), F.col("broker_version")
+    )
     ts = F.timestamp_seconds(F.lit(1_704_067_200) + F.col("night") * 86_400 + F.col("case_idx") * 3)
-    observed = F.when(F.col("tx_row").isNotNull(), tx_observed).when(verdict == "PASS", F.lit("as expected")).otherwise(
-        F.concat(F.lit("observed "), F.lower(verdict))
+    observed = (
+        F.when(F.col("tx_row").isNotNull(), tx_observed)
+        .when(verdict == "PASS", F.lit("as expected"))
+        .otherwise(F.concat(F.lit("observed "), F.lower(verdict)))
     )
     record = F.struct(
         run_id.alias("run_id"),
@@ -218,17 +363,29 @@ def generate(spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 
         "level",
         F.lit("rabbitmq").alias("profile"),
         verdict.alias("verdict"),
-        F.when(F.col("tx_row").isNotNull(), expected_tx).otherwise(F.lit("per rabbitmq profile")).alias("expected"),
+        F.when(F.col("tx_row").isNotNull(), expected_tx)
+        .otherwise(F.lit("per rabbitmq profile"))
+        .alias("expected"),
         observed.alias("observed"),
         (F.lit(0.01) + (jitter / 1000.0)).alias("duration_s"),
-        F.when(verdict == "PASS", F.lit("")).otherwise(F.concat(verdict, F.lit(": "), F.col("case_id"))).alias("message"),
-        F.concat(F.lit("conformance/scenarios/test_"), F.col("area"), F.lit(".py::test_case["), F.col("case_id"), F.lit("]")).alias("nodeid"),
+        F.when(verdict == "PASS", F.lit(""))
+        .otherwise(F.concat(verdict, F.lit(": "), F.col("case_id")))
+        .alias("message"),
+        F.concat(
+            F.lit("conformance/scenarios/test_"),
+            F.col("area"),
+            F.lit(".py::test_case["),
+            F.col("case_id"),
+            F.lit("]"),
+        ).alias("nodeid"),
         F.concat(F.lit("gw"), (F.col("case_idx") % 2).cast("string")).alias("worker"),
         F.lit(1).alias("schema"),
         F.when(
             F.col("tx_row").isNotNull(),
             F.create_map(F.lit("tx_row"), F.col("tx_row"), F.lit("tx_observed"), tx_observed),
-        ).otherwise(F.create_map().cast(T.MapType(T.StringType(), T.StringType()))).alias("extra"),
+        )
+        .otherwise(F.create_map().cast(T.MapType(T.StringType(), T.StringType())))
+        .alias("extra"),
     )
     text = F.to_json(record)
     if malformed > 0 and rows >= malformed:

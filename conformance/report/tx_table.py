@@ -23,7 +23,9 @@ COLUMN_LABELS: Final[dict[str, str]] = {name: col["label"] for name, col in _TAB
 # The suite's profile (conformance.cases.PROFILES) each column stands for: ``spec`` is the XML read
 # strictly, ``rabbitmq`` is RabbitMQ 3.x, which the >= 2.8.0 column describes. The two older
 # RabbitMQ columns have no profile of their own.
-COLUMN_PROFILE: Final[dict[str, str | None]] = {name: col.get("profile") for name, col in _TABLE["columns"].items()}
+COLUMN_PROFILE: Final[dict[str, str | None]] = {
+    name: col.get("profile") for name, col in _TABLE["columns"].items()
+}
 
 # Column names as table fields (Parquet and Spark column names avoid "<", ">", "." and "-").
 COLUMN_FIELD: Final[dict[str, str]] = {name: col["field"] for name, col in _TABLE["columns"].items()}

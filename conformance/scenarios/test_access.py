@@ -157,7 +157,9 @@ def _exchange(perm: str) -> Callable[[Any, Any, Any], dict[str, str]]:
     return setup
 
 
-def _queue_and_exchange(qperm: str, xperm: str, *, bound: bool = False) -> Callable[[Any, Any, Any], dict[str, str]]:
+def _queue_and_exchange(
+    qperm: str, xperm: str, *, bound: bool = False
+) -> Callable[[Any, Any, Any], dict[str, str]]:
     def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
         q = cleanup.queue(acc(ctx, qperm, "q"))
         x = cleanup.exchange(acc(ctx, xperm, "x"))
@@ -191,110 +193,248 @@ def _new(kind: str, perm: str) -> Callable[[Any, Any, Any], dict[str, str]]:
     return setup
 
 
-def _c(slug: str, description: str, expectation: str, *, sources: tuple[str, ...] = (ACL, REFUSED_403)) -> Case:
+def _c(
+    slug: str, description: str, expectation: str, *, sources: tuple[str, ...] = (ACL, REFUSED_403)
+) -> Case:
     return Case(id=f"access.{slug}", rules=(), sources=sources, level=Level.EXTENSION,
                 description=description, expectation=expectation)
 
 
 REFUSALS = [
-    param(_c("queue-declare-without-configure",
-             "queue.declare of a queue the user has no configure permission on",
-             "channel.close 403 naming queue.declare; the queue is not created"),
-          Refusal(spec.Queue.Declare, _new("q", "r"),
-                  lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "absent")),
-    param(_c("exchange-declare-without-configure",
-             "exchange.declare of an exchange the user has no configure permission on",
-             "channel.close 403 naming exchange.declare; the exchange is not created"),
-          Refusal(spec.Exchange.Declare, _new("x", "w"),
-                  lambda ch, n: ch.send(spec.Exchange.Declare(exchange=n["x"], exchange_type="direct")),
-                  lambda amqp, n: exchange_state(amqp, n["x"]), "absent")),
-    param(_c("queue-redeclare-without-configure",
-             "queue.declare (not passive) of an existing queue the user has no configure permission on",
-             "channel.close 403 naming queue.declare; the queue and its message stay"),
-          Refusal(spec.Queue.Declare, _queue("r", messages=1),
-                  lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "1 ready, 0 consumers")),
-    param(_c("server-named-queue-without-configure",
-             "queue.declare with an empty name when configure does not match amq.gen-*",
-             "channel.close 403 naming queue.declare (a server-named queue is checked under its amq.gen-* name)"),
-          Refusal(spec.Queue.Declare, lambda ctx, admin, cleanup: {},
-                  lambda ch, n: ch.send(spec.Queue.Declare(queue="", exclusive=True)),
-                  lambda amqp, n: "nothing to inspect (the name is the broker's)",
-                  "nothing to inspect (the name is the broker's)")),
-    param(_c("queue-delete-without-configure",
-             "queue.delete of a queue the user has no configure permission on",
-             "channel.close 403 naming queue.delete; the queue and its message stay"),
-          Refusal(spec.Queue.Delete, _queue("w", messages=1),
-                  lambda ch, n: ch.send(spec.Queue.Delete(queue=n["q"])),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "1 ready, 0 consumers")),
-    param(_c("exchange-delete-without-configure",
-             "exchange.delete of an exchange the user has no configure permission on",
-             "channel.close 403 naming exchange.delete; the exchange stays"),
-          Refusal(spec.Exchange.Delete, _exchange("r"),
-                  lambda ch, n: ch.send(spec.Exchange.Delete(exchange=n["x"])),
-                  lambda amqp, n: exchange_state(amqp, n["x"]), "exists")),
-    param(_c("queue-bind-without-write-on-queue",
-             "queue.bind of a queue the user has no write permission on (read on the exchange granted)",
-             "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)"),
-          Refusal(spec.Queue.Bind, _queue_and_exchange("r", "ok"),
-                  lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
-                  lambda amqp, n: routed(amqp, n["x"], "k"), "returned")),
-    param(_c("queue-bind-without-read-on-exchange",
-             "queue.bind to an exchange the user has no read permission on (write on the queue granted)",
-             "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)"),
-          Refusal(spec.Queue.Bind, _queue_and_exchange("ok", "w"),
-                  lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
-                  lambda amqp, n: routed(amqp, n["x"], "k"), "returned")),
-    param(_c("queue-unbind-without-write-on-queue",
-             "queue.unbind of an existing binding whose queue the user has no write permission on",
-             "channel.close 403 naming queue.unbind; the binding stays (a mandatory publish is routed)"),
-          Refusal(spec.Queue.Unbind, _queue_and_exchange("r", "ok", bound=True),
-                  lambda ch, n: ch.send(spec.Queue.Unbind(queue=n["q"], exchange=n["x"], routing_key="k")),
-                  lambda amqp, n: routed(amqp, n["x"], "k"), "routed")),
-    param(_c("exchange-bind-without-write-on-destination",
-             "exchange.bind to a destination exchange the user has no write permission on",
-             "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source is returned)"),
-          Refusal(spec.Exchange.Bind, _two_exchanges("r", "ok"),
-                  lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
-                  lambda amqp, n: routed(amqp, n["s"], "k"), "returned")),
-    param(_c("exchange-bind-without-read-on-source",
-             "exchange.bind from a source exchange the user has no read permission on",
-             "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source is returned)"),
-          Refusal(spec.Exchange.Bind, _two_exchanges("ok", "w"),
-                  lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
-                  lambda amqp, n: routed(amqp, n["s"], "k"), "returned")),
-    param(_c("publish-without-write",
-             "basic.publish to an exchange the user has no write permission on (bound to a queue)",
-             "channel.close 403 naming basic.publish; nothing is routed to the queue"),
-          Refusal(spec.Basic.Publish, _queue_and_exchange("ok", "r", bound=True),
-                  lambda ch, n: ch.publish(n["x"], "k", b"refused"),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "0 ready, 0 consumers")),
-    param(_c("publish-default-exchange-without-write",
-             "basic.publish to the default exchange when write does not match amq.default",
-             "channel.close 403 naming basic.publish; nothing reaches the queue the routing key names",
-             sources=(DEFAULT_X, ACL, REFUSED_403)),
-          Refusal(spec.Basic.Publish, _queue("ok"),
-                  lambda ch, n: ch.publish("", n["q"], b"refused"),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "0 ready, 0 consumers")),
-    param(_c("get-without-read",
-             "basic.get from a queue the user has no read permission on",
-             "channel.close 403 naming basic.get; the message stays ready"),
-          Refusal(spec.Basic.Get, _queue("w", messages=1),
-                  lambda ch, n: ch.send(spec.Basic.Get(queue=n["q"])),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "1 ready, 0 consumers")),
-    param(_c("consume-without-read",
-             "basic.consume from a queue the user has no read permission on",
-             "channel.close 403 naming basic.consume; no consumer, the message stays ready"),
-          Refusal(spec.Basic.Consume, _queue("c", messages=1),
-                  lambda ch, n: ch.send(spec.Basic.Consume(queue=n["q"], consumer_tag="acc-refused")),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "1 ready, 0 consumers")),
-    param(_c("purge-without-read",
-             "queue.purge of a queue the user has no read permission on",
-             "channel.close 403 naming queue.purge; the messages stay"),
-          Refusal(spec.Queue.Purge, _queue("w", messages=2),
-                  lambda ch, n: ch.send(spec.Queue.Purge(queue=n["q"])),
-                  lambda amqp, n: queue_state(amqp, n["q"]), "2 ready, 0 consumers")),
+    param(
+        _c(
+            "queue-declare-without-configure",
+            "queue.declare of a queue the user has no configure permission on",
+            "channel.close 403 naming queue.declare; the queue is not created",
+        ),
+        Refusal(
+            spec.Queue.Declare,
+            _new("q", "r"),
+            lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "absent",
+        ),
+    ),
+    param(
+        _c(
+            "exchange-declare-without-configure",
+            "exchange.declare of an exchange the user has no configure permission on",
+            "channel.close 403 naming exchange.declare; the exchange is not created",
+        ),
+        Refusal(
+            spec.Exchange.Declare,
+            _new("x", "w"),
+            lambda ch, n: ch.send(spec.Exchange.Declare(exchange=n["x"], exchange_type="direct")),
+            lambda amqp, n: exchange_state(amqp, n["x"]),
+            "absent",
+        ),
+    ),
+    param(
+        _c(
+            "queue-redeclare-without-configure",
+            "queue.declare (not passive) of an existing queue the user has no configure permission on",
+            "channel.close 403 naming queue.declare; the queue and its message stay",
+        ),
+        Refusal(
+            spec.Queue.Declare,
+            _queue("r", messages=1),
+            lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "1 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "server-named-queue-without-configure",
+            "queue.declare with an empty name when configure does not match amq.gen-*",
+            (
+                "channel.close 403 naming queue.declare (a server-named queue is checked under its "
+                "amq.gen-* name)"
+            ),
+        ),
+        Refusal(
+            spec.Queue.Declare,
+            lambda ctx, admin, cleanup: {},
+            lambda ch, n: ch.send(spec.Queue.Declare(queue="", exclusive=True)),
+            lambda amqp, n: "nothing to inspect (the name is the broker's)",
+            "nothing to inspect (the name is the broker's)",
+        ),
+    ),
+    param(
+        _c(
+            "queue-delete-without-configure",
+            "queue.delete of a queue the user has no configure permission on",
+            "channel.close 403 naming queue.delete; the queue and its message stay",
+        ),
+        Refusal(
+            spec.Queue.Delete,
+            _queue("w", messages=1),
+            lambda ch, n: ch.send(spec.Queue.Delete(queue=n["q"])),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "1 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "exchange-delete-without-configure",
+            "exchange.delete of an exchange the user has no configure permission on",
+            "channel.close 403 naming exchange.delete; the exchange stays",
+        ),
+        Refusal(
+            spec.Exchange.Delete,
+            _exchange("r"),
+            lambda ch, n: ch.send(spec.Exchange.Delete(exchange=n["x"])),
+            lambda amqp, n: exchange_state(amqp, n["x"]),
+            "exists",
+        ),
+    ),
+    param(
+        _c(
+            "queue-bind-without-write-on-queue",
+            "queue.bind of a queue the user has no write permission on (read on the exchange granted)",
+            "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)",
+        ),
+        Refusal(
+            spec.Queue.Bind,
+            _queue_and_exchange("r", "ok"),
+            lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
+            lambda amqp, n: routed(amqp, n["x"], "k"),
+            "returned",
+        ),
+    ),
+    param(
+        _c(
+            "queue-bind-without-read-on-exchange",
+            "queue.bind to an exchange the user has no read permission on (write on the queue granted)",
+            "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)",
+        ),
+        Refusal(
+            spec.Queue.Bind,
+            _queue_and_exchange("ok", "w"),
+            lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
+            lambda amqp, n: routed(amqp, n["x"], "k"),
+            "returned",
+        ),
+    ),
+    param(
+        _c(
+            "queue-unbind-without-write-on-queue",
+            "queue.unbind of an existing binding whose queue the user has no write permission on",
+            "channel.close 403 naming queue.unbind; the binding stays (a mandatory publish is routed)",
+        ),
+        Refusal(
+            spec.Queue.Unbind,
+            _queue_and_exchange("r", "ok", bound=True),
+            lambda ch, n: ch.send(spec.Queue.Unbind(queue=n["q"], exchange=n["x"], routing_key="k")),
+            lambda amqp, n: routed(amqp, n["x"], "k"),
+            "routed",
+        ),
+    ),
+    param(
+        _c(
+            "exchange-bind-without-write-on-destination",
+            "exchange.bind to a destination exchange the user has no write permission on",
+            (
+                "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source "
+                "is returned)"
+            ),
+        ),
+        Refusal(
+            spec.Exchange.Bind,
+            _two_exchanges("r", "ok"),
+            lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
+            lambda amqp, n: routed(amqp, n["s"], "k"),
+            "returned",
+        ),
+    ),
+    param(
+        _c(
+            "exchange-bind-without-read-on-source",
+            "exchange.bind from a source exchange the user has no read permission on",
+            (
+                "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source "
+                "is returned)"
+            ),
+        ),
+        Refusal(
+            spec.Exchange.Bind,
+            _two_exchanges("ok", "w"),
+            lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
+            lambda amqp, n: routed(amqp, n["s"], "k"),
+            "returned",
+        ),
+    ),
+    param(
+        _c(
+            "publish-without-write",
+            "basic.publish to an exchange the user has no write permission on (bound to a queue)",
+            "channel.close 403 naming basic.publish; nothing is routed to the queue",
+        ),
+        Refusal(
+            spec.Basic.Publish,
+            _queue_and_exchange("ok", "r", bound=True),
+            lambda ch, n: ch.publish(n["x"], "k", b"refused"),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "0 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "publish-default-exchange-without-write",
+            "basic.publish to the default exchange when write does not match amq.default",
+            "channel.close 403 naming basic.publish; nothing reaches the queue the routing key names",
+            sources=(DEFAULT_X, ACL, REFUSED_403),
+        ),
+        Refusal(
+            spec.Basic.Publish,
+            _queue("ok"),
+            lambda ch, n: ch.publish("", n["q"], b"refused"),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "0 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "get-without-read",
+            "basic.get from a queue the user has no read permission on",
+            "channel.close 403 naming basic.get; the message stays ready",
+        ),
+        Refusal(
+            spec.Basic.Get,
+            _queue("w", messages=1),
+            lambda ch, n: ch.send(spec.Basic.Get(queue=n["q"])),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "1 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "consume-without-read",
+            "basic.consume from a queue the user has no read permission on",
+            "channel.close 403 naming basic.consume; no consumer, the message stays ready",
+        ),
+        Refusal(
+            spec.Basic.Consume,
+            _queue("c", messages=1),
+            lambda ch, n: ch.send(spec.Basic.Consume(queue=n["q"], consumer_tag="acc-refused")),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "1 ready, 0 consumers",
+        ),
+    ),
+    param(
+        _c(
+            "purge-without-read",
+            "queue.purge of a queue the user has no read permission on",
+            "channel.close 403 naming queue.purge; the messages stay",
+        ),
+        Refusal(
+            spec.Queue.Purge,
+            _queue("w", messages=2),
+            lambda ch, n: ch.send(spec.Queue.Purge(queue=n["q"])),
+            lambda amqp, n: queue_state(amqp, n["q"]),
+            "2 ready, 0 consumers",
+        ),
+    ),
 ]
 
 
@@ -404,21 +544,42 @@ def test_vhost_without_permissions(broker_url, ctx, request, restricted_url):
 
 
 LOGIN_FAILURES = [
-    param(Case(id="access.bad-password-closes-403", sources=(NOTIFY, REFUSED_403), level=Level.EXTENSION,
-               requires=("authentication_failure_close",),
-               description="A wrong password from a client that announces authentication_failure_close",
-               expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)"),
-          "password", True),
-    param(Case(id="access.unknown-user-closes-403", sources=(NOTIFY, REFUSED_403), level=Level.EXTENSION,
-               requires=("authentication_failure_close",),
-               description="An unknown user from a client that announces authentication_failure_close",
-               expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)"),
-          "user", True),
-    param(Case(id="access.bad-password-without-capability", sources=(NOTIFY,), level=Level.EXTENSION,
-               requires=("authentication_failure_close",),
-               description="A wrong password from a client that does not announce authentication_failure_close",
-               expectation="the socket closes with nothing sent (no connection.close, no connection.tune)"),
-          "password", False),
+    param(
+        Case(
+            id="access.bad-password-closes-403",
+            sources=(NOTIFY, REFUSED_403),
+            level=Level.EXTENSION,
+            requires=("authentication_failure_close",),
+            description="A wrong password from a client that announces authentication_failure_close",
+            expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)",
+        ),
+        "password",
+        True,
+    ),
+    param(
+        Case(
+            id="access.unknown-user-closes-403",
+            sources=(NOTIFY, REFUSED_403),
+            level=Level.EXTENSION,
+            requires=("authentication_failure_close",),
+            description="An unknown user from a client that announces authentication_failure_close",
+            expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)",
+        ),
+        "user",
+        True,
+    ),
+    param(
+        Case(
+            id="access.bad-password-without-capability",
+            sources=(NOTIFY,),
+            level=Level.EXTENSION,
+            requires=("authentication_failure_close",),
+            description="A wrong password from a client that does not announce authentication_failure_close",
+            expectation="the socket closes with nothing sent (no connection.close, no connection.tune)",
+        ),
+        "password",
+        False,
+    ),
 ]
 
 
@@ -435,8 +596,11 @@ def test_login_failure(broker_url, ctx, request, wrong: str, announce: bool):
                client_properties={"product": "amqp-conformance wire", "capabilities": caps})
     frm = w.next_frame("the broker's answer to a failed login")
     if not announce:
-        ctx.check("socket closed, nothing sent" if frm is None else describe(frm), "socket closed, nothing sent",
-                  "what the broker did after the failed login")
+        ctx.check(
+            "socket closed, nothing sent" if frm is None else describe(frm),
+            "socket closed, nothing sent",
+            "what the broker did after the failed login",
+        )
         return
     ctx.observe("answer", describe(frm))
     if not isinstance(frm, spec.Connection.Close):

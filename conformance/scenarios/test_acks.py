@@ -93,7 +93,9 @@ def test_delivery_tags_per_channel(amqp, ctx, cleanup, queue_type) -> None:
     for i in (1, 2):
         a.publish("", qa, f"a{i}".encode())
         a.publish("", qb, f"b{i}".encode())
-    ctx.check([tags(a.deliveries(2)), tags(b.deliveries(2))], [[1, 2], [1, 2]], "tags on channel a, channel b")
+    ctx.check(
+        [tags(a.deliveries(2)), tags(b.deliveries(2))], [[1, 2], [1, 2]], "tags on channel a, channel b"
+    )
 
 
 @case(
@@ -212,7 +214,9 @@ def test_explicit_ack_half(amqp, ctx, cleanup, queue_type) -> None:
     rules=["delivery-tag/non-zero", "basic.ack/exists"],
     sources=[MEASURED],
     level=Level.MUST,
-    description="Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close",
+    description=(
+        "Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close"
+    ),
     expectation="all three are acknowledged: nothing is requeued when the channel closes",
 )
 def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
@@ -229,7 +233,9 @@ def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     second = amqp.channel()
     second.consume(q, no_ack=True)
     first.close()
-    expect_no_delivery(second, quiet_window(ctx.timeout), what="no message requeued after ack(0, multiple=true)")
+    expect_no_delivery(
+        second, quiet_window(ctx.timeout), what="no message requeued after ack(0, multiple=true)"
+    )
 
 
 @case(
@@ -289,7 +295,7 @@ def test_get_empty(declared_queue, ctx) -> None:
     level=Level.MUST,
     description="basic.get on a queue holding three messages",
     expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
-                "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
+    "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
 )
 def test_get_ok_message_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
@@ -339,7 +345,9 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     tag = ch.consume(q)
     admin = amqp.channel(url)
     admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
-    ctx.check(answer(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel")
+    ctx.check(
+        answer(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel"
+    )
     if health is not None:
         health["healthy"] = True
 
@@ -388,7 +396,9 @@ def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
     "acks.purge-keeps-unacked",
     rules=["queue.purge/02"],
     level=Level.MUST,
-    description="Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes",
+    description=(
+        "Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes"
+    ),
     expectation="the unacked message survived the purge: it is delivered again to another consumer",
 )
 def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
@@ -502,12 +512,15 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
     sources=[f"{DOC}#consumer-cancellation"],
     level=Level.MUST,
     description="basic.cancel with a consumer tag of another channel of the same connection",
-    expectation="spec: the tag is not valid there (connection.close 530 NOT_ALLOWED); rabbitmq: cancel-ok for "
-                "an unknown tag; in both, the consumer on its own channel keeps receiving",
+    expectation="spec: the tag is not valid there (connection.close 530 NOT_ALLOWED); rabbitmq: "
+    "cancel-ok for "
+    "an unknown tag; in both, the consumer on its own channel keeps receiving",
     expected={"spec": "connection.close 530", "rabbitmq": "basic.cancel-ok, consumer intact"},
-    expected_sources={"spec": "basic.consume/02 (on-failure not-allowed)",
-                      "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
-                                  "cancel-ok and the other channel's consumer still receives"},
+    expected_sources={
+        "spec": "basic.consume/02 (on-failure not-allowed)",
+        "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
+        "cancel-ok and the other channel's consumer still receives",
+    },
 )
 def test_consumer_tag_channel_local(amqp, ctx, cleanup, queue_type) -> None:
     conn = amqp()
@@ -522,11 +535,16 @@ def test_consumer_tag_channel_local(amqp, ctx, cleanup, queue_type) -> None:
     except UnexpectedClose as exc:
         ev = exc.event
         m = getattr(ev, "method", None)
-        observed = (f"{'connection' if isinstance(m, spec.Connection.Close) else 'channel'}.close {m.reply_code}"
-                    if m is not None else ev.describe())
+        observed = (
+            f"{'connection' if isinstance(m, spec.Connection.Close) else 'channel'}.close {m.reply_code}"
+            if m is not None
+            else ev.describe()
+        )
         ctx.check_profile(observed, "answer to basic.cancel of another channel's tag")
         return
     ch1.publish("", q, b"after-foreign-cancel")
     ev = ch1.next_delivery(what="a delivery to the consumer whose tag was cancelled on another channel")
-    observed = "basic.cancel-ok, consumer intact" if ev.body == b"after-foreign-cancel" else f"got {ev.body!r}"
+    observed = (
+        "basic.cancel-ok, consumer intact" if ev.body == b"after-foreign-cancel" else f"got {ev.body!r}"
+    )
     ctx.check_profile(observed, "answer to basic.cancel of another channel's tag")

@@ -74,7 +74,9 @@ def test_flow_initial(declared_queue, ctx):
 )
 def test_flow_stop(amqp, ctx):
     ch = amqp.channel()
-    check_outcome(ctx, outcome(ch, spec.Channel.Flow(active=False), spec.Channel.FlowOk), "channel.flow active=false")
+    check_outcome(
+        ctx, outcome(ch, spec.Channel.Flow(active=False), spec.Channel.FlowOk), "channel.flow active=false"
+    )
 
 
 @case(

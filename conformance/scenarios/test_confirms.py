@@ -111,7 +111,9 @@ def test_seq_starts_at_1(declared_queue, ctx):
     ch, q = declared_queue(confirm=True)
     ch.publish("", q, b"m1")
     ev = first_confirm(ch, "the confirm of the first publish")
-    ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "first confirm (method, delivery-tag)")
+    ctx.check(
+        (ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "first confirm (method, delivery-tag)"
+    )
 
 
 @case(
@@ -166,7 +168,9 @@ def _inv_multiple_covers(st: Settlement, ctx: Any) -> None:
     multiples = [e for e in st.events if e.method.multiple]
     if not multiples:
         # The guide says the broker *may* set multiple; with none sent there is nothing to judge.
-        ctx.informational(f"no multiple=true confirm among {len(st.events)} confirms", "broker sent no multiple acks")
+        ctx.informational(
+            f"no multiple=true confirm among {len(st.events)} confirms", "broker sent no multiple acks"
+        )
         return
     late: list[str] = []
     for i, e in enumerate(st.events):
@@ -184,8 +188,10 @@ def _inv_not_both(st: Settlement, ctx: Any) -> None:
     if not both and (not st.acked or not st.nacked):
         # The broker did not refuse (or did not accept) any publish, so the invariant was not
         # exercised; confirms.reject-publish-overflow-nack judges the missing nacks.
-        ctx.informational(f"{len(st.acked)} acked, {len(st.nacked)} nacked: no mix of acks and nacks to check",
-                          "invariant not exercised")
+        ctx.informational(
+            f"{len(st.acked)} acked, {len(st.nacked)} nacked: no mix of acks and nacks to check",
+            "invariant not exercised",
+        )
         return
     ctx.check(short_seqs(both), "none", "seqs both acked and nacked")
 

@@ -59,9 +59,13 @@ def test_bad_protocol_name(broker_url, ctx, request):
 
 
 @case(
-    "connection.higher-version-header", rules=["connection.start/server-support"], level=Level.MUST,
+    "connection.higher-version-header",
+    rules=["connection.start/server-support"],
+    level=Level.MUST,
     description="A protocol header asking for version 2.0 (AMQP 0-2-0-0)",
-    expectation="the broker answers with its own protocol header (≤ the requested version) and closes the socket",
+    expectation=(
+        "the broker answers with its own protocol header (≤ the requested version) and closes the socket"
+    ),
 )
 def test_higher_version(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
@@ -113,12 +117,18 @@ def test_invalid_mechanism(broker_url, ctx, request):
 
 
 @case(
-    "connection.bad-credentials", rules=["connection.open/security"], level=Level.SHOULD,
+    "connection.bad-credentials",
+    rules=["connection.open/security"],
+    level=Level.SHOULD,
     description="connection.start-ok with a wrong password (client advertises authentication_failure_close)",
-    expectation="the connection is refused: no connection.tune; RabbitMQ: connection.close 403 ACCESS_REFUSED",
+    expectation=(
+        "the connection is refused: no connection.tune; RabbitMQ: connection.close 403 ACCESS_REFUSED"
+    ),
     expected={"rabbitmq": "connection.close 403", "spec": ("connection.close *", "socket ended")},
-    expected_sources={"rabbitmq": f"{RMQ}: connection.close 403 'Login was refused' (authentication_failure_close)",
-                      "spec": "connection.open/security (no reply code named for failed authentication)"},
+    expected_sources={
+        "rabbitmq": f"{RMQ}: connection.close 403 'Login was refused' (authentication_failure_close)",
+        "spec": "connection.open/security (no reply code named for failed authentication)",
+    },
 )
 def test_bad_credentials(broker_url, ctx, request):
     import fnmatch
@@ -151,7 +161,9 @@ def test_unknown_vhost(broker_url, ctx, request):
     w.tune_ok_open(w.tune(), vhost="amqpc-no-such-vhost")
     frm = w.next_frame("the answer to connection.open of an unknown vhost")
     if not isinstance(frm, spec.Connection.Close):
-        raise Mismatch("connection.open of an unknown vhost", expected="connection.close", observed=describe(frm))
+        raise Mismatch(
+            "connection.open of an unknown vhost", expected="connection.close", observed=describe(frm)
+        )
     ctx.observe("close", describe(frm))
     ctx.check_profile(frm.reply_code, "connection.close reply code")
 
@@ -177,10 +189,13 @@ def test_vhost_separation(declared_queue, amqp, ctx):
 
 def _above_limit_case(field: str) -> Case:
     return Case(
-        id=f"connection.{field}-above-server", rules=(f"connection.tune-ok.{field}/upper-limit",),
+        id=f"connection.{field}-above-server",
+        rules=(f"connection.tune-ok.{field}/upper-limit",),
         level=Level.MUST,
         description=f"connection.tune-ok with {field} above the server's connection.tune value",
-        expectation="the broker closes the socket without a negotiated close (no connection.close, no open-ok)",
+        expectation=(
+            "the broker closes the socket without a negotiated close (no connection.close, no open-ok)"
+        ),
     )
 
 
@@ -222,8 +237,12 @@ def test_frame_min_before_tune(broker_url, ctx, request):
 
 
 @case(
-    "connection.frame-max-minimum-negotiated", rules=["connection.tune-ok/minimum"], level=Level.MUST,
-    description="frame-max negotiated down to frame-min-size (4096); a message body frame of exactly 4096 octets",
+    "connection.frame-max-minimum-negotiated",
+    rules=["connection.tune-ok/minimum"],
+    level=Level.MUST,
+    description=(
+        "frame-max negotiated down to frame-min-size (4096); a message body frame of exactly 4096 octets"
+    ),
     expectation="the broker accepts the connection and the message is routed intact",
 )
 def test_frame_max_minimum(amqp, ctx, cleanup):
@@ -289,7 +308,9 @@ def test_close_stability(amqp, ctx, cleanup):
     close = conn.wait_connection_close(what="connection.close 504")
     try:
         ch.send(spec.Queue.Declare(queue=q))  # must be discarded
-        conn.send_method(0, spec.Connection.Close(reply_code=200, reply_text="crossing", class_id=0, method_id=0))
+        conn.send_method(
+            0, spec.Connection.Close(reply_code=200, reply_text="crossing", class_id=0, method_id=0)
+        )
     except Mismatch:
         pass  # the socket is gone: reported below
     try:
@@ -367,8 +388,11 @@ def test_aio_pika_unknown_vhost(broker_url, ctx):
     ctx.observe("aio-pika", got)
     check(got.startswith("refused"), True, f"connect to an unknown vhost refused ({got[:120]})")
     if not closes:
-        raise Mismatch("aio-pika connect to an unknown vhost", expected="a connection.close refusing the vhost",
-                       observed=f"no connection.close received ({got[:120]})")
+        raise Mismatch(
+            "aio-pika connect to an unknown vhost",
+            expected="a connection.close refusing the vhost",
+            observed=f"no connection.close received ({got[:120]})",
+        )
     ctx.observe("close", describe(closes[0]))
     ctx.check_profile(closes[0].reply_code, "connection.close reply code")
 

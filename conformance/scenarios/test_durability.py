@@ -57,7 +57,9 @@ def _queue_state(amqp: Any, url: str, queue: str) -> tuple[bool, int]:
     rules=["queue.declare/persistence", "queue.bind/durable-exchange"],
     level=Level.MUST,
     description="Spec scenario: a durable queue bound to a durable direct exchange, clean broker restart",
-    expectation="after the restart a message published to the exchange with the binding key reaches the queue",
+    expectation=(
+        "after the restart a message published to the exchange with the binding key reaches the queue"
+    ),
     needs_restart=True,
 )
 def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
@@ -130,7 +132,9 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
     restartable.controller.restart()
     try:
         exists, ready = _queue_state(amqp, url, q)
-        ctx.observe("after restart", f"queue exists with {ready} messages" if exists else "queue deleted (404)")
+        ctx.observe(
+            "after restart", f"queue exists with {ready} messages" if exists else "queue deleted (404)"
+        )
         ctx.check(ready, 0, "messages of the transient queue after restart")
     finally:
         _forget(amqp, url, (q,))
@@ -141,13 +145,20 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
     rules=["basic/04"],
     level=Level.MAY,
     requires=["publisher_confirms"],
-    description="A confirmed non-persistent message (delivery-mode 1) on a durable queue, clean broker restart",
+    description=(
+        "A confirmed non-persistent message (delivery-mode 1) on a durable queue, clean broker restart"
+    ),
     expectation="per profile: rabbitmq → the message is dropped (0 messages after restart); spec → no "
-                "expectation (basic/04: the server MAY keep it), the count is recorded",
+    "expectation (basic/04: the server MAY keep it), the count is recorded",
     expected={"rabbitmq": 0, "rabbitmq@quorum": 1},
-    expected_sources={"rabbitmq@quorum": "rabbitmq-quorum-queues#feature-matrix: a quorum queue keeps every message (persistence is always on); measured on RabbitMQ 3.10.8: 1 message after restart",
-                      "rabbitmq": "RabbitMQ: transient messages are not recovered from durable classic queues; "
-                                  "measured on RabbitMQ 3.10.8 (0 after a clean restart)"},
+    expected_sources={
+        "rabbitmq@quorum": (
+            "rabbitmq-quorum-queues#feature-matrix: a quorum queue keeps every message (persistence "
+            "is always on); measured on RabbitMQ 3.10.8: 1 message after restart"
+        ),
+        "rabbitmq": "RabbitMQ: transient messages are not recovered from durable classic queues; "
+        "measured on RabbitMQ 3.10.8 (0 after a clean restart)",
+    },
     needs_restart=True,
 )
 def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> None:
@@ -231,10 +242,11 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> Non
     level=Level.MUST,
     client="pika",
     requires=["publisher_confirms"],
-    description="pika: confirm_delivery(), three persistent basic_publish to a durable queue (each confirmed), "
-                "then the broker is killed with SIGKILL and started again",
+    description="pika: confirm_delivery(), three persistent basic_publish to a durable queue (each "
+    "confirmed), "
+    "then the broker is killed with SIGKILL and started again",
     expectation="all three confirmed messages are there after the crash ('basic.ack for a persistent message "
-                "routed to a durable queue will be sent after persisting the message to disk')",
+    "routed to a durable queue will be sent after persisting the message to disk')",
     needs_restart=True,
 )
 def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:

@@ -48,7 +48,9 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     rules=["channel.open/state"],
     sources=[f"{SPEC_CONSTANTS} (channel-error 504: hard-error)"],
     level=Level.MUST,
-    description="A connection exception (504 from a second channel.open) ends every channel of the connection",
+    description=(
+        "A connection exception (504 from a second channel.open) ends every channel of the connection"
+    ),
     expectation="connection.close 504; a queue.declare then sent on the other channel is never answered",
 )
 def test_hard_error_scope(amqp, ctx, cleanup):
@@ -127,7 +129,9 @@ def test_channel_reusable_after_close(amqp, ctx):
     level=Level.MUST,
     client="pika",
     description="pika: a 404 closes only the channel; the connection opens a new channel and works",
-    expectation="exchange_declare(passive=True) raises ChannelClosedByBroker(404); a new channel declares a queue",
+    expectation=(
+        "exchange_declare(passive=True) raises ChannelClosedByBroker(404); a new channel declares a queue"
+    ),
 )
 def test_pika_soft_error(broker_url, ctx, cleanup):
     from pika import exceptions as pex
@@ -153,7 +157,10 @@ def test_pika_soft_error(broker_url, ctx, cleanup):
     level=Level.MUST,
     client="aio-pika",
     description="aio-pika: a 404 on one channel leaves another channel of the same connection usable",
-    expectation="declare_queue(passive=True) raises ChannelNotFoundEntity; another channel publishes and gets a message",
+    expectation=(
+        "declare_queue(passive=True) raises ChannelNotFoundEntity; another channel publishes and "
+        "gets a message"
+    ),
 )
 def test_aio_pika_soft_error(broker_url, ctx, cleanup):
     import aio_pika

@@ -30,7 +30,9 @@ def _delete(name: str, if_unused: bool = False) -> spec.Exchange.Delete:
     return spec.Exchange.Delete(exchange=name, if_unused=if_unused)
 
 
-def _declare(name: str, type_: str = "direct", *, passive: bool = False, durable: bool = False) -> spec.Exchange.Declare:
+def _declare(
+    name: str, type_: str = "direct", *, passive: bool = False, durable: bool = False
+) -> spec.Exchange.Declare:
     return spec.Exchange.Declare(exchange=name, exchange_type=type_, passive=passive, durable=durable)
 
 
@@ -43,22 +45,62 @@ def _routed(ch: RawChannel, q: str) -> bytes | None:
 
 # (exchange type, binding key, binding arguments, publish key, headers)
 TYPES = [
-    param(Case("exchange.required-type-direct", rules=("exchange/required-types",), level=Level.MUST,
-               description="A direct exchange can be declared and routes by exact key",
-               expectation="declare-ok; a message published with the bound key reaches the queue"),
-          "direct", "k1", None, "k1", None),
-    param(Case("exchange.required-type-fanout", rules=("exchange/required-types",), level=Level.MUST,
-               description="A fanout exchange can be declared and routes regardless of the key",
-               expectation="declare-ok; a message published with another key reaches the bound queue"),
-          "fanout", "bound-key", None, "other-key", None),
-    param(Case("exchange.recommended-type-topic", rules=("exchange/recommended-types",), level=Level.SHOULD,
-               description="A topic exchange can be declared and routes by pattern",
-               expectation="declare-ok; a message with key a.b reaches a queue bound with a.*"),
-          "topic", "a.*", None, "a.b", None),
-    param(Case("exchange.recommended-type-headers", rules=("exchange/recommended-types",), level=Level.SHOULD,
-               description="A headers exchange can be declared and routes by headers",
-               expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v"),
-          "headers", "", {"x-match": "all", "h": "v"}, "", {"h": "v"}),
+    param(
+        Case(
+            "exchange.required-type-direct",
+            rules=("exchange/required-types",),
+            level=Level.MUST,
+            description="A direct exchange can be declared and routes by exact key",
+            expectation="declare-ok; a message published with the bound key reaches the queue",
+        ),
+        "direct",
+        "k1",
+        None,
+        "k1",
+        None,
+    ),
+    param(
+        Case(
+            "exchange.required-type-fanout",
+            rules=("exchange/required-types",),
+            level=Level.MUST,
+            description="A fanout exchange can be declared and routes regardless of the key",
+            expectation="declare-ok; a message published with another key reaches the bound queue",
+        ),
+        "fanout",
+        "bound-key",
+        None,
+        "other-key",
+        None,
+    ),
+    param(
+        Case(
+            "exchange.recommended-type-topic",
+            rules=("exchange/recommended-types",),
+            level=Level.SHOULD,
+            description="A topic exchange can be declared and routes by pattern",
+            expectation="declare-ok; a message with key a.b reaches a queue bound with a.*",
+        ),
+        "topic",
+        "a.*",
+        None,
+        "a.b",
+        None,
+    ),
+    param(
+        Case(
+            "exchange.recommended-type-headers",
+            rules=("exchange/recommended-types",),
+            level=Level.SHOULD,
+            description="A headers exchange can be declared and routes by headers",
+            expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v",
+        ),
+        "headers",
+        "",
+        {"x-match": "all", "h": "v"},
+        "",
+        {"h": "v"},
+    ),
 ]
 
 
@@ -105,7 +147,9 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     args: FieldTable | None = {"x-match": "all", "h": "v"} if type_ == "headers" else None
-    got = outcome(ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk)
+    got = outcome(
+        ch, spec.Queue.Bind(queue=q, exchange=name, routing_key="k", arguments=args), spec.Queue.BindOk
+    )
     ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 
 
@@ -164,7 +208,9 @@ def test_default_access(amqp, ctx, method, ok):
 
 
 # The declare rules exchanges and queues share (clients/declare_rules.py).
-DECLARE_RULES = declare_rules.cases(declare_rules.EXCHANGE, passive_rule="exchange.declare/not-found", measured=RMQ)
+DECLARE_RULES = declare_rules.cases(
+    declare_rules.EXCHANGE, passive_rule="exchange.declare/not-found", measured=RMQ
+)
 
 
 @pytest.mark.parametrize("scenario", DECLARE_RULES)
@@ -182,7 +228,9 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
 )
 def test_typed(declared_exchange, ctx):
     ch, x = declared_exchange("direct")
-    check_outcome(ctx, outcome(ch, _declare(x, "fanout"), spec.Exchange.DeclareOk), "redeclare direct as fanout")
+    check_outcome(
+        ctx, outcome(ch, _declare(x, "fanout"), spec.Exchange.DeclareOk), "redeclare direct as fanout"
+    )
 
 
 @case(
@@ -233,7 +281,11 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         x = cleanup.exchange(ctx.name(f"x-durable-{durable}"))
         results.append(outcome(ch, _declare(x, durable=durable), spec.Exchange.DeclareOk)[0])
         results.append(outcome(ch, _declare(x, durable=durable, passive=True), spec.Exchange.DeclareOk)[0])
-    ctx.check(results, ["exchange.declare-ok"] * 4, "declare + passive declare of a durable and a transient exchange")
+    ctx.check(
+        results,
+        ["exchange.declare-ok"] * 4,
+        "declare + passive declare of a durable and a transient exchange",
+    )
 
 
 @case(
@@ -305,9 +357,13 @@ def test_delete_unused(declared_exchange, ctx):
 
 
 @case(
-    "exchange.exchange-to-exchange-binding", level=Level.EXTENSION, sources=[RABBIT_EXT_XML],
+    "exchange.exchange-to-exchange-binding",
+    level=Level.EXTENSION,
+    sources=[RABBIT_EXT_XML],
     requires=["exchange_exchange_bindings"],
-    description="exchange.bind: a message published to the source exchange reaches a queue bound to the destination",
+    description=(
+        "exchange.bind: a message published to the source exchange reaches a queue bound to the destination"
+    ),
     expectation="exchange.bind-ok, and the message is in the queue bound to the destination exchange",
 )
 def test_e2e_binding(amqp, ctx, cleanup):
@@ -375,5 +431,6 @@ def test_aio_pika_passive_missing(broker_url, ctx):
     got = run_async(scenario(), ctx.timeout * 2, "aio-pika passive exchange declare")
     ctx.observe("aio-pika", got)
     if not got.startswith("ChannelNotFoundEntity"):
-        raise Mismatch("passive declare of a missing exchange", expected="ChannelNotFoundEntity", observed=got)
-
+        raise Mismatch(
+            "passive declare of a missing exchange", expected="ChannelNotFoundEntity", observed=got
+        )

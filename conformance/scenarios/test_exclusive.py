@@ -117,7 +117,9 @@ def test_same_connection_other_channel(amqp, ctx, cleanup) -> None:
     first.publish("", q, b"mine")
     first.barrier()
     second = conn.channel()
-    tag = expect_ok(lambda: second.consume(q, no_ack=True), "basic.consume from a second channel of the owner")
+    tag = expect_ok(
+        lambda: second.consume(q, no_ack=True), "basic.consume from a second channel of the owner"
+    )
     ev = second.next_delivery()
     # Not part of the expectation: no consumer is left on the exclusive queue when the owner
     # closes (garagemq deadlocks deleting an exclusive queue that still has a consumer).
@@ -198,13 +200,20 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
     expectation="the second basic.consume closes its channel with 403 ACCESS_REFUSED",
     default="channel.close 403 ACCESS_REFUSED",
     expected={"rabbitmq@quorum": "basic.consume-ok"},
-    expected_sources={"rabbitmq@quorum": "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers (basic.consume-ok both ways; conformance/profiles/queue_types.toml)"},
+    expected_sources={
+        "rabbitmq@quorum": (
+            "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers "
+            "(basic.consume-ok both ways; conformance/profiles/queue_types.toml)"
+        )
+    },
 )
 def test_exclusive_consumer_blocks_second(declared_queue, amqp, ctx) -> None:
     first, q = declared_queue()
     first.consume(q, exclusive=True)
     second = amqp.channel()
-    ctx.check_profile(answer(ctx, second, spec.Basic.Consume(queue=q)), "second consumer on an exclusively consumed queue")
+    ctx.check_profile(
+        answer(ctx, second, spec.Basic.Consume(queue=q)), "second consumer on an exclusively consumed queue"
+    )
 
 
 @case(
@@ -215,7 +224,12 @@ def test_exclusive_consumer_blocks_second(declared_queue, amqp, ctx) -> None:
     expectation="the exclusive basic.consume closes its channel with 403 ACCESS_REFUSED",
     default="channel.close 403 ACCESS_REFUSED",
     expected={"rabbitmq@quorum": "basic.consume-ok"},
-    expected_sources={"rabbitmq@quorum": "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers (basic.consume-ok both ways; conformance/profiles/queue_types.toml)"},
+    expected_sources={
+        "rabbitmq@quorum": (
+            "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers "
+            "(basic.consume-ok both ways; conformance/profiles/queue_types.toml)"
+        )
+    },
 )
 def test_exclusive_consume_refused_when_consumed(declared_queue, amqp, ctx) -> None:
     first, q = declared_queue()

@@ -59,24 +59,40 @@ def _frames(ch: RawChannel, q: str, payload: int) -> bytes:
 
 
 FRAME_MAX_CASES = [
-    param(Case(
-        id="limits.frame-max-payload-above-501", sources=(TUNE_FRAME_MAX, FRAME_ERROR), level=Level.MUST,
-        description=f"frame-max negotiated to {NEGOTIATED}; a body frame whose payload alone is "
-                    f"{NEGOTIATED + 1} octets",
-        expectation="connection.close 501 FRAME_ERROR (the frame exceeds frame-max whatever the header)",
-        default="connection.close 501"), NEGOTIATED + 1),
-    param(Case(
-        id="limits.frame-max-one-octet-over", sources=(TUNE_FRAME_MAX, FRAME_ERROR), level=Level.MUST,
-        description=f"frame-max negotiated to {NEGOTIATED}; a body frame of {NEGOTIATED + 1} octets in all "
-                    "(header, payload and frame-end)",
-        expectation="spec: connection.close 501 FRAME_ERROR; RabbitMQ 3.10 accepts frames up to frame-max + 8 "
-                    "octets (its FRAME_SIZE_FUDGE) and routes the message",
-        expected={"spec": "connection.close 501", "rabbitmq": "accepted (probe answered)"},
-        expected_sources={"spec": TUNE_FRAME_MAX + ": 'the largest frame size that the client and server will "
-                                                  "use for the connection'",
-                          "rabbitmq": f"{RMQ}: a payload of up to frame_max octets is accepted; "
-                                      "{frame_too_large,8193,8184} only for a payload of 8193"}),
-        NEGOTIATED + 1 - 8),
+    param(
+        Case(
+            id="limits.frame-max-payload-above-501",
+            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
+            level=Level.MUST,
+            description=f"frame-max negotiated to {NEGOTIATED}; a body frame whose payload alone is "
+            f"{NEGOTIATED + 1} octets",
+            expectation="connection.close 501 FRAME_ERROR (the frame exceeds frame-max whatever the header)",
+            default="connection.close 501",
+        ),
+        NEGOTIATED + 1,
+    ),
+    param(
+        Case(
+            id="limits.frame-max-one-octet-over",
+            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
+            level=Level.MUST,
+            description=f"frame-max negotiated to {NEGOTIATED}; a body frame of {NEGOTIATED + 1} "
+            "octets in all "
+            "(header, payload and frame-end)",
+            expectation="spec: connection.close 501 FRAME_ERROR; RabbitMQ 3.10 accepts frames up "
+            "to frame-max + "
+            "8 "
+            "octets (its FRAME_SIZE_FUDGE) and routes the message",
+            expected={"spec": "connection.close 501", "rabbitmq": "accepted (probe answered)"},
+            expected_sources={
+                "spec": TUNE_FRAME_MAX + ": 'the largest frame size that the client and server will "
+                "use for the connection'",
+                "rabbitmq": f"{RMQ}: a payload of up to frame_max octets is accepted; "
+                "{frame_too_large,8193,8184} only for a payload of 8193",
+            },
+        ),
+        NEGOTIATED + 1 - 8,
+    ),
 ]
 
 
@@ -135,8 +151,9 @@ def _max_message_size(target_limits: dict[str, int]) -> int:
     sources=[MAX_SIZE_DOC, "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"],
     level=Level.EXTENSION,
     description="A publish whose body is one octet larger than the broker's max message size",
-    expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish (60/40); the connection carries on "
-                "and nothing is routed",
+    expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish (60/40); the connection "
+    "carries on "
+    "and nothing is routed",
 )
 def test_max_message_size_exceeded(declared_queue, target_limits, ctx):
     limit = _max_message_size(target_limits)
@@ -187,8 +204,12 @@ def _alarm(target: Any, on: bool) -> None:
 
 
 def _blocked_event(conn: RawConnection, ctx, what: str, timeout: float | None = None) -> Event:
-    return conn.wait_event(0, lambda e: isinstance(e.method, (spec.Connection.Blocked, spec.Connection.Unblocked)),
-                           what, timeout=ctx.timeout if timeout is None else timeout)
+    return conn.wait_event(
+        0,
+        lambda e: isinstance(e.method, (spec.Connection.Blocked, spec.Connection.Unblocked)),
+        what,
+        timeout=ctx.timeout if timeout is None else timeout,
+    )
 
 
 def _confirm_channel(amqp, target: Any, ctx, props: dict[str, Any] | None,
@@ -214,9 +235,11 @@ def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> 
             return n, _blocked_event(conn, ctx, "connection.blocked", timeout=0.2)
         except CaseTimeout:
             if time.monotonic() > deadline:
-                raise Mismatch("notification to a connection publishing during the memory alarm",
-                               expected="connection.blocked",
-                               observed=f"none within {ctx.timeout:.1f}s of publishing ({n} publishes)") from None
+                raise Mismatch(
+                    "notification to a connection publishing during the memory alarm",
+                    expected="connection.blocked",
+                    observed=f"none within {ctx.timeout:.1f}s of publishing ({n} publishes)",
+                ) from None
 
 
 @case(
@@ -225,9 +248,10 @@ def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> 
     level=Level.EXTENSION,
     requires=BLOCKED_CAPS,
     description="A client announcing the connection.blocked capability publishes while the broker's memory "
-                "alarm is raised; then the alarm is cleared",
-    expectation="connection.blocked (non-empty reason) after it publishes, connection.unblocked once the alarm "
-                "clears, exactly one of each; every publish made during the alarm is confirmed and routed",
+    "alarm is raised; then the alarm is cleared",
+    expectation="connection.blocked (non-empty reason) after it publishes, connection.unblocked once the "
+    "alarm "
+    "clears, exactly one of each; every publish made during the alarm is confirmed and routed",
 )
 def test_connection_blocked(amqp, alarm_target, ctx):
     try:
@@ -258,10 +282,11 @@ def test_connection_blocked(amqp, alarm_target, ctx):
     level=Level.EXTENSION,
     requires=BLOCKED_CAPS,
     description="While the memory alarm is raised (a witness connection with the capability was told "
-                "connection.blocked), a client WITHOUT the connection.blocked capability publishes; then the "
-                "alarm is cleared (the witness is told connection.unblocked)",
-    expectation="no connection.blocked or connection.unblocked ever reaches the client without the capability; "
-                "its publish is confirmed once the alarm clears",
+    "connection.blocked), a client WITHOUT the connection.blocked capability publishes; then the "
+    "alarm is cleared (the witness is told connection.unblocked)",
+    expectation="no connection.blocked or connection.unblocked ever reaches the client without the "
+    "capability; "
+    "its publish is confirmed once the alarm clears",
 )
 def test_connection_blocked_needs_capability(amqp, alarm_target, ctx):
     try:
@@ -311,26 +336,52 @@ def _body(ev: Event | None) -> str | None:
 
 
 OVERFLOW = [
-    param(Case(
-        id="limits.overflow-drop-head-dead-letters-head", sources=(MAXLEN_DEFAULT,), level=Level.EXTENSION,
-        requires=("publisher_confirms",),
-        description="Two publishes (confirmed) to a queue with x-max-length 1, default overflow (drop-head) and a "
-                    "dead-letter exchange",
-        expectation="both confirmed with ack; the queue holds m2; m1 (the head) is dead-lettered with x-death "
-                    "reason maxlen"), "drop-head"),
-    param(Case(
-        id="limits.overflow-reject-publish-not-dead-lettered", sources=(MAXLEN,), level=Level.EXTENSION,
-        requires=("publisher_confirms", "basic.nack"),
-        description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow reject-publish and a "
-                    "dead-letter exchange",
-        expectation="m1 acked, m2 nacked; the queue holds m1; nothing is dead-lettered"), "reject-publish"),
-    param(Case(
-        id="limits.overflow-reject-publish-dlx-nacks-and-dead-letters", sources=(MAXLEN,), level=Level.EXTENSION,
-        requires=("publisher_confirms", "basic.nack"),
-        description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow reject-publish-dlx and "
-                    "a dead-letter exchange",
-        expectation="m1 acked, m2 nacked; the queue holds m1; m2 is dead-lettered with x-death reason maxlen"),
-        "reject-publish-dlx"),
+    param(
+        Case(
+            id="limits.overflow-drop-head-dead-letters-head",
+            sources=(MAXLEN_DEFAULT,),
+            level=Level.EXTENSION,
+            requires=("publisher_confirms",),
+            description="Two publishes (confirmed) to a queue with x-max-length 1, default "
+            "overflow (drop-head) "
+            "and a "
+            "dead-letter exchange",
+            expectation="both confirmed with ack; the queue holds m2; m1 (the head) is dead-lettered with "
+            "x-death "
+            "reason maxlen",
+        ),
+        "drop-head",
+    ),
+    param(
+        Case(
+            id="limits.overflow-reject-publish-not-dead-lettered",
+            sources=(MAXLEN,),
+            level=Level.EXTENSION,
+            requires=("publisher_confirms", "basic.nack"),
+            description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow "
+            "reject-publish and "
+            "a "
+            "dead-letter exchange",
+            expectation="m1 acked, m2 nacked; the queue holds m1; nothing is dead-lettered",
+        ),
+        "reject-publish",
+    ),
+    param(
+        Case(
+            id="limits.overflow-reject-publish-dlx-nacks-and-dead-letters",
+            sources=(MAXLEN,),
+            level=Level.EXTENSION,
+            requires=("publisher_confirms", "basic.nack"),
+            description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow "
+            "reject-publish-dlx "
+            "and "
+            "a dead-letter exchange",
+            expectation=(
+                "m1 acked, m2 nacked; the queue holds m1; m2 is dead-lettered with x-death reason maxlen"
+            ),
+        ),
+        "reject-publish-dlx",
+    ),
 ]
 EXPECTED_OVERFLOW = {
     "drop-head": ({1: "ack", 2: "ack"}, "m2", ("m1", [("maxlen", "{q}")])),
@@ -354,8 +405,11 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
     st = settle_all(ch, 2, ctx.timeout, quiet=quiet_window(ctx.timeout))
     ctx.observe("confirms", summarize(st.events))
     confirms, kept, (dead_body, deaths) = EXPECTED_OVERFLOW[mode]
-    ctx.check({s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in (1, 2)}, confirms,
-              "confirm per publish")
+    ctx.check(
+        {s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in (1, 2)},
+        confirms,
+        "confirm per publish",
+    )
     ctx.check(_body(ch.get(q, no_ack=True)), kept, "the message the queue kept")
     ctx.check(ch.message_count(q), 0, "messages left in the queue after taking it")
     dead = ch.get(dlq, no_ack=True)
@@ -365,13 +419,16 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
 
 @case(
     "limits.max-length-bytes-reject-publish",
-    sources=[MAXLEN], level=Level.EXTENSION, requires=("publisher_confirms", "basic.nack"),
+    sources=[MAXLEN],
+    level=Level.EXTENSION,
+    requires=("publisher_confirms", "basic.nack"),
     queue_types=("classic",),
     premise="reject-publish refuses the publish that would pass the limit: classic queues (a quorum queue "
-            "refuses only once it is already over the limit; queue_types area)",
+    "refuses only once it is already over the limit; queue_types area)",
     description="x-max-length-bytes 10 with x-overflow reject-publish; publishes of 6, 5 and 4 body octets",
-    expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue holds "
-                "the 6- and 4-octet messages",
+    expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue "
+    "holds "
+    "the 6- and 4-octet messages",
 )
 def test_max_length_bytes(declared_queue, ctx):
     ch, q = declared_queue(confirm=True, arguments={"x-max-length-bytes": 10, "x-overflow": "reject-publish"})

@@ -145,12 +145,13 @@ def test_nack_requeues(declared_queue, ctx, n: int, acked: tuple[int, ...], nack
 @case(
     "nack.multiple-requeue-order",
     # quorum queues put nacked messages at the back: queue_types.requeue-position[quorum]
-    queue_types=("classic",), premise="a nacked message goes back to its original position: classic queues only",
+    queue_types=("classic",),
+    premise="a nacked message goes back to its original position: classic queues only",
     sources=[SRC_ORDER, SRC_NACK],
     level=Level.EXTENSION,
     requires=NACK,
     description="A consumer (prefetch 4) holds n1..n4 of n1..n8 and nacks them with one "
-                "basic.nack(4, multiple=true, requeue=true)",
+    "basic.nack(4, multiple=true, requeue=true)",
     expectation="the consumer's next deliveries are n1..n8, in publication order",
 )
 def test_multiple_requeue_order(declared_queue, ctx):
@@ -216,7 +217,9 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
         for _ in range(3):
             method, _props, _body = ch.basic_get(q)
             if method is None:
-                raise Mismatch("pika basic_get", expected="3 messages", observed=f"get-empty after {len(tags)}")
+                raise Mismatch(
+                    "pika basic_get", expected="3 messages", observed=f"get-empty after {len(tags)}"
+                )
             tags.append(method.delivery_tag)
         ch.basic_nack(tags[-1], multiple=True, requeue=True)
         got = []

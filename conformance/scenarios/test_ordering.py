@@ -57,7 +57,10 @@ def order_verdict(observed: Sequence[str], expected: Sequence[str]) -> str:
         return IN_ORDER
     if sorted(observed) == sorted(expected):
         i = next(i for i, (a, b) in enumerate(zip(observed, expected, strict=True)) if a != b)
-        return f"out of order from position {i}: got {list(observed[i:i + 5])}, expected {list(expected[i:i + 5])}"
+        return (
+            f"out of order from position {i}: got {list(observed[i : i + 5])}, expected "
+            f"{list(expected[i : i + 5])}"
+        )
     missing = sorted(set(expected) - set(observed))
     extra = sorted(set(observed) - set(expected))
     return f"different messages: {len(observed)} of {len(expected)}, missing {missing[:5]}, extra {extra[:5]}"
@@ -81,7 +84,9 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
     verdict = order_verdict(observed, expected)
     ctx.observe("order", list(observed))
     if ctx.expected == UNDEFINED:
-        ctx.informational(verdict, note=f"{what}: position of requeued messages is not defined by this profile")
+        ctx.informational(
+            verdict, note=f"{what}: position of requeued messages is not defined by this profile"
+        )
         return
     ctx.check_profile(verdict, what)
 
@@ -113,7 +118,9 @@ def test_single_path_1000(amqp, ctx, cleanup, queue_type):
         ch.publish(x, "k", body, persistent=i % 2 == 1)
     got = consumer.deliveries(1000)
     consumer.ack(got[-1].method.delivery_tag, multiple=True)
-    ctx.check(order_verdict(body_list(got), [b.decode() for b in bodies]), IN_ORDER, "order of 1000 deliveries")
+    ctx.check(
+        order_verdict(body_list(got), [b.decode() for b in bodies]), IN_ORDER, "order of 1000 deliveries"
+    )
 
 
 # -- requeue family ------------------------------------------------------------------------------
@@ -200,7 +207,9 @@ REQUEUE_ROWS = [
 
 
 @pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
-def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type):
+def test_requeue_keeps_publication_order(
+    amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type
+):
     conn = amqp()
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
@@ -217,7 +226,9 @@ def test_requeue_keeps_publication_order(amqp, ctx, cleanup, requeue: Requeue, v
         for _ in range(6):
             ev = ch.get(q)
             if ev is None:
-                raise Mismatch("setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}")
+                raise Mismatch(
+                    "setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}"
+                )
             held.append(ev)
     if body_list(held) != [f"m{i}" for i in range(6)]:
         raise Mismatch("setup: first six messages", expected="m0..m5", observed=body_list(held))

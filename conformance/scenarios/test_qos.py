@@ -54,7 +54,9 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     rules=[PREFETCH],
     sources=[PUSH],
     level=Level.MUST,
-    description="basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks",
+    description=(
+        "basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks"
+    ),
     expectation="exactly two messages are delivered; the third is not sent while both are unacked",
 )
 def test_prefetch_count_bounds(declared_queue, ctx) -> None:
@@ -141,7 +143,9 @@ def test_global_scope(declared_queue, ctx, global_: bool) -> None:
     ch.qos(1, global_=global_)
     ch.consume(qa)
     ch.consume(qb)
-    ctx.check_profile(_count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel")
+    ctx.check_profile(
+        _count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel"
+    )
 
 
 @case(
@@ -150,11 +154,12 @@ def test_global_scope(declared_queue, ctx, global_: bool) -> None:
     level=Level.MUST,
     description="basic.qos(prefetch-size=10 octets), then one 100-octet message to an acknowledged consumer",
     expectation="per profile: spec → qos-ok and the single message is still delivered (the size window "
-                "never blocks a single message); rabbitmq → connection closed with 540 NOT_IMPLEMENTED",
+    "never blocks a single message); rabbitmq → connection closed with 540 NOT_IMPLEMENTED",
     expected={"rabbitmq": "connection.close 540 NOT_IMPLEMENTED", "spec": "delivered"},
     expected_sources={
-        "rabbitmq": "measured on RabbitMQ 3.10.8: connection.close 540 'NOT_IMPLEMENTED - prefetch_size!=0 (10)' "
-                    "(class 60, method 10)",
+        "rabbitmq": "measured on RabbitMQ 3.10.8: connection.close 540 'NOT_IMPLEMENTED - prefetch_size!=0 "
+        "(10)' "
+        "(class 60, method 10)",
         "spec": "basic.qos.prefetch-size/01 and its scenario",
     },
 )
@@ -166,7 +171,9 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
         ch.consume(q)
         try:
             ev = ch.next_delivery(what="the single 100-octet message")
-            observed = "delivered" if len(ev.body or b"") == 100 else f"delivered {len(ev.body or b'')} octets"
+            observed = (
+                "delivered" if len(ev.body or b"") == 100 else f"delivered {len(ev.body or b'')} octets"
+            )
         except CaseTimeout:
             # The window was accepted and then withheld the message: a precise mismatch, not a
             # silent broker.
@@ -174,8 +181,14 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
     except UnexpectedClose as exc:
         ctx.observe("close", exc.event.describe())
         m = getattr(exc.event, "method", None)
-        observed = (f"{'connection' if m is not None and m.name.startswith('Connection') else 'channel'}.close "
-                    f"{reply_name(exc.reply_code)}") if m is not None else exc.event.describe()
+        observed = (
+            (
+                f"{'connection' if m is not None and m.name.startswith('Connection') else 'channel'}.close "
+                f"{reply_name(exc.reply_code)}"
+            )
+            if m is not None
+            else exc.event.describe()
+        )
     ctx.check_profile(observed, "outcome of prefetch-size=10")
 
 
@@ -220,7 +233,9 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     level=Level.MUST,
     client="aio-pika",
     description="aio-pika: await channel.set_qos(prefetch_count=2), consume four messages without acking",
-    expectation="two messages arrive and no third while both are unacked; after message.ack() of one, a third",
+    expectation=(
+        "two messages arrive and no third while both are unacked; after message.ack() of one, a third"
+    ),
 )
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
     import aio_pika

@@ -91,46 +91,88 @@ def test_passive_existing(declared_queue, ctx):
 CLASSIC_ONLY = ("classic",)
 EQUIV_PREMISE = "redeclares with durable=false / auto-delete / no x-queue-type, which a quorum queue refuses"
 EQUIVALENCE = [
-    param(Case(
-        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-durable", rules=("queue.declare/equivalent",), level=Level.MUST,
-               description="Redeclaring a transient queue as durable",
-               expectation="a channel exception (RabbitMQ: channel.close 406)",
-               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
-               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
-                                 "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
-          {}, {"durable": True}),
-    param(Case(
-        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-arguments", rules=("queue.declare/equivalent",), level=Level.MUST,
-               description="Redeclaring a queue with a different x-max-length argument",
-               expectation="a channel exception (RabbitMQ: channel.close 406)",
-               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
-               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'x-max-length'\"",
-                                 "spec": "queue.declare/equivalent (a channel exception, no code named)"}),
-          {"arguments": {"x-max-length": 10}}, {"arguments": {"x-max-length": 20}}),
-    param(Case(
-        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.equivalent-same-fields-ok", rules=("queue.declare/equivalent",), level=Level.MUST,
-               description="Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
-               expectation="queue.declare-ok", default="queue.declare-ok"),
-          {"durable": False}, {"durable": False}),
+    param(
+        Case(
+            queue_types=CLASSIC_ONLY,
+            premise=EQUIV_PREMISE,
+            id="queue.equivalent-durable",
+            rules=("queue.declare/equivalent",),
+            level=Level.MUST,
+            description="Redeclaring a transient queue as durable",
+            expectation="a channel exception (RabbitMQ: channel.close 406)",
+            default="channel.close *",
+            expected={"rabbitmq": "channel.close 406"},
+            expected_sources={
+                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
+                "spec": "queue.declare/equivalent (a channel exception, no code named)",
+            },
+        ),
+        {},
+        {"durable": True},
+    ),
+    param(
+        Case(
+            queue_types=CLASSIC_ONLY,
+            premise=EQUIV_PREMISE,
+            id="queue.equivalent-arguments",
+            rules=("queue.declare/equivalent",),
+            level=Level.MUST,
+            description="Redeclaring a queue with a different x-max-length argument",
+            expectation="a channel exception (RabbitMQ: channel.close 406)",
+            default="channel.close *",
+            expected={"rabbitmq": "channel.close 406"},
+            expected_sources={
+                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'x-max-length'\"",
+                "spec": "queue.declare/equivalent (a channel exception, no code named)",
+            },
+        ),
+        {"arguments": {"x-max-length": 10}},
+        {"arguments": {"x-max-length": 20}},
+    ),
+    param(
+        Case(
+            queue_types=CLASSIC_ONLY,
+            premise=EQUIV_PREMISE,
+            id="queue.equivalent-same-fields-ok",
+            rules=("queue.declare/equivalent",),
+            level=Level.MUST,
+            description="Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
+            expectation="queue.declare-ok",
+            default="queue.declare-ok",
+        ),
+        {"durable": False},
+        {"durable": False},
+    ),
     # queue.declare/pre-existence: "The server MUST ignore the auto-delete field if the queue
     # already exists" — RabbitMQ instead checks it like the other fields (equivalent).
-    param(Case(
-        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.pre-existence-ignores-auto-delete", rules=("queue.declare/pre-existence",),
-               level=Level.MUST,
-               description="Redeclaring an existing queue with auto-delete reversed",
-               expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
-               expected={"spec": "queue.declare-ok", "rabbitmq": "channel.close 406"},
-               expected_sources={"spec": "queue.declare/pre-existence",
-                                 "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'auto_delete'\" (RabbitMQ applies "
-                                             "queue.declare/equivalent to auto-delete)"}),
-          {"auto_delete": False}, {"auto_delete": True}),
+    param(
+        Case(
+            queue_types=CLASSIC_ONLY,
+            premise=EQUIV_PREMISE,
+            id="queue.pre-existence-ignores-auto-delete",
+            rules=("queue.declare/pre-existence",),
+            level=Level.MUST,
+            description="Redeclaring an existing queue with auto-delete reversed",
+            expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
+            expected={"spec": "queue.declare-ok", "rabbitmq": "channel.close 406"},
+            expected_sources={
+                "spec": "queue.declare/pre-existence",
+                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'auto_delete'\" (RabbitMQ applies "
+                "queue.declare/equivalent to auto-delete)",
+            },
+        ),
+        {"auto_delete": False},
+        {"auto_delete": True},
+    ),
 ]
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
 def test_equivalent(declared_queue, ctx, first, second):
     ch, q = declared_queue(**first)
-    check_outcome(ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}")
+    check_outcome(
+        ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}"
+    )
 
 
 @case(
@@ -145,7 +187,9 @@ def test_durable_and_transient(amqp, ctx, cleanup):
         q = cleanup.queue(ctx.name(f"q-durable-{durable}"))
         results.append(outcome(ch, _declare(q, durable=durable), spec.Queue.DeclareOk)[0])
         results.append(outcome(ch, _declare(q, passive=True), spec.Queue.DeclareOk)[0])
-    ctx.check(results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue")
+    ctx.check(
+        results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue"
+    )
 
 
 @case(
@@ -245,20 +289,38 @@ def test_direct_key_matching(amqp, ctx, cleanup):
 
 
 DEFAULT_EXCHANGE = [
-    param(Case("queue.bind-default-exchange", rules=("queue.bind/default-exchange",), level=Level.MUST,
-               description="queue.bind with a blank exchange name (the default exchange)",
-               expectation="spec: queue.bind-ok; RabbitMQ: channel.close 403 (no binding to the default exchange)",
-               expected={"spec": "queue.bind-ok", "rabbitmq": "channel.close 403"},
-               expected_sources={"spec": "queue.bind/default-exchange, exchange/default-access",
-                                 "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'"}),
-          "bind"),
-    param(Case("queue.unbind-default-exchange", rules=("queue.unbind/default-exchange",), level=Level.MUST,
-               description="queue.unbind with a blank exchange name (the default exchange)",
-               expectation="spec: queue.unbind-ok; RabbitMQ: channel.close 403",
-               expected={"spec": "queue.unbind-ok", "rabbitmq": "channel.close 403"},
-               expected_sources={"spec": "queue.unbind/default-exchange",
-                                 "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'"}),
-          "unbind"),
+    param(
+        Case(
+            "queue.bind-default-exchange",
+            rules=("queue.bind/default-exchange",),
+            level=Level.MUST,
+            description="queue.bind with a blank exchange name (the default exchange)",
+            expectation=(
+                "spec: queue.bind-ok; RabbitMQ: channel.close 403 (no binding to the default exchange)"
+            ),
+            expected={"spec": "queue.bind-ok", "rabbitmq": "channel.close 403"},
+            expected_sources={
+                "spec": "queue.bind/default-exchange, exchange/default-access",
+                "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+            },
+        ),
+        "bind",
+    ),
+    param(
+        Case(
+            "queue.unbind-default-exchange",
+            rules=("queue.unbind/default-exchange",),
+            level=Level.MUST,
+            description="queue.unbind with a blank exchange name (the default exchange)",
+            expectation="spec: queue.unbind-ok; RabbitMQ: channel.close 403",
+            expected={"spec": "queue.unbind-ok", "rabbitmq": "channel.close 403"},
+            expected_sources={
+                "spec": "queue.unbind/default-exchange",
+                "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+            },
+        ),
+        "unbind",
+    ),
 ]
 
 
@@ -288,36 +350,103 @@ def _missing_case(id_: str, rule: str, description: str, *, rabbitmq: str | None
 
 # (what to send, given a fresh queue name q that may or may not be declared): declared?, method, ok
 MISSING = [
-    param(_missing_case("queue.bind-unnamed-404", "queue.bind/queue-known",
-                        "queue.bind with an empty queue name on a channel that declared no queue"),
-          False, lambda q, x: spec.Queue.Bind(queue="", exchange="amq.direct", routing_key="k"), spec.Queue.BindOk),
-    param(_missing_case("queue.unbind-unnamed-404", "queue.unbind/queue-known",
-                        "queue.unbind with an empty queue name on a channel that declared no queue"),
-          False, lambda q, x: spec.Queue.Unbind(queue="", exchange="amq.direct", routing_key="k"),
-          spec.Queue.UnbindOk),
-    param(_missing_case("queue.purge-unnamed-404", "queue.purge/queue-known",
-                        "queue.purge with an empty queue name on a channel that declared no queue"),
-          False, lambda q, x: spec.Queue.Purge(queue=""), spec.Queue.PurgeOk),
-    param(_missing_case("queue.delete-unnamed-404", "queue.delete/queue-known",
-                        "queue.delete with an empty queue name on a channel that declared no queue"),
-          False, lambda q, x: spec.Queue.Delete(queue=""), spec.Queue.DeleteOk),
-    param(_missing_case("queue.bind-missing-queue-404", "queue.bind/must-exist", "queue.bind of a missing queue"),
-          False, lambda q, x: spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk),
-    param(_missing_case("queue.bind-missing-exchange-404", "queue.bind/exchange-existence",
-                        "queue.bind of an existing queue to a missing exchange"),
-          True, lambda q, x: spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk),
-    param(_missing_case("queue.unbind-missing-queue-404", "queue.unbind.queue/must-exist",
-                        "queue.unbind of a missing queue", rabbitmq="queue.unbind-ok"),
-          False, lambda q, x: spec.Queue.Unbind(queue=q, exchange="amq.direct", routing_key="k"),
-          spec.Queue.UnbindOk),
-    param(_missing_case("queue.unbind-missing-exchange-404", "queue.unbind.exchange/must-exist",
-                        "queue.unbind of an existing queue from a missing exchange", rabbitmq="queue.unbind-ok"),
-          True, lambda q, x: spec.Queue.Unbind(queue=q, exchange=x, routing_key="k"), spec.Queue.UnbindOk),
-    param(_missing_case("queue.purge-missing-404", "queue.purge/must-exist", "queue.purge of a missing queue"),
-          False, lambda q, x: spec.Queue.Purge(queue=q), spec.Queue.PurgeOk),
-    param(_missing_case("queue.delete-missing-404", "queue.delete/must-exist", "queue.delete of a missing queue",
-                        rabbitmq="queue.delete-ok"),
-          False, lambda q, x: spec.Queue.Delete(queue=q), spec.Queue.DeleteOk),
+    param(
+        _missing_case(
+            "queue.bind-unnamed-404",
+            "queue.bind/queue-known",
+            "queue.bind with an empty queue name on a channel that declared no queue",
+        ),
+        False,
+        lambda q, x: spec.Queue.Bind(queue="", exchange="amq.direct", routing_key="k"),
+        spec.Queue.BindOk,
+    ),
+    param(
+        _missing_case(
+            "queue.unbind-unnamed-404",
+            "queue.unbind/queue-known",
+            "queue.unbind with an empty queue name on a channel that declared no queue",
+        ),
+        False,
+        lambda q, x: spec.Queue.Unbind(queue="", exchange="amq.direct", routing_key="k"),
+        spec.Queue.UnbindOk,
+    ),
+    param(
+        _missing_case(
+            "queue.purge-unnamed-404",
+            "queue.purge/queue-known",
+            "queue.purge with an empty queue name on a channel that declared no queue",
+        ),
+        False,
+        lambda q, x: spec.Queue.Purge(queue=""),
+        spec.Queue.PurgeOk,
+    ),
+    param(
+        _missing_case(
+            "queue.delete-unnamed-404",
+            "queue.delete/queue-known",
+            "queue.delete with an empty queue name on a channel that declared no queue",
+        ),
+        False,
+        lambda q, x: spec.Queue.Delete(queue=""),
+        spec.Queue.DeleteOk,
+    ),
+    param(
+        _missing_case(
+            "queue.bind-missing-queue-404", "queue.bind/must-exist", "queue.bind of a missing queue"
+        ),
+        False,
+        lambda q, x: spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"),
+        spec.Queue.BindOk,
+    ),
+    param(
+        _missing_case(
+            "queue.bind-missing-exchange-404",
+            "queue.bind/exchange-existence",
+            "queue.bind of an existing queue to a missing exchange",
+        ),
+        True,
+        lambda q, x: spec.Queue.Bind(queue=q, exchange=x, routing_key="k"),
+        spec.Queue.BindOk,
+    ),
+    param(
+        _missing_case(
+            "queue.unbind-missing-queue-404",
+            "queue.unbind.queue/must-exist",
+            "queue.unbind of a missing queue",
+            rabbitmq="queue.unbind-ok",
+        ),
+        False,
+        lambda q, x: spec.Queue.Unbind(queue=q, exchange="amq.direct", routing_key="k"),
+        spec.Queue.UnbindOk,
+    ),
+    param(
+        _missing_case(
+            "queue.unbind-missing-exchange-404",
+            "queue.unbind.exchange/must-exist",
+            "queue.unbind of an existing queue from a missing exchange",
+            rabbitmq="queue.unbind-ok",
+        ),
+        True,
+        lambda q, x: spec.Queue.Unbind(queue=q, exchange=x, routing_key="k"),
+        spec.Queue.UnbindOk,
+    ),
+    param(
+        _missing_case("queue.purge-missing-404", "queue.purge/must-exist", "queue.purge of a missing queue"),
+        False,
+        lambda q, x: spec.Queue.Purge(queue=q),
+        spec.Queue.PurgeOk,
+    ),
+    param(
+        _missing_case(
+            "queue.delete-missing-404",
+            "queue.delete/must-exist",
+            "queue.delete of a missing queue",
+            rabbitmq="queue.delete-ok",
+        ),
+        False,
+        lambda q, x: spec.Queue.Delete(queue=q),
+        spec.Queue.DeleteOk,
+    ),
 ]
 
 

@@ -67,7 +67,9 @@ def test_declare_ok(amqp, ctx, cleanup, queue_type) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ok = ch.declare_queue(q, durable=True, arguments={"x-queue-type": QUORUM})
-    ctx.check((ok.queue, ok.message_count, ok.consumer_count), (q, 0, 0), "declare-ok (queue, messages, consumers)")
+    ctx.check(
+        (ok.queue, ok.message_count, ok.consumer_count), (q, 0, 0), "declare-ok (queue, messages, consumers)"
+    )
     again = ch.declare_queue(q, passive=True)
     ctx.check((again.queue, again.message_count), (q, 0), "passive declare-ok (queue, messages)")
 
@@ -133,10 +135,14 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
 
 
 @case(
-    "queue_types.global-qos-consume-540", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+    "queue_types.global-qos-consume-540",
+    level=Level.EXTENSION,
+    queue_types=QUORUM_ONLY,
     sources=[DELIVERY["global_qos_source"]],
     description="basic.qos(prefetch-count=2, global=true), then basic.consume from a quorum queue",
-    expectation="the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS)",
+    expectation=(
+        "the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS)"
+    ),
     expected_sources={"rabbitmq": DELIVERY["global_qos_measured"]},
 )
 def test_global_qos(declared_queue, ctx) -> None:

@@ -146,7 +146,9 @@ def test_frees_prefetch(declared_queue, ctx):
     ch.qos(2)
     ch.consume(q)
     ch.deliveries(2)
-    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery while the prefetch window is full")
+    expect_no_delivery(
+        ch, quiet_window(ctx.timeout), what="a third delivery while the prefetch window is full"
+    )
     ch.recover(requeue=True)
     again = redeliveries(ch, 2, ctx, "basic.recover(requeue=true) with a full prefetch window")
     ctx.check(len(again), 2, "deliveries after recover")
@@ -212,7 +214,11 @@ def test_requeue_false(declared_queue, ctx):
         observed = f"{kind} {reply_name(exc.reply_code)}" if exc.reply_code else kind
     else:
         ctx.observe("redelivery", again.describe())
-        to = "the original consumer" if again.method.consumer_tag == tag else f"consumer {again.method.consumer_tag}"
+        to = (
+            "the original consumer"
+            if again.method.consumer_tag == tag
+            else f"consumer {again.method.consumer_tag}"
+        )
         observed = f"redelivered to {to}, redelivered={str(bool(again.method.redelivered)).lower()}"
     ctx.check_profile(observed, "outcome of basic.recover(requeue=false)")
 

@@ -151,28 +151,41 @@ def test_requeue_two_consumers(amqp, ctx, cleanup, queue_type):
 # -- the scenarios reject shares with nack (clients/settle.py) -------------------------------------
 
 TWINS = [
-    param(Case(
-        id="reject.requeue-redelivered-flag",
-        rules=("redelivered/implementation",),
-        sources=(SRC_REQUEUE, f"{R003}#the-delivery-tag"),
-        level=Level.SHOULD,
-        description="A consumer rejects a delivery with requeue=true and receives it again",
-        expectation="the redelivery carries redelivered=true",
-    ), settle.requeue_redelivered_flag),
-    param(Case(
-        id="reject.requeue-false-discards",
-        sources=(SRC_DISCARD, SRC_SUMMARY),
-        level=Level.MUST,
-        description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
-        expectation="the message is discarded: the queue is empty afterwards",
-    ), settle.requeue_false_discards),
-    param(Case(
-        id="reject.requeue-false-dead-letters",
-        sources=(f"{R003}#basic-nack", SRC_DISCARD),
-        level=Level.EXTENSION,
-        description="basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)",
-        expectation="the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'",
-    ), settle.requeue_false_dead_letters),
+    param(
+        Case(
+            id="reject.requeue-redelivered-flag",
+            rules=("redelivered/implementation",),
+            sources=(SRC_REQUEUE, f"{R003}#the-delivery-tag"),
+            level=Level.SHOULD,
+            description="A consumer rejects a delivery with requeue=true and receives it again",
+            expectation="the redelivery carries redelivered=true",
+        ),
+        settle.requeue_redelivered_flag,
+    ),
+    param(
+        Case(
+            id="reject.requeue-false-discards",
+            sources=(SRC_DISCARD, SRC_SUMMARY),
+            level=Level.MUST,
+            description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
+            expectation="the message is discarded: the queue is empty afterwards",
+        ),
+        settle.requeue_false_discards,
+    ),
+    param(
+        Case(
+            id="reject.requeue-false-dead-letters",
+            sources=(f"{R003}#basic-nack", SRC_DISCARD),
+            level=Level.EXTENSION,
+            description=(
+                "basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)"
+            ),
+            expectation=(
+                "the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'"
+            ),
+        ),
+        settle.requeue_false_dead_letters,
+    ),
 ]
 
 

@@ -35,10 +35,18 @@ CTAG = "amqp0-9-1.xml#basic.consume consumer-tag field: the identifier of the co
 
 
 def _props(n: int) -> spec.Basic.Properties:
-    return spec.Basic.Properties(content_type="application/octet-stream", content_encoding="binary",
-                                 headers={"x-amqpc-n": n, "x-amqpc-s": "kept", "x-amqpc-b": True},
-                                 delivery_mode=2, priority=3, correlation_id=f"corr-{n}", reply_to="reply-here",
-                                 message_id=f"msg-{n}", message_type="amqpc.test", app_id="amqp-conformance")
+    return spec.Basic.Properties(
+        content_type="application/octet-stream",
+        content_encoding="binary",
+        headers={"x-amqpc-n": n, "x-amqpc-s": "kept", "x-amqpc-b": True},
+        delivery_mode=2,
+        priority=3,
+        correlation_id=f"corr-{n}",
+        reply_to="reply-here",
+        message_id=f"msg-{n}",
+        message_type="amqpc.test",
+        app_id="amqp-conformance",
+    )
 
 
 def prop_view(p: spec.Basic.Properties | None) -> dict[str, Any]:
@@ -131,8 +139,9 @@ def test_first_delivery(amqp, ctx, cleanup) -> None:
     sources=[FIELDS, COUNTS, TAGS],
     level=Level.MUST,
     description="Two fresh messages published through a direct exchange, fetched with basic.get",
-    expectation="each basic.get-ok: redelivered=false, delivery tags 1 and 2, message-count 1 then 0 (messages "
-                "left), the publish's exchange and routing key, properties, headers and body as published",
+    expectation="each basic.get-ok: redelivered=false, delivery tags 1 and 2, message-count 1 then 0 "
+    "(messages "
+    "left), the publish's exchange and routing key, properties, headers and body as published",
 )
 def test_get_ok_whole(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
@@ -256,13 +265,16 @@ def test_mandatory_return_whole(declared_exchange, ctx) -> None:
 @case(
     "replies.ack-multiple-counts",
     rules=["basic/10"],
-    sources=["amqp0-9-1.xml#basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
-             COUNTS],
+    sources=[
+        "amqp0-9-1.xml#basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
+        COUNTS,
+    ],
     level=Level.MUST,
-    description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the channel "
-                "is closed so what is still unacked is requeued",
+    description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the "
+    "channel "
+    "is closed so what is still unacked is requeued",
     expectation="passive queue.declare-ok message-count 1, and the one message left is m4 (tags 1-3 were "
-                "acknowledged by the one multiple ack)",
+    "acknowledged by the one multiple ack)",
 )
 def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
@@ -278,4 +290,6 @@ def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
     probe = amqp.channel()
     left = probe.message_count(q)
     ev = probe.get(q, no_ack=True)
-    ctx.check((left, None if ev is None else ev.body), (1, b"m4"), "(messages left, the one left) after the ack")
+    ctx.check(
+        (left, None if ev is None else ev.body), (1, b"m4"), "(messages left, the one left) after the ack"
+    )

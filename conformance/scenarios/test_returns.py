@@ -119,7 +119,9 @@ def test_mandatory_routable(declared_queue, ctx) -> None:
 def test_non_mandatory_unroutable(declared_exchange, ctx) -> None:
     ch, ex = declared_exchange("direct")
     ch.publish(ex, "no-such-key", b"dropped")
-    returned = _returns_after_barrier(ch, quiet_window(ctx.timeout))  # a close here is an UnexpectedClose: FAIL
+    returned = _returns_after_barrier(
+        ch, quiet_window(ctx.timeout)
+    )  # a close here is an UnexpectedClose: FAIL
     ctx.check([e.describe() for e in returned], [], "basic.return events")
 
 

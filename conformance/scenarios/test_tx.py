@@ -14,7 +14,6 @@ row (e.g. the broker never answered tx.select) or saw something outside the tabl
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,6 +28,7 @@ from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
+from conformance.clients.tx import Env, closes_with, counted
 from conformance.profiles import load_table
 from conformance.verdicts import CaseTimeout, Mismatch
 
@@ -37,78 +37,10 @@ UNDEFINED: str = TABLE["undefined"]
 VALUES: frozenset[str] = frozenset(TABLE["values"])
 TX_SOURCE: str = TABLE["source"]
 # suite profile -> the table column that stands for it
-PROFILE_COLUMN: dict[str, str] = {col["profile"]: name for name, col in TABLE["columns"].items() if "profile" in col}
+PROFILE_COLUMN: dict[str, str] = {
+    col["profile"]: name for name, col in TABLE["columns"].items() if "profile" in col
+}
 DESIGN_FACTS = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
-
-
-# -- helpers --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Env:
-    """What a variant gets: connections, names, cleanup, and a separate observer channel."""
-
-    amqp: Any
-    ctx: Any
-    cleanup: Any
-    broker_url: str
-    request: pytest.FixtureRequest
-    _observer: RawChannel | None = None
-
-    def observer(self) -> RawChannel:
-        """A channel on its own connection, to look at queues as another client would."""
-        if self._observer is None:
-            self._observer = self.amqp.channel()
-        return self._observer
-
-    def count(self, q: str) -> int:
-        return self.observer().message_count(q)
-
-    def count_after_close(self, q: str, requeued: int) -> int:
-        """The ready count after a channel close that may requeue ``requeued`` messages.
-
-        A broker may requeue a closed channel's unacked deliveries just after close-ok, and
-        nothing signals when it has: poll (bounded by a short window) until the count reaches
-        ``requeued``; the last count is returned either way.
-        """
-        deadline = time.monotonic() + quiet_window(self.ctx.timeout)
-        while True:
-            n = self.count(q)
-            if n == requeued or time.monotonic() >= deadline:
-                return n
-            time.sleep(0.02)  # no event announces a requeue; re-ask the queue
-
-    def queue(self, suffix: str = "q", **kwargs: Any) -> str:
-        q = self.cleanup.queue(self.ctx.name(suffix))
-        self.observer().declare_queue(q, **self.ctx.declare_fields(**kwargs))
-        return q
-
-    def fill(self, q: str, n: int) -> None:
-        """Put ``n`` messages into ``q`` (confirmed, so they are there before the case goes on)."""
-        publish_confirmed(self.observer(), "", q, [b"m%d" % (i + 1) for i in range(n)])
-
-    def tx_channel(self) -> RawChannel:
-        ch = self.amqp.channel()
-        tx_select(ch)
-        return ch
-
-
-def closes_with(ch: RawChannel, fn: Callable[[], Any]) -> Event | None:
-    """Run ``fn`` (ending in a synchronous round trip); the channel.close it provoked, or None."""
-    try:
-        fn()
-    except UnexpectedClose as exc:
-        if isinstance(exc.event, Event):
-            return exc.event
-        raise
-    return None
-
-
-def counted(observed: int, mapping: dict[int, str], what: str) -> str:
-    """Map a queue count to a table value; a count the table cannot explain is a Mismatch."""
-    if observed in mapping:
-        return mapping[observed]
-    raise Mismatch(what, expected=" or ".join(f"{k} ({v})" for k, v in mapping.items()), observed=observed)
 
 
 # -- variants: each returns the observed table value for its row ----------------------------------
@@ -123,9 +55,12 @@ def close_after_barrier(ch: RawChannel) -> None:
 # how a publish's tx ends -> (the ending, the table value for 1 / 0 messages left, what is counted)
 PUBLISH_ENDINGS: dict[str, tuple[Callable[[RawChannel], None], dict[int, str], str]] = {
     "commit": (lambda ch: ch.tx_commit(), {1: "yes", 0: "no"}, "messages in the queue after tx.commit-ok"),
-    "rollback": (lambda ch: ch.tx_rollback(), {0: "yes", 1: "no"}, "messages in the queue after tx.rollback-ok"),
-    "close": (close_after_barrier, {0: "yes", 1: "no"},
-              "messages in the queue after closing the tx channel"),
+    "rollback": (
+        lambda ch: ch.tx_rollback(),
+        {0: "yes", 1: "no"},
+        "messages in the queue after tx.rollback-ok",
+    ),
+    "close": (close_after_barrier, {0: "yes", 1: "no"}, "messages in the queue after closing the tx channel"),
 }
 
 
@@ -197,8 +132,11 @@ def ack_tag0_multiple(env: Env) -> str:
     b.close()
     left = env.count(committed)
     if left != 0:
-        raise Mismatch("ack(0, multiple=true) committed", expected="all outstanding acked (0 requeued on close)",
-                       observed=f"{left} requeued")
+        raise Mismatch(
+            "ack(0, multiple=true) committed",
+            expected="all outstanding acked (0 requeued on close)",
+            observed=f"{left} requeued",
+        )
     return counted(env.count_after_close(rolled, 2), {2: "yes", 0: "no"},
                    "messages requeued on close after ack(0, multiple=true) was rolled back")
 
@@ -267,7 +205,11 @@ def queue_exists_after_rollback(env: Env, q: str, op: Callable[[RawChannel], obj
 
 def declare_rollback(env: Env) -> str:
     q = env.cleanup.queue(env.ctx.name("q"))
-    return "no" if queue_exists_after_rollback(env, q, lambda ch: ch.declare_queue(q, **env.ctx.declare_fields())) else "yes"
+    return (
+        "no"
+        if queue_exists_after_rollback(env, q, lambda ch: ch.declare_queue(q, **env.ctx.declare_fields()))
+        else "yes"
+    )
 
 
 def delete_rollback(env: Env) -> str:
@@ -283,7 +225,9 @@ def bind_rollback(env: Env) -> str:
     ch.bind(q, x)
     ch.tx_rollback()
     publish_confirmed(env.observer(), x, "", [b"after-rollback"])
-    return counted(env.count(q), {1: "no", 0: "yes"}, "messages routed through the binding made in the rolled-back tx")
+    return counted(
+        env.count(q), {1: "no", 0: "yes"}, "messages routed through the binding made in the rolled-back tx"
+    )
 
 
 def _get_noack(ch: RawChannel, q: str) -> None:
@@ -301,8 +245,11 @@ def _consume_noack(ch: RawChannel, q: str) -> None:
 TAKES: dict[str, tuple[Callable[[RawChannel, str], object], bool, str]] = {
     "get": (lambda ch, q: get_tags(ch, q, 1), False, "messages ready after rolling back a basic.get"),
     "get-noack": (_get_noack, True, "messages in the queue after rolling back a no-ack basic.get"),
-    "consume-noack": (_consume_noack, True,
-                      "messages in the queue after rolling back (and closing) an auto-ack consumer's delivery"),
+    "consume-noack": (
+        _consume_noack,
+        True,
+        "messages in the queue after rolling back (and closing) an auto-ack consumer's delivery",
+    ),
 }
 
 
@@ -375,7 +322,9 @@ def _when_error(env: Env, send: Callable[[RawChannel], object], code: int, what:
 
 def error_missing_exchange(env: Env) -> str:
     x = env.ctx.name("no-such-x")
-    return _when_error(env, lambda ch: ch.publish(x, "k", b"m1"), 404, "publish to a missing exchange in a tx")
+    return _when_error(
+        env, lambda ch: ch.publish(x, "k", b"m1"), 404, "publish to a missing exchange in a tx"
+    )
 
 
 def error_unknown_tag(env: Env) -> str:
@@ -391,7 +340,11 @@ def no_route_return(env: Env) -> str:
     ch.tx_commit()
     commit_ok = next(e for e in ch.history() if isinstance(e.method, spec.Tx.CommitOk))
     try:
-        ret = ch.wait(spec.Basic.Return, "basic.return of the mandatory unroutable publish", timeout=quiet_window(env.ctx.timeout))
+        ret = ch.wait(
+            spec.Basic.Return,
+            "basic.return of the mandatory unroutable publish",
+            timeout=quiet_window(env.ctx.timeout),
+        )
     except CaseTimeout:
         env.ctx.observe("basic.return", "never")
         return "never"
@@ -503,7 +456,9 @@ def publish_aio_pika(env: Env) -> str:
         return "yes"
     if bodies == [b"rolled-back", b"committed"]:
         return "no"
-    raise Mismatch("queue contents after aio-pika rollback + commit", expected=[b"committed"], observed=bodies)
+    raise Mismatch(
+        "queue contents after aio-pika rollback + commit", expected=[b"committed"], observed=bodies
+    )
 
 
 # -- the table as cases ---------------------------------------------------------------------------
@@ -529,6 +484,8 @@ class Variant:
 
 
 V = Variant
+# fmt: off
+# (a hand-laid table: one variant per entry, kept compact so it reads as the tx table does)
 VARIANTS: tuple[Variant, ...] = (
     V("publish", "commit", "A publish in a tx, then tx.commit",
       "after commit-ok the message is in the queue", partial(publish_then, "commit")),
@@ -567,13 +524,18 @@ VARIANTS: tuple[Variant, ...] = (
     V("declare-delete-bind", "bind-survives-rollback", "queue.bind inside a tx, then tx.rollback",
       "binding is not transactional: a later publish is routed through the binding", bind_rollback),
     V("consume-get", "get-not-requeued-on-rollback", "basic.get (ack mode) inside a tx, then tx.rollback",
-      "getting is not transactional: the message is not requeued by the rollback", partial(take_then_rollback, "get")),
+      "getting is not transactional: the message is not requeued by the rollback",
+      partial(take_then_rollback, "get")),
     V("consume-get", "get-noack-not-undone", "basic.get with no-ack inside a tx, then tx.rollback",
-      "the auto-acked get is not undone: the queue stays empty", partial(take_then_rollback, "get-noack"), sources=(DESIGN_FACTS,)),
-    V("consume-get", "consume-not-requeued-on-rollback", "basic.consume delivery inside a tx, then tx.rollback",
+      "the auto-acked get is not undone: the queue stays empty", partial(take_then_rollback, "get-noack"),
+      sources=(DESIGN_FACTS,)),
+    V("consume-get", "consume-not-requeued-on-rollback",
+      "basic.consume delivery inside a tx, then tx.rollback",
       "consuming is not transactional: no requeue and no redelivery after the rollback", consume_rollback),
-    V("consume-get", "autoack-outside-tx", "An auto-ack (no-ack) consumer's delivery in a tx, rollback, close",
-      "auto-ack deliveries are outside the tx: the message is not requeued", partial(take_then_rollback, "consume-noack")),
+    V("consume-get", "autoack-outside-tx",
+      "An auto-ack (no-ack) consumer's delivery in a tx, rollback, close",
+      "auto-ack deliveries are outside the tx: the message is not requeued", partial(take_then_rollback,
+      "consume-noack")),
     V("atomicity-single-queue", "commit-no-fault", "20 publishes to one queue in a tx, committed "
       "without fault injection", "recorded only: atomicity needs a fault during tx.commit", atomic_single,
       level=Level.INFO),
@@ -596,17 +558,27 @@ VARIANTS: tuple[Variant, ...] = (
       "the broker took responsibility at commit-ok: the message survives the restart", durable_after_commit,
       rules=("queue.declare/persistence",), needs_restart=True),
 )
+# fmt: on
 
 
 def _case(v: Variant) -> Case:
     row = TABLE["rows"][v.row]
     expected = {profile: row[column] for profile, column in PROFILE_COLUMN.items()}
     return Case(
-        id=v.id, description=v.description, expectation=v.expectation, level=v.level, rules=v.rules,
-        sources=(TX_SOURCE, *v.sources), expected=expected,
-        expected_sources={profile: f"{TX_SOURCE} row '{row['feature']}', column {TABLE['columns'][column]['label']}"
-                          for profile, column in PROFILE_COLUMN.items()},
-        requires=v.requires, client=v.client, needs_restart=v.needs_restart,
+        id=v.id,
+        description=v.description,
+        expectation=v.expectation,
+        level=v.level,
+        rules=v.rules,
+        sources=(TX_SOURCE, *v.sources),
+        expected=expected,
+        expected_sources={
+            profile: f"{TX_SOURCE} row '{row['feature']}', column {TABLE['columns'][column]['label']}"
+            for profile, column in PROFILE_COLUMN.items()
+        },
+        requires=v.requires,
+        client=v.client,
+        needs_restart=v.needs_restart,
     )
 
 

@@ -23,7 +23,9 @@ def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = 
         from conformance.targets.url import url_target
 
         if tls:
-            raise TargetError("--tls spawns a broker with a TLS listener; for --broker-url give an amqps:// URL")
+            raise TargetError(
+                "--tls spawns a broker with a TLS listener; for --broker-url give an amqps:// URL"
+            )
         return url_target(url, restart_cmd)
     kind = kind or "reference"
     if kind == "url":
@@ -31,7 +33,9 @@ def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = 
     return spawn_private(kind, workdir=workdir, tls=tls)
 
 
-def spawn_private(kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True) -> Target:
+def spawn_private(
+    kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True
+) -> Target:
     """A broker process of our own (with a controller): reference, local:* or container:*;
     with ``tls`` one listening with TLS (reference and local:rabbitmq only). ``restricted=False``
     skips making the access cases' restricted user where that costs time (rabbitmqctl): the

@@ -110,12 +110,16 @@ def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:
     def run(on: bool) -> None:
         cmd = template.replace("{state}", "on" if on else "off")
         try:
-            done = subprocess.run(cmd, shell=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                cmd, shell=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TargetError(f"alarm command {cmd!r} failed: {exc}") from exc
         if done.returncode != 0:
             err = done.stderr.decode(errors="replace").strip().splitlines()
-            raise TargetError(f"alarm command {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}")
+            raise TargetError(
+                f"alarm command {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}"
+            )
 
     return run
 
@@ -184,8 +188,14 @@ class ProcessController(StopStartRestart):
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self.env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
         except OSError as exc:
             raise TargetError(f"cannot start {self.what} ({self.argv[0]}): {exc}") from exc
         finally:

@@ -61,7 +61,9 @@ def image_family(image: str) -> str:
 def container_spec(image: str, environ: Mapping[str, str] | None = None) -> ContainerSpec:
     env = os.environ if environ is None else environ
     if not image.strip():
-        raise TargetError("container: names no image (use --broker container:IMAGE, e.g. container:rabbitmq:3.13)")
+        raise TargetError(
+            "container: names no image (use --broker container:IMAGE, e.g. container:rabbitmq:3.13)"
+        )
 
     def get(key: str, default: str) -> str:
         return env.get(ENV_PREFIX + key, "") or default

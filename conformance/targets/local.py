@@ -93,7 +93,9 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         try:
             files = make_tls_files(base / "tls")
         except ImportError as exc:
-            raise TargetError("a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'") from exc
+            raise TargetError(
+                "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
+            ) from exc
         tls_port = free_port(host)
         text += rabbitmq_tls_config(host, tls_port, files)
     conf.write_text(text)
@@ -127,7 +129,9 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
             target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
                                plain_url=plain_url, tls=files)
         target.second_vhost = _rabbitmq_add_vhost(env, node)
-        problem = _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
+        problem = (
+            _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
+        )
         if problem is None:
             target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
         else:
@@ -136,9 +140,13 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
         ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
         if ctl_bin:
-            assigns = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_")))
-            target.alarm_cmd = (f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
-                                "$(test {state} = on && echo 'absolute 1' || echo 0.4)")
+            assigns = " ".join(
+                f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("RABBITMQ_", "HOME", "ERL_"))
+            )
+            target.alarm_cmd = (
+                f"env {assigns} {shlex.quote(ctl_bin)} -n {shlex.quote(node)} set_vm_memory_high_watermark "
+                "$(test {state} = on && echo 'absolute 1' || echo 0.4)"
+            )
     except BaseException:
         # interrupted (the case's ceiling, ^C) before the caller owns the target: no orphan node
         ctl.kill()
@@ -173,7 +181,10 @@ def _rabbitmq_memory_alarm(env: dict[str, str], node: str, on: bool) -> None:
 
 def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
     """Create the second vhost with rabbitmqctl (None, and the vhost cases UNSUPPORTED, if that fails)."""
-    for args in (("add_vhost", SECOND_VHOST), ("set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*")):
+    for args in (
+        ("add_vhost", SECOND_VHOST),
+        ("set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*"),
+    ):
         if _rabbitmqctl(env, node, *args) is not None:
             return None
     return SECOND_VHOST
@@ -205,7 +216,11 @@ def garagemq_config(port: int, admin_port: int, db: Path, host: str = "127.0.0.1
         }
     cfg["tcp"] = {**(cfg.get("tcp") or {}), "ip": host, "port": port}
     cfg["admin"] = {"ip": host, "port": admin_port}
-    cfg["db"] = {**(cfg.get("db") or {}), "defaultPath": str(db), "engine": (cfg.get("db") or {}).get("engine", "badger")}
+    cfg["db"] = {
+        **(cfg.get("db") or {}),
+        "defaultPath": str(db),
+        "engine": (cfg.get("db") or {}).get("engine", "badger"),
+    }
     return cfg
 
 
@@ -216,10 +231,16 @@ def start_garagemq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> T
     cfg_path = base / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(garagemq_config(port, admin, base / "db", host)))
     url = f"amqp://guest:guest@{host}:{port}/"
-    ctl = ProcessController([binary, "--config", str(cfg_path), "--log-level", "warning"], host=host, port=port,
-                            log_path=base / "garagemq.log",
-                            ready=lambda deadline: amqp_ready(url, deadline, "garagemq"),
-                            what="garagemq", stop_timeout=20, start_timeout=30)
+    ctl = ProcessController(
+        [binary, "--config", str(cfg_path), "--log-level", "warning"],
+        host=host,
+        port=port,
+        log_path=base / "garagemq.log",
+        ready=lambda deadline: amqp_ready(url, deadline, "garagemq"),
+        what="garagemq",
+        stop_timeout=20,
+        start_timeout=30,
+    )
     ctl.start()
     return Target(name="local:garagemq", url=url, controller=ctl, cleanup=[ctl.stop],
                   restricted_unsupported=GARAGEMQ_NO_PERMISSIONS)

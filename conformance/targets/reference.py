@@ -53,18 +53,43 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
         "/": {"configure": RESTRICTED_CONFIGURE, "write": RESTRICTED_WRITE, "read": RESTRICTED_READ}}}
     users.write_text(json.dumps({"users": {"guest": "guest", RESTRICTED_USER: restricted},
                                  "vhosts": ["/", SECOND_VHOST]}))
-    argv = [sys.executable, "-m", "conformance.broker", "--host", host, "--port", str(port),
-            "--data-dir", str(data), "--users", str(users), "--max-message-size", str(REFERENCE_MAX_MESSAGE_SIZE)]
+    argv = [
+        sys.executable,
+        "-m",
+        "conformance.broker",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data),
+        "--users",
+        str(users),
+        "--max-message-size",
+        str(REFERENCE_MAX_MESSAGE_SIZE),
+    ]
     files: TLSFiles | None = None
     if tls:
         try:
             files = make_tls_files(base / "tls")
         except ImportError as exc:
-            raise TargetError("a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'") from exc
+            raise TargetError(
+                "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
+            ) from exc
         tls_port = free_port(host)  # fixed for the target's life: a restart listens there again
-        argv += ["--tls-cert", str(files.server_cert), "--tls-key", str(files.server_key), "--tls-ca", str(files.ca),
-                 "--tls-port", str(tls_port)]
-        url = f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
+        argv += [
+            "--tls-cert",
+            str(files.server_cert),
+            "--tls-key",
+            str(files.server_key),
+            "--tls-ca",
+            str(files.ca),
+            "--tls-port",
+            str(tls_port),
+        ]
+        url = (
+            f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
+        )
     ctl = ProcessController(argv, host=host, port=port, log_path=base / "broker.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "reference broker"),
                             what="reference broker", stop_timeout=10, start_timeout=30)
@@ -72,11 +97,25 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
     restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
     target: Target
     if files is None:
-        target = Target(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
-                        restricted_url=restricted_url)
+        target = Target(
+            name="reference",
+            url=url,
+            controller=ctl,
+            cleanup=[ctl.stop],
+            second_vhost=SECOND_VHOST,
+            restricted_url=restricted_url,
+        )
     else:
-        target = TLSTarget(name="reference", url=url, controller=ctl, cleanup=[ctl.stop], second_vhost=SECOND_VHOST,
-                           restricted_url=restricted_url, plain_url=plain_url, tls=files)
+        target = TLSTarget(
+            name="reference",
+            url=url,
+            controller=ctl,
+            cleanup=[ctl.stop],
+            second_vhost=SECOND_VHOST,
+            restricted_url=restricted_url,
+            plain_url=plain_url,
+            tls=files,
+        )
     target.limits = {"max_message_size": REFERENCE_MAX_MESSAGE_SIZE}
     target.alarm = lambda on: _signal_alarm(ctl, on)
     if ctl.proc is not None:

@@ -19,8 +19,10 @@ from conformance.targets.readiness import amqp_ready
 
 NO_RESTRICTED_USER = (
     "the access cases need a second user with restricted permissions: give --restricted-url "
-    f"amqp://USER:PASS@host/vhost of a user with configure {RESTRICTED_CONFIGURE!r} write {RESTRICTED_WRITE!r} "
-    f"read {RESTRICTED_READ!r} in that vhost (see the scenarios README, 'access')")
+    f"amqp://USER:PASS@host/vhost of a user with configure {RESTRICTED_CONFIGURE!r} write "
+    f"{RESTRICTED_WRITE!r} "
+    f"read {RESTRICTED_READ!r} in that vhost (see the scenarios README, 'access')"
+)
 
 
 class CommandController:
@@ -33,7 +35,9 @@ class CommandController:
 
     def _run(self) -> None:
         try:
-            done = subprocess.run(shlex.split(self.command), capture_output=True, text=True, timeout=self.timeout)
+            done = subprocess.run(
+                shlex.split(self.command), capture_output=True, text=True, timeout=self.timeout
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise TargetError(f"--restart-cmd failed: {exc}") from exc
         if done.returncode != 0:

@@ -17,7 +17,16 @@ class BrokerProcess:
     def __init__(self, data_dir: Path, *extra: str, port: int = 0) -> None:
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "conformance.broker", "--port", str(port), "--data-dir", str(data_dir), *extra],
+            [
+                sys.executable,
+                "-m",
+                "conformance.broker",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+                *extra,
+            ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

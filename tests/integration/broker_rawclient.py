@@ -64,7 +64,9 @@ class RawClient:
     ) -> None:
         props = properties or spec.Basic.Properties()
         data = marshal_method(
-            spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate),
+            spec.Basic.Publish(
+                exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate
+            ),
             channel,
         )
         data += pframe.marshal(pheader.ContentHeader(0, len(body), props), channel)
@@ -178,7 +180,11 @@ class RawClient:
             return got
         tune = got[1]
         self.frame_max = tune.frame_max
-        self.send(spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=heartbeat))
+        self.send(
+            spec.Connection.TuneOk(
+                channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=heartbeat
+            )
+        )
         if open_:
             self.send(spec.Connection.Open(virtual_host=vhost))
             return self.next()
@@ -203,7 +209,10 @@ def describe(ev: Any) -> str:
         if isinstance(m, spec.Basic.Deliver):
             return f"basic.deliver(tag={m.delivery_tag}, redelivered={m.redelivered}, body={ev.body!r})"
         if isinstance(m, spec.Basic.GetOk):
-            return f"basic.get-ok(tag={m.delivery_tag}, redelivered={m.redelivered}, count={m.message_count}, body={ev.body!r})"
+            return (
+                f"basic.get-ok(tag={m.delivery_tag}, redelivered={m.redelivered}, "
+                f"count={m.message_count}, body={ev.body!r})"
+            )
         return f"basic.return({m.reply_code}, {m.reply_text}, body={ev.body!r})"
     if isinstance(ev, (spec.Connection.Close, spec.Channel.Close)):
         return f"{ev.name}({ev.reply_code}, {ev.reply_text!r}, {ev.class_id}, {ev.method_id})"

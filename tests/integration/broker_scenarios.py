@@ -55,7 +55,9 @@ def unbind_missing(new: Callable[[], RawClient], uid: str) -> list[str]:
     q = f"q-{uid}"
     out = [rpc(c, spec.Queue.Declare(queue=q, auto_delete=True))]
     out.append(rpc(c, spec.Queue.Unbind(queue=q, exchange="amq.direct", routing_key="nope")))
-    out.append(rpc(c, spec.Exchange.Unbind(destination="amq.fanout", source="amq.direct", routing_key="nope")))
+    out.append(
+        rpc(c, spec.Exchange.Unbind(destination="amq.fanout", source="amq.direct", routing_key="nope"))
+    )
     return out
 
 
@@ -88,7 +90,9 @@ def exchange_equivalence(new: Callable[[], RawClient], uid: str) -> list[str]:
     out = [rpc(c, spec.Exchange.Declare(exchange=x, exchange_type="direct", auto_delete=True))]
     out.append(rpc(c, spec.Exchange.Declare(exchange=x, exchange_type="fanout", auto_delete=True)))
     c.open_channel(2)
-    out.append(rpc(c, spec.Exchange.Declare(exchange=x, exchange_type="direct", durable=True, auto_delete=True), 2))
+    out.append(
+        rpc(c, spec.Exchange.Declare(exchange=x, exchange_type="direct", durable=True, auto_delete=True), 2)
+    )
     c.open_channel(3)
     out.append(rpc(c, spec.Exchange.Declare(exchange=x, exchange_type="nonsense"), 3))
     return out
@@ -374,9 +378,13 @@ def dead_letter(new: Callable[[], RawClient], uid: str) -> list[str]:
         m = got[1]
         if hasattr(m, "properties"):
             h = m.properties.headers or {}
-            deaths = [(d["reason"], d["queue"], d["count"], d["exchange"], d["routing-keys"]) for d in h.get("x-death", [])]
+            deaths = [
+                (d["reason"], d["queue"], d["count"], d["exchange"], d["routing-keys"])
+                for d in h.get("x-death", [])
+            ]
             out.append(
-                f"{describe(m)} deaths={deaths} first={h.get('x-first-death-reason')} exp={m.properties.expiration}"
+                f"{describe(m)} deaths={deaths} first={h.get('x-first-death-reason')} "
+                f"exp={m.properties.expiration}"
             )
         else:
             out.append(describe(m))
@@ -387,7 +395,14 @@ def dead_letter(new: Callable[[], RawClient], uid: str) -> list[str]:
 def reject_publish_confirm(new: Callable[[], RawClient], uid: str) -> list[str]:
     c = new()
     q = f"q-{uid}"
-    out = [rpc(c, spec.Queue.Declare(queue=q, exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}))]
+    out = [
+        rpc(
+            c,
+            spec.Queue.Declare(
+                queue=q, exclusive=True, arguments={"x-max-length": 1, "x-overflow": "reject-publish"}
+            ),
+        )
+    ]
     out.append(rpc(c, spec.Confirm.Select()))
     c.publish(1, b"a", routing_key=q)
     c.publish(1, b"b", routing_key=q)

@@ -44,7 +44,9 @@ def test_pika_publish_consume_ack(conn: pika.BlockingConnection) -> None:
     ch = conn.channel()
     q = ch.queue_declare("", exclusive=True).method.queue
     for i in range(10):
-        ch.basic_publish("", q, f"m{i}".encode(), pika.BasicProperties(content_type="text/plain", headers={"i": i}))
+        ch.basic_publish(
+            "", q, f"m{i}".encode(), pika.BasicProperties(content_type="text/plain", headers={"i": i})
+        )
     got: list[tuple[bytes, int]] = []
 
     def on_msg(c: object, method: object, props: pika.BasicProperties, body: bytes) -> None:
@@ -164,7 +166,9 @@ def test_aio_pika_roundtrip(ref: EmbeddedBroker) -> None:
             q = await ch.declare_queue("", exclusive=True)
             await q.bind(x, "logs.#")
             for i in range(5):
-                await x.publish(aio_pika.Message(b"%d" % i, delivery_mode=aio_pika.DeliveryMode.PERSISTENT), "logs.a.b")
+                await x.publish(
+                    aio_pika.Message(b"%d" % i, delivery_mode=aio_pika.DeliveryMode.PERSISTENT), "logs.a.b"
+                )
             got = []
             async with q.iterator() as it:
                 async for m in it:
@@ -201,7 +205,9 @@ def test_py_amqp_roundtrip(ref: EmbeddedBroker) -> None:
         ch = c.channel()
         q, _, _ = ch.queue_declare("", exclusive=True)
         ch.confirm_select()
-        ch.basic_publish(amqp.Message(b"hello", delivery_mode=2, application_headers={"k": "v"}), routing_key=q)
+        ch.basic_publish(
+            amqp.Message(b"hello", delivery_mode=2, application_headers={"k": "v"}), routing_key=q
+        )
         got: list[amqp.Message] = []
         ch.basic_consume(q, callback=got.append)
         deadline = time.monotonic() + 5

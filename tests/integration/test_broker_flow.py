@@ -29,7 +29,9 @@ def test_a_consumer_that_does_not_read_leaves_messages_in_the_queue() -> None:
                 c.handshake()
                 c.open_channel(1)
             consumer.rpc(spec.Queue.Declare(queue="flow"), 1, spec.Queue.DeclareOk)
-            consumer.rpc(spec.Basic.Consume(queue="flow", consumer_tag="c", no_ack=True), 1, spec.Basic.ConsumeOk)
+            consumer.rpc(
+                spec.Basic.Consume(queue="flow", consumer_tag="c", no_ack=True), 1, spec.Basic.ConsumeOk
+            )
             for i in range(COUNT):
                 producer.publish(1, i.to_bytes(4, "big") * (BODY // 4), routing_key="flow")
             waiting = producer.rpc(spec.Queue.Declare(queue="flow", passive=True), 1, spec.Queue.DeclareOk)

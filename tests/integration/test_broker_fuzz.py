@@ -55,8 +55,21 @@ def silent_server() -> Iterator[int]:
     srv.close()
 
 
-def test_fuzz_against_the_reference_broker(broker: EmbeddedBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["--broker-url", broker.url, "--inputs", "150", "--seed", "4", "--reproducers", str(tmp_path / "r.jsonl")])
+def test_fuzz_against_the_reference_broker(
+    broker: EmbeddedBroker, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(
+        [
+            "--broker-url",
+            broker.url,
+            "--inputs",
+            "150",
+            "--seed",
+            "4",
+            "--reproducers",
+            str(tmp_path / "r.jsonl"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "broker-dead        0" in out and "hangs              0" in out
@@ -82,7 +95,10 @@ def test_a_broker_that_never_answers_is_a_hang_and_dead(silent_server: int) -> N
 def test_nothing_listening_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
-    assert main(["--broker-url", f"amqp://guest:guest@127.0.0.1:{port}/", "--inputs", "3", "--bound", "0.5"]) == 2
+    assert (
+        main(["--broker-url", f"amqp://guest:guest@127.0.0.1:{port}/", "--inputs", "3", "--bound", "0.5"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert "does not serve a connection before fuzzing" in err and "Traceback" not in err
 

@@ -25,7 +25,9 @@ def _wait_blocked(conn: RawConnection, ch_publish, timeout: float = 10.0) -> int
         n += 1
         ch_publish(n)
         try:
-            conn.wait_event(0, lambda e: isinstance(e.method, spec.Connection.Blocked), "blocked", timeout=0.2)
+            conn.wait_event(
+                0, lambda e: isinstance(e.method, spec.Connection.Blocked), "blocked", timeout=0.2
+            )
             return n
         except CaseTimeout:
             continue
@@ -52,8 +54,12 @@ def test_watermark_blocks_the_publisher_until_a_consumer_drains() -> None:
 
 
 def test_signals_raise_and_clear_the_alarm(tmp_path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "conformance.broker", "--port", "0", "--data-dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conformance.broker", "--port", "0", "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[2])

@@ -81,7 +81,9 @@ def test_sigterm_with_connections_in_every_state(proc: BrokerProcess) -> None:
         clients[2].open_channel(1)
         # a publish whose content never completes
         clients[2].send(spec.Basic.Publish(exchange="", routing_key="x"), 1)
-        clients[2].send_raw(struct.pack(">BHI", 2, 1, 14) + struct.pack(">HHQ", 60, 0, 1000) + b"\x00\x00\xce")
+        clients[2].send_raw(
+            struct.pack(">BHI", 2, 1, 14) + struct.pack(">HHQ", 60, 0, 1000) + b"\x00\x00\xce"
+        )
         clients[3].handshake()
         clients[3].send(spec.Channel.Open(), 0)  # channel.open on channel 0: connection error
         _close_without_close_ok(clients[3])
@@ -95,7 +97,11 @@ def test_sigterm_with_connections_in_every_state(proc: BrokerProcess) -> None:
 
 def _broker_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "conformance.broker", *args], cwd=ROOT, capture_output=True, text=True, timeout=30
+        [sys.executable, "-m", "conformance.broker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
 
 

@@ -87,7 +87,10 @@ def test_github_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
     assert baseline.exists() and len(baseline.read_text(encoding="utf-8").splitlines()) == 27
     gate = json.loads((second / "reports" / "gate.json").read_text(encoding="utf-8"))
     assert gate["verdict"] == "PASS" and gate["candidate"]["n_cases"] == 27
-    assert list((second / "reports" / "junit").glob("*.xml")) and (second / "reports" / "allure-results").is_dir()
+    assert (
+        list((second / "reports" / "junit").glob("*.xml"))
+        and (second / "reports" / "allure-results").is_dir()
+    )
     # The same gate line fails against a baseline of another broker (the recipe can say no).
     env["BASELINE"] = str(ROOT / "fixtures" / "baselines" / "garagemq.jsonl")
     proc = run_script(steps["Gate against the committed baseline"]["run"], second, env, shim)
@@ -102,9 +105,17 @@ def test_gitlab_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
     for n, update in ((1, "1"), (2, "0")):
         cwd = tmp_path / f"pipeline{n}"
         cwd.mkdir()
-        env = {**job["variables"], "AMQP_URL": broker.url, "BASELINE": str(baseline), "SUITE_ARGS": SUITE_ARGS,
-               "UPDATE_BASELINE": update}
+        env = {
+            **job["variables"],
+            "AMQP_URL": broker.url,
+            "BASELINE": str(baseline),
+            "SUITE_ARGS": SUITE_ARGS,
+            "UPDATE_BASELINE": update,
+        }
         for line in job["script"]:
             proc = run_script(line, cwd, env, shim)
             assert proc.returncode == 0, f"{line}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-    assert json.loads((tmp_path / "pipeline2" / "reports" / "gate.json").read_text(encoding="utf-8"))["verdict"] == "PASS"
+    assert (
+        json.loads((tmp_path / "pipeline2" / "reports" / "gate.json").read_text(encoding="utf-8"))["verdict"]
+        == "PASS"
+    )

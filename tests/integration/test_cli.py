@@ -50,7 +50,11 @@ def test_run_case_is_not_read_as_an_abbreviation(tmp_path: Path) -> None:
     res = cli("run", "--case", "exchange.default-access-*", "--no-report", "--results", str(tmp_path / "r"),
               "--report-out", str(tmp_path / "rep"), cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    ids = {json.loads(line)["case_id"] for f in (tmp_path / "r").glob("*.jsonl") for line in f.read_text().splitlines()}
+    ids = {
+        json.loads(line)["case_id"]
+        for f in (tmp_path / "r").glob("*.jsonl")
+        for line in f.read_text().splitlines()
+    }
     assert ids and all(i.startswith("exchange.default-access-") for i in ids), ids
     res = cli("run", "--case-t", "3", cwd=tmp_path)
     assert res.returncode == 2 and "unrecognized arguments" in res.stderr

@@ -85,7 +85,12 @@ class NackEveryPublish(Fault):
 
     def to_client(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
         if isinstance(frm, spec.Basic.Ack):
-            return [(channel, spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple, requeue=False))]
+            return [
+                (
+                    channel,
+                    spec.Basic.Nack(delivery_tag=frm.delivery_tag, multiple=frm.multiple, requeue=False),
+                )
+            ]
         return [(channel, frm)]
 
 
@@ -107,10 +112,31 @@ def run_through(broker: EmbeddedBroker, fault: Fault, out: Path) -> tuple[dict[s
     with FaultProxy("127.0.0.1", broker.port, fault) as proxy:
         t0 = time.monotonic()
         res = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "conformance.scenarios",
-             "--broker-url", proxy.url(), "--case", ",".join(ids), "--case-timeout", str(CASE_TIMEOUT),
-             "--results", str(out), "--fail-on", "none"],
-            capture_output=True, text=True, timeout=CEILING * len(ids) / 2, stdin=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "--pyargs",
+                "conformance.scenarios",
+                "--broker-url",
+                proxy.url(),
+                "--case",
+                ",".join(ids),
+                "--case-timeout",
+                str(CASE_TIMEOUT),
+                "--results",
+                str(out),
+                "--fail-on",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=CEILING * len(ids) / 2,
+            stdin=subprocess.DEVNULL,
+        )
         wall = time.monotonic() - t0
     files = list(out.glob("*.jsonl"))
     assert len(files) == 1, res.stdout[-3000:] + res.stderr[-2000:]
@@ -122,7 +148,9 @@ FAULTS = [RenameConsumerTag, NeverAnswerConsume, DuplicateReplies, NackEveryPubl
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.name for f in FAULTS])
-def test_library_cases_end_within_their_ceiling(broker: EmbeddedBroker, tmp_path: Path, fault: type[Fault]) -> None:
+def test_library_cases_end_within_their_ceiling(
+    broker: EmbeddedBroker, tmp_path: Path, fault: type[Fault]
+) -> None:
     records, wall = run_through(broker, fault(), tmp_path)
     ids = [c.id for c in library_cases()]
     assert sorted(records) == ids, f"cases without a verdict: {sorted(set(ids) - set(records))}"

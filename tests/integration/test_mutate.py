@@ -20,20 +20,37 @@ from conformance.mutate.runner import Session, Upstream, judge, run_areas
 
 # mutant id, area, cases run, the case that must kill it
 ROWS = [
-    ("deliveries.deliver-exchange-rewritten", "replies", "replies.first-delivery-*",
-     "replies.first-delivery-not-redelivered"),
+    (
+        "deliveries.deliver-exchange-rewritten",
+        "replies",
+        "replies.first-delivery-*",
+        "replies.first-delivery-not-redelivered",
+    ),
     ("counts.delete-ok-message-count", "replies", "replies.delete-ok-count", "replies.delete-ok-count"),
     ("returns.after-ack", "replies", "replies.mandatory-return-*", "replies.mandatory-return-whole-reply"),
-    ("errors.channel-error-escalated", "errors", "errors.soft-error-keeps-other-channels",
-     "errors.soft-error-keeps-other-channels"),
+    (
+        "errors.channel-error-escalated",
+        "errors",
+        "errors.soft-error-keeps-other-channels",
+        "errors.soft-error-keeps-other-channels",
+    ),
     ("errors.channel-error-then-connection-close", "acks", "acks.double-ack-406", "acks.double-ack-406"),
-    ("errors.channel-close-method-zeroed", "errors", "errors.soft-error-keeps-other-channels",
-     "errors.soft-error-keeps-other-channels"),
+    (
+        "errors.channel-close-method-zeroed",
+        "errors",
+        "errors.soft-error-keeps-other-channels",
+        "errors.soft-error-keeps-other-channels",
+    ),
     ("tx.commit-rolls-back", "tx", "tx.publish.commit", "tx.publish.commit"),
     ("confirms.first-ack-lost", "confirms", "confirms.seq-starts-at-1", "confirms.seq-starts-at-1"),
     ("timing.deliveries-swapped", "ordering", "ordering.single-path-1000", "ordering.single-path-1000"),
     ("tags.server-tags-renamed-consistently", "acks", "acks.cancel-stops-deliveries", None),
-    ("limits.max-length-ignored", "limits", "limits.overflow-*", "limits.overflow-reject-publish-not-dead-lettered"),
+    (
+        "limits.max-length-ignored",
+        "limits",
+        "limits.overflow-*",
+        "limits.overflow-reject-publish-not-dead-lettered",
+    ),
 ]
 BY_ID = {m.id: m for m in CATALOGUE}
 
@@ -51,7 +68,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 
 
 @pytest.mark.parametrize(("mutant_id", "area", "cases", "killer"), ROWS, ids=[r[0] for r in ROWS])
-def test_mutant_is_killed(session: Session, mutant_id: str, area: str, cases: str, killer: str | None) -> None:
+def test_mutant_is_killed(
+    session: Session, mutant_id: str, area: str, cases: str, killer: str | None
+) -> None:
     mutant = BY_ID[mutant_id]
     assert area in mutant.areas
     base = run_areas(session, [area], Fault(), "none", cases)

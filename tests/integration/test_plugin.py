@@ -62,14 +62,23 @@ def _records(results: Path) -> dict[str, dict[str, object]]:
     return {r["case_id"]: r for r in map(json.loads, files[0].read_text().splitlines())}
 
 
-EXPECTED = {"demo.pass": "PASS", "demo.fail": "FAIL", "demo.non-strict": "NON_STRICT", "demo.timeout": "TIMEOUT",
-            "demo.unsupported": "UNSUPPORTED", "demo.error": "ERROR", "demo.info": "INFORMATIONAL"}
+EXPECTED = {
+    "demo.pass": "PASS",
+    "demo.fail": "FAIL",
+    "demo.non-strict": "NON_STRICT",
+    "demo.timeout": "TIMEOUT",
+    "demo.unsupported": "UNSUPPORTED",
+    "demo.error": "ERROR",
+    "demo.info": "INFORMATIONAL",
+}
 
 
 def test_every_verdict_is_recorded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_demo=CASES)
     with FakeBroker() as fb:
-        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out", "-v")
+        res = pytester.runpytest_subprocess(
+            "--broker-url", fb.url, "--case-timeout", "1", "--results", "out", "-v"
+        )
     out = res.stdout.str()
     assert res.ret == 1, out
     for word in ("PASS", "FAIL", "NON_STRICT", "TIMEOUT", "UNSUPPORTED", "ERROR", "INFORMATIONAL"):
@@ -120,8 +129,18 @@ def test_fail_on_decides_the_exit_code(pytester: pytest.Pytester) -> None:
                                             "--fail-on", "none")
     assert res.ret == 0, res.stdout.str()
     with FakeBroker() as fb:
-        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out2",
-                                            "--fail-on", "NON_STRICT", "-k", "non_strict or pass")
+        res = pytester.runpytest_subprocess(
+            "--broker-url",
+            fb.url,
+            "--case-timeout",
+            "1",
+            "--results",
+            "out2",
+            "--fail-on",
+            "NON_STRICT",
+            "-k",
+            "non_strict or pass",
+        )
     assert res.ret == 1
 
 
@@ -208,7 +227,9 @@ def test_after():
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])
-def test_a_case_that_blocks_forever_ends_at_its_ceiling(pytester: pytest.Pytester, workers: list[str]) -> None:
+def test_a_case_that_blocks_forever_ends_at_its_ceiling(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
     pytester.makepyfile(test_stuck=STUCK)
     with FakeBroker() as fb, FakeBroker("silent") as silent:
         probe_url = fb.url
@@ -219,8 +240,20 @@ def broker_url():
     return "{silent.url}"
 ''')
         t0 = time.monotonic()
-        res = pytester.runpytest_subprocess("--broker-url", probe_url, "--case-timeout", "1", "--case-ceiling", "2",
-                                            "--results", "out", "--fail-on", "none", *workers, timeout=60)
+        res = pytester.runpytest_subprocess(
+            "--broker-url",
+            probe_url,
+            "--case-timeout",
+            "1",
+            "--case-ceiling",
+            "2",
+            "--results",
+            "out",
+            "--fail-on",
+            "none",
+            *workers,
+            timeout=60,
+        )
         took = time.monotonic() - t0
     assert res.ret == 0, res.stdout.str()
     recs = _records(pytester.path / "out")
@@ -239,7 +272,9 @@ def broker_url():
 
 def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_demo=CASES)
-    res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--case-ceiling", "0.5")
+    res = pytester.runpytest_subprocess(
+        "--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--case-ceiling", "0.5"
+    )
     assert res.ret == 4 and "--case-ceiling must be at least 1" in res.stderr.str()
 
 
@@ -271,7 +306,9 @@ def test_after_too(amqp, ctx):
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])
-def test_a_wedged_broker_stops_the_run_without_cascading(pytester: pytest.Pytester, workers: list[str]) -> None:
+def test_a_wedged_broker_stops_the_run_without_cascading(
+    pytester: pytest.Pytester, workers: list[str]
+) -> None:
     pytester.makepyfile(test_wedge=WEDGE)
     t0 = time.monotonic()
     with FakeBroker() as fb:
@@ -357,7 +394,9 @@ def test_an_exported_url_does_not_make_an_unrelated_session_probe(pytester: pyte
 
 
 def test_a_conftest_defining_profile_does_not_clash(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest("def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n")
+    pytester.makeconftest(
+        "def pytest_addoption(parser):\n    parser.addoption('--profile', action='store_true')\n"
+    )
     pytester.makepyfile(test_plain="def test_x():\n    assert True\n")
     res = pytester.runpytest_subprocess("--profile")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
@@ -401,12 +440,26 @@ def test_a_stuck_teardown_is_bounded_too(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_stuck=STUCK_TEARDOWN)
     with FakeBroker() as fb:
         t0 = time.monotonic()
-        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--case-ceiling", "2",
-                                            "--results", "out", "--fail-on", "none", timeout=60)
+        res = pytester.runpytest_subprocess(
+            "--broker-url",
+            fb.url,
+            "--case-timeout",
+            "1",
+            "--case-ceiling",
+            "2",
+            "--results",
+            "out",
+            "--fail-on",
+            "none",
+            timeout=60,
+        )
         took = time.monotonic() - t0
     out = res.stdout.str()
     recs = _records(pytester.path / "out")
-    assert {k: v["verdict"] for k, v in recs.items()} == {"demo.a-stuck-teardown": "PASS", "demo.b-after": "PASS"}
+    assert {k: v["verdict"] for k, v in recs.items()} == {
+        "demo.a-stuck-teardown": "PASS",
+        "demo.b-after": "PASS",
+    }
     assert "hard ceiling of 2.0s" in out and res.ret == 1, out  # the teardown error stays visible
     assert took < 20, took
 
@@ -481,11 +534,16 @@ def test_restricted_user_cases_are_unsupported_once_without_one(pytester: pytest
         assert "2 further case(s)" in str(recs["demo.restricted-a"]["message"])
         assert res.ret == 0, res.stdout.str()
         given = fb.url.replace("guest:guest", "bob:pw")
-        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--results", "out2", "--restricted-url", given,
-                                            *workers)
+        res = pytester.runpytest_subprocess(
+            "--broker-url", fb.url, "--results", "out2", "--restricted-url", given, *workers
+        )
     recs = _records(pytester.path / "out2")
     assert {k: v["verdict"] for k, v in recs.items()} == {
-        "demo.plain": "PASS", "demo.restricted-a": "PASS", "demo.restricted-b": "PASS", "demo.restricted-c": "PASS"}
+        "demo.plain": "PASS",
+        "demo.restricted-a": "PASS",
+        "demo.restricted-b": "PASS",
+        "demo.restricted-c": "PASS",
+    }
     assert res.ret == 0, res.stdout.str()
 
 
@@ -496,11 +554,17 @@ def test_bad_restricted_url_is_one_line(pytester: pytest.Pytester) -> None:
     assert "--amqp-restricted-url: unsupported URL scheme 'http'" in res.stderr.str()
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (["--amqp-max-message-size", "big"], "--amqp-max-message-size takes a number of octets"),
-    (["--amqp-max-message-size", "0"], "--amqp-max-message-size must be positive"),
-    (["--amqp-alarm-cmd", "rabbitmqctl set_vm_memory_high_watermark 0"], "--amqp-alarm-cmd must contain {state}"),
-])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--amqp-max-message-size", "big"], "--amqp-max-message-size takes a number of octets"),
+        (["--amqp-max-message-size", "0"], "--amqp-max-message-size must be positive"),
+        (
+            ["--amqp-alarm-cmd", "rabbitmqctl set_vm_memory_high_watermark 0"],
+            "--amqp-alarm-cmd must contain {state}",
+        ),
+    ],
+)
 def test_limits_options_are_validated(pytester: pytest.Pytester, args: list[str], said: str) -> None:
     pytester.makepyfile(test_demo=CASES)
     res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", *args)

@@ -16,12 +16,22 @@ pytest.importorskip("pyspark")
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS = ["returns.reply-code-313", "counts.delete-ok-message-count", "confirms.in-order-ack-as-multiple"]
 # only the cases that observe them, so the run stays short
-CASES = "returns.mandatory-unroutable-312,replies.mandatory-return-whole-reply,replies.delete-ok-count,confirms.seq-*"
+CASES = ",".join(
+    ["returns.mandatory-unroutable-312", "replies.mandatory-return-whole-reply", "replies.delete-ok-count",
+     "confirms.seq-*"]
+)
 
 
 def cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "conformance.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def outcomes(mutants: list[dict[str, object]]) -> dict[str, tuple[str, list[tuple[str, str]]]]:

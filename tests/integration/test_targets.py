@@ -41,7 +41,9 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
     assert target.controller is not None and not target.controller.running  # type: ignore[attr-defined]
 
 
-@pytest.mark.skipif(shutil.which("garagemq") is None, reason="garagemq is not installed (apt-get install garagemq)")
+@pytest.mark.skipif(
+    shutil.which("garagemq") is None, reason="garagemq is not installed (apt-get install garagemq)"
+)
 def test_garagemq_target_restart_keeps_persistent_messages() -> None:
     _roundtrip_after_restart("local:garagemq", kill=False)
 

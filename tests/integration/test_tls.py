@@ -80,7 +80,9 @@ def test_reference_probe_and_round_trip_over_amqps(ref: EmbeddedBroker, certs: T
 
 
 def test_reference_url_tuning_over_amqps(ref: EmbeddedBroker, certs: TLSFiles) -> None:
-    url = _tls_url(ref, certs).with_(frame_max=8192, channel_max=9, heartbeat=1, auth_mechanisms=("AMQPLAIN",))
+    url = _tls_url(ref, certs).with_(
+        frame_max=8192, channel_max=9, heartbeat=1, auth_mechanisms=("AMQPLAIN",)
+    )
     with RawConnection.open(url, timeout=5.0) as conn:
         assert (conn.frame_max, conn.channel_max, conn.heartbeat) == (8192, 9, 1)
         # The broker closes a connection silent for two heartbeat intervals (the spec's
@@ -106,7 +108,9 @@ def test_reference_name_mismatch_is_one_line(ref: EmbeddedBroker, certs: TLSFile
     assert err.kind == "tls" and "wrong.example" in err.message
 
 
-def test_reference_verify_none_is_the_explicit_insecure_switch(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
+def test_reference_verify_none_is_the_explicit_insecure_switch(
+    ref: EmbeddedBroker, stranger: TLSFiles
+) -> None:
     assert probe(str(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca), verify=False)), timeout=5.0)
 
 
@@ -117,11 +121,30 @@ def test_reference_plain_to_tls_port_and_tls_to_plain_port(ref: EmbeddedBroker, 
     assert err.kind == "tls" and "is it a TLS port" in err.message
 
 
-def test_run_exits_4_with_one_line_for_an_untrusted_certificate(ref: EmbeddedBroker, stranger: TLSFiles) -> None:
+def test_run_exits_4_with_one_line_for_an_untrusted_certificate(
+    ref: EmbeddedBroker, stranger: TLSFiles
+) -> None:
     url = str(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca)))
-    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--broker-url", url, "--area", "connection",
-                           "-n", "0", "--no-report"], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "run",
+            "--broker-url",
+            url,
+            "--area",
+            "connection",
+            "-n",
+            "0",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 4, done.stdout + done.stderr
     lines = [ln for ln in (done.stdout + done.stderr).splitlines() if "not accepted" in ln]
     assert len(lines) == 1 and "Traceback" not in done.stderr
@@ -137,8 +160,16 @@ def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles,
                                            tmp_path: Path) -> None:
     bare = str(URL.parse(ref.tls_url))  # no cacertfile: the system store does not trust the test CA
     results = str(tmp_path / "results")
-    done = _run("--broker-url", bare, "--tls-ca", str(certs.ca), "--case", "connection.pika-*,connection.aio-*",
-                "--results", results)
+    done = _run(
+        "--broker-url",
+        bare,
+        "--tls-ca",
+        str(certs.ca),
+        "--case",
+        "connection.pika-*,connection.aio-*",
+        "--results",
+        results,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for f in Path(results).glob("*.jsonl") for line in f.read_text().splitlines()]
     assert {r["verdict"] for r in rows} == {"PASS"} and len(rows) == 2
@@ -147,10 +178,12 @@ def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles,
     done = _run("--broker-url", bare, "--case", "connection.pika-*", "--results", results,
                 env={"AMQP_CONFORMANCE_TLS_INSECURE": "yes"})
     assert done.returncode == 0, done.stdout + done.stderr
-    for argv, says in ((("--broker-url", bare, "--tls-ca", str(tmp_path / "missing.pem")), "no such file"),
-                       (("--broker-url", ref.url, "--tls-insecure"), "need an amqps:// broker URL"),
-                       (("--broker-url", bare, "--tls"), "for --broker-url give an amqps:// URL"),
-                       (("--broker", "local:garagemq", "--tls"), "--tls is available for reference and local:rabbitmq")):
+    for argv, says in (
+        (("--broker-url", bare, "--tls-ca", str(tmp_path / "missing.pem")), "no such file"),
+        (("--broker-url", ref.url, "--tls-insecure"), "need an amqps:// broker URL"),
+        (("--broker-url", bare, "--tls"), "for --broker-url give an amqps:// URL"),
+        (("--broker", "local:garagemq", "--tls"), "--tls is available for reference and local:rabbitmq"),
+    ):
         done = _run(*argv, "--area", "connection", "--results", results)
         assert done.returncode == 4, done.stdout + done.stderr
         lines = [ln for ln in (done.stdout + done.stderr).splitlines() if says in ln]
@@ -164,8 +197,15 @@ def test_run_broker_reference_tls(tmp_path: Path) -> None:
     """--broker reference --tls: the spawned broker listens with TLS, every client connects over
     amqps (raw, pika, aio-pika), and the private restart brokers do too."""
     results = tmp_path / "results"
-    done = _run("--broker", "reference", "--tls", "--case", "connection.pika-*,connection.aio-*,connection.unknown-vhost,"
-                "durability.aio-pika-*,durability.pika-*", "--results", str(results))
+    done = _run(
+        "--broker",
+        "reference",
+        "--tls",
+        "--case",
+        "connection.pika-*,connection.aio-*,connection.unknown-vhost,durability.aio-pika-*,durability.pika-*",
+        "--results",
+        str(results),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for f in results.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert len(rows) == 5 and {r["verdict"] for r in rows} == {"PASS"}, rows
@@ -173,9 +213,24 @@ def test_run_broker_reference_tls(tmp_path: Path) -> None:
 
 
 def test_broker_cli_tls_listener(certs: TLSFiles, tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "conformance.broker", "--port", "0", "--tls-port", "0", "--data-dir", str(tmp_path),
-            "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    argv = [
+        sys.executable,
+        "-m",
+        "conformance.broker",
+        "--port",
+        "0",
+        "--tls-port",
+        "0",
+        "--data-dir",
+        str(tmp_path),
+        "--tls-cert",
+        str(certs.server_cert),
+        "--tls-key",
+        str(certs.server_key),
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     try:
         out = b""
         with selectors.DefaultSelector() as sel:
@@ -189,7 +244,9 @@ def test_broker_cli_tls_listener(certs: TLSFiles, tmp_path: Path) -> None:
                         break
                     out += chunk
         lines = out.decode().splitlines()
-        assert len(lines) >= 2 and lines[0].startswith("LISTENING ") and lines[1].startswith("LISTENING-TLS "), lines
+        assert (
+            len(lines) >= 2 and lines[0].startswith("LISTENING ") and lines[1].startswith("LISTENING-TLS ")
+        ), lines
         _, host, port = lines[1].split()
         _round_trip(f"amqps://guest:guest@{host}:{port}/?cacertfile={certs.ca}")
     finally:
@@ -206,7 +263,9 @@ def test_broker_cli_bad_tls_files_are_one_line(capsys: pytest.CaptureFixture[str
 
 # -- RabbitMQ 3.10 with a TLS listener ------------------------------------------------------
 
-HAVE_RABBITMQ = bool(shutil.which("rabbitmq-server")) or Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
+HAVE_RABBITMQ = (
+    bool(shutil.which("rabbitmq-server")) or Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
+)
 
 
 @pytest.fixture(scope="module")
@@ -318,7 +377,9 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
 # -- the mutate proxy in front of a TLS-only broker --------------------------------------------
 
 
-def test_mutate_proxy_connects_upstream_over_tls(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
+def test_mutate_proxy_connects_upstream_over_tls(
+    ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles
+) -> None:
     from conformance.mutate.proxy import FaultProxy, NoRedeliveredFlag
 
     up = _tls_url(ref, certs)
@@ -334,4 +395,8 @@ def test_mutate_proxy_connects_upstream_over_tls(ref: EmbeddedBroker, certs: TLS
                            "--mutant", "*"], capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 3, done.stdout + done.stderr  # mutate's "the target could not be reached"
-    assert "is not accepted" in done.stderr and "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert (
+        "is not accepted" in done.stderr
+        and "Traceback" not in done.stderr
+        and len(done.stderr.splitlines()) == 1
+    )

@@ -16,7 +16,9 @@ NAMES = sorted(p.name.removesuffix(".jsonl") for p in BASELINES.glob("*.jsonl"))
 
 
 def _records(name: str) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (BASELINES / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in (BASELINES / f"{name}.jsonl").read_text().splitlines() if line.strip()
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -28,9 +30,12 @@ def test_every_non_pass_verdict_has_a_triage_reason(name: str) -> None:
     beside = triage_beside(BASELINES / f"{name}.jsonl")
     assert beside is not None, f"{name}.triage.toml is missing (the gate reads it beside the baseline)"
     triage = load_triage(beside)
-    untriaged = [f"{r['case_id']} {r['verdict']}" for r in records
-                 if r["verdict"] != "PASS"
-                 and triage.known(str(r["case_id"]), str(r["verdict"]), InvariantFacts.of(r.get("extra"))) is None]
+    untriaged = [
+        f"{r['case_id']} {r['verdict']}"
+        for r in records
+        if r["verdict"] != "PASS"
+        and triage.known(str(r["case_id"]), str(r["verdict"]), InvariantFacts.of(r.get("extra"))) is None
+    ]
     assert untriaged == []
 
 

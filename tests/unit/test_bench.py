@@ -90,7 +90,9 @@ def test_hot_path_reads_acks_and_deliveries_from_raw_frames() -> None:
     conn = BenchConnection()
     conn.on_ack = lambda tag, multiple, nack: got.append(("nack" if nack else "ack", tag, multiple))
     conn.on_deliver = lambda tag: got.append(("deliver", tag, False))
-    deliver = encode(spec.Basic.Deliver(consumer_tag="bench0", delivery_tag=2**40, exchange="", routing_key="q"), 1)
+    deliver = encode(
+        spec.Basic.Deliver(consumer_tag="bench0", delivery_tag=2**40, exchange="", routing_key="q"), 1
+    )
     content = encode_publish(1, "q", b"body", persistent=False)
     header_and_body = content[len(encode(spec.Basic.Publish(exchange="", routing_key="q"), 1)):]
     data = (encode(spec.Basic.Ack(delivery_tag=7, multiple=True), 1) + deliver + header_and_body
@@ -102,9 +104,20 @@ def test_hot_path_reads_acks_and_deliveries_from_raw_frames() -> None:
 
 
 def test_table_states_ratios_and_a_broker_without_tx() -> None:
-    a = runner.TargetResult("reference", "u", "ref", "1", (
-        runner.ScenarioResult("publish-persistent", 1000, 1.0, 1000.0, 1.0, 2.0, generator_cpu=0.1, broker_cpu=0.9),
-        runner.ScenarioResult("tx-persistent", 10, 1.0, 10.0, 0.5, 0.9, generator_cpu=0.1, broker_cpu=0.5)))
+    a = runner.TargetResult(
+        "reference",
+        "u",
+        "ref",
+        "1",
+        (
+            runner.ScenarioResult(
+                "publish-persistent", 1000, 1.0, 1000.0, 1.0, 2.0, generator_cpu=0.1, broker_cpu=0.9
+            ),
+            runner.ScenarioResult(
+                "tx-persistent", 10, 1.0, 10.0, 0.5, 0.9, generator_cpu=0.1, broker_cpu=0.5
+            ),
+        ),
+    )
     b = runner.TargetResult("local:garagemq", "u", "garagemq", "0.1", (
         runner.ScenarioResult("publish-persistent", 2000, 1.0, 2000.0, 1.0, 2.0, generator_cpu=0.2),
         runner.ScenarioResult("tx-persistent", error="no tx: no SelectOk within 5s after Select")))

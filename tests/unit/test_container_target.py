@@ -20,7 +20,12 @@ def test_spec_from_the_environment() -> None:
     assert spec.env == (("A", "1"), ("B", "x=y"))
     assert spec.url("localhost", 4000) == "amqp://vendor:p%40ss%3Aword@localhost:4000/tests%2F1"
     default = ct.container_spec("rabbitmq:4.0-management", {})
-    assert (default.family, default.user, default.password, default.vhost) == ("rabbitmq", "guest", "guest", "/")
+    assert (default.family, default.user, default.password, default.vhost) == (
+        "rabbitmq",
+        "guest",
+        "guest",
+        "/",
+    )
     assert default.url("h", 1) == "amqp://guest:guest@h:1/"
 
 
@@ -47,12 +52,16 @@ class FakeDockerClient:
         pass
 
 
-def test_rabbitmq_images_use_rabbitmqcontainer_with_a_fixed_host_port(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rabbitmq_images_use_rabbitmqcontainer_with_a_fixed_host_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     pytest.importorskip("testcontainers")
     import testcontainers.core.container as tcc
 
     monkeypatch.setattr(tcc, "DockerClient", FakeDockerClient)
-    spec = ct.container_spec("rabbitmq:3.13", {"AMQP_CONFORMANCE_CONTAINER_VHOST": "v", "AMQP_CONFORMANCE_CONTAINER_ENV": "X=1"})
+    spec = ct.container_spec(
+        "rabbitmq:3.13", {"AMQP_CONFORMANCE_CONTAINER_VHOST": "v", "AMQP_CONFORMANCE_CONTAINER_ENV": "X=1"}
+    )
     c = ct.build_container(spec, 45678)
     assert type(c).__name__ == "RabbitMqContainer"
     assert c.env["RABBITMQ_DEFAULT_VHOST"] == "v" and c.env["X"] == "1"
@@ -109,4 +118,6 @@ def test_without_a_docker_engine_one_line(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(TargetError) as info:
         ct.start_container("rabbitmq:3.13")
     assert "\n" not in str(info.value)
-    assert str(info.value).startswith("container:rabbitmq:3.13 needs a running Docker engine: no Docker engine answers")
+    assert str(info.value).startswith(
+        "container:rabbitmq:3.13 needs a running Docker engine: no Docker engine answers"
+    )

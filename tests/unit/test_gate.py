@@ -53,14 +53,27 @@ def test_gate_fails_on_a_regression(capsys: pytest.CaptureFixture[str]) -> None:
 def test_gate_selectors_and_strict(capsys: pytest.CaptureFixture[str]) -> None:
     # Reversed, 3.13.0 → 3.12.0 has no PASS → FAIL and no new NON_STRICT: passes.
     rc, out, _ = run_gate(capsys, "--baseline", "version:3.13.0", "--candidate", "version:3.12.0", *RABBIT)
-    assert rc == 0 and out.startswith("gate PASS: 0 regression(s), 0 untriaged new failure(s), 0 new NON_STRICT")
+    assert rc == 0 and out.startswith(
+        "gate PASS: 0 regression(s), 0 untriaged new failure(s), 0 new NON_STRICT"
+    )
     # Run r1 (exclusive TIMEOUT) → run r2 (all PASS): nothing; r2 → r1: a TIMEOUT regression.
-    rc, out, _ = run_gate(capsys, "--baseline", "run:20240501T020000Z-r1", "--candidate", "run:20240502T020000Z-r2", *RABBIT)
+    rc, out, _ = run_gate(
+        capsys, "--baseline", "run:20240501T020000Z-r1", "--candidate", "run:20240502T020000Z-r2", *RABBIT
+    )
     assert rc == 0
-    rc, out, _ = run_gate(capsys, "--baseline", "run:20240502T020000Z-r2", "--candidate", "run:20240501T020000Z-r1", *RABBIT)
+    rc, out, _ = run_gate(
+        capsys, "--baseline", "run:20240502T020000Z-r2", "--candidate", "run:20240501T020000Z-r1", *RABBIT
+    )
     assert rc == 1 and "exclusive.other-connection-405" in out
-    rc, _, _ = run_gate(capsys, "--baseline", "broker:RabbitMQ@3.13.0", "--candidate", "broker:RabbitMQ@3.13.0",
-                        "--strict", *RABBIT)
+    rc, _, _ = run_gate(
+        capsys,
+        "--baseline",
+        "broker:RabbitMQ@3.13.0",
+        "--candidate",
+        "broker:RabbitMQ@3.13.0",
+        "--strict",
+        *RABBIT,
+    )
     assert rc == 0
 
 
@@ -74,19 +87,37 @@ def test_gate_strict_fails_on_new_non_strict_only(tmp_path: Path, capsys: pytest
     assert run_gate(capsys, "--baseline", str(R12), "--candidate", str(cand), "--strict")[0] == 1
 
 
-@pytest.mark.parametrize(("baseline", "candidate", "kind"), [
-    ("PASS", "FAIL", "regression"), ("PASS", "TIMEOUT", "regression"), ("PASS", "ERROR", "regression"),
-    ("PASS", "NOT_RUN", "regression"), ("FAIL", "TIMEOUT", "regression"), ("NON_STRICT", "ERROR", "regression"),
-    ("UNSUPPORTED", "ERROR", "regression"), ("ERROR", "ERROR", None), ("FAIL", "FAIL", None),
-    ("TIMEOUT", "FAIL", None), ("FAIL", "NOT_RUN", None), ("FAIL", "PASS", None), ("PASS", "UNSUPPORTED", None),
-    (None, "FAIL", "new-failure"), (None, "NOT_RUN", "new-failure"), (None, "PASS", None),
-    (None, "NON_STRICT", "new-non-strict"), ("PASS", "NON_STRICT", "new-non-strict"), ("NON_STRICT", "NON_STRICT", None),
-])
+@pytest.mark.parametrize(
+    ("baseline", "candidate", "kind"),
+    [
+        ("PASS", "FAIL", "regression"),
+        ("PASS", "TIMEOUT", "regression"),
+        ("PASS", "ERROR", "regression"),
+        ("PASS", "NOT_RUN", "regression"),
+        ("FAIL", "TIMEOUT", "regression"),
+        ("NON_STRICT", "ERROR", "regression"),
+        ("UNSUPPORTED", "ERROR", "regression"),
+        ("ERROR", "ERROR", None),
+        ("FAIL", "FAIL", None),
+        ("TIMEOUT", "FAIL", None),
+        ("FAIL", "NOT_RUN", None),
+        ("FAIL", "PASS", None),
+        ("PASS", "UNSUPPORTED", None),
+        (None, "FAIL", "new-failure"),
+        (None, "NOT_RUN", "new-failure"),
+        (None, "PASS", None),
+        (None, "NON_STRICT", "new-non-strict"),
+        ("PASS", "NON_STRICT", "new-non-strict"),
+        ("NON_STRICT", "NON_STRICT", None),
+    ],
+)
 def test_transition_rule(baseline: str | None, candidate: str, kind: str | None) -> None:
     assert gate.transition(baseline, candidate) == kind
 
 
-def test_the_short_run_of_another_broker_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_short_run_of_another_broker_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The 26-case candidate of another broker against the whole garagemq baseline (it once said PASS)."""
     base = records(BASELINE)
     n_cases = len({r["case_id"] for r in base})
@@ -99,7 +130,9 @@ def test_the_short_run_of_another_broker_is_refused(tmp_path: Path, capsys: pyte
     assert rc == 1
     assert out.splitlines()[0] == ("broker product differs: baseline garagemq, candidate RabbitMQ "
                                    "(state --allow-product-change if intended)")
-    assert f"{missing} missing case(s)" in out.splitlines()[-1] and out.splitlines()[-1].startswith("gate FAIL")
+    assert f"{missing} missing case(s)" in out.splitlines()[-1] and out.splitlines()[-1].startswith(
+        "gate FAIL"
+    )
     assert f"… and {missing - 40} more missing row(s)" in out
     # Stating both differences makes the same comparison pass: the 26 cases did not regress.
     rc, out, _ = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand),
@@ -107,14 +140,19 @@ def test_the_short_run_of_another_broker_is_refused(tmp_path: Path, capsys: pyte
     assert rc == 0, out
     assert "note: broker product differs" in out and f"{missing} missing case(s) (allowed)" in out
     # Only the product stated: the missing cases still fail.
-    assert run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--allow-product-change")[0] == 1
+    assert (
+        run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--allow-product-change")[0]
+        == 1
+    )
 
 
 def test_profile_change_fails_unless_stated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cand = write(tmp_path / "spec.jsonl", [dict(r, profile="spec") for r in records(R13)])
     rc, out, _ = run_gate(capsys, "--baseline", str(R13), "--candidate", str(cand))
     assert rc == 1 and out.startswith("profile differs: baseline rabbitmq, candidate spec")
-    assert run_gate(capsys, "--baseline", str(R13), "--candidate", str(cand), "--allow-profile-change")[0] == 0
+    assert (
+        run_gate(capsys, "--baseline", str(R13), "--candidate", str(cand), "--allow-profile-change")[0] == 0
+    )
 
 
 def test_the_committed_baseline_gates_itself_with_its_triage(capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,7 +163,9 @@ def test_the_committed_baseline_gates_itself_with_its_triage(capsys: pytest.Capt
     assert f"0 missing case(s), {n_non_pass} known failure(s), 0 fixed" in out
 
 
-def test_triage_makes_a_known_failure_pass_and_reports_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_triage_makes_a_known_failure_pass_and_reports_fixes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = records(BASELINE)
     failing = next(r for r in base if r["verdict"] == "FAIL" and r["case_id"] == "acks.get-ok-message-count")
     passing = next(r for r in base if r["case_id"] == "recover.requeue-false")
@@ -139,7 +179,9 @@ def test_triage_makes_a_known_failure_pass_and_reports_fixes(tmp_path: Path, cap
         cand_rows.append(r)
     cand = write(tmp_path / "cand.jsonl", cand_rows)
     out_json = tmp_path / "gate.json"
-    rc, out, _ = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--json", str(out_json))
+    rc, out, _ = run_gate(
+        capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--json", str(out_json)
+    )
     assert rc == 0, out
     doc = json.loads(out_json.read_text(encoding="utf-8"))
     by_case = {f["case_id"]: f for f in doc["findings"]}
@@ -153,8 +195,12 @@ def test_triage_makes_a_known_failure_pass_and_reports_fixes(tmp_path: Path, cap
     new_case = dict(failing, case_id="acks.get-ok-message-count-new", verdict="PASS")
     cand2 = write(tmp_path / "cand2.jsonl", [*cand_rows, new_case])
     triage2 = tmp_path / "t.toml"
-    triage2.write_text("[[triage]]\ncases = ['acks.get-ok-message-count*']\nreason = 'off by one'\n", encoding="utf-8")
-    rc, out, _ = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand2), "--triage", str(triage2))
+    triage2.write_text(
+        "[[triage]]\ncases = ['acks.get-ok-message-count*']\nreason = 'off by one'\n", encoding="utf-8"
+    )
+    rc, out, _ = run_gate(
+        capsys, "--baseline", str(BASELINE), "--candidate", str(cand2), "--triage", str(triage2)
+    )
     assert "acks.get-ok-message-count-new" not in out and "1 fixed" in out
     # Without the triage file the same TIMEOUT is a regression.
     assert run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand), "--no-triage")[0] == 1
@@ -164,7 +210,9 @@ def test_triage_never_hides_error_or_not_run(tmp_path: Path, capsys: pytest.Capt
     base = records(BASELINE)
     victim = next(r for r in base if r["case_id"] == "recover.requeue-false")
     for verdict in ("ERROR", "NOT_RUN"):
-        cand = write(tmp_path / f"{verdict}.jsonl", [dict(r, verdict=verdict) if r is victim else r for r in base])
+        cand = write(
+            tmp_path / f"{verdict}.jsonl", [dict(r, verdict=verdict) if r is victim else r for r in base]
+        )
         rc, out, _ = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(cand))
         assert rc == 1 and f"regression  {victim['case_id']}" in out
         assert "1 regression(s)" in out
@@ -210,7 +258,10 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     rc, _, err = run_gate(capsys, "--baseline", "broker:RabbitMQ", "--candidate", "version:3.13.0")
     assert rc == 2 and "is not broker:<product>@<version>" in err
     rc, _, err = run_gate(capsys, "--baseline", str(tmp_path / "missing.jsonl"), "--candidate", str(R13))
-    assert (rc, err.strip()) == (2, f"amqp-conformance gate: no such results file or folder: {tmp_path / 'missing.jsonl'}")
+    assert (rc, err.strip()) == (
+        2,
+        f"amqp-conformance gate: no such results file or folder: {tmp_path / 'missing.jsonl'}",
+    )
     # The golden garagemq set has a line cut short: a gate does not skip what it cannot read.
     rc, _, err = run_gate(capsys, "--baseline", str(R12), "--candidate", str(GOLDEN / "garagemq-0.1.0.jsonl"))
     assert rc == 2 and len(err.strip().splitlines()) == 1
@@ -221,7 +272,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert rc == 2 and "notes.txt:1: not a result record: missing or mistyped run_id" in err
     bad_triage = tmp_path / "t.toml"
     bad_triage.write_text("[[triage]]\ncases = ['x.*']\n", encoding="utf-8")
-    rc, _, err = run_gate(capsys, "--baseline", str(R12), "--candidate", str(R13), "--triage", str(bad_triage))
+    rc, _, err = run_gate(
+        capsys, "--baseline", str(R12), "--candidate", str(R13), "--triage", str(bad_triage)
+    )
     assert rc == 2 and err.strip().endswith("[[triage]] #1: reason must say why the verdict is the broker's")
 
 
@@ -241,7 +294,9 @@ def test_triage_file_format() -> None:
             parse_triage(text, "x.toml")
 
 
-def test_update_baseline_writes_one_run_deliberately(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_update_baseline_writes_one_run_deliberately(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rows = records(R13)
     rows[0]["extra"] = {"trace": ["frame"] * 3, "url": "u"}
     cand = write(tmp_path / "cand.jsonl", rows)
@@ -277,7 +332,9 @@ def test_twenty_thousand_rows_compare(tmp_path: Path) -> None:
     cand.write_text(_synthetic(10_000, "c", 999), encoding="utf-8")
     out = io.StringIO()
     started = time.perf_counter()
-    rc = gate.main(["--baseline", str(base), "--candidate", str(cand), "--json", str(tmp_path / "g.json")], out=out)
+    rc = gate.main(
+        ["--baseline", str(base), "--candidate", str(cand), "--json", str(tmp_path / "g.json")], out=out
+    )
     elapsed = time.perf_counter() - started
     assert rc == 1  # cases 999, 1998, … regressed
     doc = json.loads((tmp_path / "g.json").read_text(encoding="utf-8"))
@@ -304,7 +361,9 @@ def test_invariant_scoped_triage_excuses_the_invariant_never_the_case() -> None:
                      'reason = "answers after its own close"\n', "t.toml")
     only_invariant = InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "PASS")
     assert t.known("acks.double-ack-406", "FAIL", only_invariant) is not None
-    assert t.known("x.y", "FAIL", InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "INFORMATIONAL"))
+    assert t.known(
+        "x.y", "FAIL", InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "INFORMATIONAL")
+    )
     # the case's own checks failed too: not excused
     assert t.known("acks.double-ack-406", "FAIL",
                    InvariantFacts(frozenset({"wire.nothing-after-channel-close"}), "FAIL")) is None

@@ -132,8 +132,14 @@ def test_confirm_tags_never_settle_a_publish_again(confirms: list[tuple[int, boo
 def test_every_invariant_is_listed_with_a_rule_and_has_a_test() -> None:
     ids = {i.id for i in INVARIANTS}
     assert len(ids) == len(INVARIANTS) and all(i.text and i.rule for i in INVARIANTS)
-    tested = {"wire.delivery-tags-consecutive", "wire.nothing-after-channel-close",
-              "wire.nothing-after-connection-close", "wire.frame-max", "wire.body-size", "wire.channel-opened",
-              "wire.confirms-settle-once"}
+    tested = {
+        "wire.delivery-tags-consecutive",
+        "wire.nothing-after-channel-close",
+        "wire.nothing-after-connection-close",
+        "wire.frame-max",
+        "wire.body-size",
+        "wire.channel-opened",
+        "wire.confirms-settle-once",
+    }
     assert ids == tested
     assert len(invariants.listing()) == len(INVARIANTS)

@@ -52,7 +52,9 @@ def test_the_guard_sees_an_offending_import(tmp_path: Path) -> None:
     pkg = tmp_path / "conformance"
     (pkg / "scenarios").mkdir(parents=True)
     (pkg / "scenarios" / "test_a.py").write_text("from conformance.scenarios.test_errors import outcome\n")
-    (pkg / "clients.py").write_text("from .scenarios import test_errors\nimport conformance.scenarios.test_b\n")
+    (pkg / "clients.py").write_text(
+        "from .scenarios import test_errors\nimport conformance.scenarios.test_b\n"
+    )
     assert offenders(pkg) == [
         "conformance/clients.py:1 imports conformance.scenarios",
         "conformance/clients.py:1 imports conformance.scenarios.test_errors",

@@ -74,9 +74,15 @@ def test_refused_tcp_connection_is_the_network_not_the_broker() -> None:
 
 
 def test_tls_failures_are_the_harness_not_the_broker() -> None:
-    verify = ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate")
+    verify = ssl.SSLCertVerificationError(
+        1, "certificate verify failed: unable to get local issuer certificate"
+    )
     # pika lets the ssl error itself through; aiormq wraps what connecting raised
-    for exc in (verify, aex.AMQPConnectionError(verify), pex.AMQPConnectionError(ssl.SSLError(1, "WRONG_VERSION_NUMBER"))):
+    for exc in (
+        verify,
+        aex.AMQPConnectionError(verify),
+        pex.AMQPConnectionError(ssl.SSLError(1, "WRONG_VERSION_NUMBER")),
+    ):
         out = Bound("connect", 2.0).translate(exc)
         assert isinstance(out, HarnessError) and "TLS with the broker failed" in out.message, exc
         assert "\n" not in out.message
@@ -108,8 +114,9 @@ def test_the_deadline_runs_every_sever_once_and_late_ones_at_once() -> None:
 
 def test_frame_tap_decodes_split_input_and_skips_content() -> None:
     tap = FrameTap("t")
-    data = pframe.marshal(spec.Basic.Deliver(consumer_tag="c", delivery_tag=7, exchange="", routing_key="q"), 2) + \
-        pframe.marshal(spec.Basic.Ack(delivery_tag=3), 1)
+    data = pframe.marshal(
+        spec.Basic.Deliver(consumer_tag="c", delivery_tag=7, exchange="", routing_key="q"), 2
+    ) + pframe.marshal(spec.Basic.Ack(delivery_tag=3), 1)
     for i in range(0, len(data), 5):
         tap.feed(data[i:i + 5])
     assert [f.split("(")[0] for f in tap.frames] == ["ch2 Basic.Deliver", "ch1 Basic.Ack"]

@@ -26,6 +26,8 @@ def test_shell_alarm_failure_is_one_line() -> None:
 
 
 def test_mutate_passes_limits_and_alarm_command() -> None:
-    t = Target(name="reference", url="amqp://x", limits={"max_message_size": 1048576}, alarm_cmd="kill {state}")
+    t = Target(
+        name="reference", url="amqp://x", limits={"max_message_size": 1048576}, alarm_cmd="kill {state}"
+    )
     assert limits_options(t) == ["--amqp-max-message-size", "1048576", "--amqp-alarm-cmd", "kill {state}"]
     assert limits_options(Target(name="url", url="amqp://x")) == []

@@ -17,7 +17,18 @@ from conformance.mutate.proxy import TO_CLIENT, Fault
 from conformance.mutate.runner import RunOutcome, judge, render_summary, summarise
 from conformance.spec import load_rules
 
-CATEGORIES = {"confirms", "returns", "deliveries", "counts", "tags", "errors", "tx", "qos", "cancel", "timing"}
+CATEGORIES = {
+    "confirms",
+    "returns",
+    "deliveries",
+    "counts",
+    "tags",
+    "errors",
+    "tx",
+    "qos",
+    "cancel",
+    "timing",
+}
 
 
 def test_catalogue_has_forty_distinct_mutants_over_every_category() -> None:
@@ -52,12 +63,17 @@ def test_select_by_glob_and_area() -> None:
 
 
 def _deliver(tag: int) -> spec.Basic.Deliver:
-    return spec.Basic.Deliver(consumer_tag="c", delivery_tag=tag, redelivered=False, exchange="x", routing_key="k")
+    return spec.Basic.Deliver(
+        consumer_tag="c", delivery_tag=tag, redelivered=False, exchange="x", routing_key="k"
+    )
 
 
 def _message(tag: int, body: bytes) -> list[Any]:
-    return [_deliver(tag), ContentHeader(0, len(body), spec.Basic.Properties(headers={"h": 1}, delivery_mode=2)),
-            ContentBody(body)]
+    return [
+        _deliver(tag),
+        ContentHeader(0, len(body), spec.Basic.Properties(headers={"h": 1}, delivery_mode=2)),
+        ContentBody(body),
+    ]
 
 
 def _feed(fault: Fault, st: dict[str, Any], frames: list[Any], channel: int = 1) -> list[Any]:
@@ -84,7 +100,9 @@ def test_rewrite_on_confirm_channels_only() -> None:
 
 
 def test_edit_message_reframes_body_and_properties() -> None:
-    fault = f.EditMessage("e", (spec.Basic.Deliver,), body=lambda b: b[:-1], props=lambda p: spec.Basic.Properties())
+    fault = f.EditMessage(
+        "e", (spec.Basic.Deliver,), body=lambda b: b[:-1], props=lambda p: spec.Basic.Properties()
+    )
     out = _feed(fault, {}, _message(1, b"ab") )
     assert [type(x) for x in out] == [spec.Basic.Deliver, ContentHeader, ContentBody]
     assert (out[1].body_size, out[2].value, out[1].properties.headers) == (1, b"a", None)
@@ -125,9 +143,16 @@ def test_answer_instead_replies_in_the_brokers_name() -> None:
 def test_escalation_turns_channel_close_into_connection_close() -> None:
     fault = f.EscalateChannelClose()
     st: dict[str, Any] = {}
-    (ch, frm), = fault.to_client(st, 3, spec.Channel.Close(reply_code=404, reply_text="NOT_FOUND", class_id=60,
-                                                           method_id=40))
-    assert (ch, type(frm), frm.reply_code, frm.class_id, frm.method_id) == (0, spec.Connection.Close, 404, 60, 40)
+    ((ch, frm),) = fault.to_client(
+        st, 3, spec.Channel.Close(reply_code=404, reply_text="NOT_FOUND", class_id=60, method_id=40)
+    )
+    assert (ch, type(frm), frm.reply_code, frm.class_id, frm.method_id) == (
+        0,
+        spec.Connection.Close,
+        404,
+        60,
+        40,
+    )
     assert fault.to_broker(st, 0, spec.Connection.CloseOk()) == []
 
 
@@ -168,8 +193,14 @@ def test_judge_counts_fail_and_timeout_new_against_the_baseline() -> None:
 
 def test_judge_non_strict_kills_only_a_should_mutant() -> None:
     assert judge(_mutant(), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "PASS"}).outcome == "SURVIVED"
-    assert judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "PASS"}).outcome == "KILLED"
-    assert judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "NON_STRICT"}).outcome == "SURVIVED"
+    assert (
+        judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "PASS"}).outcome
+        == "KILLED"
+    )
+    assert (
+        judge(_mutant(should=True), RunOutcome({"e": "NON_STRICT"}, "", 1.0), {"e": "NON_STRICT"}).outcome
+        == "SURVIVED"
+    )
 
 
 def test_error_only_never_kills_and_equivalents_are_not_scored() -> None:
@@ -186,7 +217,9 @@ def test_error_only_never_kills_and_equivalents_are_not_scored() -> None:
 def test_a_stopped_run_kills_by_its_finished_cases_and_a_failed_fault_kills_nothing() -> None:
     stopped = RunOutcome({"a": "FAIL"}, "the run passed its 300s deadline and was stopped; hung in x", 300.0)
     assert judge(_mutant(), stopped, {"a": "PASS"}).outcome == "KILLED"
-    assert judge(_mutant(), RunOutcome({"a": "PASS"}, "deadline", 300.0), {"a": "PASS"}).outcome == "NO-RESULT"
+    assert (
+        judge(_mutant(), RunOutcome({"a": "PASS"}, "deadline", 300.0), {"a": "PASS"}).outcome == "NO-RESULT"
+    )
     tainted = RunOutcome({"a": "FAIL"}, "the proxy's fault failed", 1.0, tainted=True)
     assert judge(_mutant(), tainted, {"a": "PASS"}).outcome == "NO-RESULT"
 

@@ -60,7 +60,9 @@ def test_dockerfile_pins_its_distribution_and_runs_as_a_user() -> None:
     lines = _dockerfile()
     assert lines[0][0] == "FROM"
     base = lines[0][1]
-    assert re.fullmatch(r"python:3\.11-slim-bookworm", base), "pin the Debian release: openjdk-17 is not in Debian 13"
+    assert re.fullmatch(r"python:3\.11-slim-bookworm", base), (
+        "pin the Debian release: openjdk-17 is not in Debian 13"
+    )
     users = [rest for word, rest in lines if word == "USER"]
     assert users and users[-1] not in ("root", "0")
     assert ("ENTRYPOINT", '["amqp-conformance"]') in lines
@@ -87,7 +89,9 @@ def test_dockerfile_packages_exist_in_its_distribution() -> None:
     packages = _apt_packages()
     assert packages == ["openjdk-17-jre-headless"]
     for pkg in packages:
-        proc = subprocess.run(["apt-cache", "show", "--no-all-versions", pkg], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["apt-cache", "show", "--no-all-versions", pkg], capture_output=True, text=True, timeout=60
+        )
         assert proc.returncode == 0 and f"Package: {pkg}" in proc.stdout, f"{pkg} is not in bookworm's lists"
 
 
@@ -101,8 +105,13 @@ def test_tox_passes_the_suite_its_environment() -> None:
         assert "passenv" not in ini[f"testenv:{env}"], "an env's own passenv would replace the inherited one"
     assert "--broker local:rabbitmq" in ini["testenv:suite-rabbitmq"]["commands"]
     if shutil.which("tox") is not None:
-        proc = subprocess.run(["tox", "config", "-e", "suite", "-k", "pass_env"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            ["tox", "config", "-e", "suite", "-k", "pass_env"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0 and "AMQP_CONFORMANCE_*" in proc.stdout and "JAVA_HOME" in proc.stdout
 
 

@@ -20,7 +20,11 @@ def test_out_naming_an_existing_file_is_one_line(tmp_path: Path, capsys: pytest.
     assert report_main([str(RESULTS), "--out", str(existing), "--quiet"]) == 2
     cap = capsys.readouterr()
     assert cap.err.strip().splitlines() == [
-        f"amqp-conformance report: --out {existing} is an existing file, not a folder (name a folder for the report)"]
+        (
+            f"amqp-conformance report: --out {existing} is an existing file, not a folder (name a "
+            "folder for the report)"
+        )
+    ]
     assert cap.out == "" and existing.read_text(encoding="utf-8") == "keep me"
 
 
@@ -29,21 +33,30 @@ def test_out_under_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
     blocker.write_text("", encoding="utf-8")
     assert report_main([str(RESULTS), "--out", str(blocker / "sub"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"amqp-conformance report: cannot create the report folder {blocker / 'sub'}")
+    assert len(err) == 1 and err[0].startswith(
+        f"amqp-conformance report: cannot create the report folder {blocker / 'sub'}"
+    )
 
 
 def test_the_command_line_prints_no_traceback(tmp_path: Path) -> None:
     existing = tmp_path / "x.txt"
     existing.write_text("", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "report", str(RESULTS), "--out", str(existing)],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "report", str(RESULTS), "--out", str(existing)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv", [[str(RESULTS), "--out", "unused-report-dir"], ["report", "--rows", "10"]])
-def test_a_missing_report_extra_is_one_line_naming_it(argv: list[str], monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_a_missing_report_extra_is_one_line_naming_it(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from conformance.report import cli
 
     monkeypatch.chdir(tmp_path)

@@ -40,9 +40,15 @@ def test_citation_forms() -> None:
     assert cite("amqp0-9-1.xml#connection.tune (frame-max)").startswith(
         "AMQP Working Group — AMQP 0-9-1 specification (machine-readable XML) § connection.tune (frame-max), https://")
     assert cite("elsewhere.txt#x") == "elsewhere.txt#x"  # unknown: as given, never dropped
-    assert cite_all(["001_27f7ea2622bbc99f.txt#tx", "001_27f7ea2622bbc99f.txt#tx", ""]).count("Semantics of tx") == 1
+    assert (
+        cite_all(["001_27f7ea2622bbc99f.txt#tx", "001_27f7ea2622bbc99f.txt#tx", ""]).count("Semantics of tx")
+        == 1
+    )
     link = resolve("002_4ef6b84472723893.txt#requeue-true").html()
-    assert link.startswith('<a class="src" href="https://www.rabbitmq.com/blog/2010/08/03/') and "requeue=true" in link
+    assert (
+        link.startswith('<a class="src" href="https://www.rabbitmq.com/blog/2010/08/03/')
+        and "requeue=true" in link
+    )
     assert resolve("004_ba6059c7056f3c65.txt#dealing-with-rejection").html().startswith('<span class="src">')
 
 
@@ -53,7 +59,9 @@ def test_sections_are_in_the_kept_documents(key: str) -> None:
         pytest.skip(f"{path} is not on this machine")
     text = path.read_text(encoding="utf-8")
     for anchor, section in REGISTRY[key].sections.items():
-        assert section.locate and section.locate in text, f"{key}#{anchor}: {section.locate!r} not in the document"
+        assert section.locate and section.locate in text, (
+            f"{key}#{anchor}: {section.locate!r} not in the document"
+        )
 
 
 def test_all_five_reference_documents_are_registered() -> None:
@@ -69,6 +77,9 @@ def test_free_text_names_no_internal_file() -> None:
     note = "001_27f7ea2622bbc99f.txt#ordering: 'messages are always held in the queue in publication order'"
     text = cite_text(note)
     assert "001_27f7ea2622bbc99f.txt" not in text
-    assert text.startswith("RabbitMQ docs — Broker Semantics") and "https://www.rabbitmq.com/docs/semantics" in text
+    assert (
+        text.startswith("RabbitMQ docs — Broker Semantics")
+        and "https://www.rabbitmq.com/docs/semantics" in text
+    )
     assert text.endswith(": 'messages are always held in the queue in publication order'")
     assert cite_text("measured on RabbitMQ 3.10.8") == "measured on RabbitMQ 3.10.8"

@@ -23,7 +23,12 @@ def test_every_id_is_citable_by_a_case() -> None:
 def test_method_field_class_and_domain_rules() -> None:
     by_id = {r.id: r for r in load_rules()}
     ack = by_id["basic.ack/exists"]  # on field "multiple" of basic.ack
-    assert (ack.class_name, ack.method, ack.field, ack.on_failure) == ("basic", "ack", "multiple", "precondition-failed")
+    assert (ack.class_name, ack.method, ack.field, ack.on_failure) == (
+        "basic",
+        "ack",
+        "multiple",
+        "precondition-failed",
+    )
     assert "MUST validate that a non-zero delivery-tag" in ack.doc
     assert ack.scenario == "TODO."  # the XML leaves this scenario unwritten
     assert by_id["tx.commit/transacted"].scenario.startswith("The client opens a channel")
@@ -38,7 +43,9 @@ def test_method_field_class_and_domain_rules() -> None:
 
 
 def test_reused_names_are_qualified_with_their_field() -> None:
-    consume = [r for r in load_rules() if r.class_name == "basic" and r.method == "consume" and r.name == "01"]
+    consume = [
+        r for r in load_rules() if r.class_name == "basic" and r.method == "consume" and r.name == "01"
+    ]
     assert [(r.id, r.field) for r in consume] == [
         ("basic.consume/01", None),
         ("basic.consume.consumer-tag/01", "consumer-tag"),
@@ -55,4 +62,10 @@ def test_parse_rules_rejects_broken_xml(tmp_path: Path) -> None:
     bad.write_text("<amqp><class name='x'>", encoding="utf-8")
     with pytest.raises(ValueError, match="does not parse"):
         load_rules(bad)
-    assert parse_rules("<amqp><class name='c'><method name='m'><rule name='r 1'><doc>x MAY y</doc></rule></method></class></amqp>")[0].id == "c.m/r-1"
+    assert (
+        parse_rules(
+            "<amqp><class name='c'><method name='m'><rule name='r 1'><doc>x MAY "
+            "y</doc></rule></method></class></amqp>"
+        )[0].id
+        == "c.m/r-1"
+    )

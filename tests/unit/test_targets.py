@@ -74,8 +74,14 @@ def test_a_start_interrupted_by_the_ceiling_leaves_no_process(tmp_path: Path) ->
         def ready(deadline: float) -> None:
             raise _Ceiling()
 
-        ctl = ProcessController([sys.executable, "-c", "import time; time.sleep(60)"], host="127.0.0.1", port=port,
-                                log_path=tmp_path / "log", ready=ready, what="sleeper")
+        ctl = ProcessController(
+            [sys.executable, "-c", "import time; time.sleep(60)"],
+            host="127.0.0.1",
+            port=port,
+            log_path=tmp_path / "log",
+            ready=ready,
+            what="sleeper",
+        )
         with pytest.raises(_Ceiling):
             ctl.start()
         assert ctl.proc is not None

@@ -23,9 +23,14 @@ def test_the_trace_keeps_the_last_frames_of_all_connections() -> None:
 
 
 def test_frame_texts_name_what_tells_frames_apart() -> None:
-    deliver = spec.Basic.Deliver(consumer_tag="c", delivery_tag=7, redelivered=True, exchange="x", routing_key="k")
+    deliver = spec.Basic.Deliver(
+        consumer_tag="c", delivery_tag=7, redelivered=True, exchange="x", routing_key="k"
+    )
     assert trace.frame_text(deliver) == "basic.deliver tag=7 redelivered=True exchange='x' routing_key='k'"
-    assert trace.frame_text(pheader.ContentHeader(0, 12, spec.Basic.Properties())) == "content header body_size=12"
+    assert (
+        trace.frame_text(pheader.ContentHeader(0, 12, spec.Basic.Properties()))
+        == "content header body_size=12"
+    )
     assert trace.frame_text(ContentBody(b"abc")) == "content body 3 bytes"
     close = spec.Channel.Close(reply_code=404, reply_text="NOT_FOUND", class_id=50, method_id=10)
     assert trace.frame_text(close).startswith("channel.close 404")

@@ -105,7 +105,10 @@ class Informational(CaseOutcome):
 
 def test_decide_reads_the_exceptions_own_verdict() -> None:
     assert decide(mk(), info(BrokerHungUp("basic.consume-ok", 1.0)), None).verdict is Verdict.TIMEOUT
-    assert decide(mk(), info(BrokerNacked("nack", expected="ack", observed="nack")), None).verdict is Verdict.FAIL
+    assert (
+        decide(mk(), info(BrokerNacked("nack", expected="ack", observed="nack")), None).verdict
+        is Verdict.FAIL
+    )
     assert decide(mk(Level.SHOULD), info(BrokerNacked("nack")), None).verdict is Verdict.NON_STRICT
     d = decide(mk(), info(Informational("seen", observed="x")), None)
     assert d.verdict is Verdict.INFORMATIONAL and d.observed == "x"
@@ -121,10 +124,15 @@ def test_plugin_package_reexports() -> None:
 
 
 def test_a_broken_wire_invariant_makes_any_ending_fail() -> None:
-    v = InvariantViolation("wire.body-size", "bodies add up", "§ 4.2.6", "raw#1 channel 1: 4 bytes, header said 3")
-    for excinfo, level in ((None, Level.MUST), (None, Level.INFO), (info(Mismatch("x", expected=1, observed=2)),
-                                                                   Level.SHOULD),
-                           (info(CaseTimeout("basic.deliver", 1.0)), Level.MUST)):
+    v = InvariantViolation(
+        "wire.body-size", "bodies add up", "§ 4.2.6", "raw#1 channel 1: 4 bytes, header said 3"
+    )
+    for excinfo, level in (
+        (None, Level.MUST),
+        (None, Level.INFO),
+        (info(Mismatch("x", expected=1, observed=2)), Level.SHOULD),
+        (info(CaseTimeout("basic.deliver", 1.0)), Level.MUST),
+    ):
         d = decide(mk(level), excinfo, None, "call", [v])
         assert d.verdict is Verdict.FAIL
         assert d.message.startswith("wire invariant wire.body-size broken: raw#1 channel 1")
@@ -135,13 +143,20 @@ def test_a_broken_wire_invariant_makes_any_ending_fail() -> None:
 def test_slowest_cases_lists_ten_slowest_first() -> None:
     from conformance.plugin.records import slowest_cases
 
-    node_case = {f"t::n{i}": (f"area.case-{i:02d}", Verdict.FAIL if i % 3 == 0 else Verdict.PASS) for i in range(14)}
+    node_case = {
+        f"t::n{i}": (f"area.case-{i:02d}", Verdict.FAIL if i % 3 == 0 else Verdict.PASS) for i in range(14)
+    }
     seconds = {f"t::n{i}": float(i) for i in range(14)} | {"t::not-a-case": 99.0}
     lines = slowest_cases(node_case, seconds)
     assert lines[0] == "slowest 10 case(s) (setup + call + teardown):"
-    assert [ln.split() for ln in lines[1:3]] == [["13.00s", "PASS", "area.case-13"], ["12.00s", "FAIL", "area.case-12"]]
+    assert [ln.split() for ln in lines[1:3]] == [
+        ["13.00s", "PASS", "area.case-13"],
+        ["12.00s", "FAIL", "area.case-12"],
+    ]
     assert len(lines) == 11 and lines[-1].split()[-1] == "area.case-04"
     assert slowest_cases({}, seconds) == []
     # a case whose phases were never timed counts 0 s; ties go by case id
-    tie = slowest_cases({"a": ("x.b", Verdict.PASS), "b": ("x.a", Verdict.PASS), "c": ("x.c", Verdict.TIMEOUT)}, {})
+    tie = slowest_cases(
+        {"a": ("x.b", Verdict.PASS), "b": ("x.a", Verdict.PASS), "c": ("x.c", Verdict.TIMEOUT)}, {}
+    )
     assert [ln.split()[-1] for ln in tie[1:]] == ["x.a", "x.b", "x.c"]

@@ -127,7 +127,9 @@ class Link:
     ) -> None:
         prop = properties or spec.Basic.Properties(**props)
         data = marshal_method(
-            spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate),
+            spec.Basic.Publish(
+                exchange=exchange, routing_key=routing_key, mandatory=mandatory, immediate=immediate
+            ),
             channel,
         )
         data += pframe.marshal(pheader.ContentHeader(0, len(body), prop), channel)
@@ -203,7 +205,12 @@ class Link:
             0,
         )
         tune = self.expect(spec.Connection.Tune, 0)
-        self.send(spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=heartbeat), 0)
+        self.send(
+            spec.Connection.TuneOk(
+                channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=heartbeat
+            ),
+            0,
+        )
         self.send(spec.Connection.Open(virtual_host=vhost), 0)
         self.expect(spec.Connection.OpenOk, 0)
 

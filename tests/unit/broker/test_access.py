@@ -50,10 +50,22 @@ def setup_entities(broker: Broker) -> Link:
 
 def test_table_has_every_row_of_the_guide() -> None:
     assert set(REQUIRED) == {
-        "exchange.declare", "exchange.declare/passive", "exchange.declare/alternate-exchange", "exchange.delete",
-        "queue.declare", "queue.declare/passive", "queue.declare/dead-letter-exchange", "queue.delete",
-        "exchange.bind", "exchange.unbind", "queue.bind", "queue.unbind", "basic.publish", "basic.get",
-        "basic.consume", "queue.purge",
+        "exchange.declare",
+        "exchange.declare/passive",
+        "exchange.declare/alternate-exchange",
+        "exchange.delete",
+        "queue.declare",
+        "queue.declare/passive",
+        "queue.declare/dead-letter-exchange",
+        "queue.delete",
+        "exchange.bind",
+        "exchange.unbind",
+        "queue.bind",
+        "queue.unbind",
+        "basic.publish",
+        "basic.get",
+        "basic.consume",
+        "queue.purge",
     }
 
 
@@ -80,20 +92,48 @@ ROWS: list[tuple[str, Any, str, str]] = [
     ("queue.purge", lambda n: spec.Queue.Purge(queue=n), "c-q", "r-q"),
     ("basic.get", lambda n: spec.Basic.Get(queue=n), "w-q", "r-q"),
     ("basic.consume", lambda n: spec.Basic.Consume(queue=n, consumer_tag="t"), "c-q", "r-q"),
-    ("queue.bind: write on the queue", lambda n: spec.Queue.Bind(queue=n, exchange="r-x", routing_key="k"),
-     "r-q", "w-q"),
-    ("queue.bind: read on the exchange", lambda n: spec.Queue.Bind(queue="w-q", exchange=n, routing_key="k"),
-     "w-x", "r-x"),
-    ("queue.unbind: write on the queue", lambda n: spec.Queue.Unbind(queue=n, exchange="r-x", routing_key="k"),
-     "c-q", "w-q"),
-    ("queue.unbind: read on the exchange", lambda n: spec.Queue.Unbind(queue="w-q", exchange=n, routing_key="k"),
-     "c-x", "r-x"),
-    ("exchange.bind: write on the destination",
-     lambda n: spec.Exchange.Bind(destination=n, source="r-x", routing_key="k"), "r-x", "w-x"),
-    ("exchange.bind: read on the source",
-     lambda n: spec.Exchange.Bind(destination="w-x", source=n, routing_key="k"), "w-x", "r-x"),
-    ("exchange.unbind: read on the source",
-     lambda n: spec.Exchange.Unbind(destination="w-x", source=n, routing_key="k"), "c-x", "r-x"),
+    (
+        "queue.bind: write on the queue",
+        lambda n: spec.Queue.Bind(queue=n, exchange="r-x", routing_key="k"),
+        "r-q",
+        "w-q",
+    ),
+    (
+        "queue.bind: read on the exchange",
+        lambda n: spec.Queue.Bind(queue="w-q", exchange=n, routing_key="k"),
+        "w-x",
+        "r-x",
+    ),
+    (
+        "queue.unbind: write on the queue",
+        lambda n: spec.Queue.Unbind(queue=n, exchange="r-x", routing_key="k"),
+        "c-q",
+        "w-q",
+    ),
+    (
+        "queue.unbind: read on the exchange",
+        lambda n: spec.Queue.Unbind(queue="w-q", exchange=n, routing_key="k"),
+        "c-x",
+        "r-x",
+    ),
+    (
+        "exchange.bind: write on the destination",
+        lambda n: spec.Exchange.Bind(destination=n, source="r-x", routing_key="k"),
+        "r-x",
+        "w-x",
+    ),
+    (
+        "exchange.bind: read on the source",
+        lambda n: spec.Exchange.Bind(destination="w-x", source=n, routing_key="k"),
+        "w-x",
+        "r-x",
+    ),
+    (
+        "exchange.unbind: read on the source",
+        lambda n: spec.Exchange.Unbind(destination="w-x", source=n, routing_key="k"),
+        "c-x",
+        "r-x",
+    ),
 ]
 
 
@@ -162,11 +202,19 @@ def test_dead_letter_and_alternate_exchange_rows(rbroker: Broker) -> None:
     assert "exchange 'r-x'" in b.channel_closed(403).reply_text
     b.open(1)
     b.declare("ok-q3", arguments={"x-dead-letter-exchange": "w-x"})
-    b.send(spec.Exchange.Declare(exchange="ok-x3", exchange_type="fanout", arguments={"alternate-exchange": "r-x"}))
+    b.send(
+        spec.Exchange.Declare(
+            exchange="ok-x3", exchange_type="fanout", arguments={"alternate-exchange": "r-x"}
+        )
+    )
     assert "exchange 'r-x'" in b.channel_closed(403).reply_text
     b.open(1)
-    b.rpc(spec.Exchange.Declare(exchange="ok-x3", exchange_type="fanout", arguments={"alternate-exchange": "w-x"}),
-          spec.Exchange.DeclareOk)
+    b.rpc(
+        spec.Exchange.Declare(
+            exchange="ok-x3", exchange_type="fanout", arguments={"alternate-exchange": "w-x"}
+        ),
+        spec.Exchange.DeclareOk,
+    )
     assert "ok-q3" in rbroker.vhosts["/"].queues and "ok-x3" in rbroker.vhosts["/"].exchanges
 
 

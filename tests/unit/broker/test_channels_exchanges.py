@@ -166,7 +166,9 @@ def test_close_ok_when_not_closing(link: Link) -> None:
 
 # -- exchanges -----------------------------------------------------------------------------------
 def xdeclare(link: Link, name: str, type_: str = "direct", channel: int = 1, **kw: object) -> None:
-    link.rpc(spec.Exchange.Declare(exchange=name, exchange_type=type_, **kw), spec.Exchange.DeclareOk, channel)
+    link.rpc(
+        spec.Exchange.Declare(exchange=name, exchange_type=type_, **kw), spec.Exchange.DeclareOk, channel
+    )
 
 
 def test_builtin_exchanges_exist(link: Link) -> None:
@@ -178,15 +180,39 @@ def test_builtin_exchanges_exist(link: Link) -> None:
 @pytest.mark.parametrize(
     "method,code,text",
     [
-        (spec.Exchange.Declare(exchange="", exchange_type="direct"), 403, "operation not permitted on the default exchange"),
-        (spec.Exchange.Declare(exchange="", passive=True), 403, "operation not permitted on the default exchange"),
-        (spec.Exchange.Declare(exchange="amq.new", exchange_type="direct"), 403, "exchange name 'amq.new' contains reserved prefix 'amq.*'"),
+        (
+            spec.Exchange.Declare(exchange="", exchange_type="direct"),
+            403,
+            "operation not permitted on the default exchange",
+        ),
+        (
+            spec.Exchange.Declare(exchange="", passive=True),
+            403,
+            "operation not permitted on the default exchange",
+        ),
+        (
+            spec.Exchange.Declare(exchange="amq.new", exchange_type="direct"),
+            403,
+            "exchange name 'amq.new' contains reserved prefix 'amq.*'",
+        ),
         (spec.Exchange.Declare(exchange="nope", passive=True), 404, "no exchange 'nope' in vhost '/'"),
         (spec.Exchange.Delete(exchange=""), 403, "operation not permitted on the default exchange"),
-        (spec.Exchange.Delete(exchange="amq.direct"), 403, "deletion of system exchange 'amq.direct' in vhost '/' not allowed"),
-        (spec.Exchange.Bind(destination="amq.direct", source=""), 403, "operation not permitted on the default exchange"),
+        (
+            spec.Exchange.Delete(exchange="amq.direct"),
+            403,
+            "deletion of system exchange 'amq.direct' in vhost '/' not allowed",
+        ),
+        (
+            spec.Exchange.Bind(destination="amq.direct", source=""),
+            403,
+            "operation not permitted on the default exchange",
+        ),
         (spec.Exchange.Bind(destination="amq.direct", source="nope"), 404, "no exchange 'nope' in vhost '/'"),
-        (spec.Exchange.Unbind(destination="nope", source="amq.direct"), 404, "no exchange 'nope' in vhost '/'"),
+        (
+            spec.Exchange.Unbind(destination="nope", source="amq.direct"),
+            404,
+            "no exchange 'nope' in vhost '/'",
+        ),
     ],
 )
 def test_exchange_errors(link: Link, method: spec.Frame, code: int, text: str) -> None:
@@ -218,7 +244,9 @@ def test_exchange_equivalence(link: Link, kw: dict, field: str) -> None:
 
 def test_exchange_equivalence_both_args_present(link: Link) -> None:
     xdeclare(link, "eqa", arguments={"alternate-exchange": "a1"})
-    link.send(spec.Exchange.Declare(exchange="eqa", exchange_type="direct", arguments={"alternate-exchange": "a2"}))
+    link.send(
+        spec.Exchange.Declare(exchange="eqa", exchange_type="direct", arguments={"alternate-exchange": "a2"})
+    )
     assert "received 'a2' but current is 'a1'" in link.channel_closed(406).reply_text
 
 
@@ -249,7 +277,10 @@ def test_nowait_declares(link: Link) -> None:
 def test_internal_exchange_publish_is_403(link: Link) -> None:
     xdeclare(link, "int", internal=True)
     link.publish(b"x", exchange="int")
-    assert link.channel_closed(403).reply_text == "ACCESS_REFUSED - cannot publish to internal exchange 'int' in vhost '/'"
+    assert (
+        link.channel_closed(403).reply_text
+        == "ACCESS_REFUSED - cannot publish to internal exchange 'int' in vhost '/'"
+    )
 
 
 def test_publish_missing_exchange_is_404(link: Link) -> None:
@@ -301,7 +332,10 @@ def test_fanout_and_headers_routing(link: Link) -> None:
     a, b = link.declare("a").queue, link.declare("b").queue
     link.rpc(spec.Queue.Bind(queue=a, exchange="fx", routing_key="ignored"), spec.Queue.BindOk)
     link.rpc(spec.Queue.Bind(queue=b, exchange="fx"), spec.Queue.BindOk)
-    link.rpc(spec.Queue.Bind(queue=a, exchange="hx", arguments={"x-match": "any", "k": 1, "z": 2}), spec.Queue.BindOk)
+    link.rpc(
+        spec.Queue.Bind(queue=a, exchange="hx", arguments={"x-match": "any", "k": 1, "z": 2}),
+        spec.Queue.BindOk,
+    )
     link.publish(b"f", exchange="fx")
     link.publish(b"h", exchange="hx", headers={"k": 1})
     link.publish(b"h-no", exchange="hx", headers={"k": 2})
@@ -401,4 +435,6 @@ def test_headers_binding_x_match_validated(link: Link) -> None:
     assert "Invalid x-match field value" in link.channel_closed(406).reply_text
     link.open(1)
     link.send(spec.Exchange.Bind(destination="amq.direct", source="amq.match", arguments={"x-match": 1}))
-    assert link.channel_closed(406).reply_text.endswith("Invalid x-match field type byte (value 1); expected longstr")
+    assert link.channel_closed(406).reply_text.endswith(
+        "Invalid x-match field type byte (value 1); expected longstr"
+    )

@@ -45,7 +45,9 @@ def test_parser_defaults() -> None:
     ("--channel-max", "70000", "channel_max 70000 is outside"),
     ("--max-message-size", "1GiB", "max_message_size 1073741824 is outside"),
 ])
-def test_bad_limits_are_one_line(flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_limits_are_one_line(
+    flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["--port", "0", flag, value]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("amqp-conformance broker: ") and said in err and len(err.splitlines()) == 1

@@ -57,7 +57,12 @@ def test_reject_publish_overflow_nacks(link: Link) -> None:
     link.publish(b"b", routing_key="full")
     link.publish(b"c", routing_key="nowhere", mandatory=True)
     # one read per publish here, so each is settled on its own (cf. broker_scenarios)
-    assert acks(link) == [("Basic.Ack", 1, False), ("Basic.Nack", 2, True), ("return", 312, False), ("Basic.Ack", 3, False)]
+    assert acks(link) == [
+        ("Basic.Ack", 1, False),
+        ("Basic.Nack", 2, True),
+        ("return", 312, False),
+        ("Basic.Ack", 3, False),
+    ]
 
 
 def test_nack_and_ack_runs(link: Link) -> None:
@@ -91,11 +96,15 @@ def test_persistent_confirm_waits_for_fsync(tmp_path: object, clock: FakeClock) 
 def test_confirm_vs_tx_modes(link: Link) -> None:
     link.rpc(spec.Tx.Select(), spec.Tx.SelectOk)
     link.send(spec.Confirm.Select())
-    assert link.channel_closed(406).reply_text == "PRECONDITION_FAILED - cannot switch from tx to confirm mode"
+    assert (
+        link.channel_closed(406).reply_text == "PRECONDITION_FAILED - cannot switch from tx to confirm mode"
+    )
     link.open(1)
     link.rpc(spec.Confirm.Select(), spec.Confirm.SelectOk)
     link.send(spec.Tx.Select())
-    assert link.channel_closed(406).reply_text == "PRECONDITION_FAILED - cannot switch from confirm to tx mode"
+    assert (
+        link.channel_closed(406).reply_text == "PRECONDITION_FAILED - cannot switch from confirm to tx mode"
+    )
     link.open(1)
     link.send(spec.Tx.Commit())
     assert link.channel_closed(406).reply_text == "PRECONDITION_FAILED - channel is not transactional"

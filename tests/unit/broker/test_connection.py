@@ -103,7 +103,12 @@ def test_bad_credentials(broker: Broker, caps: dict, notified: bool) -> None:
 def test_non_ascii_credentials_are_refused_not_a_crash(broker: Broker, response: str) -> None:
     # secrets.compare_digest raises TypeError on non-ASCII str (found by the fuzzer)
     link = started(broker)
-    link.send(spec.Connection.StartOk(client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response), 0)
+    link.send(
+        spec.Connection.StartOk(
+            client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response
+        ),
+        0,
+    )
     link.connection_closed(403)
 
 
@@ -117,7 +122,12 @@ def test_non_ascii_password_can_log_in() -> None:
 @pytest.mark.parametrize("response", ["garbage", "\0only"])
 def test_malformed_plain(broker: Broker, response: str) -> None:
     link = started(broker)
-    link.send(spec.Connection.StartOk(client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response), 0)
+    link.send(
+        spec.Connection.StartOk(
+            client_properties={"capabilities": CAPS}, mechanism="PLAIN", response=response
+        ),
+        0,
+    )
     link.connection_closed(403)
 
 
@@ -310,7 +320,9 @@ def test_oversize_frame_is_frame_error(link: Link) -> None:
 def test_bad_frame_end(link: Link) -> None:
     link.feed(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x0a\xff")
     close = link.connection_closed(501)
-    assert close.reply_text == "FRAME_ERROR - type 1, all octets = <<0,20,0,10>>: {invalid_frame_end_marker,255}"
+    assert (
+        close.reply_text == "FRAME_ERROR - type 1, all octets = <<0,20,0,10>>: {invalid_frame_end_marker,255}"
+    )
 
 
 def test_unknown_frame_type(link: Link) -> None:
@@ -389,7 +401,10 @@ def test_channel_max_reached(clock: FakeClock) -> None:
     link.send(spec.Channel.Open(), 3)
     close = link.connection_closed(530)
     # verified against RabbitMQ 3.10.8: the count is limited, not the number; ids 0/0
-    assert close.reply_text == "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+    assert (
+        close.reply_text
+        == "NOT_ALLOWED - number of channels opened (2) has reached the negotiated channel_max (2)"
+    )
     assert (close.class_id, close.method_id) == (0, 0)
 
 

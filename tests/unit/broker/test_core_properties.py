@@ -69,7 +69,12 @@ STATES: dict[str, list[Frame]] = {
         method(spec.Basic.Publish(routing_key="q"), 1),
         content(1, b"0123456789", spec.Basic.Properties())[0],
     ],
-    "confirm-tx": [*_CH1, method(spec.Confirm.Select(), 1), method(spec.Channel.Open(), 2), method(spec.Tx.Select(), 2)],
+    "confirm-tx": [
+        *_CH1,
+        method(spec.Confirm.Select(), 1),
+        method(spec.Channel.Open(), 2),
+        method(spec.Tx.Select(), 2),
+    ],
 }
 
 
@@ -108,7 +113,11 @@ def test_arbitrary_bytes_after_handshake(data: st.DataObject) -> None:
 
 
 @EXAMPLES
-@given(st.sampled_from(POOL), st.lists(st.sampled_from([m for _w, m in MUTATORS]), min_size=1, max_size=4), st.randoms(use_true_random=False))
+@given(
+    st.sampled_from(POOL),
+    st.lists(st.sampled_from([m for _w, m in MUTATORS]), min_size=1, max_size=4),
+    st.randoms(use_true_random=False),
+)
 def test_frame_aware_mutations_of_valid_sessions(session, ops, rnd: random.Random) -> None:  # type: ignore[no-untyped-def]
     for op in ops:
         session = op(rnd, session)
@@ -140,7 +149,9 @@ def test_every_method_in_every_state(state: str, payload: bytes, channel: int, j
 @given(
     st.sampled_from(sorted(STATES)),
     st.lists(
-        st.tuples(st.sampled_from([FRAME_HEADER, FRAME_BODY]), st.sampled_from([0, 1, 2, 3]), st.binary(max_size=40)),
+        st.tuples(
+            st.sampled_from([FRAME_HEADER, FRAME_BODY]), st.sampled_from([0, 1, 2, 3]), st.binary(max_size=40)
+        ),
         min_size=1,
         max_size=5,
     ),

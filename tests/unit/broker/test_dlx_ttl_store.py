@@ -137,7 +137,9 @@ def test_dead_letter_cycle_dropped_unless_rejected(link: Link, clock: FakeClock,
 
 # -- durability -----------------------------------------------------------------------------------
 def durable_setup(link: Link) -> None:
-    link.rpc(spec.Exchange.Declare(exchange="dx", exchange_type="topic", durable=True), spec.Exchange.DeclareOk)
+    link.rpc(
+        spec.Exchange.Declare(exchange="dx", exchange_type="topic", durable=True), spec.Exchange.DeclareOk
+    )
     link.rpc(spec.Exchange.Declare(exchange="tx", exchange_type="fanout"), spec.Exchange.DeclareOk)
     link.declare("dq", durable=True, arguments={"x-max-length": 100})
     link.declare("tq")
@@ -211,7 +213,11 @@ def test_torn_tail_is_dropped(tmp_path: Path, clock: FakeClock, cut: int) -> Non
 
 
 def test_corrupt_record_stops_replay(tmp_path: Path) -> None:
-    blob = MAGIC + encode_record(QueueDeclared("/", "a", False, {})) + encode_record(QueueDeclared("/", "b", False, {}))
+    blob = (
+        MAGIC
+        + encode_record(QueueDeclared("/", "a", False, {}))
+        + encode_record(QueueDeclared("/", "b", False, {}))
+    )
     bad = bytearray(blob)
     bad[-3] ^= 0xFF
     recs, stop = decode_records(bytes(bad), len(MAGIC))
@@ -238,7 +244,9 @@ def test_compaction_preserves_state(tmp_path: Path, clock: FakeClock) -> None:
     for i in range(50):
         link.publish(b"churn%d" % i, routing_key="dq", delivery_mode=2)
         link.get("dq", no_ack=True)
-    link.rpc(spec.Exchange.Declare(exchange="gone", exchange_type="direct", durable=True), spec.Exchange.DeclareOk)
+    link.rpc(
+        spec.Exchange.Declare(exchange="gone", exchange_type="direct", durable=True), spec.Exchange.DeclareOk
+    )
     link.rpc(spec.Exchange.Delete(exchange="gone"), spec.Exchange.DeleteOk)
     store.write_pending()
     before = store.path.stat().st_size
@@ -249,7 +257,9 @@ def test_compaction_preserves_state(tmp_path: Path, clock: FakeClock) -> None:
     store.close()
     vh = make_broker(clock, store=Store(tmp_path)).vhosts["/"]
     assert "gone" not in vh.exchanges and "dx" in vh.exchanges
-    assert len(vh.queues["dq"].ready) == len(broker.vhosts["/"].queues["dq"].ready) + len(broker.vhosts["/"].queues["dq"].unacked)
+    assert len(vh.queues["dq"].ready) == len(broker.vhosts["/"].queues["dq"].ready) + len(
+        broker.vhosts["/"].queues["dq"].unacked
+    )
 
 
 def test_queue_and_exchange_delete_and_unbind_persisted(tmp_path: Path, clock: FakeClock) -> None:

@@ -15,7 +15,9 @@ from .link import Content, Link
 
 
 def _deliveries(link: Link) -> list[Any]:
-    return [o for o in link.take_objs() if isinstance(o, Content) and isinstance(o.method, spec.Basic.Deliver)]
+    return [
+        o for o in link.take_objs() if isinstance(o, Content) and isinstance(o.method, spec.Basic.Deliver)
+    ]
 
 
 def _with_scheduler(broker: Broker, burst: int) -> list[int]:

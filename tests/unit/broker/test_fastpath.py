@@ -45,7 +45,9 @@ def _slots(m: object) -> dict[str, object]:
 
 @given(st.integers(0, 65535), names, names, st.integers(0, 255), st.binary(max_size=3), st.integers(0, 40))
 @settings(max_examples=300, deadline=None)
-def test_publish_decodes_as_pamqp(ticket: int, exchange: str, key: str, bits: int, tail: bytes, cut: int) -> None:
+def test_publish_decodes_as_pamqp(
+    ticket: int, exchange: str, key: str, bits: int, tail: bytes, cut: int
+) -> None:
     full = (struct.pack(">IH", spec.Basic.Publish.index, ticket) + shortstr(exchange) + shortstr(key)
             + bytes([bits]) + tail)
     for payload in (full, full[: max(4, len(full) - cut)]):
@@ -88,8 +90,9 @@ def test_other_methods_are_not_taken() -> None:
 @given(names, st.integers(1, 2**63 - 1), st.booleans(), names, names, st.binary(max_size=300),
        st.sampled_from([0, 4096, 4097, 131072, 9]), st.integers(1, 65535))
 @settings(max_examples=300, deadline=None)
-def test_deliver_bytes_equal_the_generic_encoding(ctag: str, tag: int, redelivered: bool, exchange: str, key: str,
-                                                  body: bytes, frame_max: int, channel: int) -> None:
+def test_deliver_bytes_equal_the_generic_encoding(
+    ctag: str, tag: int, redelivered: bool, exchange: str, key: str, body: bytes, frame_max: int, channel: int
+) -> None:
     props = spec.Basic.Properties(content_type="text/plain", delivery_mode=2, headers={"h": 1}).marshal()
     msg = Message(exchange, key, props, body)
     generic = b"".join([

@@ -76,9 +76,13 @@ def test_max_connections_refuses_connection_open_and_frees_the_slot() -> None:
     second = Link(broker, handshake=False)
     second.feed(b"AMQP\x00\x00\x09\x01")
     second.expect(spec.Connection.Start, 0)
-    second.send(spec.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\0guest\0guest"), 0)
+    second.send(
+        spec.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\0guest\0guest"), 0
+    )
     tune = second.expect(spec.Connection.Tune, 0)
-    second.send(spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0), 0)
+    second.send(
+        spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=tune.frame_max, heartbeat=0), 0
+    )
     second.send(spec.Connection.Open(virtual_host="/"), 0)
     close = second.connection_closed(530)
     assert "connection limit (1) is reached" in close.reply_text
@@ -93,7 +97,9 @@ def test_limits_are_validated() -> None:
                 {"max_connections": -1}):
         with pytest.raises(ValueError):
             Limits(**bad)
-    assert parse_size("200MB") == 200_000_000 and parse_size("1MiB") == 1048576 and parse_size(" 4096 ") == 4096
+    assert (
+        parse_size("200MB") == 200_000_000 and parse_size("1MiB") == 1048576 and parse_size(" 4096 ") == 4096
+    )
     for bad_text in ("", "12XB", "-3", "MB"):
         with pytest.raises(ValueError):
             parse_size(bad_text)

@@ -51,10 +51,18 @@ def test_declare_counts(link: Link) -> None:
         (spec.Basic.Get(queue="nope"), 404, "no queue 'nope' in vhost '/'"),
         (spec.Queue.Declare(queue="b", arguments={"x-message-ttl": -1}), 406, "{value_negative,-1}"),
         (spec.Queue.Declare(queue="b", arguments={"x-expires": 0}), 406, "{value_zero,0}"),
-        (spec.Queue.Declare(queue="b", arguments={"x-max-length": "ten"}), 406, '"expected integer, got longstr"'),
+        (
+            spec.Queue.Declare(queue="b", arguments={"x-max-length": "ten"}),
+            406,
+            '"expected integer, got longstr"',
+        ),
         (spec.Queue.Declare(queue="b", arguments={"x-overflow": "explode"}), 406, "invalid_overflow_value"),
         (spec.Queue.Declare(queue="b", arguments={"x-dead-letter-exchange": 5}), 406, "unacceptable_type"),
-        (spec.Queue.Declare(queue="b", arguments={"x-dead-letter-routing-key": "k"}), 406, "should be specified together"),
+        (
+            spec.Queue.Declare(queue="b", arguments={"x-dead-letter-routing-key": "k"}),
+            406,
+            "should be specified together",
+        ),
     ],
 )
 def test_queue_errors(link: Link, method: spec.Frame, code: int, text: str) -> None:
@@ -65,7 +73,10 @@ def test_queue_errors(link: Link, method: spec.Frame, code: int, text: str) -> N
 @pytest.mark.parametrize(
     "kw,text",
     [
-        ({"durable": True}, "inequivalent arg 'durable' for queue 'eq' in vhost '/': received 'true' but current is 'false'"),
+        (
+            {"durable": True},
+            "inequivalent arg 'durable' for queue 'eq' in vhost '/': received 'true' but current is 'false'",
+        ),
         ({"auto_delete": True}, "inequivalent arg 'auto_delete'"),
         ({"arguments": {"x-message-ttl": 5}}, "received the value '5' of type 'byte' but current is none"),
         ({"arguments": {"x-max-length": 1}}, "received '1' but current is '2'"),
@@ -82,8 +93,20 @@ def test_queue_equivalence(link: Link, kw: dict, text: str) -> None:
 def test_queue_equivalence_type_names(link: Link) -> None:
     from conformance.broker.errors import amqp_type_name as _amqp_type_name
 
-    assert [_amqp_type_name(v) for v in (1, 300, 40000, 70000, 3_000_000_000, 2**40, "s", 1.5, {}, [], b"")] == [
-        "byte", "short", "unsignedshort", "signedint", "unsignedint", "long", "longstr", "double", "table", "array", "bytes"
+    assert [
+        _amqp_type_name(v) for v in (1, 300, 40000, 70000, 3_000_000_000, 2**40, "s", 1.5, {}, [], b"")
+    ] == [
+        "byte",
+        "short",
+        "unsignedshort",
+        "signedint",
+        "unsignedint",
+        "long",
+        "longstr",
+        "double",
+        "table",
+        "array",
+        "bytes",
     ]
 
 
@@ -272,7 +295,12 @@ def test_reject_and_nack_requeue_to_original_position(link: Link) -> None:
     link.send(spec.Basic.Reject(delivery_tag=3, requeue=True))
     link.send(spec.Basic.Nack(delivery_tag=2, multiple=True, requeue=True))
     got = [link.get("ord") for _ in range(4)]
-    assert [(g.body, g.method.redelivered) for g in got] == [(b"0", True), (b"1", True), (b"2", True), (b"4", False)]
+    assert [(g.body, g.method.redelivered) for g in got] == [
+        (b"0", True),
+        (b"1", True),
+        (b"2", True),
+        (b"4", False),
+    ]
     assert got[0].method.message_count == 3
     link.send(spec.Basic.Recover(requeue=True))
     link.expect(spec.Basic.RecoverOk)
@@ -291,7 +319,9 @@ def test_reject_requeue_false_discards(link: Link) -> None:
     assert link.get("rq") is None
 
 
-@pytest.mark.parametrize("method", [spec.Basic.Recover(requeue=False), spec.Basic.RecoverAsync(requeue=False)])
+@pytest.mark.parametrize(
+    "method", [spec.Basic.Recover(requeue=False), spec.Basic.RecoverAsync(requeue=False)]
+)
 def test_recover_requeue_false_is_540(link: Link, method: spec.Frame) -> None:
     link.send(method)
     assert link.connection_closed(540).reply_text == "NOT_IMPLEMENTED - requeue=false"
@@ -386,7 +416,10 @@ def test_mandatory_return_and_immediate(link: Link) -> None:
     link.nothing()
     link.publish(b"x", routing_key="q", immediate=True)
     close = link.connection_closed(540)
-    assert close.reply_text == "NOT_IMPLEMENTED - immediate=true" and (close.class_id, close.method_id) == (60, 40)
+    assert close.reply_text == "NOT_IMPLEMENTED - immediate=true" and (close.class_id, close.method_id) == (
+        60,
+        40,
+    )
 
 
 def test_user_id_and_expiration_validation(link: Link) -> None:
@@ -426,7 +459,9 @@ def test_delivery_not_sent_to_closing_connection(broker: Broker) -> None:
     a.take()
     a.core.close()
     b.publish(b"m", routing_key="closing")
-    assert broker.vhosts["/"].queues["closing"].message_count == 1 or "closing" not in broker.vhosts["/"].queues
+    assert (
+        broker.vhosts["/"].queues["closing"].message_count == 1 or "closing" not in broker.vhosts["/"].queues
+    )
 
 
 def test_deliver_after_transport_close_is_dropped_but_requeued(broker: Broker) -> None:

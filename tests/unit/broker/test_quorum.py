@@ -18,13 +18,23 @@ def quorum(link: Link, name: str, **args: object) -> None:
 @pytest.mark.parametrize(
     "kw,text",
     [
-        ({"durable": False}, "PRECONDITION_FAILED - invalid property 'non-durable' for queue 'q' in vhost '/'"),
-        ({"durable": True, "exclusive": True}, "invalid property 'exclusive-owner' for queue 'q' in vhost '/'"),
+        (
+            {"durable": False},
+            "PRECONDITION_FAILED - invalid property 'non-durable' for queue 'q' in vhost '/'",
+        ),
+        (
+            {"durable": True, "exclusive": True},
+            "invalid property 'exclusive-owner' for queue 'q' in vhost '/'",
+        ),
         ({"durable": True, "auto_delete": True}, "invalid property 'auto-delete' for queue 'q' in vhost '/'"),
-        ({"durable": True, "arguments": {**Q, "x-max-priority": 5}},
-         "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_quorum_queue"),
-        ({"durable": True, "arguments": {"x-queue-type": "bogus"}},
-         "invalid arg 'x-queue-type' for queue 'q' in vhost '/': \"unsupported queue type 'bogus'\""),
+        (
+            {"durable": True, "arguments": {**Q, "x-max-priority": 5}},
+            "invalid arg 'x-max-priority' for queue 'q' in vhost '/' of queue type rabbit_quorum_queue",
+        ),
+        (
+            {"durable": True, "arguments": {"x-queue-type": "bogus"}},
+            "invalid arg 'x-queue-type' for queue 'q' in vhost '/': \"unsupported queue type 'bogus'\"",
+        ),
     ],
 )
 def test_refused_declarations(link: Link, kw: dict, text: str) -> None:
@@ -64,7 +74,9 @@ def test_delivery_count_and_returns_go_to_the_back(link: Link) -> None:
         (b"m2", False, 0), (b"m3", False, 0), (b"m1", True, 1)]
 
 
-@pytest.mark.parametrize("settle", [spec.Basic.Nack(delivery_tag=1, requeue=True), spec.Basic.Recover(requeue=True)])
+@pytest.mark.parametrize(
+    "settle", [spec.Basic.Nack(delivery_tag=1, requeue=True), spec.Basic.Recover(requeue=True)]
+)
 def test_nack_and_recover_return_to_the_back(link: Link, settle: spec.Frame) -> None:
     quorum(link, "q")
     for body in (b"m1", b"m2"):
@@ -81,9 +93,15 @@ def test_closed_channel_returns_to_the_head(link: Link) -> None:
         link.publish(body, routing_key="q")
     link.open(2)
     link.get("q", channel=2)
-    link.rpc(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), spec.Channel.CloseOk, 2)
+    link.rpc(
+        spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), spec.Channel.CloseOk, 2
+    )
     got = link.get("q", no_ack=True)
-    assert (got.body, got.method.redelivered, got.properties.headers) == (b"m1", True, {"x-delivery-count": 1})
+    assert (got.body, got.method.redelivered, got.properties.headers) == (
+        b"m1",
+        True,
+        {"x-delivery-count": 1},
+    )
 
 
 def test_first_consumer_delivery_has_no_count(link: Link) -> None:

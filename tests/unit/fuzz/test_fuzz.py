@@ -114,14 +114,18 @@ def test_findings_are_written_and_replayed(
         (["--broker-url", "http://x/"], "not an amqp:// URL"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_replay_rejects_a_file_that_is_not_a_reproducer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_replay_rejects_a_file_that_is_not_a_reproducer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"kind": "dead"}) + "\n")
     assert main(["--replay", str(bad)]) == 2

@@ -31,9 +31,17 @@ def test_tx_table_is_the_seed_document() -> None:
         "publish", "ack", "reject", "declare-delete-bind", "consume-get", "atomicity-single-queue",
         "atomicity-multi-queue", "error-detection", "no-route-return", "effect-visibility",
     )
-    assert tx_table.TX_TABLE["reject"] == {"amqp-0-9-1": "no", "rabbitmq<2.6": "no", "rabbitmq-2.6-2.7.1": "no", "rabbitmq>=2.8": "yes"}
+    assert tx_table.TX_TABLE["reject"] == {
+        "amqp-0-9-1": "no",
+        "rabbitmq<2.6": "no",
+        "rabbitmq-2.6-2.7.1": "no",
+        "rabbitmq>=2.8": "yes",
+    }
     assert tx_table.TX_TABLE["no-route-return"] == {
-        "amqp-0-9-1": "undefined", "rabbitmq<2.6": "immediate", "rabbitmq-2.6-2.7.1": "on commit", "rabbitmq>=2.8": "on commit"
+        "amqp-0-9-1": "undefined",
+        "rabbitmq<2.6": "immediate",
+        "rabbitmq-2.6-2.7.1": "on commit",
+        "rabbitmq>=2.8": "on commit",
     }
     assert tx_table.TX_TABLE["atomicity-single-queue"]["amqp-0-9-1"] == "yes"
     assert all(v in tx_table.VALUES for row in tx_table.TX_TABLE.values() for v in row.values())
@@ -94,7 +102,9 @@ def _fake_java(tmp_path: Path, version: str) -> str:
 
 def test_check_java_says_what_to_install(tmp_path: Path) -> None:
     assert check_java(_fake_java(tmp_path, "17.0.1")) == 17
-    with pytest.raises(EnvironmentProblem, match=r"^Spark needs Java 17\+ but .* is Java 11; install a Java 17\+ runtime"):
+    with pytest.raises(
+        EnvironmentProblem, match=r"^Spark needs Java 17\+ but .* is Java 11; install a Java 17\+ runtime"
+    ):
         check_java(_fake_java(tmp_path, "11.0.2"))
     with pytest.raises(EnvironmentProblem, match="cannot run"):
         check_java(str(tmp_path / "nope"))
@@ -110,20 +120,49 @@ def test_missing_java_is_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(Path(sys.executable).parent)  # python, but no java
     proc = subprocess.run(
-        [sys.executable, "-m", "conformance.report", "report", str(ROOT / "fixtures" / "results"), "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT, check=False,
+        [
+            sys.executable,
+            "-m",
+            "conformance.report",
+            "report",
+            str(ROOT / "fixtures" / "results"),
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+        check=False,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("amqp-conformance report: Spark needs Java 17+ but no java on PATH was found; install a Java 17+ runtime")
+    assert last.startswith(
+        "amqp-conformance report: Spark needs Java 17+ but no java on PATH was found; install a "
+        "Java 17+ runtime"
+    )
 
 
-def test_synthetic_results_parse_and_hold_flaky_cases_and_regressions(spark: SparkSession, tmp_path: Path) -> None:
+def test_synthetic_results_parse_and_hold_flaky_cases_and_regressions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     cases = synth.builtin_cases()
     assert 140 <= len(cases) <= 170
     assert {c.area for c in cases} == {
-        "confirms", "tx", "ordering", "reject", "nack", "recover", "exclusive", "acks", "returns", "qos", "errors", "durability"
+        "confirms",
+        "tx",
+        "ordering",
+        "reject",
+        "nack",
+        "recover",
+        "exclusive",
+        "acks",
+        "returns",
+        "qos",
+        "errors",
+        "durability",
     }
     assert {c.tx_row for c in cases if c.tx_row} == set(tx_table.ROWS)
     synth.write_jsonl(synth.generate(spark, 6000, cases=cases, malformed=2), tmp_path / "r", files=2)
@@ -131,7 +170,9 @@ def test_synthetic_results_parse_and_hold_flaky_cases_and_regressions(spark: Spa
     try:
         assert (loaded.n_valid, loaded.n_malformed) == (5998, 2)
         row = loaded.results.agg(
-            F.count(F.when(F.col("tx_row").isNotNull() & F.col("tx_observed").isNull(), 1)).alias("tx_without_value"),
+            F.count(F.when(F.col("tx_row").isNotNull() & F.col("tx_observed").isNull(), 1)).alias(
+                "tx_without_value"
+            ),
             F.count_distinct("broker").alias("brokers"),
             F.collect_set("verdict").alias("verdicts"),
         ).first()

@@ -59,11 +59,31 @@ def test_broker_summaries(report: tuple[Path, dict[str, Any]]) -> None:
     b = by_broker(report[1])
     r12, r13, g = b["RabbitMQ@3.12.0"], b["RabbitMQ@3.13.0"], b["garagemq@0.1.0"]
     assert (r12["n_runs"], r12["n_executions"], r12["n_cases"]) == (2, 22, 11)
-    assert r12["verdicts"] == {"PASS": 9, "FAIL": 0, "NON_STRICT": 0, "UNSUPPORTED": 1, "INFORMATIONAL": 1, "TIMEOUT": 0, "ERROR": 0, "NOT_RUN": 0}
+    assert r12["verdicts"] == {
+        "PASS": 9,
+        "FAIL": 0,
+        "NON_STRICT": 0,
+        "UNSUPPORTED": 1,
+        "INFORMATIONAL": 1,
+        "TIMEOUT": 0,
+        "ERROR": 0,
+        "NOT_RUN": 0,
+    }
     assert (r12["score"], r12["n_must_failures"]) == (1.0, 0)
-    assert r13["verdicts"]["PASS"] == 7 and r13["verdicts"]["FAIL"] == 1 and r13["verdicts"]["NON_STRICT"] == 1
+    assert (
+        r13["verdicts"]["PASS"] == 7 and r13["verdicts"]["FAIL"] == 1 and r13["verdicts"]["NON_STRICT"] == 1
+    )
     assert (r13["n_scored"], r13["score"], r13["n_must_failures"]) == (9, 0.7778, 1)
-    assert g["verdicts"] == {"PASS": 5, "FAIL": 3, "NON_STRICT": 1, "UNSUPPORTED": 1, "INFORMATIONAL": 2, "TIMEOUT": 0, "ERROR": 0, "NOT_RUN": 0}
+    assert g["verdicts"] == {
+        "PASS": 5,
+        "FAIL": 3,
+        "NON_STRICT": 1,
+        "UNSUPPORTED": 1,
+        "INFORMATIONAL": 2,
+        "TIMEOUT": 0,
+        "ERROR": 0,
+        "NOT_RUN": 0,
+    }
     assert (g["n_cases"], g["score"], g["n_must_failures"]) == (12, 0.5556, 3)
 
 
@@ -71,7 +91,11 @@ def test_profiles(report: tuple[Path, dict[str, Any]]) -> None:
     b = by_broker(report[1])
     for rabbit in ("RabbitMQ@3.12.0", "RabbitMQ@3.13.0"):
         assert b[rabbit]["tx_profile"] == {
-            "column": "rabbitmq>=2.8", "profile": "rabbitmq", "score": 1.0, "n_compared": 5, "disagreements": []
+            "column": "rabbitmq>=2.8",
+            "profile": "rabbitmq",
+            "score": 1.0,
+            "n_compared": 5,
+            "disagreements": [],
         }
     assert b["garagemq@0.1.0"]["tx_profile"] == {
         "column": "rabbitmq<2.6",
@@ -86,43 +110,100 @@ def test_flaky_regressions_and_coverage(report: tuple[Path, dict[str, Any]]) -> 
     s = report[1]
     assert s["flaky"] == {
         "count": 1,
-        "top": [{"broker": "RabbitMQ@3.12.0", "broker_platform": "Erlang/OTP 26.2",
-                 "case_id": "exclusive.other-connection-405", "n_runs": 2, "verdict_summary": "PASS / TIMEOUT"}],
+        "top": [
+            {
+                "broker": "RabbitMQ@3.12.0",
+                "broker_platform": "Erlang/OTP 26.2",
+                "case_id": "exclusive.other-connection-405",
+                "n_runs": 2,
+                "verdict_summary": "PASS / TIMEOUT",
+            }
+        ],
     }
     assert s["regressions"]["by_kind"] == {"regression": 1, "new-non-strict": 1}
-    assert sorted((r["case_id"], r["kind"], r["baseline_verdict"], r["candidate_verdict"]) for r in s["regressions"]["top"]) == [
+    assert sorted(
+        (r["case_id"], r["kind"], r["baseline_verdict"], r["candidate_verdict"])
+        for r in s["regressions"]["top"]
+    ) == [
         ("acks.double-ack-406", "regression", "PASS", "FAIL"),
         ("reject.requeue-head", "new-non-strict", "PASS", "NON_STRICT"),
     ]
     assert s["rule_coverage"] == {
-        "rule_elements": 115, "rule_ids": 115, "covered": 5, "uncovered": 110, "cited_not_in_spec": ["confirm.select/nowait"]
+        "rule_elements": 115,
+        "rule_ids": 115,
+        "covered": 5,
+        "uncovered": 110,
+        "cited_not_in_spec": ["confirm.select/nowait"],
     }
 
 
 def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]) -> None:
     out, s = report
     expected_rows = {
-        "latest": 34, "history": 34, "matrix": 34, "brokers": 3, "scores_area": 18, "scores_level": 15, "scores_run": 4,
-        "tx_table": 30, "profile_inference": 12, "flaky": 1, "regressions": 2, "rule_coverage": 128, "malformed": 1,
+        "latest": 34,
+        "history": 34,
+        "matrix": 34,
+        "brokers": 3,
+        "scores_area": 18,
+        "scores_level": 15,
+        "scores_run": 4,
+        "tx_table": 30,
+        "profile_inference": 12,
+        "flaky": 1,
+        "regressions": 2,
+        "rule_coverage": 128,
+        "malformed": 1,
         "queue_types": 0,  # the golden results declare no quorum runs
-        "mutation_cases": 0, "mutants": 0, "mutation_scores": 0,  # no mutation runs among the inputs
+        "mutation_cases": 0,
+        "mutants": 0,
+        "mutation_scores": 0,  # no mutation runs among the inputs
     }
     assert {k: v["rows"] for k, v in s["tables"].items()} == expected_rows
     for name, n in expected_rows.items():
         assert spark.read.parquet(str(out / "tables" / name)).count() == n
     on_disk = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert on_disk["inputs"] == s["inputs"]
-    tx = spark.read.parquet(str(out / "tables" / "tx_table")).where("broker = 'garagemq@0.1.0' and tx_row = 'no-route-return'").first()
+    tx = (
+        spark.read.parquet(str(out / "tables" / "tx_table"))
+        .where("broker = 'garagemq@0.1.0' and tx_row = 'no-route-return'")
+        .first()
+    )
     assert tx is not None
-    assert (tx["observed"], tx["rabbitmq_lt_2_6_match"], tx["rabbitmq_ge_2_8_match"]) == ("immediate", True, False)
-    area = spark.read.parquet(str(out / "tables" / "scores_area")).where("broker = 'garagemq@0.1.0' and area = 'tx'").first()
+    assert (tx["observed"], tx["rabbitmq_lt_2_6_match"], tx["rabbitmq_ge_2_8_match"]) == (
+        "immediate",
+        True,
+        False,
+    )
+    area = (
+        spark.read.parquet(str(out / "tables" / "scores_area"))
+        .where("broker = 'garagemq@0.1.0' and area = 'tx'")
+        .first()
+    )
     assert area is not None
-    assert (area["n_cases"], area["n_pass"], area["n_fail"], area["n_scored"], area["score"]) == (7, 2, 3, 5, 0.4)
+    assert (area["n_cases"], area["n_pass"], area["n_fail"], area["n_scored"], area["score"]) == (
+        7,
+        2,
+        3,
+        5,
+        0.4,
+    )
 
 
 def test_html_is_self_contained_and_has_every_section(report: tuple[Path, dict[str, Any]]) -> None:
     page = (report[0] / "index.html").read_text(encoding="utf-8")
-    for anchor in ("summary", "plot", "trend", "matrix", "tx", "profile", "rules", "flaky", "regressions", "malformed", "power"):
+    for anchor in (
+        "summary",
+        "plot",
+        "trend",
+        "matrix",
+        "tx",
+        "profile",
+        "rules",
+        "flaky",
+        "regressions",
+        "malformed",
+        "power",
+    ):
         assert f'id="{anchor}"' in page
     # Self-contained: one inline script, nothing loaded from elsewhere (links to sources are fine).
     assert page.count("<script") == 1 and "<script>" in page and "<link" not in page
@@ -150,7 +231,9 @@ def test_html_is_self_contained_and_has_every_section(report: tuple[Path, dict[s
     assert trend.count("<svg") == 2 and "3.12.0" in trend and "3.13.0" in trend
 
 
-@pytest.mark.skipif(chromium() is None, reason="/usr/bin/chromium is absent: cannot render the page in a browser")
+@pytest.mark.skipif(
+    chromium() is None, reason="/usr/bin/chromium is absent: cannot render the page in a browser"
+)
 def test_page_renders_in_chromium_without_errors(report: tuple[Path, dict[str, Any]]) -> None:
     page = report[0] / "index.html"
     shot = report[0] / "screenshot.png"
@@ -165,8 +248,17 @@ def test_page_renders_in_chromium_without_errors(report: tuple[Path, dict[str, A
         )
     with tempfile.TemporaryDirectory() as profile:
         snap = subprocess.run(
-            [*common, f"--user-data-dir={profile}", f"--screenshot={shot}", "--window-size=1400,3000", page.as_uri()],
-            capture_output=True, text=True, timeout=120, check=False,
+            [
+                *common,
+                f"--user-data-dir={profile}",
+                f"--screenshot={shot}",
+                "--window-size=1400,3000",
+                page.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert snap.returncode == 0, snap.stderr[-2000:]
@@ -178,14 +270,20 @@ def test_page_renders_in_chromium_without_errors(report: tuple[Path, dict[str, A
     assert shot.stat().st_size > 50_000  # a blank 1400x3000 PNG is a few KB
 
 
-def test_report_command_exit_codes(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert report_main([str(GOLDEN / "rabbitmq-3.13.0.jsonl"), "--out", str(tmp_path / "one"), "--quiet"]) == 0
+def test_report_command_exit_codes(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        report_main([str(GOLDEN / "rabbitmq-3.13.0.jsonl"), "--out", str(tmp_path / "one"), "--quiet"]) == 0
+    )
     assert "11 executions, 1 broker versions" in capsys.readouterr().out
     notes = tmp_path / "notes.txt"
     notes.write_text("this is\nnot results\n", encoding="utf-8")
     assert report_main([str(notes), "--out", str(tmp_path / "bad"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"amqp-conformance report: {notes} is not a results file: none of its 2 lines is a result record "
-                   "(line 1: not a valid JSON object)"]
+    assert err == [
+        f"amqp-conformance report: {notes} is not a results file: none of its 2 lines is a result record "
+        "(line 1: not a valid JSON object)"
+    ]
     assert report_main([str(tmp_path / "nothing-*.jsonl"), "--out", str(tmp_path / "x")]) == 2
     assert "no results file matches" in capsys.readouterr().err

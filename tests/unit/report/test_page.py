@@ -22,7 +22,9 @@ def test_trace_lines_keep_the_last_frames_and_escape() -> None:
 def test_title_names_the_brokers() -> None:
     view = {"brokers": [{"broker": f"b@{i}"} for i in range(6)], "n_brokers": 9}
     assert page.broker_title(view) == "b@0, b@1, b@2, b@3 and 5 more"
-    assert page.broker_title({"brokers": [{"broker": "RabbitMQ@3.10.8"}], "n_brokers": 1}) == "RabbitMQ@3.10.8"
+    assert (
+        page.broker_title({"brokers": [{"broker": "RabbitMQ@3.10.8"}], "n_brokers": 1}) == "RabbitMQ@3.10.8"
+    )
 
 
 def test_drilldown_has_description_expectation_rule_text_and_source_links() -> None:

@@ -36,15 +36,35 @@ def mrec(mutant: str, case_id: str, verdict: str, session: str = S1, t: str = "2
 # already failed without the fault), a SHOULD mutant killed by NON_STRICT only, a MUST mutant that
 # NON_STRICT does not kill, an equivalent mutant, a tainted run, a run stopped at its deadline
 RECORDS = [
-    mrec("none", "a.one", "PASS"), mrec("none", "a.two", "PASS"), mrec("none", "a.bad", "FAIL"),
-    mrec("none", "a.ns", "NON_STRICT"), mrec("none", "a.err", "PASS"),
-    mrec(MUST.id, "a.one", "FAIL"), mrec(MUST.id, "a.two", "TIMEOUT"), mrec(MUST.id, "a.bad", "FAIL"),
-    mrec(MUST.id, "a.err", "ERROR"), mrec(MUST.id, "a.new", "FAIL"),
-    mrec(SHOULD.id, "a.one", "NON_STRICT"), mrec(SHOULD.id, "a.ns", "NON_STRICT"), mrec(SHOULD.id, "a.two", "PASS"),
-    mrec("x.must-ns", "a.one", "NON_STRICT"), mrec("x.must-ns", "a.two", "PASS"),
+    mrec("none", "a.one", "PASS"),
+    mrec("none", "a.two", "PASS"),
+    mrec("none", "a.bad", "FAIL"),
+    mrec("none", "a.ns", "NON_STRICT"),
+    mrec("none", "a.err", "PASS"),
+    mrec(MUST.id, "a.one", "FAIL"),
+    mrec(MUST.id, "a.two", "TIMEOUT"),
+    mrec(MUST.id, "a.bad", "FAIL"),
+    mrec(MUST.id, "a.err", "ERROR"),
+    mrec(MUST.id, "a.new", "FAIL"),
+    mrec(SHOULD.id, "a.one", "NON_STRICT"),
+    mrec(SHOULD.id, "a.ns", "NON_STRICT"),
+    mrec(SHOULD.id, "a.two", "PASS"),
+    mrec("x.must-ns", "a.one", "NON_STRICT"),
+    mrec("x.must-ns", "a.two", "PASS"),
     mrec(EQUIV.id, "a.one", "PASS"),
-    mrec("x.tainted", "a.one", "FAIL", mutant_tainted="true", mutant_problem="the proxy's fault failed 1 time(s): boom"),
-    mrec("x.deadline", "a.one", "PASS", mutant_problem="the run passed its 150s deadline and was stopped; hung in t"),
+    mrec(
+        "x.tainted",
+        "a.one",
+        "FAIL",
+        mutant_tainted="true",
+        mutant_problem="the proxy's fault failed 1 time(s): boom",
+    ),
+    mrec(
+        "x.deadline",
+        "a.one",
+        "PASS",
+        mutant_problem="the run passed its 150s deadline and was stopped; hung in t",
+    ),
 ]
 
 
@@ -58,9 +78,15 @@ def runner_view(records: list[dict[str, Any]], session: str = S1) -> dict[str, A
     known = {m.id: m for m in CATALOGUE}
     out = {}
     for mid, verdicts in by_mutant.items():
-        extra = next(r["extra"] for r in records if r["extra"]["mutant"] == mid and r["extra"]["mutate_session"] == session)
+        extra = next(
+            r["extra"]
+            for r in records
+            if r["extra"]["mutant"] == mid and r["extra"]["mutate_session"] == session
+        )
         m = known.get(mid) or type(MUST)(mid, "", "", ("a",), MUST.make)
-        run = RunOutcome(verdicts, extra.get("mutant_problem", ""), 1.0, extra.get("mutant_tainted") == "true")
+        run = RunOutcome(
+            verdicts, extra.get("mutant_problem", ""), 1.0, extra.get("mutant_tainted") == "true"
+        )
         out[mid] = judge(m, run, base)
     return out
 
@@ -105,8 +131,12 @@ def test_the_latest_session_of_a_mutant_is_the_one_scored(spark: SparkSession) -
     later = [mrec("none", "a.one", "PASS", S2, "2026-01-02T00:00:01.000Z"),
              mrec(MUST.id, "a.one", "PASS", S2, "2026-01-02T00:00:02.000Z")]
     results = results_frame(spark, RECORDS + later)
-    outcomes = power.mutant_outcomes(power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark)))
-    rows = {(r["mutant"], r["mutate_session"]): r for r in outcomes.where(F.col("mutant") == MUST.id).collect()}
+    outcomes = power.mutant_outcomes(
+        power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark))
+    )
+    rows = {
+        (r["mutant"], r["mutate_session"]): r for r in outcomes.where(F.col("mutant") == MUST.id).collect()
+    }
     assert rows[(MUST.id, S1)]["outcome"] == "KILLED" and not rows[(MUST.id, S1)]["latest"]
     assert rows[(MUST.id, S2)]["outcome"] == "SURVIVED" and rows[(MUST.id, S2)]["latest"]
     score = power.mutation_scores(outcomes).where(F.col("category") == MUST.category).first()
@@ -114,7 +144,10 @@ def test_the_latest_session_of_a_mutant_is_the_one_scored(spark: SparkSession) -
 
 
 def test_mutation_records_stay_out_of_compliance(spark: SparkSession) -> None:
-    normal = [record(case_id="a.one", verdict="PASS", run_id="r1"), record(case_id="a.two", verdict="FAIL", run_id="r1")]
+    normal = [
+        record(case_id="a.one", verdict="PASS", run_id="r1"),
+        record(case_id="a.two", verdict="FAIL", run_id="r1"),
+    ]
     results = results_frame(spark, normal + RECORDS)
     assert results.count() == len(normal) + len(RECORDS)
     kept = stages.normal_runs(results)
@@ -127,10 +160,19 @@ def test_mutation_records_stay_out_of_compliance(spark: SparkSession) -> None:
 
 
 def test_parsed_rows_have_the_store_schema(spark: SparkSession) -> None:
-    parsed = stages.valid_results(stages.parse_lines(lines_frame(spark, [json.dumps(r) for r in RECORDS[:2]])))
-    assert [(f.name, f.dataType) for f in parsed.schema.fields] == [(f.name, f.dataType) for f in RESULTS_STRUCT.fields]
+    parsed = stages.valid_results(
+        stages.parse_lines(lines_frame(spark, [json.dumps(r) for r in RECORDS[:2]]))
+    )
+    assert [(f.name, f.dataType) for f in parsed.schema.fields] == [
+        (f.name, f.dataType) for f in RESULTS_STRUCT.fields
+    ]
     row = parsed.first()
-    assert row is not None and row["mutant"] == "none" and row["mutate_session"] == S1 and row["mutant_tainted"] is None
+    assert (
+        row is not None
+        and row["mutant"] == "none"
+        and row["mutate_session"] == S1
+        and row["mutant_tainted"] is None
+    )
 
 
 def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession, tmp_path: Path) -> None:
@@ -149,7 +191,12 @@ def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession,
     view = mutation_view(t)
     html = page.section_power(view)
     assert 'id="power"' in html and "<svg" in html and "mutation score per area" in html
-    assert f"<code>{MUST.id}</code>" in html and ">KILLED<" in html and ">SURVIVED<" in html and ">NO-RESULT<" in html
+    assert (
+        f"<code>{MUST.id}</code>" in html
+        and ">KILLED<" in html
+        and ">SURVIVED<" in html
+        and ">NO-RESULT<" in html
+    )
     assert "<code>a.two</code>" in html and ">TIMEOUT<" in html and "ERROR (not a kill): a.err" in html
     # the catalogue's rules cite documents by title, never by internal file name
     assert re.search(r"\b\d{3}_[0-9a-f]{16}\.txt", html) is None and "RabbitMQ" in html

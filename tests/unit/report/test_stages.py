@@ -110,7 +110,13 @@ def _runs(spark: SparkSession) -> DataFrame:
             record(run_id="r1", time="2024-05-01T00:00:00Z", verdict="TIMEOUT", message="slow"),
             record(run_id="r2", time="2024-05-02T00:00:00Z", verdict="PASS"),
             record(run_id="r3", time="2024-05-03T00:00:00Z", verdict="PASS"),
-            record(run_id="r3", time="2024-05-03T00:00:01Z", case_id="reject.requeue-head", level="SHOULD", verdict="NON_STRICT"),
+            record(
+                run_id="r3",
+                time="2024-05-03T00:00:01Z",
+                case_id="reject.requeue-head",
+                level="SHOULD",
+                verdict="NON_STRICT",
+            ),
             record(run_id="r9", time="2024-05-01T00:00:00Z", broker_version="3.12.0", verdict="PASS"),
         ],
     )
@@ -156,7 +162,9 @@ def test_case_history_and_flaky_cases(spark: SparkSession) -> None:
 
 
 def test_different_verdicts_within_one_run_are_not_flaky(spark: SparkSession) -> None:
-    same_run = results_frame(spark, [record(verdict="PASS"), record(verdict="FAIL", time="2024-05-01T00:00:01Z")])
+    same_run = results_frame(
+        spark, [record(verdict="PASS"), record(verdict="FAIL", time="2024-05-01T00:00:01Z")]
+    )
     assert stages.flaky_cases(stages.case_history(same_run)).count() == 0
 
 
@@ -256,24 +264,107 @@ def test_profile_inference_picks_the_best_column_and_lists_disagreements(spark: 
     expect(
         spark,
         prof,
-        "broker string, column string, profile string, n_compared long, n_match long, n_exact long, score double, "
+        "broker string, column string, profile string, n_compared long, n_match long, n_exact "
+        "long, score double, "
         "rank int, best boolean, disagreements array<string>",
         [
             ("RabbitMQ@3.13.0", "rabbitmq>=2.8", "rabbitmq", 4, 4, 4, 1.0, 1, True, []),
-            ("RabbitMQ@3.13.0", "rabbitmq-2.6-2.7.1", None, 4, 3, 3, 0.75, 2, False,
-             ["reject: observed yes, column says no"]),
-            ("RabbitMQ@3.13.0", "amqp-0-9-1", "spec", 4, 3, 1, 0.75, 3, False,
-             ["reject: observed yes, column says no"]),
-            ("RabbitMQ@3.13.0", "rabbitmq<2.6", None, 4, 2, 2, 0.5, 4, False,
-             ["reject: observed yes, column says no", "no-route-return: observed on commit, column says immediate"]),
-            ("garagemq@0.1.0", "rabbitmq<2.6", None, 5, 4, 4, 0.8, 1, True,
-             ["reject: observed conflict: no / yes, column says no"]),
-            ("garagemq@0.1.0", "amqp-0-9-1", "spec", 5, 3, 1, 0.6, 4, False,
-             ["reject: observed conflict: no / yes, column says no", "atomicity-single-queue: observed no, column says yes"]),
-            ("garagemq@0.1.0", "rabbitmq>=2.8", "rabbitmq", 5, 3, 3, 0.6, 2, False,
-             ["reject: observed conflict: no / yes, column says yes", "no-route-return: observed immediate, column says on commit"]),
-            ("garagemq@0.1.0", "rabbitmq-2.6-2.7.1", None, 5, 3, 3, 0.6, 3, False,
-             ["reject: observed conflict: no / yes, column says no", "no-route-return: observed immediate, column says on commit"]),
+            (
+                "RabbitMQ@3.13.0",
+                "rabbitmq-2.6-2.7.1",
+                None,
+                4,
+                3,
+                3,
+                0.75,
+                2,
+                False,
+                ["reject: observed yes, column says no"],
+            ),
+            (
+                "RabbitMQ@3.13.0",
+                "amqp-0-9-1",
+                "spec",
+                4,
+                3,
+                1,
+                0.75,
+                3,
+                False,
+                ["reject: observed yes, column says no"],
+            ),
+            (
+                "RabbitMQ@3.13.0",
+                "rabbitmq<2.6",
+                None,
+                4,
+                2,
+                2,
+                0.5,
+                4,
+                False,
+                [
+                    "reject: observed yes, column says no",
+                    "no-route-return: observed on commit, column says immediate",
+                ],
+            ),
+            (
+                "garagemq@0.1.0",
+                "rabbitmq<2.6",
+                None,
+                5,
+                4,
+                4,
+                0.8,
+                1,
+                True,
+                ["reject: observed conflict: no / yes, column says no"],
+            ),
+            (
+                "garagemq@0.1.0",
+                "amqp-0-9-1",
+                "spec",
+                5,
+                3,
+                1,
+                0.6,
+                4,
+                False,
+                [
+                    "reject: observed conflict: no / yes, column says no",
+                    "atomicity-single-queue: observed no, column says yes",
+                ],
+            ),
+            (
+                "garagemq@0.1.0",
+                "rabbitmq>=2.8",
+                "rabbitmq",
+                5,
+                3,
+                3,
+                0.6,
+                2,
+                False,
+                [
+                    "reject: observed conflict: no / yes, column says yes",
+                    "no-route-return: observed immediate, column says on commit",
+                ],
+            ),
+            (
+                "garagemq@0.1.0",
+                "rabbitmq-2.6-2.7.1",
+                None,
+                5,
+                3,
+                3,
+                0.6,
+                3,
+                False,
+                [
+                    "reject: observed conflict: no / yes, column says no",
+                    "no-route-return: observed immediate, column says on commit",
+                ],
+            ),
         ],
     )
 
@@ -301,7 +392,8 @@ def test_tx_comparison_lays_every_seed_row_beside_the_observation(spark: SparkSe
 
 def test_versions_order_numerically(spark: SparkSession) -> None:
     latest = spark.createDataFrame(
-        [("RabbitMQ", v) for v in ("3.10.0", "3.9.2", "3.9.10", "4.0.0-rc.1", "4.0.0")] + [("garagemq", "0.1.0")],
+        [("RabbitMQ", v) for v in ("3.10.0", "3.9.2", "3.9.10", "4.0.0-rc.1", "4.0.0")]
+        + [("garagemq", "0.1.0")],
         "broker_product string, broker_version string",
     )
     expect(
@@ -398,7 +490,9 @@ def test_the_report_and_the_gate_classify_every_transition_alike(spark: SparkSes
 
 def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
     rules = [
-        Rule("basic.ack/exists", "basic", "ack", "exists", "precondition-failed", "MUST", "", field="multiple"),
+        Rule(
+            "basic.ack/exists", "basic", "ack", "exists", "precondition-failed", "MUST", "", field="multiple"
+        ),
         Rule("basic.reject/01", "basic", "reject", "01", None, "SHOULD", ""),
         Rule("basic.reject.requeue/01", "basic", "reject", "01", None, "MAY", "", field="requeue"),
         Rule("tx/not-mandatory", "tx", None, "not mandatory", None, "MUST", ""),
@@ -408,7 +502,9 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
             spark,
             [
                 record(case_id="acks.a", rules=["basic.ack/exists"], verdict="PASS"),
-                record(case_id="acks.b", rules=["basic.ack/exists", "basic.reject.requeue/01"], verdict="FAIL"),
+                record(
+                    case_id="acks.b", rules=["basic.ack/exists", "basic.reject.requeue/01"], verdict="FAIL"
+                ),
                 record(case_id="confirms.x", rules=["confirm.select/nowait"], verdict="PASS"),
                 record(case_id="acks.a", rules=["basic.ack/exists"], verdict="PASS", broker_version="3.12.0"),
             ],
@@ -446,20 +542,55 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
 def test_queue_type_matrix_puts_classic_and_quorum_side_by_side(spark: SparkSession) -> None:
     old = record(run_id="r1", time="2024-05-01T00:00:00Z", case_id="acks.only-classic", verdict="PASS")
     old.pop("queue_type", None)  # a record from before the field: still a classic row
-    runs = results_frame(spark, [
-        old,
-        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="reject.x", verdict="PASS", queue_type="classic"),
-        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="reject.x[quorum]", verdict="FAIL",
-               observed="m2 m1", queue_type="quorum"),
-        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="acks.y", verdict="PASS", queue_type="classic"),
-        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="acks.y[quorum]", verdict="PASS", queue_type="quorum"),
-        record(run_id="r2", time="2024-05-02T00:00:00Z", case_id="queue_types.z[quorum]", verdict="PASS",
-               queue_type="quorum"),
-    ])
+    runs = results_frame(
+        spark,
+        [
+            old,
+            record(
+                run_id="r2",
+                time="2024-05-02T00:00:00Z",
+                case_id="reject.x",
+                verdict="PASS",
+                queue_type="classic",
+            ),
+            record(
+                run_id="r2",
+                time="2024-05-02T00:00:00Z",
+                case_id="reject.x[quorum]",
+                verdict="FAIL",
+                observed="m2 m1",
+                queue_type="quorum",
+            ),
+            record(
+                run_id="r2",
+                time="2024-05-02T00:00:00Z",
+                case_id="acks.y",
+                verdict="PASS",
+                queue_type="classic",
+            ),
+            record(
+                run_id="r2",
+                time="2024-05-02T00:00:00Z",
+                case_id="acks.y[quorum]",
+                verdict="PASS",
+                queue_type="quorum",
+            ),
+            record(
+                run_id="r2",
+                time="2024-05-02T00:00:00Z",
+                case_id="queue_types.z[quorum]",
+                verdict="PASS",
+                queue_type="quorum",
+            ),
+        ],
+    )
     expect(
         spark,
         stages.queue_type_matrix(stages.latest_verdicts(runs)),
-        "base_id string, verdict_classic string, verdict_quorum string, observed_quorum string, differs boolean",
+        (
+            "base_id string, verdict_classic string, verdict_quorum string, observed_quorum string, "
+            "differs boolean"
+        ),
         [
             ("reject.x", "PASS", "FAIL", "m2 m1", True),
             ("acks.y", "PASS", "PASS", "406", False),  # "406": the observed of the records' BASE

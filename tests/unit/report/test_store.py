@@ -104,7 +104,9 @@ def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
         store.read_manifest(tmp_path)
 
 
-def test_ingest_and_report_commands(golden_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_and_report_commands(
+    golden_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from conformance.report.cli import report_main
 
     assert store.ingest_main([str(tmp_path / "missing.jsonl"), "--store", str(tmp_path / "s")]) == 2
@@ -137,17 +139,49 @@ BASELINE = ROOT / "fixtures" / "baselines" / "garagemq.jsonl"
 def _tricky_records() -> list[dict[str, Any]]:
     from .conftest import record
 
-    trace = [{"ch": 0, "conn": "raw#1", "dir": "C->S", "frame": "protocol header b'AMQP\\x00'", "t": "0.0039"},
-             {"ch": 1, "conn": "raw#1", "dir": "S->C", "frame": "basic.deliver\ttag=1\n«é»", "ok": True, "n": None,
-              "nested": {"a": [1, 2, {"b": "/"}]}}]
+    trace = [
+        {"ch": 0, "conn": "raw#1", "dir": "C->S", "frame": "protocol header b'AMQP\\x00'", "t": "0.0039"},
+        {
+            "ch": 1,
+            "conn": "raw#1",
+            "dir": "S->C",
+            "frame": "basic.deliver\ttag=1\n«é»",
+            "ok": True,
+            "n": None,
+            "nested": {"a": [1, 2, {"b": "/"}]},
+        },
+    ]
     return [
-        record(run_id="arrow-1", case_id="confirms.a", extra={"trace": trace, "mutant": "none", "mutate_session": "s"}),
-        record(run_id="arrow-1", case_id="tx.publish.commit", time="2026-01-02T03:04:05+02:00", duration_s=3,
-               extra={"tx_row": "publish", "tx_observed": " Committed ", "url": {"x": 1.5}}),
-        record(run_id="arrow-1", case_id="acks.b", time="2026-01-02T03:04:05.123456Z", rules=None, schema=None,
-               duration_s=None, extra={"mutant": "confirms.ack-as-nack", "mutant_problem": "p", "mutant_tainted": "true"}),
-        record(run_id="arrow-2", case_id="acks.c", time="2026-01-02T03:04:05.1Z", rules=[], extra=None,
-               message="ünïcödé \u2028 \"quoted\"", unknown_top_level_key=[1.25]),
+        record(
+            run_id="arrow-1",
+            case_id="confirms.a",
+            extra={"trace": trace, "mutant": "none", "mutate_session": "s"},
+        ),
+        record(
+            run_id="arrow-1",
+            case_id="tx.publish.commit",
+            time="2026-01-02T03:04:05+02:00",
+            duration_s=3,
+            extra={"tx_row": "publish", "tx_observed": " Committed ", "url": {"x": 1.5}},
+        ),
+        record(
+            run_id="arrow-1",
+            case_id="acks.b",
+            time="2026-01-02T03:04:05.123456Z",
+            rules=None,
+            schema=None,
+            duration_s=None,
+            extra={"mutant": "confirms.ack-as-nack", "mutant_problem": "p", "mutant_tainted": "true"},
+        ),
+        record(
+            run_id="arrow-2",
+            case_id="acks.c",
+            time="2026-01-02T03:04:05.1Z",
+            rules=[],
+            extra=None,
+            message='ünïcödé \u2028 "quoted"',
+            unknown_top_level_key=[1.25],
+        ),
     ]
 
 
@@ -155,7 +189,9 @@ def test_arrow_ingest_writes_exactly_the_dataset_spark_writes(spark: SparkSessio
     from pyspark.testing import assertDataFrameEqual
 
     src = tmp_path / "in.jsonl"
-    src.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in _tricky_records()) + "\n  \n", encoding="utf-8")
+    src.write_text(
+        "\n".join(json.dumps(r, ensure_ascii=False) for r in _tricky_records()) + "\n  \n", encoding="utf-8"
+    )
     files = [str(src), str(BASELINE)]
     by_spark = store.ingest(spark, files, tmp_path / "spark")
     by_arrow = store.ingest_without_spark(files, tmp_path / "arrow")
@@ -204,14 +240,18 @@ def test_arrow_ingest_leaves_to_spark_what_it_does_not_reproduce(tmp_path: Path,
     src.write_text(json.dumps(record()) + "\n" + text + "\n", encoding="utf-8")
     said: list[str] = []
     assert store.ingest_without_spark([str(src)], tmp_path / "st", progress=said.append) is None
-    assert said and said[-1].endswith("using Spark (it keeps such lines aside exactly)") and ":2:" in said[-1], said
+    assert (
+        said and said[-1].endswith("using Spark (it keeps such lines aside exactly)") and ":2:" in said[-1]
+    ), said
     assert not (tmp_path / "st").exists()
 
 
 BASELINE_ROWS = sum(1 for line in BASELINE.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
-def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert store.ingest_main([str(BASELINE), "--store", str(tmp_path / "st")]) == 0
     cap = capsys.readouterr()
     assert "(pyarrow, no JVM)" in cap.err and f"{BASELINE_ROWS} rows from 1 new run(s)" in cap.out
@@ -220,7 +260,9 @@ def test_ingest_command_takes_the_jvm_free_path_for_a_clean_run(tmp_path: Path, 
     assert "(nothing new)" in capsys.readouterr().out
 
 
-def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -244,7 +286,11 @@ def test_a_store_from_before_the_mutation_columns_is_read_and_appended_to(spark:
     (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n")
     assert store.ingest_without_spark([str(tmp_path / "m.jsonl")], st) is not None
     both = store.load_store(spark, st).results
-    assert both.count() == BASELINE_ROWS + 1 and [r["mutant"] for r in both.where("mutant is not null").collect()] == ["none"]
-    assert json.loads((st / "store.json").read_text())["columns"][-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
+    assert both.count() == BASELINE_ROWS + 1 and [
+        r["mutant"] for r in both.where("mutant is not null").collect()
+    ] == ["none"]
+    assert json.loads((st / "store.json").read_text())["columns"][-len(MUTATION_COLUMNS) :] == list(
+        MUTATION_COLUMNS
+    )
     assert arrow_ingest.arrow_schema().names[-len(MUTATION_COLUMNS):] == list(MUTATION_COLUMNS)
     assert isinstance(old, pa.Table)
