@@ -163,6 +163,4 @@ def test_bench_report_still_dispatches() -> None:
 
 
 def test_every_scenario_has_its_load() -> None:
-    from conformance.bench import runner
-
     assert list(runner._LOADS) == list(runner.SCENARIOS)
