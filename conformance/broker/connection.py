@@ -534,14 +534,7 @@ class ConnectionCore:
             self.state = step(self.state, Signal.ABORT)
             self._close_transport(err.reply_text)
             return
-        self.send_method(
-            spec.Connection.Close(
-                reply_code=int(err.code),
-                reply_text=err.reply_text,
-                class_id=err.class_id,
-                method_id=err.method_id,
-            )
-        )
+        self.send_method(err.close_method(spec.Connection.Close))
         self.state = step(self.state, Signal.SERVER_CLOSE)
         self.close_deadline = self.broker.clock() + CLOSE_OK_TIMEOUT
         if err.code is ReplyCode.FRAME_ERROR:
