@@ -56,7 +56,8 @@ def server_properties() -> dict[str, Any]:
         "platform": f"Python {platform.python_version()}",
         "copyright": "amqp-conformance contributors",
         "information": "Reference broker of the amqp-conformance suite (RabbitMQ 3.x semantics)",
-        # advertise only what is implemented (RabbitMQ's capability names)
+        # advertise only what is implemented (RabbitMQ's capability names); the suite's raw client
+        # has a list like it of its own: the broker shares no code with the suite (see __init__)
         "capabilities": {
             "publisher_confirms": True,
             "exchange_exchange_bindings": True,
