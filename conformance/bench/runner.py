@@ -13,8 +13,9 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pamqp import commands as spec
@@ -32,6 +33,16 @@ SCENARIOS: dict[str, str] = {
     "consume-ack": "consume with manual ack (multiple=true), prefetch",
     "tx-transient": "publish through tx, one tx.commit per message, transient",
     "tx-persistent": "publish through tx, one tx.commit per message, persistent, durable queue",
+}
+# name → the load function that runs it, on the scenario's connections and queues.
+Load = Callable[[list[BenchConnection], list[str], load.LoadSettings], Awaitable[load.Measured]]
+_LOADS: dict[str, Load] = {
+    "publish-transient": partial(load.confirm_publish, persistent=False),
+    "publish-persistent": partial(load.confirm_publish, persistent=True),
+    "consume-noack": partial(load.consume, manual=False),
+    "consume-ack": partial(load.consume, manual=True),
+    "tx-transient": partial(load.tx_publish, persistent=False),
+    "tx-persistent": partial(load.tx_publish, persistent=True),
 }
 # The confirms document's claim ("transactions ... decrease throughput by a factor of 250")
 # is checked per broker with these pairs: (confirm scenario, tx scenario).
@@ -158,20 +169,7 @@ async def _measure(url: URL, name: str, queues: list[str], settings: load.LoadSe
     wall0, gen0 = time.perf_counter(), load.own_cpu()
     brk0 = load.group_cpu(broker_pgid) if broker_pgid is not None else None
     try:
-        if name == "publish-transient":
-            m = await load.confirm_publish(conns, queues, settings, persistent=False)
-        elif name == "publish-persistent":
-            m = await load.confirm_publish(conns, queues, settings, persistent=True)
-        elif name == "consume-noack":
-            m = await load.consume(conns, queues, settings, manual=False)
-        elif name == "consume-ack":
-            m = await load.consume(conns, queues, settings, manual=True)
-        elif name == "tx-transient":
-            m = await load.tx_publish(conns, queues, settings, persistent=False)
-        elif name == "tx-persistent":
-            m = await load.tx_publish(conns, queues, settings, persistent=True)
-        else:
-            raise AssertionError(name)
+        m = await _LOADS[name](conns, queues, settings)
     except load.NoTx as exc:
         return ScenarioResult(name, error=str(exc))
     except BenchError as exc:

@@ -233,14 +233,7 @@ class ChannelCore(Settlement):
         self.pending = None
         self.content = ContentState.METHOD
         self.state = step(self.state, Signal.SERVER_CLOSE)
-        self.send(
-            spec.Channel.Close(
-                reply_code=int(err.code),
-                reply_text=err.reply_text,
-                class_id=err.class_id,
-                method_id=err.method_id,
-            )
-        )
+        self.send(err.close_method(spec.Channel.Close))
         self.conn.emit(ChannelClosed(self.number, int(err.code), err.reply_text, by_peer=False))
 
     def teardown(self) -> None:

@@ -56,7 +56,8 @@ def server_properties() -> dict[str, Any]:
         "platform": f"Python {platform.python_version()}",
         "copyright": "amqp-conformance contributors",
         "information": "Reference broker of the amqp-conformance suite (RabbitMQ 3.x semantics)",
-        # advertise only what is implemented (RabbitMQ's capability names)
+        # advertise only what is implemented (RabbitMQ's capability names); the suite's raw client
+        # has a list like it of its own: the broker shares no code with the suite (see __init__)
         "capabilities": {
             "publisher_confirms": True,
             "exchange_exchange_bindings": True,
@@ -534,14 +535,7 @@ class ConnectionCore:
             self.state = step(self.state, Signal.ABORT)
             self._close_transport(err.reply_text)
             return
-        self.send_method(
-            spec.Connection.Close(
-                reply_code=int(err.code),
-                reply_text=err.reply_text,
-                class_id=err.class_id,
-                method_id=err.method_id,
-            )
-        )
+        self.send_method(err.close_method(spec.Connection.Close))
         self.state = step(self.state, Signal.SERVER_CLOSE)
         self.close_deadline = self.broker.clock() + CLOSE_OK_TIMEOUT
         if err.code is ReplyCode.FRAME_ERROR:

@@ -9,7 +9,12 @@ the same strings.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from pamqp import commands as spec
+
+#: channel.close or connection.close: the two methods that carry an error to the peer.
+CloseMethod = TypeVar("CloseMethod", spec.Channel.Close, spec.Connection.Close)
 
 
 class ReplyCode(IntEnum):
@@ -77,6 +82,15 @@ class AMQPError(Exception):
         if not self.class_id and not self.method_id:
             self.class_id, self.method_id = class_id, method_id
         return self
+
+    def close_method(self, close: type[CloseMethod]) -> CloseMethod:
+        """The channel.close or connection.close (``close``) that reports this error."""
+        return close(
+            reply_code=int(self.code),
+            reply_text=self.reply_text,
+            class_id=self.class_id,
+            method_id=self.method_id,
+        )
 
 
 def soft(code: ReplyCode, explanation: str) -> AMQPError:

@@ -20,6 +20,7 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
+from conformance.clients.case_slot import CaseSlot
 from conformance.clients.wire import decoded, describe
 from conformance.verdicts import InvariantViolation
 
@@ -239,23 +240,11 @@ class WireMonitor:
         ch.confirmed = done
 
 
-_current: CaseMonitor | None = None
-
-
-def begin() -> CaseMonitor:
-    """Start the monitor of the case about to run (replacing the previous case's)."""
-    global _current
-    _current = CaseMonitor()
-    return _current
-
-
-def current() -> CaseMonitor | None:
-    return _current
-
-
-def end() -> None:
-    global _current
-    _current = None
+# The running case's CaseMonitor: the plugin calls begin() and end() around every case.
+_case: CaseSlot[CaseMonitor] = CaseSlot(CaseMonitor)
+begin = _case.begin
+current = _case.current
+end = _case.end
 
 
 def listing() -> list[str]:

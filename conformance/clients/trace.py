@@ -5,7 +5,7 @@ case's :class:`FrameTrace`: one entry per frame, both directions, decoded to a s
 the time since the case started, the connection and the channel. The trace keeps only the last
 :data:`MAX_FRAMES` entries of the case across all its connections, so a chatty case stays small.
 
-A pytest process runs one case at a time, so "the case's trace" is one module-level slot set by
+A pytest process runs one case at a time, so "the case's trace" is one slot (:mod:`case_slot`) set by
 the plugin when a case starts; connections take it when they open (their reader threads then
 write into it without needing any context of their own).
 """
@@ -22,6 +22,7 @@ from pamqp import header as pheader
 from pamqp import heartbeat as pheartbeat
 from pamqp.body import ContentBody
 
+from conformance.clients.case_slot import CaseSlot
 from conformance.clients.wire import describe, method_name
 
 MAX_FRAMES = 200  # entries a case keeps (the last ones), across all its connections
@@ -84,21 +85,8 @@ class FrameTrace:
         return "\n".join(head + lines)
 
 
-_current: FrameTrace | None = None
-
-
-def begin() -> FrameTrace:
-    """Start the trace of the case about to run (replacing the previous case's)."""
-    global _current
-    _current = FrameTrace()
-    return _current
-
-
-def current() -> FrameTrace | None:
-    """The running case's trace (None outside a case: connections then record nothing)."""
-    return _current
-
-
-def end() -> None:
-    global _current
-    _current = None
+# The running case's FrameTrace: the plugin calls begin() and end() around every case.
+_case: CaseSlot[FrameTrace] = CaseSlot(FrameTrace)
+begin = _case.begin
+current = _case.current
+end = _case.end

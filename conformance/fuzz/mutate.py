@@ -12,6 +12,7 @@ import itertools
 import random
 import struct
 from collections.abc import Callable
+from dataclasses import replace
 
 from pamqp import commands as spec
 
@@ -68,82 +69,87 @@ def _edit(s: Session, i: int, f: Frame) -> Session:
     return s.with_frames(frames)
 
 
-def flip_payload_byte(rng: random.Random, s: Session) -> Session:
+def _edit_picked(
+    rng: random.Random, s: Session, change: Callable[[Frame], Frame], *, needs_payload: bool = False
+) -> Session:
+    """``s`` with one frame (see :func:`_pick`) replaced by ``change(frame)``; ``s`` itself when
+    there is no frame (or, with ``needs_payload``, the picked one has no payload). ``change`` draws
+    from ``rng`` after the pick, so a seed gives the same input as ever."""
     i = _pick(rng, s)
-    if i is None or not s.frames[i].payload:
+    if i is None or (needs_payload and not s.frames[i].payload):
         return s
-    f = s.frames[i]
-    data = bytearray(f.payload)
-    pos = rng.randrange(len(data))
-    data[pos] = rng.choice(INTERESTING_OCTETS) if rng.random() < 0.5 else data[pos] ^ (1 << rng.randrange(8))
-    return _edit(s, i, Frame(f.type, f.channel, bytes(data), f.size, f.end))
+    return _edit(s, i, change(s.frames[i]))
+
+
+def flip_payload_byte(rng: random.Random, s: Session) -> Session:
+    def flip(f: Frame) -> Frame:
+        data = bytearray(f.payload)
+        pos = rng.randrange(len(data))
+        if rng.random() < 0.5:
+            data[pos] = rng.choice(INTERESTING_OCTETS)
+        else:
+            data[pos] ^= 1 << rng.randrange(8)
+        return replace(f, payload=bytes(data))
+
+    return _edit_picked(rng, s, flip, needs_payload=True)
 
 
 def insert_payload_bytes(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    pos = rng.randint(0, len(f.payload))
-    ins = rng.randbytes(rng.choice((1, 2, 4, 8, 32)))
-    return _edit(s, i, Frame(f.type, f.channel, f.payload[:pos] + ins + f.payload[pos:]))
+    def insert(f: Frame) -> Frame:
+        pos = rng.randint(0, len(f.payload))
+        ins = rng.randbytes(rng.choice((1, 2, 4, 8, 32)))
+        return Frame(f.type, f.channel, f.payload[:pos] + ins + f.payload[pos:])
+
+    return _edit_picked(rng, s, insert)
 
 
 def delete_payload_bytes(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None or not s.frames[i].payload:
-        return s
-    f = s.frames[i]
-    pos = rng.randrange(len(f.payload))
-    n = rng.randint(1, max(1, len(f.payload) - pos))
-    return _edit(s, i, Frame(f.type, f.channel, f.payload[:pos] + f.payload[pos + n :]))
+    def delete(f: Frame) -> Frame:
+        pos = rng.randrange(len(f.payload))
+        n = rng.randint(1, max(1, len(f.payload) - pos))
+        return Frame(f.type, f.channel, f.payload[:pos] + f.payload[pos + n :])
+
+    return _edit_picked(rng, s, delete, needs_payload=True)
 
 
 def set_frame_type(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    return _edit(s, i, Frame(rng.choice(FRAME_TYPES), f.channel, f.payload, f.size, f.end))
+    return _edit_picked(rng, s, lambda f: replace(f, type=rng.choice(FRAME_TYPES)))
 
 
 def set_channel(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    ch = rng.choice(INTERESTING_CHANNELS) if rng.random() < 0.8 else rng.randrange(65536)
-    return _edit(s, i, Frame(f.type, ch, f.payload, f.size, f.end))
+    return _edit_picked(
+        rng,
+        s,
+        lambda f: replace(
+            f, channel=rng.choice(INTERESTING_CHANNELS) if rng.random() < 0.8 else rng.randrange(65536)
+        ),
+    )
 
 
 def lie_about_size(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    size = (
-        rng.choice(INTERESTING_SIZES) if rng.random() < 0.7 else len(f.payload) + rng.choice((-2, -1, 1, 2))
-    )
-    return _edit(s, i, Frame(f.type, f.channel, f.payload, max(0, size), f.end))
+    def lie(f: Frame) -> Frame:
+        size = (
+            rng.choice(INTERESTING_SIZES)
+            if rng.random() < 0.7
+            else len(f.payload) + rng.choice((-2, -1, 1, 2))
+        )
+        return replace(f, size=max(0, size))
+
+    return _edit_picked(rng, s, lie)
 
 
 def bad_frame_end(rng: random.Random, s: Session) -> Session:
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    return _edit(s, i, Frame(f.type, f.channel, f.payload, f.size, rng.choice((0x00, 0xCD, 0xCF, 0xFF))))
+    return _edit_picked(rng, s, lambda f: replace(f, end=rng.choice((0x00, 0xCD, 0xCF, 0xFF))))
 
 
 def payload_at_limit(rng: random.Random, s: Session) -> Session:
     """A frame whose payload is exactly at, or one octet beyond, the negotiated frame-max."""
-    i = _pick(rng, s)
-    if i is None:
-        return s
-    f = s.frames[i]
-    size = rng.choice((FRAME_MAX - 8, FRAME_MAX - 7, 4088, 4089))
-    payload = (f.payload + bytes(size))[:size]
-    return _edit(s, i, Frame(f.type, f.channel, payload))
+
+    def at_limit(f: Frame) -> Frame:
+        size = rng.choice((FRAME_MAX - 8, FRAME_MAX - 7, 4088, 4089))
+        return Frame(f.type, f.channel, (f.payload + bytes(size))[:size])
+
+    return _edit_picked(rng, s, at_limit)
 
 
 def body_size_field(rng: random.Random, s: Session) -> Session:

@@ -101,6 +101,18 @@ def restricted_url(conformance_state: SessionState) -> str:
     raise Unsupported(reason, expected="a restricted user", observed="none")
 
 
+def _private_broker(state: SessionState, kind: str, purpose: str, *, restricted: bool = True) -> Target:
+    """This worker's private broker of the target's ``kind``, spawned on first use (restart and
+    alarm cases share it); TIMEOUT, saying what for, when it cannot be started."""
+    if kind not in state.private:
+        try:
+            state.private[kind] = spawn_private(kind, tls=state.settings.tls, restricted=restricted)
+        except TargetError as exc:
+            raise CaseTimeout(f"a private {kind} broker for {purpose}", state.case_timeout,
+                              observed=str(exc)) from exc
+    return state.private[kind]
+
+
 @pytest.fixture
 def restartable(request: pytest.FixtureRequest, conformance_state: SessionState) -> Target:
     """A target with a controller, for restart cases; UNSUPPORTED where there is none.
@@ -120,13 +132,7 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
                           "or give --restart-cmd with --broker-url")
     if kind.startswith("container:"):
         raise Unsupported("restart cases are not available for container targets")
-    if kind not in state.private:
-        try:
-            state.private[kind] = spawn_private(kind, tls=state.settings.tls, restricted=False)
-        except TargetError as exc:
-            raise CaseTimeout(f"a private {kind} broker for restart cases", state.case_timeout,
-                              observed=str(exc)) from exc
-    return state.private[kind]
+    return _private_broker(state, kind, "restart cases", restricted=False)
 
 
 @pytest.fixture
@@ -157,13 +163,7 @@ def alarm_target(conformance_state: SessionState) -> Target:
                           "--broker reference|local:rabbitmq or give --amqp-alarm-cmd with --broker-url")
     if kind.startswith("container:"):
         raise Unsupported("the connection.blocked cases are not available for container targets")
-    if kind not in state.private:
-        try:
-            state.private[kind] = spawn_private(kind, tls=state.settings.tls)
-        except TargetError as exc:
-            raise CaseTimeout(f"a private {kind} broker for the alarm cases", state.case_timeout,
-                              observed=str(exc)) from exc
-    target = state.private[kind]
+    target = _private_broker(state, kind, "the alarm cases")
     if target.alarm is None:
         raise Unsupported(f"the suite cannot raise the memory alarm of a {kind} broker")
     return target

@@ -157,6 +157,10 @@ def results_writable(results_dir: Path) -> str | None:
     return None
 
 
+class _Unusable(Exception):
+    """The target started but cannot be used (the message is one line, without the prefix)."""
+
+
 def start_target(state: SessionState) -> None:
     """Start/probe the target once; on failure remember one line for the caller to exit with."""
     if state.ready or state.failed_to_start:
@@ -172,39 +176,41 @@ def start_target(state: SessionState) -> None:
         return
     state.target = target
     try:
-        # --amqp-tls-ca/-cert/-key/-insecure become the URL's own options, so every client (raw,
-        # pika, aio-pika, probe, private brokers' URLs read from here) honours them alike.
-        target.url = with_tls_options(
-            target.url,
-            ca=settings.tls_ca,
-            cert=settings.tls_cert,
-            key=settings.tls_key,
-            insecure=settings.tls_insecure,
-        )
-    except ValueError as exc:
+        _take_target(state, target)
+    except _Unusable as exc:
         state.failed_to_start = f"amqp-conformance: {exc}"
         target.close()
         state.target = None
-        return
+
+
+def _with_tls_settings(settings: Settings, url: str) -> str:
+    """``url`` with --amqp-tls-ca/-cert/-key/-insecure as its own options, so every client (raw,
+    pika, aio-pika, probe, private brokers' URLs read from here) honours them alike."""
+    return with_tls_options(
+        url, ca=settings.tls_ca, cert=settings.tls_cert, key=settings.tls_key, insecure=settings.tls_insecure
+    )
+
+
+def _take_target(state: SessionState, target: Target) -> None:
+    """Probe a started target and fill the session state from it; :class:`_Unusable` if it cannot
+    be used."""
+    settings = state.settings
+    try:
+        target.url = _with_tls_settings(settings, target.url)
+    except ValueError as exc:
+        raise _Unusable(str(exc)) from exc
     try:
         state.server = probe(target.url, timeout=min(8.0, settings.case_timeout))
     except ProbeError as exc:
-        state.failed_to_start = f"amqp-conformance: {exc.message}"
-        target.close()
-        state.target = None
-        return
+        raise _Unusable(exc.message) from exc
     state.url = target.url
     state.target_name = target.name
     restricted = settings.restricted_url or target.restricted_url
     if restricted:
         try:
-            state.restricted_url = with_tls_options(restricted, ca=settings.tls_ca, cert=settings.tls_cert,
-                                                    key=settings.tls_key, insecure=settings.tls_insecure)
+            state.restricted_url = _with_tls_settings(settings, restricted)
         except ValueError as exc:
-            state.failed_to_start = f"amqp-conformance: --amqp-restricted-url: {exc}"
-            target.close()
-            state.target = None
-            return
+            raise _Unusable(f"--amqp-restricted-url: {exc}") from exc
     else:
         state.restricted_unsupported = target.restricted_unsupported or "the target offers no restricted user"
     state.limits = dict(target.limits)

@@ -1,46 +1,35 @@
 """Explicit Spark schemas of the pipeline's input and of the tables it writes.
 
-The input schema mirrors :class:`conformance.results.ResultRecord` field by field; a test keeps
-the two in step.
+The input schema is built from :class:`conformance.results.ResultRecord`'s fields, so the two
+cannot drift; the latest-verdicts table takes its columns from the results table's.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Final
 
 from pyspark.sql import types as T
 
+from conformance.results import ResultRecord
 from conformance.verdicts import ALL_VERDICTS, Verdict
 
 STR = T.StringType()
 
+# The Spark type of each field type of ResultRecord (its annotations are strings: the module uses
+# ``from __future__ import annotations``). Values of ``extra`` that are not strings arrive as
+# their JSON text (Spark's lenient string parsing); ``queue_type`` is absent in older runs: null.
+_RECORD_TYPES: Final[dict[str, T.DataType]] = {
+    "str": STR,
+    "str | None": STR,
+    "list[str]": T.ArrayType(STR),
+    "float": T.DoubleType(),
+    "int": T.IntegerType(),
+    "dict[str, Any]": T.MapType(STR, STR),
+}
+
 RESULT_SCHEMA: Final = T.StructType(
-    [
-        T.StructField("run_id", STR),
-        T.StructField("time", STR),
-        T.StructField("target", STR),
-        T.StructField("broker_product", STR),
-        T.StructField("broker_version", STR),
-        T.StructField("broker_platform", STR),
-        T.StructField("client", STR),
-        T.StructField("client_version", STR),
-        T.StructField("case_id", STR),
-        T.StructField("area", STR),
-        T.StructField("rules", T.ArrayType(STR)),
-        T.StructField("level", STR),
-        T.StructField("profile", STR),
-        T.StructField("verdict", STR),
-        T.StructField("expected", STR),
-        T.StructField("observed", STR),
-        T.StructField("duration_s", T.DoubleType()),
-        T.StructField("message", STR),
-        T.StructField("nodeid", STR),
-        T.StructField("worker", STR),
-        T.StructField("schema", T.IntegerType()),
-        # Values that are not strings arrive as their JSON text (Spark's lenient string parsing).
-        T.StructField("extra", T.MapType(STR, STR)),
-        T.StructField("queue_type", STR),  # absent in older runs: null
-    ]
+    [T.StructField(f.name, _RECORD_TYPES[str(f.type)]) for f in fields(ResultRecord)]
 )
 
 # The raw lines as the edge reads them: the text, which file, where the file split starts and a
@@ -102,44 +91,33 @@ VERDICT_COUNT_FIELDS: Final[list[T.StructField]] = [
     T.StructField(f"n_{v.lower()}", T.LongType(), False) for v in VERDICTS
 ]
 
+
+def _columns(names: str) -> list[T.StructField]:
+    """The fields of :data:`RESULTS_STRUCT` with these (space-separated) names, in that order."""
+    by_name = {f.name: f for f in RESULTS_STRUCT.fields}
+    return [by_name[name] for name in names.split()]
+
+
+# The latest execution of each case on each broker version (stages.latest_verdicts).
 LATEST_SCHEMA: Final = T.StructType(
     [
-        T.StructField("broker", STR),
-        T.StructField("broker_product", STR),
-        T.StructField("broker_version", STR),
-        T.StructField("case_id", STR),
-        T.StructField("area", STR),
-        T.StructField("level", STR),
-        T.StructField("rules", T.ArrayType(STR)),
-        T.StructField("profile", STR),
-        T.StructField("verdict", STR),
-        T.StructField("expected", STR),
-        T.StructField("observed", STR),
-        T.StructField("message", STR),
-        T.StructField("run_id", STR),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("tx_row", STR),
-        T.StructField("tx_observed", STR),
-        T.StructField("duration_s", T.DoubleType()),
-        T.StructField("trace", STR),
+        *_columns(
+            "broker broker_product broker_version case_id area level rules profile verdict expected"
+            " observed message run_id ts tx_row tx_observed duration_s trace"
+        ),
         T.StructField("n_executions", T.LongType(), False),
     ]
 )
 
+# Cases that got worse from a baseline to a candidate (stages.release_regressions and gate_regressions);
+# ``kind`` is regression | new-failure | new-non-strict.
 REGRESSION_SCHEMA: Final = T.StructType(
     [
-        T.StructField("broker_product", STR),
-        T.StructField("baseline", STR),
-        T.StructField("candidate", STR),
-        T.StructField("case_id", STR),
-        T.StructField("area", STR),
-        T.StructField("level", STR),
-        T.StructField("kind", STR),  # regression | new-failure | new-non-strict
-        T.StructField("baseline_verdict", STR),
-        T.StructField("candidate_verdict", STR),
-        T.StructField("expected", STR),
-        T.StructField("observed", STR),
-        T.StructField("message", STR),
+        T.StructField(name, STR)
+        for name in (
+            "broker_product baseline candidate case_id area level kind baseline_verdict"
+            " candidate_verdict expected observed message"
+        ).split()
     ]
 )
 

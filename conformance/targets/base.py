@@ -18,23 +18,41 @@ if TYPE_CHECKING:
 
 SECOND_VHOST = "amqpc-second"
 
-# The restricted user the spawned targets create for the access cases (``--restricted-url``).
-# Resource names decide what it may do (RabbitMQ permissions are regular expressions on names):
-# acc-ok-* everything, acc-c-* configure only, acc-w-* write only, acc-r-* read only, any other
-# name (acc-no-*, amq.default, amq.gen-*) nothing. It has no permissions in SECOND_VHOST.
-RESTRICTED_USER = "amqpc-restricted"
-RESTRICTED_PASSWORD = "amqpc-restricted-pw"
-RESTRICTED_CONFIGURE = "^acc-(ok|c)-"
-RESTRICTED_WRITE = "^acc-(ok|w)-"
-RESTRICTED_READ = "^acc-(ok|r)-"
-
-
 def with_credentials(url: str, user: str, password: str) -> str:
     """``url`` with its user and password replaced (host, port, vhost and query kept)."""
     parts = urllib.parse.urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
     cred = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
     return urllib.parse.urlunsplit(parts._replace(netloc=f"{cred}@{host}"))
+
+
+@dataclass(frozen=True)
+class RestrictedUser:
+    """A user with RabbitMQ-style permissions: ``configure``, ``write`` and ``read`` are regular
+    expressions on resource names, in the vhost "/" only."""
+
+    name: str
+    password: str
+    configure: str
+    write: str
+    read: str
+
+    def url(self, url: str) -> str:
+        """``url`` logged in as this user."""
+        return with_credentials(url, self.name, self.password)
+
+
+# The restricted user the spawned targets create for the access cases (``--restricted-url``).
+# Resource names decide what it may do: acc-ok-* everything, acc-c-* configure only, acc-w-*
+# write only, acc-r-* read only, any other name (acc-no-*, amq.default, amq.gen-*) nothing. It
+# has no permissions in SECOND_VHOST.
+RESTRICTED = RestrictedUser(
+    name="amqpc-restricted",
+    password="amqpc-restricted-pw",
+    configure="^acc-(ok|c)-",
+    write="^acc-(ok|w)-",
+    read="^acc-(ok|r)-",
+)
 
 
 class TargetError(Exception):
@@ -58,7 +76,7 @@ class Target:
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     # A second virtual host the target's user may open, for vhost-separation cases.
     second_vhost: str | None = None
-    # A second user with RabbitMQ-style restricted permissions (RESTRICTED_*), for the access
+    # A second user with RabbitMQ-style restricted permissions (RESTRICTED), for the access
     # cases; when there is none, ``restricted_unsupported`` says why (one line).
     restricted_url: str | None = None
     restricted_unsupported: str | None = None
@@ -101,6 +119,31 @@ class TLSTarget(Target):
 
     plain_url: str = ""
     tls: TLSFiles | None = None  # tlscerts.TLSFiles
+
+
+def spawned_target(name: str, url: str, ctl: Controller, *, tls: TLSFiles | None, plain_url: str) -> Target:
+    """The target of a broker this process started and stops on close: a :class:`TLSTarget` when
+    ``url`` is its TLS listener (made with ``tls``), else a plain :class:`Target`."""
+    if tls is None:
+        return Target(name=name, url=url, controller=ctl, cleanup=[ctl.stop])
+    return TLSTarget(name=name, url=url, controller=ctl, cleanup=[ctl.stop], plain_url=plain_url, tls=tls)
+
+
+def tls_files(folder: Path) -> TLSFiles:
+    """Throw-away certificates for a spawned broker's TLS listener (see tlscerts)."""
+    from conformance.targets.tlscerts import make_tls_files
+
+    try:
+        return make_tls_files(folder)
+    except ImportError as exc:
+        raise TargetError(
+            "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
+        ) from exc
+
+
+def amqps_url(host: str, port: int, files: TLSFiles) -> str:
+    """The guest URL of a spawned broker's TLS listener, verified against the CA of ``files``."""
+    return f"amqps://guest:guest@{host}:{port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
 
 
 def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:

@@ -11,27 +11,23 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-import urllib.parse
 from pathlib import Path
 
 import yaml
 
 from conformance.targets.base import (
-    RESTRICTED_CONFIGURE,
-    RESTRICTED_PASSWORD,
-    RESTRICTED_READ,
-    RESTRICTED_USER,
-    RESTRICTED_WRITE,
+    RESTRICTED,
     SECOND_VHOST,
     ProcessController,
     Target,
     TargetError,
-    TLSTarget,
+    amqps_url,
     free_port,
-    with_credentials,
+    spawned_target,
+    tls_files,
 )
 from conformance.targets.readiness import amqp_ready
-from conformance.targets.tlscerts import TLSFiles, make_tls_files
+from conformance.targets.tlscerts import TLSFiles
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
@@ -90,12 +86,7 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     files: TLSFiles | None = None
     tls_port = 0
     if tls:
-        try:
-            files = make_tls_files(base / "tls")
-        except ImportError as exc:
-            raise TargetError(
-                "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
-            ) from exc
+        files = tls_files(base / "tls")
         tls_port = free_port(host)
         text += rabbitmq_tls_config(host, tls_port, files)
     conf.write_text(text)
@@ -115,25 +106,19 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         "RABBITMQ_LOGS": str(base / "log" / "rabbit.log"),
     })
     plain_url = f"amqp://guest:guest@{host}:{port}/"
-    url = plain_url if files is None else (
-        f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}")
+    url = plain_url if files is None else amqps_url(host, tls_port, files)
     ctl = ProcessController([server], env=env, host=host, port=port, log_path=base / "stdout.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "rabbitmq-server"),
                             what="rabbitmq-server", stop_timeout=60, start_timeout=120)
     ctl.start()
     try:
-        target: Target
-        if files is None:
-            target = Target(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop])
-        else:
-            target = TLSTarget(name="local:rabbitmq", url=url, controller=ctl, cleanup=[ctl.stop],
-                               plain_url=plain_url, tls=files)
+        target = spawned_target("local:rabbitmq", url, ctl, tls=files, plain_url=plain_url)
         target.second_vhost = _rabbitmq_add_vhost(env, node)
         problem = (
             _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
         )
         if problem is None:
-            target.restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
+            target.restricted_url = RESTRICTED.url(url)
         else:
             target.restricted_unsupported = problem
         target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
@@ -192,9 +177,9 @@ def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
 
 def _rabbitmq_add_restricted_user(env: dict[str, str], node: str) -> str | None:
     """The access cases' restricted user (permissions in "/" only); None when created, else why not."""
-    for args in (("add_user", RESTRICTED_USER, RESTRICTED_PASSWORD),
-                 ("set_permissions", "-p", "/", RESTRICTED_USER, RESTRICTED_CONFIGURE, RESTRICTED_WRITE,
-                  RESTRICTED_READ)):
+    for args in (("add_user", RESTRICTED.name, RESTRICTED.password),
+                 ("set_permissions", "-p", "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write,
+                  RESTRICTED.read)):
         problem = _rabbitmqctl(env, node, *args)
         if problem is not None:
             return f"the restricted user could not be created: {problem}"

@@ -7,25 +7,21 @@ import os
 import signal
 import sys
 import tempfile
-import urllib.parse
 from pathlib import Path
 
 from conformance.targets.base import (
-    RESTRICTED_CONFIGURE,
-    RESTRICTED_PASSWORD,
-    RESTRICTED_READ,
-    RESTRICTED_USER,
-    RESTRICTED_WRITE,
+    RESTRICTED,
     SECOND_VHOST,
     ProcessController,
     Target,
     TargetError,
-    TLSTarget,
+    amqps_url,
     free_port,
-    with_credentials,
+    spawned_target,
+    tls_files,
 )
 from conformance.targets.readiness import amqp_ready
-from conformance.targets.tlscerts import TLSFiles, make_tls_files
+from conformance.targets.tlscerts import TLSFiles
 
 #: The max message size the spawned broker is given (as local:rabbitmq's): small, so the
 #: max-message-size cases cross it with a 1 MiB publish.
@@ -49,9 +45,9 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
     port = free_port(host)
     plain_url = url = f"amqp://guest:guest@{host}:{port}/"
     users = base / "users.json"
-    restricted = {"password": RESTRICTED_PASSWORD, "permissions": {
-        "/": {"configure": RESTRICTED_CONFIGURE, "write": RESTRICTED_WRITE, "read": RESTRICTED_READ}}}
-    users.write_text(json.dumps({"users": {"guest": "guest", RESTRICTED_USER: restricted},
+    restricted = {"password": RESTRICTED.password, "permissions": {
+        "/": {"configure": RESTRICTED.configure, "write": RESTRICTED.write, "read": RESTRICTED.read}}}
+    users.write_text(json.dumps({"users": {"guest": "guest", RESTRICTED.name: restricted},
                                  "vhosts": ["/", SECOND_VHOST]}))
     argv = [
         sys.executable,
@@ -70,12 +66,7 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
     ]
     files: TLSFiles | None = None
     if tls:
-        try:
-            files = make_tls_files(base / "tls")
-        except ImportError as exc:
-            raise TargetError(
-                "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
-            ) from exc
+        files = tls_files(base / "tls")
         tls_port = free_port(host)  # fixed for the target's life: a restart listens there again
         argv += [
             "--tls-cert",
@@ -87,35 +78,14 @@ def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls
             "--tls-port",
             str(tls_port),
         ]
-        url = (
-            f"amqps://guest:guest@{host}:{tls_port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
-        )
+        url = amqps_url(host, tls_port, files)
     ctl = ProcessController(argv, host=host, port=port, log_path=base / "broker.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "reference broker"),
                             what="reference broker", stop_timeout=10, start_timeout=30)
     ctl.start()
-    restricted_url = with_credentials(url, RESTRICTED_USER, RESTRICTED_PASSWORD)
-    target: Target
-    if files is None:
-        target = Target(
-            name="reference",
-            url=url,
-            controller=ctl,
-            cleanup=[ctl.stop],
-            second_vhost=SECOND_VHOST,
-            restricted_url=restricted_url,
-        )
-    else:
-        target = TLSTarget(
-            name="reference",
-            url=url,
-            controller=ctl,
-            cleanup=[ctl.stop],
-            second_vhost=SECOND_VHOST,
-            restricted_url=restricted_url,
-            plain_url=plain_url,
-            tls=files,
-        )
+    target = spawned_target("reference", url, ctl, tls=files, plain_url=plain_url)
+    target.second_vhost = SECOND_VHOST
+    target.restricted_url = RESTRICTED.url(url)
     target.limits = {"max_message_size": REFERENCE_MAX_MESSAGE_SIZE}
     target.alarm = lambda on: _signal_alarm(ctl, on)
     if ctl.proc is not None:

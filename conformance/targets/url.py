@@ -8,20 +8,14 @@ import subprocess
 import time
 
 from conformance.clients.raw import redact
-from conformance.targets.base import (
-    RESTRICTED_CONFIGURE,
-    RESTRICTED_READ,
-    RESTRICTED_WRITE,
-    Target,
-    TargetError,
-)
+from conformance.targets.base import RESTRICTED, Target, TargetError
 from conformance.targets.readiness import amqp_ready
 
 NO_RESTRICTED_USER = (
     "the access cases need a second user with restricted permissions: give --restricted-url "
-    f"amqp://USER:PASS@host/vhost of a user with configure {RESTRICTED_CONFIGURE!r} write "
-    f"{RESTRICTED_WRITE!r} "
-    f"read {RESTRICTED_READ!r} in that vhost (see the scenarios README, 'access')"
+    f"amqp://USER:PASS@host/vhost of a user with configure {RESTRICTED.configure!r} write "
+    f"{RESTRICTED.write!r} "
+    f"read {RESTRICTED.read!r} in that vhost (see the scenarios README, 'access')"
 )
 
 

@@ -282,7 +282,7 @@ def rmq() -> Iterator[object]:
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RABBITMQ, reason="rabbitmq-server is not installed")
 def test_rabbitmq_over_amqps(rmq: object, stranger: TLSFiles) -> None:
-    from conformance.targets.local import TLSTarget
+    from conformance.targets.base import TLSTarget
 
     assert isinstance(rmq, TLSTarget) and rmq.tls is not None
     url, plain = URL.parse(rmq.url), URL.parse(rmq.plain_url)

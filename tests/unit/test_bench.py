@@ -160,3 +160,7 @@ def test_bench_report_still_dispatches() -> None:
     res = subprocess.run([sys.executable, "-m", "conformance.cli", "bench", "report", "--rows", "0"],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "--rows must be at least 1" in res.stderr
+
+
+def test_every_scenario_has_its_load() -> None:
+    assert list(runner._LOADS) == list(runner.SCENARIOS)

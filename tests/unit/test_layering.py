@@ -61,3 +61,15 @@ def test_the_guard_sees_an_offending_import(tmp_path: Path) -> None:
         "conformance/clients.py:2 imports conformance.scenarios.test_b",
         "conformance/scenarios/test_a.py:1 imports conformance.scenarios.test_errors",
     ]
+
+
+def test_the_broker_shares_no_code_with_the_suite_that_judges_it() -> None:
+    """The reference broker keeps its own wire code (conformance/broker/__init__.py says why)."""
+    suite = ("conformance.clients", "conformance.plugin", "conformance.scenarios")
+    used = [
+        f"{path.name}:{line} imports {module}"
+        for path in sorted((PACKAGE / "broker").rglob("*.py"))
+        for line, module in imports_of(path, PACKAGE)
+        if module.startswith(suite)
+    ]
+    assert used == []
