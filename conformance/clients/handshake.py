@@ -184,6 +184,11 @@ class Handshake:
         """The next frame (heartbeats skipped), or ``None`` once the socket has ended; TIMEOUT at
         the deadline (``timeout`` seconds from now unless given). A protocol header where a frame
         should be means the peer does not speak this protocol version: HandshakeError("header")."""
+        got = self.next_channel_frame(what, deadline=deadline)
+        return None if got is None else got[1]
+
+    def next_channel_frame(self, what: str, *, deadline: float | None = None) -> tuple[int, Any] | None:
+        """:meth:`next_frame` with the channel the frame came on: ``(channel, frame)``."""
         until = time.monotonic() + self.timeout if deadline is None else deadline
         while True:
             if self.buf.startswith(b"AMQP") and len(self.buf) >= len(PROTOCOL_HEADER):
@@ -205,7 +210,7 @@ class Handshake:
                 if self.trace is not None:
                     self.trace.add_frame(self.label, trace.RECEIVED, ch, frm)
                 if not isinstance(frm, pheartbeat.Heartbeat):
-                    return frm
+                    return ch, frm
             if self.ended is not None:
                 return None
             if time.monotonic() >= until:

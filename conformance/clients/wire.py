@@ -39,6 +39,12 @@ def split_frames(buf: bytes) -> tuple[list[bytes], bytes]:
         buf = buf[size + 8:]
     return frames, buf
 
+
+def pack_frame(frame_type: int, channel: int, payload: bytes) -> bytes:
+    """One frame from its parts, as they are (a hand-made frame: any type, any payload)."""
+    return struct.pack(">BHI", frame_type, channel, len(payload)) + payload + FRAME_END
+
+
 # pamqp names every error reply code (e.g. "NOT-FOUND"); the spec XML spells constants with "-",
 # the suite's texts with "_" as RabbitMQ's logs do. 200 is a success, not an error, so pamqp has
 # no exception class for it.

@@ -19,7 +19,9 @@ from collections.abc import Callable
 
 from pamqp import commands as spec
 
-from .broker_rawclient import Closed, RawClient, describe, drain, pack_frame
+from conformance.clients.wire import pack_frame
+
+from .broker_rawclient import Closed, RawClient, describe, drain
 
 Scenario = Callable[[Callable[[], RawClient], str], list[str]]
 SCENARIOS: dict[str, Scenario] = {}
@@ -39,7 +41,7 @@ def ev(c: RawClient, timeout: float = 2.0) -> str:
 
 
 def rpc(c: RawClient, method: spec.Frame, ch: int = 1) -> str:
-    c.send(method, ch)
+    c.send_method(method, ch)
     return ev(c)
 
 
@@ -128,16 +130,16 @@ def acks(new: Callable[[], RawClient], uid: str) -> list[str]:
         c.publish(1, f"m{i}".encode(), routing_key=q)
     out.append(rpc(c, spec.Basic.Get(queue=q)))
     out.append(rpc(c, spec.Basic.Get(queue=q)))
-    c.send(spec.Basic.Ack(delivery_tag=1), 1)
-    c.send(spec.Basic.Ack(delivery_tag=1), 1)
+    c.send_method(spec.Basic.Ack(delivery_tag=1), 1)
+    c.send_method(spec.Basic.Ack(delivery_tag=1), 1)
     out.append(ev(c))
     c.open_channel(2)
-    c.send(spec.Basic.Ack(delivery_tag=0, multiple=True), 2)
+    c.send_method(spec.Basic.Ack(delivery_tag=0, multiple=True), 2)
     out.append(rpc(c, spec.Basic.Get(queue=q), 2))
-    c.send(spec.Basic.Ack(delivery_tag=7, multiple=True), 2)
+    c.send_method(spec.Basic.Ack(delivery_tag=7, multiple=True), 2)
     out.append(ev(c))
     c.open_channel(3)
-    c.send(spec.Basic.Ack(delivery_tag=0, multiple=False), 3)
+    c.send_method(spec.Basic.Ack(delivery_tag=0, multiple=False), 3)
     out.append(ev(c))
     return out
 
@@ -151,8 +153,8 @@ def reject_requeue_order(new: Callable[[], RawClient], uid: str) -> list[str]:
         c.publish(1, f"m{i}".encode(), routing_key=q)
     for _ in range(3):
         out.append(rpc(c, spec.Basic.Get(queue=q)))
-    c.send(spec.Basic.Reject(delivery_tag=2, requeue=True), 1)
-    c.send(spec.Basic.Nack(delivery_tag=3, multiple=True, requeue=True), 1)
+    c.send_method(spec.Basic.Reject(delivery_tag=2, requeue=True), 1)
+    c.send_method(spec.Basic.Nack(delivery_tag=3, multiple=True, requeue=True), 1)
     for _ in range(4):
         out.append(rpc(c, spec.Basic.Get(queue=q)))
     out.append(rpc(c, spec.Basic.Recover(requeue=True)))
@@ -185,13 +187,13 @@ def tx_semantics(new: Callable[[], RawClient], uid: str) -> list[str]:
     c.publish(1, b"a", routing_key=q)
     c.publish(1, b"unroutable", routing_key=f"nowhere-{uid}", mandatory=True)
     out.append(rpc(c, spec.Queue.Declare(queue=q, passive=True)))
-    c.send(spec.Tx.Commit(), 1)
+    c.send_method(spec.Tx.Commit(), 1)
     out.append(ev(c))
     out.append(ev(c))
     out.append(rpc(c, spec.Basic.Get(queue=q)))
-    c.send(spec.Basic.Ack(delivery_tag=1), 1)
+    c.send_method(spec.Basic.Ack(delivery_tag=1), 1)
     out.append(rpc(c, spec.Tx.Rollback()))
-    c.send(spec.Basic.Ack(delivery_tag=1), 1)
+    c.send_method(spec.Basic.Ack(delivery_tag=1), 1)
     out.append(rpc(c, spec.Tx.Commit()))
     out.append(rpc(c, spec.Queue.Declare(queue=q, passive=True)))
     c.publish(1, b"x", exchange=f"missing-{uid}")
@@ -271,29 +273,29 @@ def exclusive_other_connection(new: Callable[[], RawClient], uid: str) -> list[s
 def channel_errors(new: Callable[[], RawClient], uid: str) -> list[str]:
     out = []
     c = new()
-    c.send(spec.Queue.Declare(queue=f"q-{uid}"), 5)
+    c.send_method(spec.Queue.Declare(queue=f"q-{uid}"), 5)
     out.append(ev(c))
     c = new()
-    c.send(spec.Channel.Open(), 1)
+    c.send_method(spec.Channel.Open(), 1)
     out.append(ev(c))
     c = new()
-    c.send(spec.Basic.Publish(routing_key="x"), 1)
-    c.send(spec.Queue.Declare(queue="", exclusive=True), 1)
+    c.send_method(spec.Basic.Publish(routing_key="x"), 1)
+    c.send_method(spec.Queue.Declare(queue="", exclusive=True), 1)
     out.append(ev(c))
     c = new()
-    c.send_raw(pack_frame(2, 1, b"\x00\x3c\x00\x00" + b"\x00" * 8 + b"\x00\x00"))
+    c.send(pack_frame(2, 1, b"\x00\x3c\x00\x00" + b"\x00" * 8 + b"\x00\x00"))
     out.append(ev(c))
     c = new()
-    c.send_raw(pack_frame(3, 9, b"abc"))
+    c.send(pack_frame(3, 9, b"abc"))
     out.append(ev(c))
     c = new()
-    c.send(spec.Channel.CloseOk(), 1)
+    c.send_method(spec.Channel.CloseOk(), 1)
     out.append(ev(c))
     c = new()
-    c.send(spec.Connection.Open(), 1)
+    c.send_method(spec.Connection.Open(), 1)
     out.append(ev(c))
     c = new()
-    c.send(spec.Queue.Declare(queue=""), 0)
+    c.send_method(spec.Queue.Declare(queue=""), 0)
     out.append(ev(c))
     return out
 
@@ -302,50 +304,47 @@ def channel_errors(new: Callable[[], RawClient], uid: str) -> list[str]:
 def frame_errors(new: Callable[[], RawClient], uid: str) -> list[str]:
     out = []
     c = new()
-    c.send_raw(pack_frame(1, 1, b"\x00" * (c.frame_max + 10)))
+    c.send(pack_frame(1, 1, b"\x00" * (c.frame_max + 10)))
     out.append(ev(c))
     out.append(ev(c))
     c = new()
-    c.send_raw(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x0a\xff")
+    c.send(b"\x01\x00\x01\x00\x00\x00\x04\x00\x14\x00\x0a\xff")
     out.append(ev(c))
     c = new()
-    c.send_raw(pack_frame(9, 0, b""))
+    c.send(pack_frame(9, 0, b""))
     out.append(ev(c))
     return out
 
 
 @scenario
 def handshake_errors(new: Callable[[], RawClient], uid: str) -> list[str]:
-    from .broker_rawclient import RawClient as RC
-
     host, port = new.host, new.port  # type: ignore[attr-defined]
     out = []
-    c = RC(host, port)
-    c.send_raw(b"AMQP\x00\x00\x08\x00")
+    c = RawClient(host, port)
+    c.send(b"AMQP\x00\x00\x08\x00")
     try:
         out.append(repr(c.sock.recv(100)))
     except OSError as exc:
         out.append(type(exc).__name__)
     out.append(ev(c))
-    c = RC(host, port)
+    c = RawClient(host, port)
     got = c.handshake(password="wrong")
     out.append("refused-with-cap:" + (describe(got[1]) if got else "timeout"))
     out.append(ev(c))
-    c = RC(host, port)
+    c = RawClient(host, port)
     try:
         got = c.handshake(password="wrong", capabilities={})
         out.append("refused-without-cap:" + (describe(got[1]) if got else "timeout"))
     except Closed:
         out.append("refused-without-cap:EOF")
-    c = RC(host, port)
+    c = RawClient(host, port)
     got = c.handshake(vhost=f"nope-{uid}")
     out.append("vhost:" + (describe(got[1]) if got else "timeout"))
-    c = RC(host, port)
-    c.send_raw(b"AMQP\x00\x00\x09\x01")
-    c.expect(spec.Connection.Start)
-    c.send(spec.Connection.StartOk(client_properties={}, mechanism="PLAIN", response="\0guest\0guest"))
-    tune = c.expect(spec.Connection.Tune)
-    c.send(spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=1024, heartbeat=0))
+    c = RawClient(host, port)
+    c.start()
+    c.start_ok(client_properties={})
+    tune = c.tune()
+    c.send_method(spec.Connection.TuneOk(channel_max=tune.channel_max, frame_max=1024, heartbeat=0))
     out.append("tune:" + ev(c))
     return out
 
@@ -368,9 +367,9 @@ def dead_letter(new: Callable[[], RawClient], uid: str) -> list[str]:
     c.publish(1, b"first", routing_key=q)
     c.publish(1, b"second", routing_key=q, properties=spec.Basic.Properties(expiration="60000"))
     out.append(rpc(c, spec.Basic.Get(queue=q)))
-    c.send(spec.Basic.Reject(delivery_tag=1, requeue=False), 1)
+    c.send_method(spec.Basic.Reject(delivery_tag=1, requeue=False), 1)
     for _ in range(2):
-        c.send(spec.Basic.Get(queue=dlq, no_ack=True), 1)
+        c.send_method(spec.Basic.Get(queue=dlq, no_ack=True), 1)
         got = c.next(2)
         if got is None:
             out.append("timeout")
@@ -426,7 +425,7 @@ def queue_delete_cancels(new: Callable[[], RawClient], uid: str) -> list[str]:
     c.publish(3, b"b", routing_key=q)
     out.append(rpc(c, spec.Queue.Delete(queue=q, if_empty=True), 3))
     c.open_channel(4)
-    c.send(spec.Queue.Delete(queue=q), 4)
+    c.send_method(spec.Queue.Delete(queue=q), 4)
     out += drain(c, 0.5)
     out.append(rpc(c, spec.Basic.Ack(delivery_tag=1)))
     out.append(rpc(c, spec.Basic.Get(queue=q), 4))

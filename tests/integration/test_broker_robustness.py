@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from pamqp import commands as spec
 
+from conformance.clients.wire import PROTOCOL_HEADER, pack_frame
+
 from .broker_process import ROOT, BrokerProcess
 from .broker_rawclient import RawClient
 
@@ -39,11 +41,11 @@ def _served(port: int) -> bool:
 
 
 def _close_without_close_ok(client: RawClient, timeout: float = 5.0) -> spec.Connection.Close:
-    """Read up to the broker's connection.close without answering it (raw frames: the
-    client's ``next()`` would send close-ok)."""
+    """Read up to the broker's connection.close without answering it (``frame``, not
+    ``next``, which would send close-ok)."""
     deadline = time.monotonic() + timeout
     while True:
-        got = client._read_frame(deadline)
+        got = client.frame(deadline)
         assert got is not None, "no connection.close within the deadline"
         if isinstance(got[1], spec.Connection.Close):
             return got[1]
@@ -60,9 +62,9 @@ def test_issue12_reproduction(proc: BrokerProcess, garbage: bytes) -> None:
     attacker = RawClient("127.0.0.1", proc.port, timeout=5.0)
     try:
         attacker.handshake()
-        attacker.send(spec.Queue.Declare(queue="q"), 5)  # channel 5 was never opened
+        attacker.send_method(spec.Queue.Declare(queue="q"), 5)  # channel 5 was never opened
         assert _close_without_close_ok(attacker).reply_code == 504
-        attacker.send_raw(garbage)
+        attacker.send(garbage)
         assert _served(proc.port), "a second connection was not served after the garbage"
     finally:
         attacker.close()
@@ -75,17 +77,15 @@ def test_sigterm_with_connections_in_every_state(proc: BrokerProcess) -> None:
     stops the process in time."""
     clients = [RawClient("127.0.0.1", proc.port, timeout=5.0) for _ in range(4)]
     try:
-        clients[0].send_raw(b"AMQP\x00")  # half a protocol header
-        clients[1].send_raw(b"AMQP\x00\x00\x09\x01")  # waiting for start-ok
+        clients[0].send(b"AMQP\x00")  # half a protocol header
+        clients[1].send(PROTOCOL_HEADER)  # waiting for start-ok
         clients[2].handshake()
         clients[2].open_channel(1)
         # a publish whose content never completes
-        clients[2].send(spec.Basic.Publish(exchange="", routing_key="x"), 1)
-        clients[2].send_raw(
-            struct.pack(">BHI", 2, 1, 14) + struct.pack(">HHQ", 60, 0, 1000) + b"\x00\x00\xce"
-        )
+        clients[2].send_method(spec.Basic.Publish(exchange="", routing_key="x"), 1)
+        clients[2].send(pack_frame(2, 1, struct.pack(">HHQH", 60, 0, 1000, 0)))  # header: 1000 bytes
         clients[3].handshake()
-        clients[3].send(spec.Channel.Open(), 0)  # channel.open on channel 0: connection error
+        clients[3].send_method(spec.Channel.Open(), 0)  # channel.open on channel 0: connection error
         _close_without_close_ok(clients[3])
         assert _served(proc.port)
         rc, took = proc.terminate_timed(SIGTERM_LIMIT)
