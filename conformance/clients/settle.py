@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_get_empty
 from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.raw import Event, RawChannel
@@ -37,9 +38,7 @@ def requeue_redelivered_flag(declared_queue: DeclareQueue, amqp: Any, ctx: Any, 
                              how: How) -> None:
     """A consumer settles a delivery with requeue=true; its redelivery must carry redelivered=true."""
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [_body(how)])
-    ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
+    _, (first,) = consume_published(ch, q, [_body(how)])
     settle(ch, how, int(first.method.delivery_tag), requeue=True)
     again = ch.next_delivery(what=f"the redelivery after {how}(requeue=true)")
     ctx.observe("redelivery", again.describe())
