@@ -20,7 +20,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
 from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
+from conformance.clients.libs import pika_session
 from conformance.clients.pika_steps import pika_queue_channel
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
@@ -235,7 +235,4 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
     expectation="the message is discarded: a following queue.get() finds the queue empty",
 )
 def test_aio_pika_nack_discards(broker_url, ctx, cleanup):
-    q = cleanup.queue(ctx.name("q"))
-    observed = run_async(aio_pika_settle_then_get(broker_url, q, "nack", ctx.timeout), ctx.timeout * 3,
-                         "the aio-pika nack scenario")
-    ctx.check(observed, "queue empty", "queue.get() after message.nack(requeue=False)")
+    settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "nack")

@@ -27,7 +27,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
 from conformance.clients.consuming import competing_consumers, consume_published
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
+from conformance.clients.libs import pika_session
 from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import get_one, publish_confirmed, quiet_window
@@ -288,7 +288,4 @@ def test_pika_requeue(broker_url, ctx, cleanup):
     expectation="the message is discarded: a following queue.get() finds the queue empty",
 )
 def test_aio_pika_reject_discards(broker_url, ctx, cleanup):
-    q = cleanup.queue(ctx.name("q"))
-    observed = run_async(aio_pika_settle_then_get(broker_url, q, "reject", ctx.timeout), ctx.timeout * 3,
-                         "the aio-pika reject scenario")
-    ctx.check(observed, "queue empty", "queue.get() after message.reject(requeue=False)")
+    settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "reject")
