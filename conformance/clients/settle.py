@@ -3,7 +3,8 @@
 basic.nack is RabbitMQ's basic.reject with a ``multiple`` field, so for a single delivery the two
 must behave alike: test_reject.py and test_nack.py each list these scenarios in a table of their
 own cases (own ids, levels and sources) and pass ``how`` = ``"reject"`` or ``"nack"``. Every
-scenario takes the case's fixtures (``declared_queue``, ``amqp``, ``ctx``, ``cleanup``) and ``how``.
+raw-client scenario takes the case's fixtures (``declared_queue``, ``amqp``, ``ctx``, ``cleanup``)
+and ``how``; the aio-pika one takes ``broker_url``, ``ctx``, ``cleanup`` and ``how``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_get_empty
 from conformance.clients.fixtures import DeclareQueue
+from conformance.clients.libs import aio_pika_settle_then_get, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import get_one, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -37,9 +40,7 @@ def requeue_redelivered_flag(declared_queue: DeclareQueue, amqp: Any, ctx: Any, 
                              how: How) -> None:
     """A consumer settles a delivery with requeue=true; its redelivery must carry redelivered=true."""
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [_body(how)])
-    ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
+    _, (first,) = consume_published(ch, q, [_body(how)])
     settle(ch, how, int(first.method.delivery_tag), requeue=True)
     again = ch.next_delivery(what=f"the redelivery after {how}(requeue=true)")
     ctx.observe("redelivery", again.describe())
@@ -96,3 +97,12 @@ def requeue_false_dead_letters(declared_queue: DeclareQueue, amqp: Any, ctx: Any
                        observed=f"nothing in the dead-letter queue within {wait:.1f}s") from exc
     ctx.observe("dead-lettered", dead.describe())
     ctx.check(x_death_reason(dead), "rejected", "x-death[0].reason")
+
+
+def aio_pika_requeue_false_discards(broker_url: str, ctx: Any, cleanup: Any, how: How) -> None:
+    """aio-pika: queue.get() then message.reject / message.nack (requeue=False) on a queue without a
+    dead-letter exchange: a following queue.get() finds the queue empty."""
+    q = cleanup.queue(ctx.name("q"))
+    observed = run_async(aio_pika_settle_then_get(broker_url, q, how, ctx.timeout), ctx.timeout * 3,
+                         f"the aio-pika {how} scenario")
+    ctx.check(observed, "queue empty", f"queue.get() after message.{how}(requeue=False)")

@@ -18,8 +18,10 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
+from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
+from conformance.clients.libs import pika_session
+from conformance.clients.pika_steps import pika_queue_channel
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import Mismatch, Unsupported
@@ -156,11 +158,7 @@ def test_nack_requeues(declared_queue, ctx, n: int, acked: tuple[int, ...], nack
 )
 def test_multiple_requeue_order(declared_queue, ctx):
     ch, q = declared_queue()
-    bodies = [f"n{i}".encode() for i in range(1, 9)]
-    publish_confirmed(ch, "", q, bodies)
-    ch.qos(4)
-    ch.consume(q)
-    first = ch.deliveries(4)
+    _, first = consume_published(ch, q, [f"n{i}".encode() for i in range(1, 9)], take=4, prefetch=4)
     ch.nack(first[-1].method.delivery_tag, multiple=True, requeue=True)
     after: list[Event] = []
     while len(after) < 8:
@@ -208,11 +206,7 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
 
     q = cleanup.queue(ctx.name("q"))
     with pika_session(broker_url, ctx.timeout, "pika nack scenario") as conn:
-        ch = conn.channel()
-        ch.queue_declare(q)
-        ch.confirm_delivery()
-        for i in range(3):
-            ch.basic_publish("", q, f"p{i}".encode())
+        ch = pika_queue_channel(conn, q, [f"p{i}".encode() for i in range(3)])
         tags: list[int] = []
         for _ in range(3):
             method, _props, _body = ch.basic_get(q)
@@ -241,7 +235,4 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
     expectation="the message is discarded: a following queue.get() finds the queue empty",
 )
 def test_aio_pika_nack_discards(broker_url, ctx, cleanup):
-    q = cleanup.queue(ctx.name("q"))
-    observed = run_async(aio_pika_settle_then_get(broker_url, q, "nack", ctx.timeout), ctx.timeout * 3,
-                         "the aio-pika nack scenario")
-    ctx.check(observed, "queue empty", "queue.get() after message.nack(requeue=False)")
+    settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "nack")

@@ -18,8 +18,10 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
+from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, method_name, reply_name
 from conformance.clients.steps import publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -66,9 +68,7 @@ def redeliveries(ch: RawChannel, n: int, ctx: Any, after: str) -> list[Event]:
 )
 def test_requeue_redelivers_consumer(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3"])
-    ch.consume(q)
-    ch.deliveries(3)
+    consume_published(ch, q, [b"r1", b"r2", b"r3"])
     ch.recover(requeue=True)
     again = redeliveries(ch, 3, ctx, "basic.recover(requeue=true)")
     ctx.check(flagged(again), [("r1", True), ("r2", True), ("r3", True)], "(body, redelivered) after recover")
@@ -108,9 +108,7 @@ def test_requeue_redelivers_get(declared_queue, ctx):
 )
 def test_no_ack_not_redelivered(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1", b"r2"])
-    ch.consume(q, no_ack=True)
-    ch.deliveries(2)
+    consume_published(ch, q, [b"r1", b"r2"], no_ack=True)
     ch.recover(requeue=True)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="redelivery of auto-acked messages after recover")
     ctx.observe("redeliveries", "none")
@@ -142,10 +140,7 @@ def test_nothing_unacked(amqp, ctx):
 )
 def test_frees_prefetch(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1", b"r2", b"r3", b"r4"])
-    ch.qos(2)
-    ch.consume(q)
-    ch.deliveries(2)
+    consume_published(ch, q, [b"r1", b"r2", b"r3", b"r4"], take=2, prefetch=2)
     expect_no_delivery(
         ch, quiet_window(ctx.timeout), what="a third delivery while the prefetch window is full"
     )
@@ -166,9 +161,7 @@ def test_frees_prefetch(declared_queue, ctx):
 )
 def test_recover_async(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1", b"r2"])
-    ch.consume(q)
-    ch.deliveries(2)
+    consume_published(ch, q, [b"r1", b"r2"])
     ch.send(spec.Basic.RecoverAsync(requeue=True))
     try:
         again = redeliveries(ch, 2, ctx, "basic.recover-async(requeue=true)")
@@ -200,9 +193,7 @@ def test_recover_async(declared_queue, ctx):
 )
 def test_requeue_false(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1"])
-    tag = ch.consume(q)
-    ch.next_delivery(what="the first delivery")
+    tag, _ = consume_published(ch, q, [b"r1"])
     try:
         ch.recover(requeue=False)
         again = ch.next_delivery(what="a redelivery after basic.recover(requeue=false)")
@@ -241,15 +232,8 @@ def test_pika_basic_recover(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
     seen: list[tuple[str, bool]] = []
     with pika_session(broker_url, ctx.timeout, "pika basic_recover scenario") as conn:
-        ch = conn.channel()
-        ch.queue_declare(q)
-        ch.confirm_delivery()
-        for body in (b"p1", b"p2"):
-            ch.basic_publish("", q, body)
-        for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
-            if method is None:
-                raise CaseTimeout("a delivery in the pika consumer loop", ctx.timeout,
-                                  observed=f"deliveries so far: {seen}")
+        ch = pika_queue_channel(conn, q, [b"p1", b"p2"])
+        for method, body in pika_deliveries(ch, q, ctx.timeout, seen):
             seen.append((body.decode(), bool(method.redelivered)))
             if len(seen) == 2:
                 ch.basic_recover(requeue=True)

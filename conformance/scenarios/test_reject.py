@@ -25,8 +25,10 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import settle
+from conformance.clients.consuming import competing_consumers, consume_published
 from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import aio_pika_settle_then_get, pika_session, run_async
+from conformance.clients.libs import pika_session
+from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import get_one, publish_confirmed, quiet_window
 from conformance.verdicts import CaseTimeout
@@ -96,9 +98,7 @@ def test_requeue_true_requeues(declared_queue, ctx):
 )
 def test_requeue_same_consumer(declared_queue, ctx):
     ch, q = declared_queue()
-    publish_confirmed(ch, "", q, [b"r1"])
-    tag = ch.consume(q)
-    first = ch.next_delivery(what="the first delivery")
+    tag, (first,) = consume_published(ch, q, [b"r1"])
     ch.reject(first.method.delivery_tag, requeue=True)
     # The spec's "later stage" redelivery is allowed, so only a prompt redelivery counts as "same".
     window = max(quiet_window(ctx.timeout), min(ctx.timeout, 2.0))
@@ -123,15 +123,8 @@ def test_requeue_same_consumer(declared_queue, ctx):
     expectation="recorded: which consumer receives the redelivery (RabbitMQ: either; spec: not the same "
                 "channel)",
 )
-def test_requeue_two_consumers(amqp, ctx, cleanup, queue_type):
-    a = amqp.channel()
-    b = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
-    a.qos(1)
-    b.qos(1)
-    a.consume(q)
-    b.consume(q)
+def test_requeue_two_consumers(declared_queue, amqp, ctx):
+    a, b, q = competing_consumers(declared_queue, amqp, prefetch=1)
     publish_confirmed(a, "", q, [b"r1"])
     chs = [a, b]
     first_i, first = next_from_any(chs, ctx.timeout, "the first delivery")
@@ -271,15 +264,9 @@ def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
 def test_pika_requeue(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
     with pika_session(broker_url, ctx.timeout, "pika reject/requeue loop") as conn:
-        ch = conn.channel()
-        ch.queue_declare(q)
-        ch.confirm_delivery()
-        ch.basic_publish("", q, b"p1")
+        ch = pika_queue_channel(conn, q, [b"p1"])
         seen: list[tuple[bytes, bool]] = []
-        for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
-            if method is None:
-                raise CaseTimeout("a delivery in the pika consumer loop", ctx.timeout,
-                                  observed=f"deliveries so far: {seen}")
+        for method, body in pika_deliveries(ch, q, ctx.timeout, seen):
             seen.append((body, bool(method.redelivered)))
             if len(seen) == 1:
                 ch.basic_reject(method.delivery_tag, requeue=True)
@@ -301,7 +288,4 @@ def test_pika_requeue(broker_url, ctx, cleanup):
     expectation="the message is discarded: a following queue.get() finds the queue empty",
 )
 def test_aio_pika_reject_discards(broker_url, ctx, cleanup):
-    q = cleanup.queue(ctx.name("q"))
-    observed = run_async(aio_pika_settle_then_get(broker_url, q, "reject", ctx.timeout), ctx.timeout * 3,
-                         "the aio-pika reject scenario")
-    ctx.check(observed, "queue empty", "queue.get() after message.reject(requeue=False)")
+    settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "reject")
