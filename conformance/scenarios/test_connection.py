@@ -23,10 +23,11 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.expect import check
 from conformance.clients.handshake import Handshake
 from conformance.clients.libs import aio_pika_connect, run_async
 from conformance.clients.outcome import outcome
+from conformance.clients.provoke import expect_passive_missing, open_again
 from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
@@ -52,10 +53,9 @@ def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
 )
 def test_bad_protocol_name(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.send(b"XMQP\x00\x00\x09\x01")
-    w.until_end("the broker's protocol header and socket close")
-    ctx.observe("received", w.buf[:16])
-    ctx.check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
+    received = w.header_answer(b"XMQP\x00\x00\x09\x01", "the broker's protocol header and socket close")
+    ctx.observe("received", received[:16])
+    ctx.check(received, PROTOCOL_HEADER, "bytes received before the socket closed")
 
 
 @case(
@@ -69,11 +69,10 @@ def test_bad_protocol_name(broker_url, ctx, request):
 )
 def test_higher_version(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.send(b"AMQP\x00\x02\x00\x00")
-    w.until_end("the broker's protocol header and socket close")
-    ctx.observe("received", w.buf[:16])
-    ok = len(w.buf) == 8 and w.buf[:5] == b"AMQP\x00" and tuple(w.buf[5:8]) <= (2, 0, 0)
-    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
+    received = w.header_answer(b"AMQP\x00\x02\x00\x00", "the broker's protocol header and socket close")
+    ctx.observe("received", received[:16])
+    ok = len(received) == 8 and received[:5] == b"AMQP\x00" and tuple(received[5:8]) <= (2, 0, 0)
+    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {received[:16]!r})")
 
 
 # -- connection.start ----------------------------------------------------------------------------
@@ -156,9 +155,7 @@ def test_bad_credentials(broker_url, ctx, request):
 )
 def test_unknown_vhost(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.start()
-    w.start_ok()
-    w.tune_ok_open(w.tune(), vhost="amqpc-no-such-vhost")
+    w.tune_ok_open(w.login(), vhost="amqpc-no-such-vhost")
     frm = w.next_frame("the answer to connection.open of an unknown vhost")
     if not isinstance(frm, spec.Connection.Close):
         raise Mismatch(
@@ -179,9 +176,8 @@ def test_vhost_separation(declared_queue, amqp, ctx):
         raise Unsupported(f"needs a second virtual host: set {SECOND_VHOST_ENV} (see the module docstring)")
     _, q = declared_queue()
     ch2 = amqp.channel(vhost=other)
-    ch2.send(spec.Queue.Declare(queue=q, passive=True))
-    expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost",
-                         method=spec.Queue.Declare)
+    what = f"passive declare in vhost {other!r} of a queue from the first vhost"
+    expect_passive_missing(ch2, spec.Queue.Declare(queue=q, passive=True), what)
 
 
 # -- tune ----------------------------------------------------------------------------------------
@@ -205,9 +201,7 @@ def _above_limit_case(field: str) -> Case:
 ])
 def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimited: int):
     w = wire(broker_url, ctx, request)
-    w.start()
-    w.start_ok()
-    tune = w.tune()
+    tune = w.login()
     attr = field.replace("-", "_")
     limit = getattr(tune, attr)
     if not limit or limit >= unlimited:
@@ -304,7 +298,7 @@ def test_close_stability(amqp, ctx, cleanup):
     conn.auto_close_ok = False
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    conn.send_method(ch.id, spec.Channel.Open())  # 504: a connection exception
+    open_again(conn, ch)  # 504: a connection exception
     close = conn.wait_connection_close(what="connection.close 504")
     try:
         ch.send(spec.Queue.Declare(queue=q))  # must be discarded
