@@ -14,14 +14,15 @@ cause, recording it like every ``expect_*``:
 from __future__ import annotations
 
 from pamqp import commands as spec
+from pamqp.base import Frame
 
 from conformance.clients.expect import expect_channel_close, expect_connection_close
 from conformance.clients.raw import Event, RawChannel, RawConnection
 
 
-def expect_passive_missing(ch: RawChannel, declare: spec.Queue.Declare | spec.Exchange.Declare,
-                           what: str) -> Event:
-    """Send ``declare`` (passive, of a missing entity) and expect channel.close 404 naming it."""
+def expect_passive_missing(ch: RawChannel, declare: Frame, what: str) -> Event:
+    """Send ``declare`` (a passive queue.declare or exchange.declare of an entity that does not
+    exist) and expect channel.close 404 naming it."""
     ch.send(declare)
     return expect_channel_close(ch, 404, what=what, method=type(declare))
 

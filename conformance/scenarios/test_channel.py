@@ -13,11 +13,10 @@ from __future__ import annotations
 import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
-from pamqp import header as pheader
-from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
+from conformance.clients.frames import content_body, content_header
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.provoke import expect_second_open
@@ -165,9 +164,9 @@ def test_bad_frames(amqp, ctx, cleanup, kind):
     conn = amqp()
     ch = conn.channel()
     if kind == "header":
-        raw = pframe.marshal(pheader.ContentHeader(0, 3, spec.Basic.Properties()), ch.id)
+        raw = content_header(ch.id, 3)
     elif kind == "body":
-        raw = pframe.marshal(ContentBody(b"abc"), ch.id)
+        raw = content_body(ch.id, b"abc")
     elif kind == "frame-end":
         q = cleanup.queue(ctx.name("q"))
         raw = pframe.marshal(spec.Queue.Declare(queue=q), ch.id)[:-1] + b"\x00"

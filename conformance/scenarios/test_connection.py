@@ -24,9 +24,10 @@ from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check
+from conformance.clients.frames import publish_unsplit
 from conformance.clients.handshake import Handshake
 from conformance.clients.libs import aio_pika_connect, run_async
-from conformance.clients.outcome import outcome
+from conformance.clients.outcome import expected_patterns, matches, outcome
 from conformance.clients.provoke import expect_passive_missing, open_again
 from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -130,8 +131,6 @@ def test_invalid_mechanism(broker_url, ctx, request):
     },
 )
 def test_bad_credentials(broker_url, ctx, request):
-    import fnmatch
-
     w = wire(broker_url, ctx, request)
     w.start()
     w.start_ok(password="amqpc-wrong-password")
@@ -139,9 +138,8 @@ def test_bad_credentials(broker_url, ctx, request):
     observed = "socket ended" if frm is None else (
         f"connection.close {frm.reply_code}" if isinstance(frm, spec.Connection.Close) else describe(frm))
     ctx.observe("answer", describe(frm))
-    expected = ctx.expected
-    patterns = expected if isinstance(expected, tuple) else (expected,)
-    if not any(fnmatch.fnmatchcase(observed, p) for p in patterns):
+    patterns = expected_patterns(ctx.expected)
+    if not matches(observed, patterns):
         raise Mismatch("answer to a wrong password", expected=" or ".join(patterns), observed=describe(frm))
 
 
@@ -264,24 +262,9 @@ def test_frame_too_large(amqp, ctx, cleanup):
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    frames = (pframe.marshal(spec.Basic.Publish(exchange="", routing_key=q), ch.id)
-              + pframe.marshal(_header(3 * FRAME_MIN_SIZE), ch.id)
-              + pframe.marshal(_body(b"x" * 3 * FRAME_MIN_SIZE), ch.id))
-    got = outcome(ch, None, (), raw=frames)
+    got = outcome(ch, None, (), raw=publish_unsplit(ch.id, "", q, b"x" * 3 * FRAME_MIN_SIZE))
     ctx.observe("answer", got[1])
     ctx.check(got[0], "connection.close 501", "answer to a frame above frame-max")
-
-
-def _header(size: int) -> Any:
-    from pamqp import header as pheader
-
-    return pheader.ContentHeader(0, size, spec.Basic.Properties())
-
-
-def _body(data: bytes) -> Any:
-    from pamqp.body import ContentBody
-
-    return ContentBody(data)
 
 
 # -- close ---------------------------------------------------------------------------------------

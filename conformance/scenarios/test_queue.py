@@ -21,6 +21,7 @@ from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.pipeline import pipelined
 from conformance.clients.routing import routed_body
 from conformance.clients.steps import publish_confirmed
+from conformance.clients.wire import method_name
 from conformance.verdicts import Mismatch
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -430,13 +431,7 @@ def test_missing(amqp, ctx, cleanup, declared, make, ok):
     if declared:
         ch.declare_queue(q)
     method = make(q, ctx.name("missing-x"))
-    check_outcome(ctx, outcome(ch, method, ok), method_name_of(method))
-
-
-def method_name_of(method) -> str:
-    from conformance.clients.raw import method_name
-
-    return method_name(method)
+    check_outcome(ctx, outcome(ch, method, ok), method_name(method))
 
 
 # -- purge and delete ------------------------------------------------------------------------------
