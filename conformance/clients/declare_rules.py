@@ -1,9 +1,10 @@
 """Declare rules that exchanges and queues share, written once: reserved ``amq.`` names, the
-name syntax, and a passive declare of a missing entity.
+name syntax, a passive declare of a missing entity, and redeclaring with the same or other fields.
 
 test_exchange.py and test_queue.py each hold their own family (own ids and rules, built by
 :func:`cases` from the same texts and profile data) in a ``DECLARE_RULES`` table and pass their
-:class:`Entity`.
+:class:`Entity`. Their ``EQUIVALENCE`` tables build the shared cases with :func:`inequivalent_case`
+and :func:`equivalent_ok_case` and run them through :func:`redeclare`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pamqp.base import Frame
 from conformance.cases import Case, Level, param
 from conformance.clients.expect import expect_channel_close
 from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.provoke import expect_passive_missing
 from conformance.clients.steps import bad_name_frame
 from conformance.verdicts import CaseOutcome
 
@@ -85,9 +87,8 @@ def drop_bad_name(amqp: Any, bad: str, entity: Entity, timeout: float) -> None:
 def passive_missing(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
     """A passive declare of an entity that does not exist closes the channel with 404."""
     ch = amqp.channel()
-    declare = entity.declare(ctx.name("missing"), passive=True)
-    ch.send(declare)
-    expect_channel_close(ch, 404, what=f"passive declare of a missing {entity.kind}", method=type(declare))
+    expect_passive_missing(ch, entity.declare(ctx.name("missing"), passive=True),
+                           f"passive declare of a missing {entity.kind}")
 
 
 def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
@@ -138,3 +139,48 @@ def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
             passive_missing,
         ),
     ]
+
+
+# -- equivalence: redeclaring an existing entity ---------------------------------------------------
+
+
+def inequivalent_case(kind: str, id_: str, description: str, field_: str, measured: str, **more: Any) -> Case:
+    """The case of a redeclare that changes ``field_``: ``<kind>.declare/equivalent`` asks for a
+    channel exception and names no code; RabbitMQ answers 406 "inequivalent arg '<field_>'"
+    (``measured`` says where that was seen). ``more``: further :class:`Case` fields."""
+    return Case(
+        id_,
+        rules=(f"{kind}.declare/equivalent",),
+        level=Level.MUST,
+        description=description,
+        expectation="a channel exception (RabbitMQ: channel.close 406)",
+        default="channel.close *",
+        expected={"rabbitmq": "channel.close 406"},
+        expected_sources={
+            "rabbitmq": f"{measured}: 406 \"inequivalent arg '{field_}'\"",
+            "spec": f"{kind}.declare/equivalent (a channel exception, no code named)",
+        },
+        **more,
+    )
+
+
+def equivalent_ok_case(kind: str, id_: str, description: str, **more: Any) -> Case:
+    """The case of a redeclare with the same fields: ``<kind>.declare-ok``."""
+    return Case(
+        id_,
+        rules=(f"{kind}.declare/equivalent",),
+        level=Level.MUST,
+        description=description,
+        expectation=f"{kind}.declare-ok",
+        default=f"{kind}.declare-ok",
+        **more,
+    )
+
+
+def redeclare(
+    ctx: Any, ch: Any, entity: Entity, name: str, first: dict[str, Any], second: dict[str, Any]
+) -> None:
+    """Declare ``name`` again with the fields ``second`` (it was declared with ``first``) and
+    compare the broker's answer with the case's expected outcome."""
+    check_outcome(ctx, outcome(ch, entity.declare(name, **second), entity.declare_ok),
+                  f"redeclare {first} as {second}")

@@ -285,6 +285,20 @@ class Handshake:
             frame_max=tune.frame_max if frame_max is None else frame_max, heartbeat=heartbeat))
         self.send_method(spec.Connection.Open(virtual_host=self.url.vhost if vhost is None else vhost))
 
+    def login(self) -> spec.Connection.Tune:
+        """:meth:`start`, :meth:`start_ok` with the URL's credentials, and the broker's
+        connection.tune: the steps before the negotiation a case then drives itself."""
+        self.start()
+        self.start_ok()
+        return self.tune()
+
+    def header_answer(self, header: bytes, what: str) -> bytes:
+        """Send ``header`` instead of the protocol header, wait (bounded) for the broker to end the
+        socket and return every byte it sent before."""
+        self.send(header)
+        self.until_end(what)
+        return self.buf
+
     def unexpected(self, wanted: str, frm: Any) -> str:
         if frm is None:
             return "socket closed by the broker" if self.ended in ("closed", None) else self.ended

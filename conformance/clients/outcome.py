@@ -160,6 +160,16 @@ def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, ra
     return _code(ev), ev.describe()
 
 
+def expected_patterns(expected: Any) -> tuple[str, ...]:
+    """A case's expected outcome as a tuple of ``fnmatch`` patterns (it is one or several)."""
+    return tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+
+
+def matches(short_text: str, patterns: tuple[str, ...]) -> bool:
+    """Whether an outcome in short form (``channel.close 404``) matches one of ``patterns``."""
+    return any(fnmatch.fnmatchcase(short_text, p) for p in patterns)
+
+
 def check_outcome(ctx: CaseContextLike, observed: tuple[str, str], what: str) -> None:
     """Compare an :func:`outcome` with the case's expected value for this profile.
 
@@ -168,10 +178,9 @@ def check_outcome(ctx: CaseContextLike, observed: tuple[str, str], what: str) ->
     otherwise the case's level decides (FAIL for MUST, NON_STRICT for SHOULD/MAY).
     """
     short_text, detail = observed
-    expected = ctx.expected
-    patterns = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+    patterns = expected_patterns(ctx.expected)
     ctx.observed[what] = detail
-    if any(fnmatch.fnmatchcase(short_text, p) for p in patterns):
+    if matches(short_text, patterns):
         return
     case_ = ctx.case
     profile_data = case_ is not None and ctx.profile in case_.expected

@@ -13,13 +13,13 @@ from __future__ import annotations
 import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
-from pamqp import header as pheader
-from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
+from conformance.clients.frames import content_body, content_header
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.provoke import expect_second_open
 from conformance.verdicts import CaseTimeout
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -33,9 +33,7 @@ CONSTANTS = "amqp0-9-1.xml#constants"
 )
 def test_open_twice(amqp, ctx):
     conn = amqp()
-    ch = conn.channel()
-    conn.send_method(ch.id, spec.Channel.Open())
-    expect_connection_close(conn, 504, what="second channel.open", probe_channel=ch)
+    expect_second_open(conn, conn.channel())
 
 
 @case(
@@ -129,28 +127,34 @@ def test_client_close(amqp, ctx):
     ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after close / close-ok")
 
 
+def _unexpected_frame_case(id_: str, description: str) -> Case:
+    """A content frame where a method frame must come: connection.close 505 (RabbitMQ too)."""
+    return Case(id_, sources=(f"{CONSTANTS} (unexpected-frame 505)",), level=Level.MUST,
+                description=description,
+                expectation="connection.close 505 UNEXPECTED_FRAME", default="connection.close 505",
+                expected_sources={"rabbitmq": f"{RMQ}: 505 'expected method frame, got non method frame'"})
+
+
+def _frame_error_case(id_: str, description: str, rabbitmq_text: str) -> Case:
+    """A malformed frame: connection.close 501 or the socket's end (RabbitMQ: 501 ``rabbitmq_text``)."""
+    return Case(id_, sources=(f"{CONSTANTS} (frame-error 501)",), level=Level.MUST, description=description,
+                expectation="the connection ends: connection.close 501 FRAME_ERROR or a socket close",
+                default=("connection.close 501", "socket closed"),
+                expected_sources={"rabbitmq": f"{RMQ}: connection.close 501 '{rabbitmq_text}'"})
+
+
 FRAMES = [
-    param(Case("channel.content-header-without-method-505", sources=(f"{CONSTANTS} (unexpected-frame 505)",),
-               level=Level.MUST, description="A content header frame with no content method before it",
-               expectation="connection.close 505 UNEXPECTED_FRAME", default="connection.close 505",
-               expected_sources={"rabbitmq": f"{RMQ}: 505 'expected method frame, got non method frame'"}),
+    param(_unexpected_frame_case("channel.content-header-without-method-505",
+                                 "A content header frame with no content method before it"),
           "header"),
-    param(Case("channel.content-body-without-method-505", sources=(f"{CONSTANTS} (unexpected-frame 505)",),
-               level=Level.MUST, description="A content body frame with no content in progress",
-               expectation="connection.close 505 UNEXPECTED_FRAME", default="connection.close 505",
-               expected_sources={"rabbitmq": f"{RMQ}: 505 'expected method frame, got non method frame'"}),
+    param(_unexpected_frame_case("channel.content-body-without-method-505",
+                                 "A content body frame with no content in progress"),
           "body"),
-    param(Case("channel.bad-frame-end", sources=(f"{CONSTANTS} (frame-error 501)",), level=Level.MUST,
-               description="A method frame whose frame-end octet is not 0xCE",
-               expectation="the connection ends: connection.close 501 FRAME_ERROR or a socket close",
-               default=("connection.close 501", "socket closed"),
-               expected_sources={"rabbitmq": f"{RMQ}: connection.close 501 'invalid_frame_end_marker'"}),
+    param(_frame_error_case("channel.bad-frame-end", "A method frame whose frame-end octet is not 0xCE",
+                            "invalid_frame_end_marker"),
           "frame-end"),
-    param(Case("channel.unknown-frame-type", sources=(f"{CONSTANTS} (frame-error 501)",), level=Level.MUST,
-               description="A frame of type 9 (not method/header/body/heartbeat)",
-               expectation="the connection ends: connection.close 501 FRAME_ERROR or a socket close",
-               default=("connection.close 501", "socket closed"),
-               expected_sources={"rabbitmq": f"{RMQ}: connection.close 501 'unknown_frame'"}),
+    param(_frame_error_case("channel.unknown-frame-type",
+                            "A frame of type 9 (not method/header/body/heartbeat)", "unknown_frame"),
           "type"),
 ]
 
@@ -160,9 +164,9 @@ def test_bad_frames(amqp, ctx, cleanup, kind):
     conn = amqp()
     ch = conn.channel()
     if kind == "header":
-        raw = pframe.marshal(pheader.ContentHeader(0, 3, spec.Basic.Properties()), ch.id)
+        raw = content_header(ch.id, 3)
     elif kind == "body":
-        raw = pframe.marshal(ContentBody(b"abc"), ch.id)
+        raw = content_body(ch.id, b"abc")
     elif kind == "frame-end":
         q = cleanup.queue(ctx.name("q"))
         raw = pframe.marshal(spec.Queue.Declare(queue=q), ch.id)[:-1] + b"\x00"

@@ -23,10 +23,12 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.expect import check
+from conformance.clients.frames import publish_unsplit
 from conformance.clients.handshake import Handshake
 from conformance.clients.libs import aio_pika_connect, run_async
-from conformance.clients.outcome import outcome
+from conformance.clients.outcome import expected_patterns, matches, outcome
+from conformance.clients.provoke import expect_passive_missing, open_again
 from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
@@ -52,10 +54,9 @@ def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
 )
 def test_bad_protocol_name(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.send(b"XMQP\x00\x00\x09\x01")
-    w.until_end("the broker's protocol header and socket close")
-    ctx.observe("received", w.buf[:16])
-    ctx.check(w.buf, PROTOCOL_HEADER, "bytes received before the socket closed")
+    received = w.header_answer(b"XMQP\x00\x00\x09\x01", "the broker's protocol header and socket close")
+    ctx.observe("received", received[:16])
+    ctx.check(received, PROTOCOL_HEADER, "bytes received before the socket closed")
 
 
 @case(
@@ -69,11 +70,10 @@ def test_bad_protocol_name(broker_url, ctx, request):
 )
 def test_higher_version(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.send(b"AMQP\x00\x02\x00\x00")
-    w.until_end("the broker's protocol header and socket close")
-    ctx.observe("received", w.buf[:16])
-    ok = len(w.buf) == 8 and w.buf[:5] == b"AMQP\x00" and tuple(w.buf[5:8]) <= (2, 0, 0)
-    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {w.buf[:16]!r})")
+    received = w.header_answer(b"AMQP\x00\x02\x00\x00", "the broker's protocol header and socket close")
+    ctx.observe("received", received[:16])
+    ok = len(received) == 8 and received[:5] == b"AMQP\x00" and tuple(received[5:8]) <= (2, 0, 0)
+    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {received[:16]!r})")
 
 
 # -- connection.start ----------------------------------------------------------------------------
@@ -131,8 +131,6 @@ def test_invalid_mechanism(broker_url, ctx, request):
     },
 )
 def test_bad_credentials(broker_url, ctx, request):
-    import fnmatch
-
     w = wire(broker_url, ctx, request)
     w.start()
     w.start_ok(password="amqpc-wrong-password")
@@ -140,9 +138,8 @@ def test_bad_credentials(broker_url, ctx, request):
     observed = "socket ended" if frm is None else (
         f"connection.close {frm.reply_code}" if isinstance(frm, spec.Connection.Close) else describe(frm))
     ctx.observe("answer", describe(frm))
-    expected = ctx.expected
-    patterns = expected if isinstance(expected, tuple) else (expected,)
-    if not any(fnmatch.fnmatchcase(observed, p) for p in patterns):
+    patterns = expected_patterns(ctx.expected)
+    if not matches(observed, patterns):
         raise Mismatch("answer to a wrong password", expected=" or ".join(patterns), observed=describe(frm))
 
 
@@ -156,9 +153,7 @@ def test_bad_credentials(broker_url, ctx, request):
 )
 def test_unknown_vhost(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
-    w.start()
-    w.start_ok()
-    w.tune_ok_open(w.tune(), vhost="amqpc-no-such-vhost")
+    w.tune_ok_open(w.login(), vhost="amqpc-no-such-vhost")
     frm = w.next_frame("the answer to connection.open of an unknown vhost")
     if not isinstance(frm, spec.Connection.Close):
         raise Mismatch(
@@ -179,9 +174,8 @@ def test_vhost_separation(declared_queue, amqp, ctx):
         raise Unsupported(f"needs a second virtual host: set {SECOND_VHOST_ENV} (see the module docstring)")
     _, q = declared_queue()
     ch2 = amqp.channel(vhost=other)
-    ch2.send(spec.Queue.Declare(queue=q, passive=True))
-    expect_channel_close(ch2, 404, what=f"passive declare in vhost {other!r} of a queue from the first vhost",
-                         method=spec.Queue.Declare)
+    what = f"passive declare in vhost {other!r} of a queue from the first vhost"
+    expect_passive_missing(ch2, spec.Queue.Declare(queue=q, passive=True), what)
 
 
 # -- tune ----------------------------------------------------------------------------------------
@@ -205,9 +199,7 @@ def _above_limit_case(field: str) -> Case:
 ])
 def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimited: int):
     w = wire(broker_url, ctx, request)
-    w.start()
-    w.start_ok()
-    tune = w.tune()
+    tune = w.login()
     attr = field.replace("-", "_")
     limit = getattr(tune, attr)
     if not limit or limit >= unlimited:
@@ -270,24 +262,9 @@ def test_frame_too_large(amqp, ctx, cleanup):
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    frames = (pframe.marshal(spec.Basic.Publish(exchange="", routing_key=q), ch.id)
-              + pframe.marshal(_header(3 * FRAME_MIN_SIZE), ch.id)
-              + pframe.marshal(_body(b"x" * 3 * FRAME_MIN_SIZE), ch.id))
-    got = outcome(ch, None, (), raw=frames)
+    got = outcome(ch, None, (), raw=publish_unsplit(ch.id, "", q, b"x" * 3 * FRAME_MIN_SIZE))
     ctx.observe("answer", got[1])
     ctx.check(got[0], "connection.close 501", "answer to a frame above frame-max")
-
-
-def _header(size: int) -> Any:
-    from pamqp import header as pheader
-
-    return pheader.ContentHeader(0, size, spec.Basic.Properties())
-
-
-def _body(data: bytes) -> Any:
-    from pamqp.body import ContentBody
-
-    return ContentBody(data)
 
 
 # -- close ---------------------------------------------------------------------------------------
@@ -304,7 +281,7 @@ def test_close_stability(amqp, ctx, cleanup):
     conn.auto_close_ok = False
     ch = conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    conn.send_method(ch.id, spec.Channel.Open())  # 504: a connection exception
+    open_again(conn, ch)  # 504: a connection exception
     close = conn.wait_connection_close(what="connection.close 504")
     try:
         ch.send(spec.Queue.Declare(queue=q))  # must be discarded

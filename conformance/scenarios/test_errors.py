@@ -11,13 +11,19 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import check, expect_channel_close, expect_connection_close
+from conformance.clients.expect import check
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import outcome
+from conformance.clients.provoke import expect_passive_missing, expect_second_open
 from conformance.clients.raw import UnexpectedClose
 from conformance.verdicts import CaseTimeout, Mismatch
 
 SPEC_CONSTANTS = "amqp0-9-1.xml#constants"
+
+
+def _missing_queue(ctx) -> spec.Queue.Declare:
+    """A passive queue.declare of a queue that does not exist (a 404 soft error)."""
+    return spec.Queue.Declare(queue=ctx.name("missing"), passive=True)
 
 
 # -- cases ---------------------------------------------------------------------------------------
@@ -35,9 +41,8 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     conn = amqp()
     ch1, ch2 = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    ch1.send(spec.Exchange.Declare(exchange=ctx.name("missing"), exchange_type="direct", passive=True))
-    expect_channel_close(ch1, 404, what="passive declare of a missing exchange",
-                         method=spec.Exchange.Declare)
+    missing = spec.Exchange.Declare(exchange=ctx.name("missing"), exchange_type="direct", passive=True)
+    expect_passive_missing(ch1, missing, "passive declare of a missing exchange")
     ok = outcome(ch2, spec.Queue.Declare(queue=q), spec.Queue.DeclareOk)
     ctx.observe("channel 2 after the soft error on channel 1", ok[1])
     ctx.check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
@@ -57,8 +62,7 @@ def test_hard_error_scope(amqp, ctx, cleanup):
     conn = amqp()
     ch1, ch2 = conn.channel(), conn.channel()
     q = cleanup.queue(ctx.name("q"))
-    conn.send_method(ch1.id, spec.Channel.Open())
-    expect_connection_close(conn, 504, what="channel.open on an open channel", probe_channel=ch1)
+    expect_second_open(conn, ch1, "channel.open on an open channel")
     # Spec connection.close: after sending close the broker discards every method but
     # close/close-ok, so the declare on channel 2 must never be answered.
     try:
@@ -84,8 +88,7 @@ def test_hard_error_scope(amqp, ctx, cleanup):
 )
 def test_channel_close_names_method(amqp, ctx):
     ch = amqp.channel()
-    ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
-    ev = expect_channel_close(ch, 404, what="passive declare of a missing queue", method=spec.Queue.Declare)
+    ev = expect_passive_missing(ch, _missing_queue(ctx), "passive declare of a missing queue")
     ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
 
 
@@ -99,9 +102,7 @@ def test_channel_close_names_method(amqp, ctx):
 )
 def test_connection_close_names_method(amqp, ctx):
     conn = amqp()
-    ch = conn.channel()
-    conn.send_method(ch.id, spec.Channel.Open())
-    ev = expect_connection_close(conn, 504, what="second channel.open", probe_channel=ch)
+    ev = expect_second_open(conn, conn.channel())
     ctx.check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
 
 
@@ -116,8 +117,7 @@ def test_connection_close_names_method(amqp, ctx):
 def test_channel_reusable_after_close(amqp, ctx):
     conn = amqp()
     ch = conn.channel()
-    ch.send(spec.Queue.Declare(queue=ctx.name("missing"), passive=True))
-    expect_channel_close(ch, 404, what="passive declare of a missing queue", method=spec.Queue.Declare)
+    expect_passive_missing(ch, _missing_queue(ctx), "passive declare of a missing queue")
     got = outcome(ch, spec.Channel.Open(), spec.Channel.OpenOk)
     ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
 

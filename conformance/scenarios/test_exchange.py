@@ -16,10 +16,12 @@ from pamqp.common import FieldTable
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
-from conformance.clients.expect import check, expect_channel_close
+from conformance.clients.expect import check
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.raw import RawChannel
+from conformance.clients.pipeline import pipelined
+from conformance.clients.provoke import expect_passive_missing
+from conformance.clients.routing import routed_body
 from conformance.verdicts import Mismatch, Unsupported
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -34,11 +36,6 @@ def _declare(
     name: str, type_: str = "direct", *, passive: bool = False, durable: bool = False
 ) -> spec.Exchange.Declare:
     return spec.Exchange.Declare(exchange=name, exchange_type=type_, passive=passive, durable=durable)
-
-
-def _routed(ch: RawChannel, q: str) -> bytes | None:
-    ev = ch.get(q, no_ack=True)
-    return ev.body if ev is not None else None
 
 
 # -- standard types ------------------------------------------------------------------------------
@@ -112,9 +109,8 @@ def test_exchange_type(amqp, ctx, cleanup, type_, bind_key, bind_args, key, head
     ctx.check(got[0], "exchange.declare-ok", f"exchange.declare type={type_}")
     ch.declare_queue(q)
     ch.bind(q, x, bind_key, arguments=bind_args)
-    ch.publish(x, key, b"typed", properties=spec.Basic.Properties(headers=headers))
-    ch.barrier()
-    ctx.check(_routed(ch, q), b"typed", f"message routed by the {type_} exchange")
+    body = routed_body(ch, x, key, b"typed", q, properties=spec.Basic.Properties(headers=headers))
+    ctx.check(body, b"typed", f"message routed by the {type_} exchange")
 
 
 # -- pre-declared instances ----------------------------------------------------------------------
@@ -175,25 +171,24 @@ def test_amq_match(amqp, ctx):
 )
 def test_default_exchange(declared_queue, ctx):
     ch, q = declared_queue()
-    ch.publish("", q, b"via-default")
-    ch.barrier()
-    ctx.check(_routed(ch, q), b"via-default", "message via the default exchange")
+    ctx.check(routed_body(ch, "", q, b"via-default", q), b"via-default", "message via the default exchange")
+
+
+def _default_access_case(id_: str, description: str) -> Case:
+    """exchange/default-access: any error; RabbitMQ closes the channel with 403."""
+    return Case(id_, rules=("exchange/default-access",), level=Level.MUST, description=description,
+                expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
+                default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
+                expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+                                  "spec": "exchange/default-access (no reply code named)"})
 
 
 DEFAULT_ACCESS = [
-    param(Case("exchange.default-access-declare", rules=("exchange/default-access",), level=Level.MUST,
-               description="exchange.declare naming the default exchange ('') is refused",
-               expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
-               default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
-               expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
-                                 "spec": "exchange/default-access (no reply code named)"}),
+    param(_default_access_case("exchange.default-access-declare",
+                               "exchange.declare naming the default exchange ('') is refused"),
           _declare("", "direct"), spec.Exchange.DeclareOk),
-    param(Case("exchange.default-access-delete", rules=("exchange/default-access",), level=Level.MUST,
-               description="exchange.delete of the default exchange ('') is refused",
-               expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
-               default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
-               expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
-                                 "spec": "exchange/default-access (no reply code named)"}),
+    param(_default_access_case("exchange.default-access-delete",
+                               "exchange.delete of the default exchange ('') is refused"),
           _delete(""), spec.Exchange.DeleteOk),
 ]
 
@@ -248,25 +243,33 @@ def test_unknown_type(amqp, ctx, cleanup):
 
 
 EQUIVALENCE = [
-    param(Case("exchange.equivalent-durable", rules=("exchange.declare/equivalent",), level=Level.MUST,
-               description="Redeclaring a transient exchange as durable",
-               expectation="a channel exception (RabbitMQ: channel.close 406)",
-               default="channel.close *", expected={"rabbitmq": "channel.close 406"},
-               expected_sources={"rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
-                                 "spec": "exchange.declare/equivalent (a channel exception, no code named)"}),
-          {}, {"durable": True}),
-    param(Case("exchange.equivalent-same-fields-ok", rules=("exchange.declare/equivalent",), level=Level.MUST,
-               description="Redeclaring an exchange with the same type, durable and arguments",
-               expectation="exchange.declare-ok", default="exchange.declare-ok"),
-          {"durable": False}, {"durable": False}),
+    param(
+        declare_rules.inequivalent_case(
+            "exchange",
+            "exchange.equivalent-durable",
+            "Redeclaring a transient exchange as durable",
+            "durable",
+            RMQ,
+        ),
+        {},
+        {"durable": True},
+    ),
+    param(
+        declare_rules.equivalent_ok_case(
+            "exchange",
+            "exchange.equivalent-same-fields-ok",
+            "Redeclaring an exchange with the same type, durable and arguments",
+        ),
+        {"durable": False},
+        {"durable": False},
+    ),
 ]
 
 
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
 def test_equivalent(declared_exchange, ctx, first, second):
     ch, x = declared_exchange("direct", **first)
-    check_outcome(ctx, outcome(ch, _declare(x, "direct", **second), spec.Exchange.DeclareOk),
-                  f"redeclare {first} as {second}")
+    declare_rules.redeclare(ctx, ch, declare_rules.EXCHANGE, x, first, second)
 
 
 @case(
@@ -296,12 +299,8 @@ def test_durable_and_transient(amqp, ctx, cleanup):
 def test_minimum_exchanges(amqp, ctx, cleanup):
     ch = amqp.channel()
     names = [cleanup.exchange(ctx.name(f"x{i}")) for i in range(16)]
-    for n in names:
-        ch.send(_declare(n, "fanout"))
-    oks = 0
-    for _ in names:
-        ch.wait(spec.Exchange.DeclareOk, f"declare-ok for 16 exchanges (had {oks})")
-        oks += 1
+    declares = [_declare(n, "fanout") for n in names]
+    oks = pipelined(ch, declares, spec.Exchange.DeclareOk, "declare-ok for 16 exchanges")
     ctx.check(oks, 16, "exchanges declared")
 
 
@@ -328,11 +327,9 @@ def test_delete_missing(amqp, ctx):
     expectation="channel.close 406 PRECONDITION_FAILED",
     default="channel.close 406",
 )
-def test_delete_in_use(amqp, ctx, cleanup):
-    conn = amqp()
-    ch = conn.channel()
-    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(x, "direct")
+def test_delete_in_use(declared_exchange, ctx, cleanup):
+    ch, x = declared_exchange("direct")
+    q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     ch.bind(q, x, "k")
     check_outcome(ctx, outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk),
@@ -348,9 +345,7 @@ def test_delete_unused(declared_exchange, ctx):
     ch, x = declared_exchange("direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
     ctx.check(got[0], "exchange.delete-ok", "exchange.delete if-unused of an unbound exchange")
-    ch.send(_declare(x, passive=True))
-    expect_channel_close(ch, 404, what="passive declare of the deleted exchange",
-                         method=spec.Exchange.Declare)
+    expect_passive_missing(ch, _declare(x, passive=True), "passive declare of the deleted exchange")
 
 
 # -- RabbitMQ extension --------------------------------------------------------------------------
@@ -366,19 +361,15 @@ def test_delete_unused(declared_exchange, ctx):
     ),
     expectation="exchange.bind-ok, and the message is in the queue bound to the destination exchange",
 )
-def test_e2e_binding(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    src, dst = cleanup.exchange(ctx.name("src")), cleanup.exchange(ctx.name("dst"))
+def test_e2e_binding(declared_exchange, ctx, cleanup):
+    ch, src = declared_exchange("direct", "src")
+    _, dst = declared_exchange("fanout", "dst", ch=ch)
     q = cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(src, "direct")
-    ch.declare_exchange(dst, "fanout")
     ch.declare_queue(q)
     ch.bind(q, dst, "")
     got = outcome(ch, spec.Exchange.Bind(destination=dst, source=src, routing_key="k"), spec.Exchange.BindOk)
     ctx.check(got[0], "exchange.bind-ok", "exchange.bind")
-    ch.publish(src, "k", b"e2e")
-    ch.barrier()
-    ctx.check(_routed(ch, q), b"e2e", "message routed source → destination → queue")
+    ctx.check(routed_body(ch, src, "k", b"e2e", q), b"e2e", "message routed source → destination → queue")
 
 
 # -- client libraries ----------------------------------------------------------------------------

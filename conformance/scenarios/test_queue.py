@@ -18,7 +18,10 @@ from conformance.clients import declare_rules
 from conformance.clients.expect import check
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
+from conformance.clients.pipeline import pipelined
+from conformance.clients.routing import routed_body
 from conformance.clients.steps import publish_confirmed
+from conformance.clients.wire import method_name
 from conformance.verdicts import Mismatch
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
@@ -39,10 +42,8 @@ def _declare(name: str, **kw) -> spec.Queue.Declare:
 )
 def test_default_binding(declared_queue, ctx):
     ch, q = declared_queue()
-    ch.publish("", q, b"default-binding")
-    ch.barrier()
-    ev = ch.get(q, no_ack=True)
-    ctx.check(ev.body if ev else None, b"default-binding", "message via the default binding")
+    body = routed_body(ch, "", q, b"default-binding", q)
+    ctx.check(body, b"default-binding", "message via the default binding")
 
 
 @case(
@@ -92,53 +93,38 @@ CLASSIC_ONLY = ("classic",)
 EQUIV_PREMISE = "redeclares with durable=false / auto-delete / no x-queue-type, which a quorum queue refuses"
 EQUIVALENCE = [
     param(
-        Case(
+        declare_rules.inequivalent_case(
+            "queue",
+            "queue.equivalent-durable",
+            "Redeclaring a transient queue as durable",
+            "durable",
+            RMQ,
             queue_types=CLASSIC_ONLY,
             premise=EQUIV_PREMISE,
-            id="queue.equivalent-durable",
-            rules=("queue.declare/equivalent",),
-            level=Level.MUST,
-            description="Redeclaring a transient queue as durable",
-            expectation="a channel exception (RabbitMQ: channel.close 406)",
-            default="channel.close *",
-            expected={"rabbitmq": "channel.close 406"},
-            expected_sources={
-                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'durable'\"",
-                "spec": "queue.declare/equivalent (a channel exception, no code named)",
-            },
         ),
         {},
         {"durable": True},
     ),
     param(
-        Case(
+        declare_rules.inequivalent_case(
+            "queue",
+            "queue.equivalent-arguments",
+            "Redeclaring a queue with a different x-max-length argument",
+            "x-max-length",
+            RMQ,
             queue_types=CLASSIC_ONLY,
             premise=EQUIV_PREMISE,
-            id="queue.equivalent-arguments",
-            rules=("queue.declare/equivalent",),
-            level=Level.MUST,
-            description="Redeclaring a queue with a different x-max-length argument",
-            expectation="a channel exception (RabbitMQ: channel.close 406)",
-            default="channel.close *",
-            expected={"rabbitmq": "channel.close 406"},
-            expected_sources={
-                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'x-max-length'\"",
-                "spec": "queue.declare/equivalent (a channel exception, no code named)",
-            },
         ),
         {"arguments": {"x-max-length": 10}},
         {"arguments": {"x-max-length": 20}},
     ),
     param(
-        Case(
+        declare_rules.equivalent_ok_case(
+            "queue",
+            "queue.equivalent-same-fields-ok",
+            "Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
             queue_types=CLASSIC_ONLY,
             premise=EQUIV_PREMISE,
-            id="queue.equivalent-same-fields-ok",
-            rules=("queue.declare/equivalent",),
-            level=Level.MUST,
-            description="Redeclaring a queue with the same durable, exclusive, auto-delete and arguments",
-            expectation="queue.declare-ok",
-            default="queue.declare-ok",
         ),
         {"durable": False},
         {"durable": False},
@@ -170,9 +156,7 @@ EQUIVALENCE = [
 @pytest.mark.parametrize("first,second", EQUIVALENCE)
 def test_equivalent(declared_queue, ctx, first, second):
     ch, q = declared_queue(**first)
-    check_outcome(
-        ctx, outcome(ch, _declare(q, **second), spec.Queue.DeclareOk), f"redeclare {first} as {second}"
-    )
+    declare_rules.redeclare(ctx, ch, declare_rules.QUEUE, q, first, second)
 
 
 @case(
@@ -200,12 +184,7 @@ def test_durable_and_transient(amqp, ctx, cleanup):
 def test_minimum_queues(amqp, ctx, cleanup):
     ch = amqp.channel()
     names = [cleanup.queue(ctx.name(f"q{i}")) for i in range(256)]
-    for n in names:
-        ch.send(_declare(n))
-    oks = 0
-    for _ in names:
-        ch.wait(spec.Queue.DeclareOk, f"declare-ok for 256 queues (had {oks})")
-        oks += 1
+    oks = pipelined(ch, [_declare(n) for n in names], spec.Queue.DeclareOk, "declare-ok for 256 queues")
     ctx.check(oks, 256, "queues declared")
     for n in names:  # delete here, pipelined; cleanup's deletes then find nothing (fast)
         ch.send(spec.Queue.Delete(queue=n))
@@ -247,10 +226,9 @@ def test_bind_unique(declared_queue, ctx):
     description="Binding a durable queue to a transient exchange",
     expectation="queue.bind-ok",
 )
-def test_bind_transient_exchange(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(x, "direct", durable=False)
+def test_bind_transient_exchange(declared_exchange, ctx, cleanup):
+    ch, x = declared_exchange("direct", durable=False)
+    q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q, durable=True)
     got = outcome(ch, spec.Queue.Bind(queue=q, exchange=x, routing_key="k"), spec.Queue.BindOk)
     ctx.check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
@@ -276,16 +254,12 @@ def test_binding_count(declared_queue, ctx, cleanup):
     description="A queue bound to a direct exchange with key K; a message published with key K",
     expectation="the message is in the queue",
 )
-def test_direct_key_matching(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(x, "direct")
+def test_direct_key_matching(declared_exchange, ctx, cleanup):
+    ch, x = declared_exchange("direct")
+    q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
     ch.bind(q, x, "key-K")
-    ch.publish(x, "key-K", b"K")
-    ch.barrier()
-    ev = ch.get(q, no_ack=True)
-    ctx.check(ev.body if ev else None, b"K", "message routed by K = R")
+    ctx.check(routed_body(ch, x, "key-K", b"K", q), b"K", "message routed by K = R")
 
 
 DEFAULT_EXCHANGE = [
@@ -457,13 +431,7 @@ def test_missing(amqp, ctx, cleanup, declared, make, ok):
     if declared:
         ch.declare_queue(q)
     method = make(q, ctx.name("missing-x"))
-    check_outcome(ctx, outcome(ch, method, ok), method_name_of(method))
-
-
-def method_name_of(method) -> str:
-    from conformance.clients.raw import method_name
-
-    return method_name(method)
+    check_outcome(ctx, outcome(ch, method, ok), method_name(method))
 
 
 # -- purge and delete ------------------------------------------------------------------------------
@@ -519,12 +487,8 @@ def test_delete_guards(amqp, ctx, cleanup, setup, flags):
 )
 def test_sixteen_consumers(declared_queue, ctx):
     ch, q = declared_queue()
-    for i in range(16):
-        ch.send(spec.Basic.Consume(queue=q, consumer_tag=f"c{i}"))
-    oks = 0
-    for _ in range(16):
-        ch.wait(spec.Basic.ConsumeOk, f"consume-ok for 16 consumers (had {oks})")
-        oks += 1
+    consumes = [spec.Basic.Consume(queue=q, consumer_tag=f"c{i}") for i in range(16)]
+    oks = pipelined(ch, consumes, spec.Basic.ConsumeOk, "consume-ok for 16 consumers")
     ctx.check(oks, 16, "consumers accepted")
 
 
