@@ -21,6 +21,7 @@ import pytest
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
+from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.raw import (
     RawChannel,
     UnexpectedClose,
@@ -49,6 +50,17 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     return got
 
 
+def _prefetch_consumer(declared_queue: DeclareQueue, *, queued: int, prefetch: int,
+                       no_ack: bool = False) -> RawChannel:
+    """A queue holding ``queued`` messages (m1, m2, …), then on its channel basic.qos(prefetch-count=
+    ``prefetch``) and a consumer of the queue (``no_ack`` as given); the channel."""
+    ch, q = declared_queue()
+    fill(ch, q, queued)
+    ch.qos(prefetch)
+    ch.consume(q, no_ack=no_ack)
+    return ch
+
+
 @case(
     "qos.prefetch-count-bounds-unacked",
     rules=[PREFETCH],
@@ -60,10 +72,7 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     expectation="exactly two messages are delivered; the third is not sent while both are unacked",
 )
 def test_prefetch_count_bounds(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 5)
-    ch.qos(2)
-    ch.consume(q)
+    ch = _prefetch_consumer(declared_queue, queued=5, prefetch=2)
     ch.deliveries(2)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery beyond prefetch-count=2")
 
@@ -77,10 +86,7 @@ def test_prefetch_count_bounds(declared_queue, ctx) -> None:
     expectation="exactly one more message (the second) is delivered after the ack, then nothing",
 )
 def test_ack_frees_one_slot(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 3)
-    ch.qos(1)
-    ch.consume(q)
+    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1)
     first = ch.next_delivery()
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a second delivery before the first is acked")
     ch.ack(int(first.method.delivery_tag))
@@ -98,10 +104,7 @@ def test_ack_frees_one_slot(declared_queue, ctx) -> None:
     expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
 )
 def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 3)
-    ch.qos(1)
-    ch.consume(q, no_ack=True)
+    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
 
 
