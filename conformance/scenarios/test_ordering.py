@@ -29,7 +29,7 @@ import pytest
 from conformance.cases import Case, Level, case, param
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import body_list, drain, publish_confirmed
+from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -103,12 +103,9 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
                 "exchange into one queue, consumed by one consumer",
     expectation="the consumer receives all 1000 in publication order",
 )
-def test_single_path_1000(amqp, ctx, cleanup, queue_type):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(x, "direct")
-    ch.declare_queue(q, **ctx.declare_fields())
+def test_single_path_1000(declared_exchange, declared_queue, amqp, ctx):
+    ch, x = declared_exchange("direct")
+    _, q = declared_queue(ch=ch)
     ch.bind(q, x, "k")
     bodies = [f"m{i:04d}".encode() for i in range(1000)]
     consumer = amqp.channel()
@@ -207,13 +204,8 @@ REQUEUE_ROWS = [
 
 
 @pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
-def test_requeue_keeps_publication_order(
-    amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type
-):
-    conn = amqp()
-    ch = conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, **ctx.declare_fields())
+def test_requeue_keeps_publication_order(declared_queue, amqp, ctx, requeue: Requeue, via_consumer: bool):
+    ch, q = declared_queue()
     bodies = [f"m{i}".encode() for i in range(10)]
     publish_confirmed(ch, "", q, bodies)
     if via_consumer:
@@ -222,14 +214,7 @@ def test_requeue_keeps_publication_order(
         held = ch.deliveries(6)
         ch.cancel(tag)
     else:
-        held = []
-        for _ in range(6):
-            ev = ch.get(q)
-            if ev is None:
-                raise Mismatch(
-                    "setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}"
-                )
-            held.append(ev)
+        held = get_n(ch, q, 6)
     if body_list(held) != [f"m{i}" for i in range(6)]:
         raise Mismatch("setup: first six messages", expected="m0..m5", observed=body_list(held))
     ch.ack(held[1].method.delivery_tag)
@@ -238,7 +223,7 @@ def test_requeue_keeps_publication_order(
     requeue(ch, requeued)
     expected = ["m0", "m2", "m3", "m5", "m6", "m7", "m8", "m9"]
     if requeue is _close:
-        reader = conn.channel()
+        reader = ch.conn.channel()
         wait_ready(reader, q, len(expected), ctx.timeout)
     elif requeue is _close_connection:
         reader = amqp.channel()
@@ -259,11 +244,9 @@ def test_requeue_keeps_publication_order(
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
-    a = amqp.channel()
+def test_survivor_in_order(declared_queue, amqp, ctx):
+    a, q = declared_queue()
     b = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
     publish_confirmed(a, "", q, [f"m{i}".encode() for i in range(10)])
     a.qos(5)
     a.consume(q)
@@ -288,11 +271,9 @@ def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
     expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
                 "messages out of order; the queue keeps publication order)",
 )
-def test_several_consumers_observed(amqp, ctx, cleanup, queue_type):
-    a = amqp.channel()
+def test_several_consumers_observed(declared_queue, amqp, ctx):
+    a, q = declared_queue()
     b = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
     a.qos(2)
     b.qos(2)
     a.consume(q)
