@@ -21,6 +21,7 @@ from pamqp import commands as spec
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.fixtures import DeclareQueue
+from conformance.clients.libfill import aio_pika_fill, pika_fill
 from conformance.clients.outcome import answer
 from conformance.clients.raw import (
     Event,
@@ -448,9 +449,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     # pika_session: a broker that never answers, or answers with another consumer tag, is a TIMEOUT.
     with pika_session(broker_url, ctx.timeout, "pika consume loop") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        for i in (1, 2, 3):
-            ch.basic_publish("", q, f"p{i}".encode())
+        pika_fill(ch, q, [b"p1", b"p2", b"p3"])
 
         def on_message(channel: Any, method: Any, _props: Any, body: bytes) -> None:
             seen.append(body)
@@ -476,8 +475,6 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue",
 )
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
-    import aio_pika
-
     from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
@@ -486,9 +483,7 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for i in (1, 2, 3):
-                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3"], **ctx.declare_fields())
             seen: list[bytes] = []
             async with queue.iterator() as it:
                 async for message in it:

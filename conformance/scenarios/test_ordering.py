@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.libfill import aio_pika_fill, pika_fill
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
@@ -326,10 +327,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
     seen: list[str] = []
     with pika_session(broker_url, ctx.timeout * 3, "pika publish and consume of 200 messages") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        ch.confirm_delivery()
-        for body in bodies:
-            ch.basic_publish("", q, body.encode())
+        pika_fill(ch, q, [body.encode() for body in bodies], confirm=True)
         ch.basic_qos(prefetch_count=50)
         for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
             if method is None:
@@ -366,9 +364,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for body in bodies:
-                await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b.encode() for b in bodies], **ctx.declare_fields())
             held: list[aio_pika.abc.AbstractIncomingMessage] = []
             for _ in range(3):
                 msg = await queue.get(timeout=ctx.timeout, fail=False)

@@ -22,6 +22,7 @@ import pytest
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.fixtures import DeclareQueue
+from conformance.clients.libfill import aio_pika_fill, pika_fill
 from conformance.clients.raw import (
     RawChannel,
     UnexpectedClose,
@@ -215,9 +216,7 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     counts: list[int] = []
     with pika_session(broker_url, ctx.timeout, "pika prefetch scenario") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        for i in (1, 2, 3):
-            ch.basic_publish("", q, f"p{i}".encode())
+        pika_fill(ch, q, [b"p1", b"p2", b"p3"])
         ch.basic_qos(prefetch_count=1)
         ch.basic_consume(q, lambda _c, method, _p, _b: seen.append(method.delivery_tag), auto_ack=False)
         conn.process_data_events(time_limit=quiet_window(ctx.timeout) * 2)
@@ -241,8 +240,6 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     ),
 )
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
-    import aio_pika
-
     from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
@@ -253,9 +250,7 @@ def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
         try:
             channel = await conn.channel()
             await channel.set_qos(prefetch_count=2)
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for i in range(1, 5):
-                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3", b"a4"], **ctx.declare_fields())
             got: list[Any] = []
             arrived = asyncio.Event()
 
