@@ -60,27 +60,6 @@ def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[
         target.controller.restart()
 
 
-def _requeue_by_close(amqp: Any, first: RawChannel, queue: str, *, no_ack: bool = False) -> RawChannel:
-    """A consumer (``no_ack`` as given) on a new connection, then ``first`` closes: what ``first``
-    held unacked goes back to the queue, where that consumer can take it. Its channel."""
-    second = amqp.channel()
-    second.consume(queue, no_ack=no_ack)
-    first.close()
-    return second
-
-
-def _delivered_then_closed(declared_queue: DeclareQueue, amqp: Any, prefix: str, *,
-                           no_ack: bool = False) -> tuple[RawChannel, str, Event]:
-    """One message ``<prefix>1`` delivered to a consumer (``no_ack`` as given) that does not ack
-    it; then :func:`_requeue_by_close` with an acknowledging consumer. (That consumer's channel,
-    the queue, the first delivery.)"""
-    first, q = declared_queue()
-    fill(first, q, 1, prefix)
-    first.consume(q, no_ack=no_ack)
-    delivered = first.next_delivery()
-    return _requeue_by_close(amqp, first, q), q, delivered
-
-
 # -- delivery tags -------------------------------------------------------------------------------
 
 
@@ -143,6 +122,27 @@ def test_ack_on_other_channel(declared_queue, amqp, ctx) -> None:
 
 
 # -- ack / auto-ack / requeue on close ---------------------------------------------------------
+
+
+def _requeue_by_close(amqp: Any, first: RawChannel, queue: str, *, no_ack: bool = False) -> RawChannel:
+    """A consumer (``no_ack`` as given) on a new connection, then ``first`` closes: what ``first``
+    held unacked goes back to the queue, where that consumer can take it. Its channel."""
+    second = amqp.channel()
+    second.consume(queue, no_ack=no_ack)
+    first.close()
+    return second
+
+
+def _delivered_then_closed(declared_queue: DeclareQueue, amqp: Any, prefix: str, *,
+                           no_ack: bool = False) -> tuple[RawChannel, str, Event]:
+    """One message ``<prefix>1`` delivered to a consumer (``no_ack`` as given) that does not ack
+    it; then :func:`_requeue_by_close` with an acknowledging consumer. (That consumer's channel,
+    the queue, the first delivery.)"""
+    first, q = declared_queue()
+    fill(first, q, 1, prefix)
+    first.consume(q, no_ack=no_ack)
+    delivered = first.next_delivery()
+    return _requeue_by_close(amqp, first, q), q, delivered
 
 
 @case(
@@ -311,6 +311,17 @@ def test_get_ok_message_count(declared_queue, ctx) -> None:
 # -- cancel ---------------------------------------------------------------------------------------
 
 
+def _consume_then_delete_queue(amqp: Any, ch: RawChannel, url: str, ctx: Any) -> str:
+    """A queue on ``url`` with a consumer on ``ch``, then deleted by another connection; the
+    consumer's tag."""
+    q = ctx.name("q")
+    ch.declare_queue(q, **ctx.declare_fields())
+    tag = ch.consume(q)
+    admin = amqp.channel(url)
+    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    return tag
+
+
 @case(
     "acks.cancel-stops-deliveries",
     sources=[CANCEL],
@@ -342,11 +353,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     props = default_client_properties()
     props["capabilities"] = {k: v for k, v in props["capabilities"].items() if k != "consumer_cancel_notify"}
     ch = amqp(url, client_properties=props).channel()
-    q = ctx.name("q")
-    ch.declare_queue(q, **ctx.declare_fields())
-    tag = ch.consume(q)
-    admin = amqp.channel(url)
-    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    tag = _consume_then_delete_queue(amqp, ch, url, ctx)
     ctx.check(
         answer(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel"
     )
@@ -366,11 +373,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
 def test_broker_cancel_on_queue_delete(amqp, ctx, isolated, queue_type) -> None:
     url, health = isolated
     ch = amqp.channel(url)  # the raw client advertises consumer_cancel_notify
-    q = ctx.name("q")
-    ch.declare_queue(q, **ctx.declare_fields())
-    tag = ch.consume(q)
-    admin = amqp.channel(url)
-    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    tag = _consume_then_delete_queue(amqp, ch, url, ctx)
     ev = ch.wait(spec.Basic.Cancel, "basic.cancel from the broker")
     ctx.check(str(ev.method.consumer_tag), tag, "consumer tag in the broker's basic.cancel")
     if health is not None:

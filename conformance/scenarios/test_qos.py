@@ -23,12 +23,8 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
 from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.raw import (
-    RawChannel,
-    UnexpectedClose,
-    bodies,
-    reply_name,
-)
+from conformance.clients.outcome import short
+from conformance.clients.raw import RawChannel, UnexpectedClose, bodies
 from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout
 
@@ -184,15 +180,7 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
             observed = f"basic.qos-ok, then no delivery within {ctx.timeout:.0f}s"
     except UnexpectedClose as exc:
         ctx.observe("close", exc.event.describe())
-        m = getattr(exc.event, "method", None)
-        observed = (
-            (
-                f"{'connection' if m is not None and m.name.startswith('Connection') else 'channel'}.close "
-                f"{reply_name(exc.reply_code)}"
-            )
-            if m is not None
-            else exc.event.describe()
-        )
+        observed = short(exc.event)
     ctx.check_profile(observed, "outcome of prefetch-size=10")
 
 
