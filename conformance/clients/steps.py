@@ -1,5 +1,5 @@
 """Setup steps the scenario modules share: enqueue messages known to be there, take or read a
-queue out, hand-made frames, and how long silence is listened for."""
+queue out, look at a queue, hand-made frames, and how long silence is listened for."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pamqp import frame as pframe
 from pamqp.base import Frame
 
 from conformance.clients.confirms import settle_all
+from conformance.clients.outcome import short
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, tags
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
 
@@ -64,6 +65,16 @@ def fill(ch: RawChannel, queue: str, n: int, prefix: str = "m", size: int = 0) -
         ch.publish("", queue, sent[-1])
     ch.barrier()
     return sent
+
+
+def passive_answer(ch: RawChannel, queue: str) -> str:
+    """What a passive queue.declare of ``queue`` is answered, short form:
+    ``queue.declare-ok (queue exists, 2 messages)`` or the close (``channel.close 404 NOT_FOUND``)."""
+    try:
+        ok = ch.declare_queue(queue, passive=True)
+    except UnexpectedClose as exc:
+        return short(exc.event)
+    return f"queue.declare-ok (queue exists, {ok.message_count} messages)"
 
 
 def get_n(ch: RawChannel, queue: str, n: int, what: str = "setup basic.get") -> list[Event]:

@@ -20,8 +20,12 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
+from conformance.clients.fixtures import DeclareQueue
+from conformance.clients.libfill import aio_pika_fill, pika_fill
 from conformance.clients.outcome import answer
 from conformance.clients.raw import (
+    Event,
+    RawChannel,
     UnexpectedClose,
     bodies,
     default_client_properties,
@@ -82,12 +86,11 @@ def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
     description="Two channels of one connection each consume two messages, interleaved",
     expectation="each channel numbers its own deliveries 1, 2 (tags are scoped to the channel)",
 )
-def test_delivery_tags_per_channel(amqp, ctx, cleanup, queue_type) -> None:
+def test_delivery_tags_per_channel(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
-    a.declare_queue(qa, **ctx.declare_fields())
-    a.declare_queue(qb, **ctx.declare_fields())
+    _, qa = declared_queue("qa", ch=a)
+    _, qb = declared_queue("qb", ch=a)
     a.consume(qa)
     b.consume(qb)
     for i in (1, 2):
@@ -106,11 +109,10 @@ def test_delivery_tags_per_channel(amqp, ctx, cleanup, queue_type) -> None:
     description="A message received on channel A is acknowledged on channel B of the same connection",
     expectation="channel B (which delivered nothing) is closed with 406 PRECONDITION_FAILED",
 )
-def test_ack_on_other_channel(amqp, ctx, cleanup, queue_type) -> None:
+def test_ack_on_other_channel(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
+    _, q = declared_queue(ch=a)
     fill(a, q, 1)
     ev = a.get(q)
     if ev is None:
@@ -122,6 +124,27 @@ def test_ack_on_other_channel(amqp, ctx, cleanup, queue_type) -> None:
 # -- ack / auto-ack / requeue on close ---------------------------------------------------------
 
 
+def _requeue_by_close(amqp: Any, first: RawChannel, queue: str, *, no_ack: bool = False) -> RawChannel:
+    """A consumer (``no_ack`` as given) on a new connection, then ``first`` closes: what ``first``
+    held unacked goes back to the queue, where that consumer can take it. Its channel."""
+    second = amqp.channel()
+    second.consume(queue, no_ack=no_ack)
+    first.close()
+    return second
+
+
+def _delivered_then_closed(declared_queue: DeclareQueue, amqp: Any, prefix: str, *,
+                           no_ack: bool = False) -> tuple[RawChannel, str, Event]:
+    """One message ``<prefix>1`` delivered to a consumer (``no_ack`` as given) that does not ack
+    it; then :func:`_requeue_by_close` with an acknowledging consumer. (That consumer's channel,
+    the queue, the first delivery.)"""
+    first, q = declared_queue()
+    fill(first, q, 1, prefix)
+    first.consume(q, no_ack=no_ack)
+    delivered = first.next_delivery()
+    return _requeue_by_close(amqp, first, q), q, delivered
+
+
 @case(
     "acks.unacked-requeued-on-channel-close",
     rules=["basic/10"],
@@ -131,13 +154,7 @@ def test_ack_on_other_channel(amqp, ctx, cleanup, queue_type) -> None:
     expectation="the message goes back to the queue and is delivered to another consumer",
 )
 def test_unacked_requeued_on_close(declared_queue, amqp, ctx) -> None:
-    first, q = declared_queue()
-    fill(first, q, 1, "unacked")
-    first.consume(q)
-    first.next_delivery()
-    second = amqp.channel()
-    second.consume(q)
-    first.close()
+    second, _, _ = _delivered_then_closed(declared_queue, amqp, "unacked")
     ctx.check(second.next_delivery(what="the requeued message on another consumer").body, b"unacked1",
               "body redelivered to the second consumer")
 
@@ -151,13 +168,8 @@ def test_unacked_requeued_on_close(declared_queue, amqp, ctx) -> None:
     expectation="the second delivery has redelivered=true",
 )
 def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
-    first, q = declared_queue()
-    fill(first, q, 1, "again")
-    first.consume(q)
-    ctx.observe("first delivery", first.next_delivery().describe())
-    second = amqp.channel()
-    second.consume(q)
-    first.close()
+    second, _, delivered = _delivered_then_closed(declared_queue, amqp, "again")
+    ctx.observe("first delivery", delivered.describe())
     ev = second.next_delivery(what="the requeued message")
     ctx.check(bool(ev.method.redelivered), True, "redelivered flag")
 
@@ -171,13 +183,7 @@ def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
     expectation="the message is not requeued: another consumer receives nothing and the queue is empty",
 )
 def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
-    first, q = declared_queue()
-    fill(first, q, 1)
-    first.consume(q, no_ack=True)
-    first.next_delivery()
-    second = amqp.channel()
-    second.consume(q)
-    first.close()
+    second, q, _ = _delivered_then_closed(declared_queue, amqp, "m", no_ack=True)
     expect_no_delivery(second, quiet_window(ctx.timeout), what="no redelivery of an auto-acked message")
     ctx.check(second.message_count(q), 0, "messages left in the queue")
 
@@ -190,11 +196,9 @@ def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
     description="Spec scenario: consume four messages with explicit acks, ack two, disconnect, reconnect",
     expectation="the new connection receives exactly the two unacknowledged messages",
 )
-def test_explicit_ack_half(amqp, ctx, cleanup, queue_type) -> None:
+def test_explicit_ack_half(declared_queue, amqp, ctx) -> None:
     conn = amqp()
-    ch = conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, **ctx.declare_fields())
+    ch, q = declared_queue(ch=conn.channel())
     fill(ch, q, 4)
     ch.consume(q)
     got = ch.deliveries(4)
@@ -230,9 +234,7 @@ def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
             raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
     first.ack(0, multiple=True)
     first.barrier()
-    second = amqp.channel()
-    second.consume(q, no_ack=True)
-    first.close()
+    second = _requeue_by_close(amqp, first, q, no_ack=True)
     expect_no_delivery(
         second, quiet_window(ctx.timeout), what="no message requeued after ack(0, multiple=true)"
     )
@@ -309,6 +311,17 @@ def test_get_ok_message_count(declared_queue, ctx) -> None:
 # -- cancel ---------------------------------------------------------------------------------------
 
 
+def _consume_then_delete_queue(amqp: Any, ch: RawChannel, url: str, ctx: Any) -> str:
+    """A queue on ``url`` with a consumer on ``ch``, then deleted by another connection; the
+    consumer's tag."""
+    q = ctx.name("q")
+    ch.declare_queue(q, **ctx.declare_fields())
+    tag = ch.consume(q)
+    admin = amqp.channel(url)
+    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    return tag
+
+
 @case(
     "acks.cancel-stops-deliveries",
     sources=[CANCEL],
@@ -340,11 +353,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     props = default_client_properties()
     props["capabilities"] = {k: v for k, v in props["capabilities"].items() if k != "consumer_cancel_notify"}
     ch = amqp(url, client_properties=props).channel()
-    q = ctx.name("q")
-    ch.declare_queue(q, **ctx.declare_fields())
-    tag = ch.consume(q)
-    admin = amqp.channel(url)
-    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    tag = _consume_then_delete_queue(amqp, ch, url, ctx)
     ctx.check(
         answer(ctx, ch, spec.Basic.Cancel(consumer_tag=tag)), "basic.cancel-ok", "answer to basic.cancel"
     )
@@ -364,11 +373,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
 def test_broker_cancel_on_queue_delete(amqp, ctx, isolated, queue_type) -> None:
     url, health = isolated
     ch = amqp.channel(url)  # the raw client advertises consumer_cancel_notify
-    q = ctx.name("q")
-    ch.declare_queue(q, **ctx.declare_fields())
-    tag = ch.consume(q)
-    admin = amqp.channel(url)
-    admin.delete_queue(q)  # garagemq never answers this (a queue with a consumer): TIMEOUT
+    tag = _consume_then_delete_queue(amqp, ch, url, ctx)
     ev = ch.wait(spec.Basic.Cancel, "basic.cancel from the broker")
     ctx.check(str(ev.method.consumer_tag), tag, "consumer tag in the broker's basic.cancel")
     if health is not None:
@@ -407,9 +412,7 @@ def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
     if first.get(q) is None:
         raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
     ctx.observe("purge-ok message-count", int(first.purge(q).message_count))
-    second = amqp.channel()
-    second.consume(q, no_ack=True)
-    first.close()
+    second = _requeue_by_close(amqp, first, q, no_ack=True)
     ctx.check(second.next_delivery(what="the unacked message back after the purge").body, b"m1",
               "body delivered after the purge")
 
@@ -449,9 +452,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     # pika_session: a broker that never answers, or answers with another consumer tag, is a TIMEOUT.
     with pika_session(broker_url, ctx.timeout, "pika consume loop") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        for i in (1, 2, 3):
-            ch.basic_publish("", q, f"p{i}".encode())
+        pika_fill(ch, q, [b"p1", b"p2", b"p3"])
 
         def on_message(channel: Any, method: Any, _props: Any, body: bytes) -> None:
             seen.append(body)
@@ -477,8 +478,6 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue",
 )
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
-    import aio_pika
-
     from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
@@ -487,9 +486,7 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for i in (1, 2, 3):
-                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3"], **ctx.declare_fields())
             seen: list[bytes] = []
             async with queue.iterator() as it:
                 async for message in it:
@@ -522,12 +519,11 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
         "cancel-ok and the other channel's consumer still receives",
     },
 )
-def test_consumer_tag_channel_local(amqp, ctx, cleanup, queue_type) -> None:
+def test_consumer_tag_channel_local(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     ch1 = conn.channel()
     ch2 = conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch1.declare_queue(q, **ctx.declare_fields())
+    _, q = declared_queue(ch=ch1)
     tag = ch1.consume(q, no_ack=True, consumer_tag=ctx.name("ctag"))
     ch2.send(spec.Basic.Cancel(consumer_tag=tag))
     try:

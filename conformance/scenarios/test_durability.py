@@ -8,37 +8,35 @@ purged if/when a server restarts") and ``redelivered/implementation``; RabbitMQ'
 be sent after persisting the message to disk"; "Confirms and Guaranteed Delivery").
 
 Every case restarts a broker private to the worker (the ``restartable`` fixture: UNSUPPORTED
-where the suite cannot restart the target), so the cases are few and each checks one thing.
+where the suite cannot restart the target), so the cases are few and each checks one thing; the
+restart and the clean-up of what the case made durable are ``clients.restarts.restarted``.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
-
-from pamqp import commands as spec
 
 from conformance.cases import MISSING, Level, case
 from conformance.clients.expect import drain_confirms
-from conformance.clients.raw import UnexpectedClose
+from conformance.clients.raw import RawChannel, UnexpectedClose
+from conformance.clients.restarts import restarted
 from conformance.clients.steps import publish_confirmed
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verdicts import Mismatch
 
 CONFIRMS = "000_cd470977c809f5f5.txt"
 ACK_LATENCY = f"{CONFIRMS}#ack-latency-for-persistent-messages"
 GUARANTEED = f"{CONFIRMS}#confirms-and-guaranteed-delivery"
 
 
-def _forget(amqp: Any, url: str, queues: tuple[str, ...] = (), exchanges: tuple[str, ...] = ()) -> None:
-    """Delete what a case made durable on the private broker (best effort, bounded)."""
-    with contextlib.suppress(Exception):
-        ch = amqp.channel(url)
-        for q in queues:
-            with contextlib.suppress(UnexpectedClose, CaseTimeout):
-                ch.delete_queue(q)
-        for x in exchanges:
-            with contextlib.suppress(UnexpectedClose, CaseTimeout):
-                ch.rpc(spec.Exchange.Delete(exchange=x))
+def _confirmed_on_durable_queue(amqp: Any, ctx: Any, url: str, body: bytes, *,
+                                persistent: bool) -> tuple[RawChannel, str]:
+    """A durable queue of the case's type on ``url``, holding ``body`` (its publish confirmed)."""
+    q = ctx.name("q")
+    ch = amqp.channel(url)
+    ch.declare_queue(q, **ctx.declare_fields(durable=True))
+    ch.confirm_select()
+    drain_confirms(ch, ch.publish("", q, body, persistent=persistent))
+    return ch, q
 
 
 def _queue_state(amqp: Any, url: str, queue: str) -> tuple[bool, int]:
@@ -69,8 +67,7 @@ def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
     ch.declare_exchange(ex, "direct", durable=True)
     ch.declare_queue(q, **ctx.declare_fields(durable=True))
     ch.bind(q, ex, "k")
-    restartable.controller.restart()
-    try:
+    with restarted(amqp, restartable, queues=(q,), exchanges=(ex,)):
         ch = amqp.channel(url)
         # A vanished exchange closes the channel: FAIL. Confirmed, so the message is routed and
         # enqueued before the get (a quorum queue may answer a get before an unconfirmed publish).
@@ -78,8 +75,6 @@ def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
         ev = ch.get(q, no_ack=True)            # a vanished queue closes the channel: FAIL
         ctx.check(ev.body if ev else "basic.get-empty (binding lost)", b"after restart",
                   "message routed through the restored binding")
-    finally:
-        _forget(amqp, url, (q,), (ex,))
 
 
 @case(
@@ -95,22 +90,15 @@ def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
 )
 def test_unacked_redelivered_after_restart(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
-    q = ctx.name("q")
-    ch = amqp.channel(url)
-    ch.declare_queue(q, **ctx.declare_fields(durable=True))
-    ch.confirm_select()
-    drain_confirms(ch, ch.publish("", q, b"in flight", persistent=True))
+    ch, q = _confirmed_on_durable_queue(amqp, ctx, url, b"in flight", persistent=True)
     ch.consume(q)
     ctx.observe("before restart", ch.next_delivery().describe())
-    restartable.controller.restart()
-    try:
+    with restarted(amqp, restartable, queues=(q,)):
         ev = amqp.channel(url).get(q, no_ack=True)
         if ev is None:
             raise Mismatch("the unacked persistent message after restart", expected="redelivered=true",
                            observed="basic.get-empty: the message was lost")
         ctx.check((ev.body, bool(ev.method.redelivered)), (b"in flight", True), "(body, redelivered)")
-    finally:
-        _forget(amqp, url, (q,))
 
 
 @case(
@@ -129,15 +117,12 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
     ch.declare_queue(q, durable=False)
     ch.publish("", q, b"transient", persistent=True)
     ch.barrier()
-    restartable.controller.restart()
-    try:
+    with restarted(amqp, restartable, queues=(q,)):
         exists, ready = _queue_state(amqp, url, q)
         ctx.observe(
             "after restart", f"queue exists with {ready} messages" if exists else "queue deleted (404)"
         )
         ctx.check(ready, 0, "messages of the transient queue after restart")
-    finally:
-        _forget(amqp, url, (q,))
 
 
 @case(
@@ -163,13 +148,8 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
 )
 def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
-    q = ctx.name("q")
-    ch = amqp.channel(url)
-    ch.declare_queue(q, **ctx.declare_fields(durable=True))
-    ch.confirm_select()
-    drain_confirms(ch, ch.publish("", q, b"transient message", persistent=False))
-    restartable.controller.restart()
-    try:
+    _, q = _confirmed_on_durable_queue(amqp, ctx, url, b"transient message", persistent=False)
+    with restarted(amqp, restartable, queues=(q,)):
         exists, ready = _queue_state(amqp, url, q)
         if not exists:
             raise Mismatch("durable queue after restart", expected="the durable queue exists",
@@ -178,8 +158,6 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> 
             ctx.informational(f"{ready} non-persistent message(s) kept after restart")
         else:
             ctx.check_profile(ready, "non-persistent messages kept after restart")
-    finally:
-        _forget(amqp, url, (q,))
 
 
 # -- client libraries -----------------------------------------------------------------------------
@@ -227,12 +205,9 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> Non
             await conn.close()
 
     run_async(publish(), ctx.timeout, "aio-pika confirmed persistent publish")
-    restartable.controller.restart()
-    try:
+    with restarted(amqp, restartable, queues=(q,)):
         got = run_async(fetch(), ctx.timeout, "aio-pika get after restart")
         ctx.check(got, (b"kept by aio-pika", 2), "(body, delivery-mode) after restart")
-    finally:
-        _forget(amqp, url, (q,))
 
 
 @case(
@@ -265,8 +240,7 @@ def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:
         ch.confirm_delivery()
         for body in sent:  # each basic_publish returns only once the broker confirmed it
             ch.basic_publish("", q, body, pika.BasicProperties(delivery_mode=2))
-    restartable.controller.restart(kill=True)
-    try:
+    with restarted(amqp, restartable, queues=(q,), kill=True):
         got: list[bytes] = []
         with pika_session(url, ctx.timeout, "pika basic_get after the crash") as conn:
             ch = conn.channel()
@@ -276,5 +250,3 @@ def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:
                     break
                 got.append(body)
         ctx.check(got, sent, "confirmed messages after kill -9 and restart")
-    finally:
-        _forget(amqp, url, (q,))

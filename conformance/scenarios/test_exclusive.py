@@ -24,14 +24,23 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_ok
-from conformance.clients.outcome import answer, short
-from conformance.clients.raw import (
-    UnexpectedClose,
-)
+from conformance.clients.outcome import answer
+from conformance.clients.raw import RawChannel
+from conformance.clients.restarts import restarted
+from conformance.clients.steps import passive_answer
 from conformance.verdicts import Mismatch
 
 EXCL = "001_27f7ea2622bbc99f.txt#exclusive-durable"
 LOCKED = "channel.close 405 RESOURCE_LOCKED"
+
+
+def _owned_queue(ch: RawChannel, ctx: Any, cleanup: Any, body: bytes) -> str:
+    """An exclusive queue declared on ``ch``'s connection (its owner), holding ``body``."""
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q, exclusive=True)
+    ch.publish("", q, body)
+    ch.barrier()
+    return q
 
 
 def _passive_gone(amqp: Any, queue: str, timeout: float) -> str:
@@ -39,16 +48,10 @@ def _passive_gone(amqp: Any, queue: str, timeout: float) -> str:
     deadline passes (an owner's close is processed asynchronously by some brokers); the last
     answer, short form."""
     deadline = time.monotonic() + timeout
-    last = ""
     while True:
         conn = amqp()
         try:
-            ch = conn.channel()
-            try:
-                ok = ch.declare_queue(queue, passive=True)
-                last = f"queue.declare-ok (queue exists, {ok.message_count} messages)"
-            except UnexpectedClose as exc:
-                last = short(exc.event)
+            last = passive_answer(conn.channel(), queue)
         finally:
             conn.close(timeout=1.0)
         if last.startswith("channel.close 404") or time.monotonic() >= deadline:
@@ -89,13 +92,10 @@ OTHER_CONNECTION_OPS: list[tuple[str, str, OpFn]] = [
 ])
 def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
     owner = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+    q = _owned_queue(owner, ctx, cleanup, b"owned")
     ex = cleanup.exchange(ctx.name("x"))
-    owner.declare_queue(q, exclusive=True)
     owner.declare_exchange(ex, "direct", auto_delete=False)
     owner.bind(q, ex, "k")
-    owner.publish("", q, b"owned")
-    owner.barrier()
     other = amqp.channel()
     ctx.check(answer(ctx, other, op(q, ex)), LOCKED, "answer to another connection")
 
@@ -111,11 +111,7 @@ def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
 )
 def test_same_connection_other_channel(amqp, ctx, cleanup) -> None:
     conn = amqp()
-    first = conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    first.declare_queue(q, exclusive=True)
-    first.publish("", q, b"mine")
-    first.barrier()
+    q = _owned_queue(conn.channel(), ctx, cleanup, b"mine")
     second = conn.channel()
     tag = expect_ok(
         lambda: second.consume(q, no_ack=True), "basic.consume from a second channel of the owner"
@@ -137,11 +133,7 @@ def test_same_connection_other_channel(amqp, ctx, cleanup) -> None:
 )
 def test_deleted_when_owner_closes(amqp, ctx, cleanup) -> None:
     owner = amqp()
-    ch = owner.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, exclusive=True)
-    ch.publish("", q, b"lost with the owner")
-    ch.barrier()
+    q = _owned_queue(owner.channel(), ctx, cleanup, b"lost with the owner")
     owner.close(timeout=ctx.timeout)
     ctx.check(_passive_gone(amqp, q, ctx.timeout), "channel.close 404 NOT_FOUND",
               "passive declare after the owner closed")
@@ -164,14 +156,8 @@ def test_durable_exclusive_is_transient(amqp, ctx, restartable) -> None:
     ctx.check(str(ok.queue), q, "declare-ok queue name")
     ch.publish("", q, b"durable?", persistent=True)
     ch.barrier()
-    restartable.controller.restart()
-    probe = amqp.channel(restartable.url)
-    try:
-        got = probe.declare_queue(q, passive=True)
-        observed = f"queue.declare-ok (queue exists, {got.message_count} messages)"
-        probe.delete_queue(q)  # keep the private broker clean for the next restart case
-    except UnexpectedClose as exc:
-        observed = short(exc.event)
+    with restarted(amqp, restartable, queues=(q,)) as url:  # then deleted, should it have survived
+        observed = passive_answer(amqp.channel(url), q)
     ctx.check(observed, "channel.close 404 NOT_FOUND", "passive declare after restart")
 
 
@@ -192,51 +178,47 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
         raise Mismatch("server-generated queue names", expected="3 non-empty distinct names", observed=names)
 
 
-@case(
-    "exclusive.exclusive-consumer-blocks-second",
-    rules=["basic.consume.exclusive/01"],
-    level=Level.MUST,
-    description="A queue has an exclusive consumer; another connection starts a plain consumer on it",
-    expectation="the second basic.consume closes its channel with 403 ACCESS_REFUSED",
-    default="channel.close 403 ACCESS_REFUSED",
-    expected={"rabbitmq@quorum": "basic.consume-ok"},
-    expected_sources={
-        "rabbitmq@quorum": (
-            "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers "
-            "(basic.consume-ok both ways; conformance/profiles/queue_types.toml)"
-        )
-    },
-)
-def test_exclusive_consumer_blocks_second(declared_queue, amqp, ctx) -> None:
-    first, q = declared_queue()
-    first.consume(q, exclusive=True)
-    second = amqp.channel()
-    ctx.check_profile(
-        answer(ctx, second, spec.Basic.Consume(queue=q)), "second consumer on an exclusively consumed queue"
+# Twins: a consumer holds the queue, a second connection asks for it; one of the two asks for
+# exclusive access. Only who asks for it differs.
+def _consumer_conflict_case(id: str, description: str, expectation: str) -> Case:
+    return Case(
+        id=id,
+        rules=("basic.consume.exclusive/01",),
+        level=Level.MUST,
+        description=description,
+        expectation=expectation,
+        default="channel.close 403 ACCESS_REFUSED",
+        expected={"rabbitmq@quorum": "basic.consume-ok"},
+        expected_sources={
+            "rabbitmq@quorum": (
+                "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers "
+                "(basic.consume-ok both ways; conformance/profiles/queue_types.toml)"
+            )
+        },
     )
 
 
-@case(
-    "exclusive.exclusive-consume-refused-when-consumed",
-    rules=["basic.consume.exclusive/01"],
-    level=Level.MUST,
-    description="A shared queue has a consumer; another connection asks for exclusive consumer access",
-    expectation="the exclusive basic.consume closes its channel with 403 ACCESS_REFUSED",
-    default="channel.close 403 ACCESS_REFUSED",
-    expected={"rabbitmq@quorum": "basic.consume-ok"},
-    expected_sources={
-        "rabbitmq@quorum": (
-            "measured on RabbitMQ 3.10.8: a quorum queue does not enforce exclusive consumers "
-            "(basic.consume-ok both ways; conformance/profiles/queue_types.toml)"
-        )
-    },
-)
-def test_exclusive_consume_refused_when_consumed(declared_queue, amqp, ctx) -> None:
+EXCLUSIVE_CONSUMERS = [
+    param(_consumer_conflict_case(
+        id="exclusive.exclusive-consumer-blocks-second",
+        description="A queue has an exclusive consumer; another connection starts a plain consumer on it",
+        expectation="the second basic.consume closes its channel with 403 ACCESS_REFUSED",
+    ), True, False, "second consumer on an exclusively consumed queue"),
+    param(_consumer_conflict_case(
+        id="exclusive.exclusive-consume-refused-when-consumed",
+        description="A shared queue has a consumer; another connection asks for exclusive consumer access",
+        expectation="the exclusive basic.consume closes its channel with 403 ACCESS_REFUSED",
+    ), False, True, "exclusive consume on a consumed queue"),
+]
+
+
+@pytest.mark.parametrize(("first_exclusive", "second_exclusive", "what"), EXCLUSIVE_CONSUMERS)
+def test_exclusive_consumer_conflict(declared_queue, amqp, ctx, first_exclusive: bool, second_exclusive: bool,
+                                     what: str) -> None:
     first, q = declared_queue()
-    first.consume(q)
+    first.consume(q, exclusive=first_exclusive)
     second = amqp.channel()
-    ctx.check_profile(answer(ctx, second, spec.Basic.Consume(queue=q, exclusive=True)),
-                      "exclusive consume on a consumed queue")
+    ctx.check_profile(answer(ctx, second, spec.Basic.Consume(queue=q, exclusive=second_exclusive)), what)
 
 
 # -- client libraries -----------------------------------------------------------------------------

@@ -27,9 +27,10 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.libfill import aio_pika_fill, pika_fill
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import body_list, drain, publish_confirmed
+from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
 
 R001 = "001_27f7ea2622bbc99f.txt"
@@ -103,12 +104,9 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
                 "exchange into one queue, consumed by one consumer",
     expectation="the consumer receives all 1000 in publication order",
 )
-def test_single_path_1000(amqp, ctx, cleanup, queue_type):
-    ch = amqp.channel()
-    x = cleanup.exchange(ctx.name("x"))
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_exchange(x, "direct")
-    ch.declare_queue(q, **ctx.declare_fields())
+def test_single_path_1000(declared_exchange, declared_queue, amqp, ctx):
+    ch, x = declared_exchange("direct")
+    _, q = declared_queue(ch=ch)
     ch.bind(q, x, "k")
     bodies = [f"m{i:04d}".encode() for i in range(1000)]
     consumer = amqp.channel()
@@ -207,13 +205,8 @@ REQUEUE_ROWS = [
 
 
 @pytest.mark.parametrize(("requeue", "via_consumer"), REQUEUE_ROWS)
-def test_requeue_keeps_publication_order(
-    amqp, ctx, cleanup, requeue: Requeue, via_consumer: bool, queue_type
-):
-    conn = amqp()
-    ch = conn.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q, **ctx.declare_fields())
+def test_requeue_keeps_publication_order(declared_queue, amqp, ctx, requeue: Requeue, via_consumer: bool):
+    ch, q = declared_queue()
     bodies = [f"m{i}".encode() for i in range(10)]
     publish_confirmed(ch, "", q, bodies)
     if via_consumer:
@@ -222,14 +215,7 @@ def test_requeue_keeps_publication_order(
         held = ch.deliveries(6)
         ch.cancel(tag)
     else:
-        held = []
-        for _ in range(6):
-            ev = ch.get(q)
-            if ev is None:
-                raise Mismatch(
-                    "setup basic.get", expected="6 messages", observed=f"get-empty after {len(held)}"
-                )
-            held.append(ev)
+        held = get_n(ch, q, 6)
     if body_list(held) != [f"m{i}" for i in range(6)]:
         raise Mismatch("setup: first six messages", expected="m0..m5", observed=body_list(held))
     ch.ack(held[1].method.delivery_tag)
@@ -238,7 +224,7 @@ def test_requeue_keeps_publication_order(
     requeue(ch, requeued)
     expected = ["m0", "m2", "m3", "m5", "m6", "m7", "m8", "m9"]
     if requeue is _close:
-        reader = conn.channel()
+        reader = ch.conn.channel()
         wait_ready(reader, q, len(expected), ctx.timeout)
     elif requeue is _close_connection:
         reader = amqp.channel()
@@ -259,11 +245,9 @@ def test_requeue_keeps_publication_order(
     expected=REQUEUE_EXPECTED,
     expected_sources=REQUEUE_SOURCES,
 )
-def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
-    a = amqp.channel()
+def test_survivor_in_order(declared_queue, amqp, ctx):
+    a, q = declared_queue()
     b = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
     publish_confirmed(a, "", q, [f"m{i}".encode() for i in range(10)])
     a.qos(5)
     a.consume(q)
@@ -288,11 +272,9 @@ def test_survivor_in_order(amqp, ctx, cleanup, queue_type):
     expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
                 "messages out of order; the queue keeps publication order)",
 )
-def test_several_consumers_observed(amqp, ctx, cleanup, queue_type):
-    a = amqp.channel()
+def test_several_consumers_observed(declared_queue, amqp, ctx):
+    a, q = declared_queue()
     b = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    a.declare_queue(q, **ctx.declare_fields())
     a.qos(2)
     b.qos(2)
     a.consume(q)
@@ -345,10 +327,7 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
     seen: list[str] = []
     with pika_session(broker_url, ctx.timeout * 3, "pika publish and consume of 200 messages") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        ch.confirm_delivery()
-        for body in bodies:
-            ch.basic_publish("", q, body.encode())
+        pika_fill(ch, q, [body.encode() for body in bodies], confirm=True)
         ch.basic_qos(prefetch_count=50)
         for method, _props, body in ch.consume(q, inactivity_timeout=ctx.timeout):
             if method is None:
@@ -385,9 +364,7 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
         conn = await aio_pika_connect(broker_url, ctx.timeout)
         try:
             channel = await conn.channel()
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for body in bodies:
-                await channel.default_exchange.publish(aio_pika.Message(body.encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b.encode() for b in bodies], **ctx.declare_fields())
             held: list[aio_pika.abc.AbstractIncomingMessage] = []
             for _ in range(3):
                 msg = await queue.get(timeout=ctx.timeout, fail=False)

@@ -21,12 +21,10 @@ import pytest
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import expect_no_delivery
-from conformance.clients.raw import (
-    RawChannel,
-    UnexpectedClose,
-    bodies,
-    reply_name,
-)
+from conformance.clients.fixtures import DeclareQueue
+from conformance.clients.libfill import aio_pika_fill, pika_fill
+from conformance.clients.outcome import short
+from conformance.clients.raw import RawChannel, UnexpectedClose, bodies
 from conformance.clients.steps import fill, quiet_window
 from conformance.verdicts import CaseTimeout
 
@@ -49,6 +47,17 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     return got
 
 
+def _prefetch_consumer(declared_queue: DeclareQueue, *, queued: int, prefetch: int,
+                       no_ack: bool = False) -> RawChannel:
+    """A queue holding ``queued`` messages (m1, m2, …), then on its channel basic.qos(prefetch-count=
+    ``prefetch``) and a consumer of the queue (``no_ack`` as given); the channel."""
+    ch, q = declared_queue()
+    fill(ch, q, queued)
+    ch.qos(prefetch)
+    ch.consume(q, no_ack=no_ack)
+    return ch
+
+
 @case(
     "qos.prefetch-count-bounds-unacked",
     rules=[PREFETCH],
@@ -60,10 +69,7 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
     expectation="exactly two messages are delivered; the third is not sent while both are unacked",
 )
 def test_prefetch_count_bounds(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 5)
-    ch.qos(2)
-    ch.consume(q)
+    ch = _prefetch_consumer(declared_queue, queued=5, prefetch=2)
     ch.deliveries(2)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery beyond prefetch-count=2")
 
@@ -77,10 +83,7 @@ def test_prefetch_count_bounds(declared_queue, ctx) -> None:
     expectation="exactly one more message (the second) is delivered after the ack, then nothing",
 )
 def test_ack_frees_one_slot(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 3)
-    ch.qos(1)
-    ch.consume(q)
+    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1)
     first = ch.next_delivery()
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a second delivery before the first is acked")
     ch.ack(int(first.method.delivery_tag))
@@ -98,10 +101,7 @@ def test_ack_frees_one_slot(declared_queue, ctx) -> None:
     expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
 )
 def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
-    ch, q = declared_queue()
-    fill(ch, q, 3)
-    ch.qos(1)
-    ch.consume(q, no_ack=True)
+    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
 
 
@@ -180,15 +180,7 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
             observed = f"basic.qos-ok, then no delivery within {ctx.timeout:.0f}s"
     except UnexpectedClose as exc:
         ctx.observe("close", exc.event.describe())
-        m = getattr(exc.event, "method", None)
-        observed = (
-            (
-                f"{'connection' if m is not None and m.name.startswith('Connection') else 'channel'}.close "
-                f"{reply_name(exc.reply_code)}"
-            )
-            if m is not None
-            else exc.event.describe()
-        )
+        observed = short(exc.event)
     ctx.check_profile(observed, "outcome of prefetch-size=10")
 
 
@@ -212,9 +204,7 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     counts: list[int] = []
     with pika_session(broker_url, ctx.timeout, "pika prefetch scenario") as conn:
         ch = conn.channel()
-        ch.queue_declare(q)
-        for i in (1, 2, 3):
-            ch.basic_publish("", q, f"p{i}".encode())
+        pika_fill(ch, q, [b"p1", b"p2", b"p3"])
         ch.basic_qos(prefetch_count=1)
         ch.basic_consume(q, lambda _c, method, _p, _b: seen.append(method.delivery_tag), auto_ack=False)
         conn.process_data_events(time_limit=quiet_window(ctx.timeout) * 2)
@@ -238,8 +228,6 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     ),
 )
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
-    import aio_pika
-
     from conformance.clients.libs import aio_pika_connect, run_async
 
     q = cleanup.queue(ctx.name("q"))
@@ -250,9 +238,7 @@ def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
         try:
             channel = await conn.channel()
             await channel.set_qos(prefetch_count=2)
-            queue = await channel.declare_queue(q, **ctx.declare_fields())
-            for i in range(1, 5):
-                await channel.default_exchange.publish(aio_pika.Message(f"a{i}".encode()), routing_key=q)
+            queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3", b"a4"], **ctx.declare_fields())
             got: list[Any] = []
             arrived = asyncio.Event()
 

@@ -99,15 +99,26 @@ def check_messages(observed: list[Event], expected: list[dict[str, Any]], what: 
     raise Mismatch(what, expected="every field as published", observed="; ".join(diffs[:8]))
 
 
-def _routed_pair(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str, str]:
-    """A direct exchange and a queue bound to it with a key: (exchange, key, queue)."""
+def _two_routed(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str, str]:
+    """A direct exchange and a queue bound to it with a key, then messages 1 and 2 (``_body(n)``
+    with ``_props(n)``) published through it and known to be routed: (exchange, key, queue)."""
     ex = cleanup.exchange(ctx.name("x"))
     q = cleanup.queue(ctx.name("q"))
     key = "rk." + ctx.name("k")
     ch.declare_exchange(ex, "direct")
     ch.declare_queue(q)
     ch.bind(q, ex, key)
+    for n in (1, 2):
+        ch.publish(ex, key, _body(n), properties=_props(n))
+    ch.barrier()
     return ex, key, q
+
+
+def _as_published(n: int, exchange: str, routing_key: str, method: str, **fields: Any) -> dict[str, Any]:
+    """The expected :func:`message_view` of message ``n`` published to ``exchange`` with
+    ``routing_key``, arriving as ``method`` with the method's other ``fields``."""
+    return {"method": method, "exchange": exchange, "routing_key": routing_key,
+            "properties": prop_view(_props(n)), "body": _body(n), **fields}
 
 
 @case(
@@ -122,15 +133,12 @@ def _routed_pair(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str, str]
 )
 def test_first_delivery(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
-    ex, key, q = _routed_pair(ch, ctx, cleanup)
+    ex, key, q = _two_routed(ch, ctx, cleanup)
     tag = "amqpc-chosen." + ctx.name("c")
-    for n in (1, 2):
-        ch.publish(ex, key, _body(n), properties=_props(n))
     ch.consume(q, consumer_tag=tag)
     got = ch.deliveries(2)
-    check_messages(got, [{"method": "basic.deliver", "exchange": ex, "routing_key": key,
-                          "properties": prop_view(_props(n)), "body": _body(n), "consumer_tag": tag,
-                          "delivery_tag": n, "redelivered": False} for n in (1, 2)], "the two deliveries")
+    check_messages(got, [_as_published(n, ex, key, "basic.deliver", consumer_tag=tag, delivery_tag=n,
+                                       redelivered=False) for n in (1, 2)], "the two deliveries")
 
 
 @case(
@@ -145,18 +153,14 @@ def test_first_delivery(amqp, ctx, cleanup) -> None:
 )
 def test_get_ok_whole(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
-    ex, key, q = _routed_pair(ch, ctx, cleanup)
-    for n in (1, 2):
-        ch.publish(ex, key, _body(n), properties=_props(n))
-    ch.barrier()
+    ex, key, q = _two_routed(ch, ctx, cleanup)
     got = [ch.get(q) for _ in (1, 2)]
     if None in got:
         raise Mismatch("basic.get on a queue holding two messages", expected="two basic.get-ok",
                        observed=["basic.get-empty" if g is None else g.name for g in got])
     check_messages([g for g in got if g is not None],
-                   [{"method": "basic.get-ok", "exchange": ex, "routing_key": key,
-                     "properties": prop_view(_props(n)), "body": _body(n), "delivery_tag": n,
-                     "redelivered": False, "message_count": 2 - n} for n in (1, 2)], "the two get-oks")
+                   [_as_published(n, ex, key, "basic.get-ok", delivery_tag=n, redelivered=False,
+                                  message_count=2 - n) for n in (1, 2)], "the two get-oks")
 
 
 @case(
@@ -192,9 +196,7 @@ def test_declare_ok_counts(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    for n in range(3):
-        ch.publish("", q, b"m%d" % n)
-    ch.barrier()
+    fill(ch, q, 3)
     before = ch.declare_queue(q, passive=True)
     ch.qos(1)
     ch.consume(q)
@@ -255,8 +257,7 @@ def test_mandatory_return_whole(declared_exchange, ctx) -> None:
         raise Mismatch("basic.return before the confirm", expected="basic.return 312 then basic.ack",
                        observed=f"{ack.describe()} with no basic.return before it")
     ctx.observe("reply_text", returned[0].method.reply_text)
-    check_messages(returned, [{"method": "basic.return", "exchange": ex, "routing_key": "nobody-bound",
-                               "properties": prop_view(_props(7)), "body": _body(7), "reply_code": 312}],
+    check_messages(returned, [_as_published(7, ex, "nobody-bound", "basic.return", reply_code=312)],
                    "the basic.return")
     ctx.check((ack.name, ack.method.delivery_tag, ack.method.multiple), ("basic.ack", 1, False),
               "the confirm after the return")
@@ -280,8 +281,7 @@ def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
     ch.declare_queue(q)
-    for n in range(1, 5):
-        ch.publish("", q, b"m%d" % n)
+    fill(ch, q, 4)
     ch.consume(q)
     got = ch.deliveries(4)
     ch.ack(int(got[2].method.delivery_tag), multiple=True)
