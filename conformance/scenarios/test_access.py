@@ -333,7 +333,7 @@ def test_refused(amqp, cleanup, ctx, restricted_url, row: Refusal) -> None:
     names = row.setup(ctx, admin, cleanup)
     ch = amqp.channel(restricted_url)
     frame = row.operation(names)
-    if isinstance(frame, spec.Basic.Publish):
+    if isinstance(frame, spec.Basic.Publish):  # with its content header and body
         ch.publish(frame.exchange, frame.routing_key, b"refused")
     else:
         ch.send(frame)
