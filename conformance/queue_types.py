@@ -16,7 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from conformance.clients.raw import RawChannel
 
 CLASSIC = "classic"
 QUORUM = "quorum"
@@ -88,48 +91,47 @@ def queue_arguments(queue_type: str, arguments: Mapping[str, Any] | None = None)
 def offered(url: str, queue_type: str, timeout: float) -> str | None:
     """Does the broker at ``url`` declare a queue of this type? None if it does, else one line with
     what it answered (asked once per run, before any case, on a queue of our own)."""
-    import os
-
-    from conformance.clients.raw import RawConnection
-    from conformance.verdicts import CaseOutcome
+    from conformance.clients.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 
     qt = TYPES[queue_type]
     if qt.argument is None:
         return None
-    name = f"amqpc-queue-type-probe-{queue_type}-{os.getpid()}-{os.urandom(3).hex()}"
     try:
-        conn = RawConnection.open(url, timeout=timeout)
+        with fresh_channel(url, timeout) as ch:
+            return _ask(ch, qt, probe_queue_name(f"queue-type-probe-{queue_type}"))
+    except NoConnection as exc:
+        return f"could not connect to ask: {_line(exc.outcome)}"
+
+
+def _ask(ch: RawChannel, qt: QueueType, name: str) -> str | None:
+    """Declare (and delete) a probe queue of type ``qt`` on ``ch``: None when the broker offers the type."""
+    from conformance.verdicts import CaseOutcome
+
+    try:
+        ch.declare_queue(name, **declare_fields(qt.name, {}))
     except CaseOutcome as exc:
-        return f"could not connect to ask: {_line(exc)}"
+        return f"queue.declare with x-queue-type={qt.argument} (durable) answered: {_line(exc)}"
     try:
-        ch = conn.channel()
+        ch.delete_queue(name)
+    except CaseOutcome:
+        pass
+    if qt.durable_only:
+        # A broker that ignores x-queue-type (an unknown argument, as AMQP allows) declares an
+        # ordinary queue: it does not offer this type. Told by what the type refuses.
+        plain = f"{name}-transient"
         try:
-            ch.declare_queue(name, **declare_fields(queue_type, {}))
-        except CaseOutcome as exc:
-            return f"queue.declare with x-queue-type={qt.argument} (durable) answered: {_line(exc)}"
+            ch.declare_queue(plain, arguments={"x-queue-type": qt.argument})
+        except CaseOutcome:
+            return None  # refused, as a queue of this type must be
         try:
-            ch.delete_queue(name)
+            ch.delete_queue(plain)
         except CaseOutcome:
             pass
-        if qt.durable_only:
-            # A broker that ignores x-queue-type (an unknown argument, as AMQP allows) declares an
-            # ordinary queue: it does not offer this type. Told by what the type refuses.
-            plain = f"{name}-transient"
-            try:
-                ch.declare_queue(plain, arguments={"x-queue-type": qt.argument})
-            except CaseOutcome:
-                return None  # refused, as a queue of this type must be
-            try:
-                ch.delete_queue(plain)
-            except CaseOutcome:
-                pass
-            return (
-                f"the broker ignores x-queue-type={qt.argument}: a non-durable queue.declare with it was "
-                f"answered declare-ok (a {queue_type} queue is durable only), so it declares ordinary queues"
-            )
-        return None
-    finally:
-        conn.close(timeout=1.0)
+        return (
+            f"the broker ignores x-queue-type={qt.argument}: a non-durable queue.declare with it was "
+            f"answered declare-ok (a {qt.name} queue is durable only), so it declares ordinary queues"
+        )
+    return None
 
 
 def _line(exc: Exception) -> str:

@@ -1,8 +1,9 @@
 """What the tx table's variant cases share: their environment and two answer classifiers.
 
-``Env`` is what a variant of ``scenarios/test_tx.py`` gets (connections, names, clean-up and an
-observer channel on its own connection); ``closes_with`` and ``counted`` turn what a broker did
-into a table value or a channel.close.
+``Env`` is what a variant of ``scenarios/test_tx.py`` gets (connections, names, clean-up, an
+observer channel on its own connection, and the usual start: a filled queue and a tx channel that
+got its messages); ``closes_with``, ``counted`` and ``committed_only`` turn what a broker did into
+a table value or a channel.close.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import publish_confirmed, quiet_window, tx_select
+from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.verdicts import Mismatch
 
 
@@ -67,6 +68,19 @@ class Env:
         tx_select(ch)
         return ch
 
+    def filled(self, n: int) -> str:
+        """A new queue holding ``n`` messages."""
+        q = self.queue()
+        self.fill(q, n)
+        return q
+
+    def got_in_tx(self, n: int) -> tuple[str, RawChannel, list[int]]:
+        """A new queue of ``n`` messages, a tx channel, and the delivery tags of the ``n`` messages
+        that channel got (basic.get, manual ack): the start of the ack and reject rows."""
+        q = self.filled(n)
+        ch = self.tx_channel()
+        return q, ch, get_tags(ch, q, n)
+
 
 def closes_with(ch: RawChannel, fn: Callable[[], Any]) -> Event | None:
     """Run ``fn`` (ending in a synchronous round trip); the channel.close it provoked, or None."""
@@ -84,3 +98,16 @@ def counted(observed: int, mapping: dict[int, str], what: str) -> str:
     if observed in mapping:
         return mapping[observed]
     raise Mismatch(what, expected=" or ".join(f"{k} ({v})" for k, v in mapping.items()), observed=observed)
+
+
+def committed_only(ctx: Any, bodies: list[bytes], client: str) -> str:
+    """A client library's tx.rollback of one publish and tx.commit of the next, as a table value:
+    ``yes`` when only the committed message is in the queue, ``no`` when the rolled-back one is
+    there too; anything else is a Mismatch."""
+    ctx.observe("queue contents", bodies)
+    if bodies == [b"committed"]:
+        return "yes"
+    if bodies == [b"rolled-back", b"committed"]:
+        return "no"
+    raise Mismatch(f"queue contents after {client} rollback + commit", expected=[b"committed"],
+                   observed=bodies)

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from conformance.clients.raw import RawConnection
+from conformance.clients.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError
 
 # The exit code of a run whose target stopped answering (pytest's own codes are 0–5).
@@ -49,18 +48,14 @@ def broker_answers(url: str, timeout: float) -> str | None:
     a refusal included, means the broker is alive.
     """
     try:
-        conn = RawConnection.open(url, timeout=timeout)
-    except CaseOutcome as exc:
-        return f"a fresh connection failed: {exc.message}"
-    try:
-        ch = conn.channel()
-        ch.declare_queue(f"amqpc-liveness-{uuid.uuid4().hex[:12]}", exclusive=True, auto_delete=True)
+        with fresh_channel(url, timeout) as ch:
+            ch.declare_queue(probe_queue_name("liveness"), exclusive=True, auto_delete=True)
+    except NoConnection as exc:
+        return f"a fresh connection failed: {exc.outcome.message}"
     except (CaseTimeout, HarnessError) as exc:
         return f"no answer on a fresh connection: {exc.message.splitlines()[0]}"
     except CaseOutcome:
         return None  # a refusal is an answer
-    finally:
-        conn.close(timeout=1.0)
     return None
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pamqp import commands as spec
@@ -45,6 +45,8 @@ NOTIFY = "rabbitmq-auth-notification#authentication-failure-close"
 REFUSED_403 = "amqp0-9-1.xml#constants (access-refused 403, soft error)"
 SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
 restricted = pytest.mark.restricted_user
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def acc(ctx: Any, perm: str, suffix: str) -> str:
@@ -56,33 +58,31 @@ def acc(ctx: Any, perm: str, suffix: str) -> str:
 # -- what the admin sees -------------------------------------------------------------------------
 
 
-def queue_state(amqp: Any, name: str) -> str:
-    """``absent`` or ``N ready, M consumers`` (a passive declare on a fresh admin channel)."""
+def _admin_passive(amqp: Any, what: str, declare: Callable[[RawChannel], T]) -> T | None:
+    """A passive declare (``declare``) on a fresh admin channel: its declare-ok, or None on 404."""
     ch = amqp.channel()
     try:
-        ok = ch.declare_queue(name, passive=True)
+        return declare(ch)
     except UnexpectedClose as exc:
         if exc.reply_code == 404:
-            return "absent"
-        raise Mismatch(f"admin passive queue.declare of {name}", expected="declare-ok or 404",
+            return None
+        raise Mismatch(f"admin passive {what}", expected="declare-ok or 404",
                        observed=short(exc.event)) from exc
     finally:
         ch.conn.close(timeout=1.0)
-    return f"{ok.message_count} ready, {ok.consumer_count} consumers"
+
+
+def queue_state(amqp: Any, name: str) -> str:
+    """``absent`` or ``N ready, M consumers`` (a passive declare on a fresh admin channel)."""
+    ok = _admin_passive(amqp, f"queue.declare of {name}", lambda ch: ch.declare_queue(name, passive=True))
+    return "absent" if ok is None else f"{ok.message_count} ready, {ok.consumer_count} consumers"
 
 
 def exchange_state(amqp: Any, name: str) -> str:
-    ch = amqp.channel()
-    try:
-        ch.declare_exchange(name, passive=True)
-    except UnexpectedClose as exc:
-        if exc.reply_code == 404:
-            return "absent"
-        raise Mismatch(f"admin passive exchange.declare of {name}", expected="declare-ok or 404",
-                       observed=short(exc.event)) from exc
-    finally:
-        ch.conn.close(timeout=1.0)
-    return "exists"
+    """``absent`` or ``exists`` (a passive declare on a fresh admin channel)."""
+    ok = _admin_passive(amqp, f"exchange.declare of {name}",
+                        lambda ch: ch.declare_exchange(name, passive=True))
+    return "absent" if ok is None else "exists"
 
 
 def routed(amqp: Any, exchange: str, routing_key: str) -> str:
@@ -126,21 +126,15 @@ def test_restricted_login(amqp, ctx, restricted_url):
 
 # -- operations outside the permissions: refused, channel scope, no effect -----------------------
 
-
-@dataclass(frozen=True)
-class Refusal:
-    """One operation the restricted user may not do: ``setup`` (admin) → names; ``act`` sends the
-    operation on the restricted channel; ``effect`` (admin) reads the state ``unchanged`` expects."""
-
-    method: type[Frame]
-    setup: Callable[[Any, Any, Any], dict[str, str]]  # (ctx, admin channel, cleanup) -> names
-    act: Callable[[RawChannel, dict[str, str]], object]  # what it returns is not used
-    effect: Callable[[Any, dict[str, str]], str]
-    unchanged: str
+# What a setup declared, by role: "q" the queue, "x" the exchange (the one the admin's probe publish
+# goes to), "d" the destination exchange of an exchange binding.
+Names = dict[str, str]
+Setup = Callable[[Any, RawChannel, Any], Names]  # (ctx, admin channel, cleanup) -> names
+Sees = tuple[Callable[[Any, Names], str], str]  # what the admin reads afterwards, the state it must be
 
 
-def _queue(perm: str, messages: int = 0) -> Callable[[Any, Any, Any], dict[str, str]]:
-    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
+def _queue(perm: str, messages: int = 0) -> Setup:
+    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
         q = cleanup.queue(acc(ctx, perm, "q"))
         admin.declare_queue(q)
         if messages:
@@ -149,18 +143,16 @@ def _queue(perm: str, messages: int = 0) -> Callable[[Any, Any, Any], dict[str, 
     return setup
 
 
-def _exchange(perm: str) -> Callable[[Any, Any, Any], dict[str, str]]:
-    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
+def _exchange(perm: str) -> Setup:
+    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
         x = cleanup.exchange(acc(ctx, perm, "x"))
         admin.declare_exchange(x, "direct")
         return {"x": x}
     return setup
 
 
-def _queue_and_exchange(
-    qperm: str, xperm: str, *, bound: bool = False
-) -> Callable[[Any, Any, Any], dict[str, str]]:
-    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
+def _queue_and_exchange(qperm: str, xperm: str, *, bound: bool = False) -> Setup:
+    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
         q = cleanup.queue(acc(ctx, qperm, "q"))
         x = cleanup.exchange(acc(ctx, xperm, "x"))
         admin.declare_queue(q)
@@ -171,9 +163,10 @@ def _queue_and_exchange(
     return setup
 
 
-def _two_exchanges(dperm: str, sperm: str) -> Callable[[Any, Any, Any], dict[str, str]]:
-    """A destination exchange with a queue behind it (so a binding shows as routing) and a source."""
-    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
+def _two_exchanges(dperm: str, sperm: str) -> Setup:
+    """A destination exchange "d" with a queue behind it (so a binding shows as routing) and a
+    source "x"."""
+    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
         d = cleanup.exchange(acc(ctx, dperm, "xd"))
         s = cleanup.exchange(acc(ctx, sperm, "xs"))
         q = cleanup.queue(acc(ctx, "ok", "q"))
@@ -181,261 +174,156 @@ def _two_exchanges(dperm: str, sperm: str) -> Callable[[Any, Any, Any], dict[str
         admin.declare_exchange(s, "direct")
         admin.declare_queue(q)
         admin.bind(q, d, "")
-        return {"d": d, "s": s, "q": q}
+        return {"d": d, "x": s, "q": q}
     return setup
 
 
-def _new(kind: str, perm: str) -> Callable[[Any, Any, Any], dict[str, str]]:
-    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> dict[str, str]:
+def _new(kind: str, perm: str) -> Setup:
+    def setup(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
         name = acc(ctx, perm, kind)
         (cleanup.queue if kind == "q" else cleanup.exchange)(name)  # in case a broker creates it
         return {kind: name}
     return setup
 
 
+def _nothing(ctx: Any, admin: RawChannel, cleanup: Any) -> Names:
+    """A server-named queue: there is no name to prepare."""
+    return {}
+
+
+def queue_is(state: str) -> Sees:
+    return (lambda amqp, n: queue_state(amqp, n["q"])), state
+
+
+def exchange_is(state: str) -> Sees:
+    return (lambda amqp, n: exchange_state(amqp, n["x"])), state
+
+
+def routing_is(state: str) -> Sees:
+    """``routed`` or ``returned``: a mandatory publish by the admin to "x" with routing key k."""
+    return (lambda amqp, n: routed(amqp, n["x"], "k")), state
+
+
+BROKERS_NAME = "nothing to inspect (the name is the broker's)"
+NOTHING_TO_SEE: Sees = (lambda amqp, n: BROKERS_NAME), BROKERS_NAME
+
+
 def _c(
-    slug: str, description: str, expectation: str, *, sources: tuple[str, ...] = (ACL, REFUSED_403)
+    slug: str,
+    description: str,
+    expectation: str,
+    *,
+    sources: tuple[str, ...] = (ACL, REFUSED_403),
+    requires: tuple[str, ...] = (),
 ) -> Case:
+    """A case of this area (EXTENSION: RabbitMQ's permission model)."""
     return Case(id=f"access.{slug}", rules=(), sources=sources, level=Level.EXTENSION,
-                description=description, expectation=expectation)
+                description=description, expectation=expectation, requires=requires)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """One operation the restricted user may not do: ``setup`` (admin) declares what it needs and
+    names it; ``operation`` is the frame the restricted user sends (a basic.publish goes with a
+    body); ``sees``: what the admin reads afterwards and the state it must still be in."""
+
+    setup: Setup
+    operation: Callable[[Names], Frame]
+    sees: Sees
+
+
+def refusal(slug: str, setup: Setup, description: str, expectation: str, operation: Callable[[Names], Frame],
+            sees: Sees, sources: tuple[str, ...] = (ACL, REFUSED_403)) -> Any:
+    """One row of REFUSALS: its case and what ``test_refused`` does."""
+    return param(_c(slug, description, expectation, sources=sources), Refusal(setup, operation, sees))
+
+
+# A binding needs two permissions (write on the destination, read on the source): one case for each
+# missing one, with the same operation and the same expectation.
+QUEUE_BIND_REFUSED = "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)"
+EXCHANGE_BIND_REFUSED = (
+    "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source is returned)"
+)
+
+
+def _queue_bind(n: Names) -> Frame:
+    return spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")
+
+
+def _exchange_bind(n: Names) -> Frame:
+    return spec.Exchange.Bind(destination=n["d"], source=n["x"], routing_key="k")
+
+
+# fmt: off
+# (a hand-laid table, one refused operation per entry: case slug and what the admin declares;
+#  description; expectation; the frame the restricted user sends and what the admin must see after)
 REFUSALS = [
-    param(
-        _c(
-            "queue-declare-without-configure",
+    refusal("queue-declare-without-configure", _new("q", "r"),
             "queue.declare of a queue the user has no configure permission on",
             "channel.close 403 naming queue.declare; the queue is not created",
-        ),
-        Refusal(
-            spec.Queue.Declare,
-            _new("q", "r"),
-            lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "absent",
-        ),
-    ),
-    param(
-        _c(
-            "exchange-declare-without-configure",
+            lambda n: spec.Queue.Declare(queue=n["q"]), queue_is("absent")),
+    refusal("exchange-declare-without-configure", _new("x", "w"),
             "exchange.declare of an exchange the user has no configure permission on",
             "channel.close 403 naming exchange.declare; the exchange is not created",
-        ),
-        Refusal(
-            spec.Exchange.Declare,
-            _new("x", "w"),
-            lambda ch, n: ch.send(spec.Exchange.Declare(exchange=n["x"], exchange_type="direct")),
-            lambda amqp, n: exchange_state(amqp, n["x"]),
-            "absent",
-        ),
-    ),
-    param(
-        _c(
-            "queue-redeclare-without-configure",
+            lambda n: spec.Exchange.Declare(exchange=n["x"], exchange_type="direct"), exchange_is("absent")),
+    refusal("queue-redeclare-without-configure", _queue("r", messages=1),
             "queue.declare (not passive) of an existing queue the user has no configure permission on",
             "channel.close 403 naming queue.declare; the queue and its message stay",
-        ),
-        Refusal(
-            spec.Queue.Declare,
-            _queue("r", messages=1),
-            lambda ch, n: ch.send(spec.Queue.Declare(queue=n["q"])),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "1 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "server-named-queue-without-configure",
+            lambda n: spec.Queue.Declare(queue=n["q"]), queue_is("1 ready, 0 consumers")),
+    refusal("server-named-queue-without-configure", _nothing,
             "queue.declare with an empty name when configure does not match amq.gen-*",
-            (
-                "channel.close 403 naming queue.declare (a server-named queue is checked under its "
-                "amq.gen-* name)"
-            ),
-        ),
-        Refusal(
-            spec.Queue.Declare,
-            lambda ctx, admin, cleanup: {},
-            lambda ch, n: ch.send(spec.Queue.Declare(queue="", exclusive=True)),
-            lambda amqp, n: "nothing to inspect (the name is the broker's)",
-            "nothing to inspect (the name is the broker's)",
-        ),
-    ),
-    param(
-        _c(
-            "queue-delete-without-configure",
+            "channel.close 403 naming queue.declare (a server-named queue is checked under its "
+            "amq.gen-* name)",
+            lambda n: spec.Queue.Declare(queue="", exclusive=True), NOTHING_TO_SEE),
+    refusal("queue-delete-without-configure", _queue("w", messages=1),
             "queue.delete of a queue the user has no configure permission on",
             "channel.close 403 naming queue.delete; the queue and its message stay",
-        ),
-        Refusal(
-            spec.Queue.Delete,
-            _queue("w", messages=1),
-            lambda ch, n: ch.send(spec.Queue.Delete(queue=n["q"])),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "1 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "exchange-delete-without-configure",
+            lambda n: spec.Queue.Delete(queue=n["q"]), queue_is("1 ready, 0 consumers")),
+    refusal("exchange-delete-without-configure", _exchange("r"),
             "exchange.delete of an exchange the user has no configure permission on",
             "channel.close 403 naming exchange.delete; the exchange stays",
-        ),
-        Refusal(
-            spec.Exchange.Delete,
-            _exchange("r"),
-            lambda ch, n: ch.send(spec.Exchange.Delete(exchange=n["x"])),
-            lambda amqp, n: exchange_state(amqp, n["x"]),
-            "exists",
-        ),
-    ),
-    param(
-        _c(
-            "queue-bind-without-write-on-queue",
+            lambda n: spec.Exchange.Delete(exchange=n["x"]), exchange_is("exists")),
+    refusal("queue-bind-without-write-on-queue", _queue_and_exchange("r", "ok"),
             "queue.bind of a queue the user has no write permission on (read on the exchange granted)",
-            "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)",
-        ),
-        Refusal(
-            spec.Queue.Bind,
-            _queue_and_exchange("r", "ok"),
-            lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
-            lambda amqp, n: routed(amqp, n["x"], "k"),
-            "returned",
-        ),
-    ),
-    param(
-        _c(
-            "queue-bind-without-read-on-exchange",
+            QUEUE_BIND_REFUSED, _queue_bind, routing_is("returned")),
+    refusal("queue-bind-without-read-on-exchange", _queue_and_exchange("ok", "w"),
             "queue.bind to an exchange the user has no read permission on (write on the queue granted)",
-            "channel.close 403 naming queue.bind; no binding (a mandatory publish is returned)",
-        ),
-        Refusal(
-            spec.Queue.Bind,
-            _queue_and_exchange("ok", "w"),
-            lambda ch, n: ch.send(spec.Queue.Bind(queue=n["q"], exchange=n["x"], routing_key="k")),
-            lambda amqp, n: routed(amqp, n["x"], "k"),
-            "returned",
-        ),
-    ),
-    param(
-        _c(
-            "queue-unbind-without-write-on-queue",
+            QUEUE_BIND_REFUSED, _queue_bind, routing_is("returned")),
+    refusal("queue-unbind-without-write-on-queue", _queue_and_exchange("r", "ok", bound=True),
             "queue.unbind of an existing binding whose queue the user has no write permission on",
             "channel.close 403 naming queue.unbind; the binding stays (a mandatory publish is routed)",
-        ),
-        Refusal(
-            spec.Queue.Unbind,
-            _queue_and_exchange("r", "ok", bound=True),
-            lambda ch, n: ch.send(spec.Queue.Unbind(queue=n["q"], exchange=n["x"], routing_key="k")),
-            lambda amqp, n: routed(amqp, n["x"], "k"),
-            "routed",
-        ),
-    ),
-    param(
-        _c(
-            "exchange-bind-without-write-on-destination",
+            lambda n: spec.Queue.Unbind(queue=n["q"], exchange=n["x"], routing_key="k"),
+            routing_is("routed")),
+    refusal("exchange-bind-without-write-on-destination", _two_exchanges("r", "ok"),
             "exchange.bind to a destination exchange the user has no write permission on",
-            (
-                "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source "
-                "is returned)"
-            ),
-        ),
-        Refusal(
-            spec.Exchange.Bind,
-            _two_exchanges("r", "ok"),
-            lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
-            lambda amqp, n: routed(amqp, n["s"], "k"),
-            "returned",
-        ),
-    ),
-    param(
-        _c(
-            "exchange-bind-without-read-on-source",
+            EXCHANGE_BIND_REFUSED, _exchange_bind, routing_is("returned")),
+    refusal("exchange-bind-without-read-on-source", _two_exchanges("ok", "w"),
             "exchange.bind from a source exchange the user has no read permission on",
-            (
-                "channel.close 403 naming exchange.bind; no binding (a mandatory publish to the source "
-                "is returned)"
-            ),
-        ),
-        Refusal(
-            spec.Exchange.Bind,
-            _two_exchanges("ok", "w"),
-            lambda ch, n: ch.send(spec.Exchange.Bind(destination=n["d"], source=n["s"], routing_key="k")),
-            lambda amqp, n: routed(amqp, n["s"], "k"),
-            "returned",
-        ),
-    ),
-    param(
-        _c(
-            "publish-without-write",
+            EXCHANGE_BIND_REFUSED, _exchange_bind, routing_is("returned")),
+    refusal("publish-without-write", _queue_and_exchange("ok", "r", bound=True),
             "basic.publish to an exchange the user has no write permission on (bound to a queue)",
             "channel.close 403 naming basic.publish; nothing is routed to the queue",
-        ),
-        Refusal(
-            spec.Basic.Publish,
-            _queue_and_exchange("ok", "r", bound=True),
-            lambda ch, n: ch.publish(n["x"], "k", b"refused"),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "0 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "publish-default-exchange-without-write",
+            lambda n: spec.Basic.Publish(exchange=n["x"], routing_key="k"), queue_is("0 ready, 0 consumers")),
+    refusal("publish-default-exchange-without-write", _queue("ok"),
             "basic.publish to the default exchange when write does not match amq.default",
             "channel.close 403 naming basic.publish; nothing reaches the queue the routing key names",
-            sources=(DEFAULT_X, ACL, REFUSED_403),
-        ),
-        Refusal(
-            spec.Basic.Publish,
-            _queue("ok"),
-            lambda ch, n: ch.publish("", n["q"], b"refused"),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "0 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "get-without-read",
+            lambda n: spec.Basic.Publish(exchange="", routing_key=n["q"]), queue_is("0 ready, 0 consumers"),
+            sources=(DEFAULT_X, ACL, REFUSED_403)),
+    refusal("get-without-read", _queue("w", messages=1),
             "basic.get from a queue the user has no read permission on",
             "channel.close 403 naming basic.get; the message stays ready",
-        ),
-        Refusal(
-            spec.Basic.Get,
-            _queue("w", messages=1),
-            lambda ch, n: ch.send(spec.Basic.Get(queue=n["q"])),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "1 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "consume-without-read",
+            lambda n: spec.Basic.Get(queue=n["q"]), queue_is("1 ready, 0 consumers")),
+    refusal("consume-without-read", _queue("c", messages=1),
             "basic.consume from a queue the user has no read permission on",
             "channel.close 403 naming basic.consume; no consumer, the message stays ready",
-        ),
-        Refusal(
-            spec.Basic.Consume,
-            _queue("c", messages=1),
-            lambda ch, n: ch.send(spec.Basic.Consume(queue=n["q"], consumer_tag="acc-refused")),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "1 ready, 0 consumers",
-        ),
-    ),
-    param(
-        _c(
-            "purge-without-read",
+            lambda n: spec.Basic.Consume(queue=n["q"], consumer_tag="acc-refused"),
+            queue_is("1 ready, 0 consumers")),
+    refusal("purge-without-read", _queue("w", messages=2),
             "queue.purge of a queue the user has no read permission on",
             "channel.close 403 naming queue.purge; the messages stay",
-        ),
-        Refusal(
-            spec.Queue.Purge,
-            _queue("w", messages=2),
-            lambda ch, n: ch.send(spec.Queue.Purge(queue=n["q"])),
-            lambda amqp, n: queue_state(amqp, n["q"]),
-            "2 ready, 0 consumers",
-        ),
-    ),
+            lambda n: spec.Queue.Purge(queue=n["q"]), queue_is("2 ready, 0 consumers")),
 ]
+# fmt: on
 
 
 @restricted
@@ -444,21 +332,32 @@ def test_refused(amqp, cleanup, ctx, restricted_url, row: Refusal) -> None:
     admin = amqp.channel()
     names = row.setup(ctx, admin, cleanup)
     ch = amqp.channel(restricted_url)
-    row.act(ch, names)
-    refused(ctx, ch, row.method, f"{ctx.case.id.split('.', 1)[1]}")
-    ctx.check(row.effect(amqp, names), row.unchanged, "what the admin sees afterwards")
+    frame = row.operation(names)
+    if isinstance(frame, spec.Basic.Publish):  # with its content header and body
+        ch.publish(frame.exchange, frame.routing_key, b"refused")
+    else:
+        ch.send(frame)
+    refused(ctx, ch, type(frame), f"{ctx.case.id.split('.', 1)[1]}")
+    seen, unchanged = row.sees
+    ctx.check(seen(amqp, names), unchanged, "what the admin sees afterwards")
 
 
 # -- what the permissions allow works -----------------------------------------------------------
 
 
-@restricted
-@case(
-    "access.permitted-operations-work", sources=[ACL], level=Level.EXTENSION,
-    description="Every operation on resources all three permissions match (acc-ok-*)",
-    expectation="exchange.declare, queue.declare, queue.bind, basic.publish, basic.get, queue.purge, "
-                "queue.unbind, queue.delete and exchange.delete all succeed with their usual replies",
-)
+def allowed(slug: str, description: str, expectation: str) -> Callable[[F], F]:
+    """A case of operations the restricted user's permissions allow (it needs the restricted user)."""
+    def mark(fn: F) -> F:
+        found = case(f"access.{slug}", sources=[ACL], level=Level.EXTENSION, description=description,
+                     expectation=expectation)(fn)
+        return restricted(found)
+    return mark
+
+
+@allowed("permitted-operations-work",
+         "Every operation on resources all three permissions match (acc-ok-*)",
+         "exchange.declare, queue.declare, queue.bind, basic.publish, basic.get, queue.purge, "
+         "queue.unbind, queue.delete and exchange.delete all succeed with their usual replies")
 def test_permitted(amqp, cleanup, ctx, restricted_url):
     ch = amqp.channel(restricted_url)
     q, x = cleanup.queue(acc(ctx, "ok", "q")), cleanup.exchange(acc(ctx, "ok", "x"))
@@ -477,36 +376,25 @@ def test_permitted(amqp, cleanup, ctx, restricted_url):
     ctx.check((queue_state(amqp, q), exchange_state(amqp, x)), ("absent", "absent"), "after the deletes")
 
 
-@restricted
-@case(
-    "access.write-and-read-are-separate", sources=[ACL], level=Level.EXTENSION,
-    description="Publish through an exchange the user may only write to, into a queue it may only read",
-    expectation="the publish is routed (write on the exchange suffices) and basic.get returns it "
-                "(read on the queue suffices)",
-)
+@allowed("write-and-read-are-separate",
+         "Publish through an exchange the user may only write to, into a queue it may only read",
+         "the publish is routed (write on the exchange suffices) and basic.get returns it "
+         "(read on the queue suffices)")
 def test_write_read_split(amqp, cleanup, ctx, restricted_url):
-    admin = amqp.channel()
-    q, x = cleanup.queue(acc(ctx, "r", "q")), cleanup.exchange(acc(ctx, "w", "x"))
-    admin.declare_queue(q)
-    admin.declare_exchange(x, "direct")
-    admin.bind(q, x, "k")
+    names = _queue_and_exchange("r", "w", bound=True)(ctx, amqp.channel(), cleanup)
     ch = amqp.channel(restricted_url)
-    publish_confirmed(ch, x, "k", [b"through-w"])
-    got = ch.get(q, no_ack=True)
+    publish_confirmed(ch, names["x"], "k", [b"through-w"])
+    got = ch.get(names["q"], no_ack=True)
     ctx.check(None if got is None else got.body, b"through-w", "basic.get from the read-only queue")
 
 
-@restricted
-@case(
-    "access.passive-declare-needs-no-permission", sources=[ACL], level=Level.EXTENSION,
-    description="Passive queue.declare and exchange.declare of resources no permission matches (acc-no-*)",
-    expectation="queue.declare-ok (with the queue's message count) and exchange.declare-ok",
-)
+@allowed("passive-declare-needs-no-permission",
+         "Passive queue.declare and exchange.declare of resources no permission matches (acc-no-*)",
+         "queue.declare-ok (with the queue's message count) and exchange.declare-ok")
 def test_passive(amqp, cleanup, ctx, restricted_url):
     admin = amqp.channel()
-    q, x = cleanup.queue(acc(ctx, "no", "q")), cleanup.exchange(acc(ctx, "no", "x"))
-    admin.declare_queue(q)
-    admin.declare_exchange(x, "direct")
+    names = _queue_and_exchange("no", "no")(ctx, admin, cleanup)
+    q, x = names["q"], names["x"]
     publish_confirmed(admin, "", q, [b"m1"])
     ch = amqp.channel(restricted_url)
     ok = ch.declare_queue(q, passive=True)
@@ -515,6 +403,22 @@ def test_passive(amqp, cleanup, ctx, restricted_url):
 
 
 # -- connection level ---------------------------------------------------------------------------
+
+
+def _handshake(url: Any, ctx: Any, request: Any) -> Handshake:
+    """A step-by-step handshake to ``url`` (closed after the case), connection.start received."""
+    w = Handshake.open(url, ctx.timeout)
+    request.addfinalizer(w.close)
+    w.start()
+    return w
+
+
+def _connection_close(ctx: Any, frm: Frame | None, what: str, code: int) -> spec.Connection.Close:
+    """The broker's answer, recorded; it has to be a connection.close (``code`` is expected)."""
+    ctx.observe("answer", describe(frm))
+    if not isinstance(frm, spec.Connection.Close):
+        raise Mismatch(what, expected=f"connection.close {code}", observed=describe(frm))
+    return frm
 
 
 @restricted
@@ -530,56 +434,41 @@ def test_vhost_without_permissions(broker_url, ctx, request, restricted_url):
     other = os.environ.get(SECOND_VHOST_ENV)
     if not other:
         raise Unsupported(f"needs a vhost the restricted user has no permissions in: {SECOND_VHOST_ENV}")
-    w = Handshake.open(restricted_url, ctx.timeout)
-    request.addfinalizer(w.close)
-    w.start()
+    w = _handshake(restricted_url, ctx, request)
     w.start_ok()
     w.tune_ok_open(w.tune(), vhost=other)
     frm = w.next_frame(f"the answer to connection.open of {other}")
-    ctx.observe("answer", describe(frm))
-    if not isinstance(frm, spec.Connection.Close):
-        raise Mismatch(f"connection.open of {other}", expected="connection.close 530", observed=describe(frm))
+    frm = _connection_close(ctx, frm, f"connection.open of {other}", 530)
     ctx.check((frm.reply_code, frm.class_id, frm.method_id), (530, 10, 40),
               "connection.close reply-code, class-id, method-id")
 
 
+WRONG = {"password": "A wrong password", "user": "An unknown user"}
+
+
+def _login(slug: str, wrong: str, announce: bool) -> Any:
+    """A failed login (``wrong``: the password or the user) from a client that does or does not
+    announce authentication_failure_close: told with a connection.close 403 only if it does."""
+    announces = "announces" if announce else "does not announce"
+    return param(
+        _c(
+            slug,
+            f"{WRONG[wrong]} from a client that {announces} authentication_failure_close",
+            "connection.close 403 ACCESS_REFUSED (no connection.tune)"
+            if announce
+            else "the socket closes with nothing sent (no connection.close, no connection.tune)",
+            sources=(NOTIFY, REFUSED_403) if announce else (NOTIFY,),
+            requires=("authentication_failure_close",),
+        ),
+        wrong,
+        announce,
+    )
+
+
 LOGIN_FAILURES = [
-    param(
-        Case(
-            id="access.bad-password-closes-403",
-            sources=(NOTIFY, REFUSED_403),
-            level=Level.EXTENSION,
-            requires=("authentication_failure_close",),
-            description="A wrong password from a client that announces authentication_failure_close",
-            expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)",
-        ),
-        "password",
-        True,
-    ),
-    param(
-        Case(
-            id="access.unknown-user-closes-403",
-            sources=(NOTIFY, REFUSED_403),
-            level=Level.EXTENSION,
-            requires=("authentication_failure_close",),
-            description="An unknown user from a client that announces authentication_failure_close",
-            expectation="connection.close 403 ACCESS_REFUSED (no connection.tune)",
-        ),
-        "user",
-        True,
-    ),
-    param(
-        Case(
-            id="access.bad-password-without-capability",
-            sources=(NOTIFY,),
-            level=Level.EXTENSION,
-            requires=("authentication_failure_close",),
-            description="A wrong password from a client that does not announce authentication_failure_close",
-            expectation="the socket closes with nothing sent (no connection.close, no connection.tune)",
-        ),
-        "password",
-        False,
-    ),
+    _login("bad-password-closes-403", "password", announce=True),
+    _login("unknown-user-closes-403", "user", announce=True),
+    _login("bad-password-without-capability", "password", announce=False),
 ]
 
 
@@ -588,9 +477,7 @@ def test_login_failure(broker_url, ctx, request, wrong: str, announce: bool):
     url = URL.parse(broker_url)
     if wrong == "user":
         url = url.with_(user=f"amqpc-no-such-user-{ctx.name('u')[-12:]}")
-    w = Handshake.open(url, ctx.timeout)
-    request.addfinalizer(w.close)
-    w.start()
+    w = _handshake(url, ctx, request)
     caps = {"authentication_failure_close": True} if announce else {}
     w.start_ok(password="amqpc-wrong-password",
                client_properties={"product": "amqp-conformance wire", "capabilities": caps})
@@ -602,8 +489,6 @@ def test_login_failure(broker_url, ctx, request, wrong: str, announce: bool):
             "what the broker did after the failed login",
         )
         return
-    ctx.observe("answer", describe(frm))
-    if not isinstance(frm, spec.Connection.Close):
-        raise Mismatch("answer to a failed login", expected="connection.close 403", observed=describe(frm))
+    frm = _connection_close(ctx, frm, "answer to a failed login", 403)
     ctx.check(frm.reply_code, 403, "connection.close reply-code")
     ctx.check(bool(str(frm.reply_text or "").strip()), True, "the close carries a reply-text")

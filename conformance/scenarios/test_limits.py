@@ -29,6 +29,7 @@ from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.confirms import settle_all
+from conformance.clients.deadletter import dead_letter_target
 from conformance.clients.expect import expect_channel_close, expect_connection_close, summarize
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.raw import Event, RawChannel, RawConnection, default_client_properties
@@ -58,42 +59,42 @@ def _frames(ch: RawChannel, q: str, payload: int) -> bytes:
 # -- frame-max -----------------------------------------------------------------------------------
 
 
+def _frame_max(slug: str, payload: int, frame: str, expectation: str, **expected: Any) -> Any:
+    """A frame-max case: frame-max negotiated to NEGOTIATED, then one body frame (``frame``
+    describes it) whose payload is ``payload`` octets; ``expected``: the Case's expected values."""
+    return param(
+        Case(
+            id=f"limits.{slug}",
+            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
+            level=Level.MUST,
+            description=f"frame-max negotiated to {NEGOTIATED}; {frame}",
+            expectation=expectation,
+            **expected,
+        ),
+        payload,
+    )
+
+
+# fmt: off
+# (a hand-laid table: case slug, payload octets, the frame, expectation, expected values)
 FRAME_MAX_CASES = [
-    param(
-        Case(
-            id="limits.frame-max-payload-above-501",
-            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
-            level=Level.MUST,
-            description=f"frame-max negotiated to {NEGOTIATED}; a body frame whose payload alone is "
-            f"{NEGOTIATED + 1} octets",
-            expectation="connection.close 501 FRAME_ERROR (the frame exceeds frame-max whatever the header)",
-            default="connection.close 501",
-        ),
-        NEGOTIATED + 1,
-    ),
-    param(
-        Case(
-            id="limits.frame-max-one-octet-over",
-            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
-            level=Level.MUST,
-            description=f"frame-max negotiated to {NEGOTIATED}; a body frame of {NEGOTIATED + 1} "
-            "octets in all "
-            "(header, payload and frame-end)",
-            expectation="spec: connection.close 501 FRAME_ERROR; RabbitMQ 3.10 accepts frames up "
-            "to frame-max + "
-            "8 "
-            "octets (its FRAME_SIZE_FUDGE) and routes the message",
-            expected={"spec": "connection.close 501", "rabbitmq": "accepted (probe answered)"},
-            expected_sources={
-                "spec": TUNE_FRAME_MAX + ": 'the largest frame size that the client and server will "
-                "use for the connection'",
-                "rabbitmq": f"{RMQ}: a payload of up to frame_max octets is accepted; "
-                "{frame_too_large,8193,8184} only for a payload of 8193",
-            },
-        ),
-        NEGOTIATED + 1 - 8,
-    ),
+    _frame_max("frame-max-payload-above-501", NEGOTIATED + 1,
+               f"a body frame whose payload alone is {NEGOTIATED + 1} octets",
+               "connection.close 501 FRAME_ERROR (the frame exceeds frame-max whatever the header)",
+               default="connection.close 501"),
+    _frame_max("frame-max-one-octet-over", NEGOTIATED + 1 - 8,
+               f"a body frame of {NEGOTIATED + 1} octets in all (header, payload and frame-end)",
+               "spec: connection.close 501 FRAME_ERROR; RabbitMQ 3.10 accepts frames up to frame-max + 8 "
+               "octets (its FRAME_SIZE_FUDGE) and routes the message",
+               expected={"spec": "connection.close 501", "rabbitmq": "accepted (probe answered)"},
+               expected_sources={
+                   "spec": TUNE_FRAME_MAX + ": 'the largest frame size that the client and server will use "
+                           "for the connection'",
+                   "rabbitmq": f"{RMQ}: a payload of up to frame_max octets is accepted; "
+                               "{frame_too_large,8193,8184} only for a payload of 8193",
+               }),
 ]
+# fmt: on
 
 
 @pytest.mark.parametrize("payload", FRAME_MAX_CASES)
@@ -152,8 +153,7 @@ def _max_message_size(target_limits: dict[str, int]) -> int:
     level=Level.EXTENSION,
     description="A publish whose body is one octet larger than the broker's max message size",
     expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish (60/40); the connection "
-    "carries on "
-    "and nothing is routed",
+    "carries on and nothing is routed",
 )
 def test_max_message_size_exceeded(declared_queue, target_limits, ctx):
     limit = _max_message_size(target_limits)
@@ -250,8 +250,7 @@ def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> 
     description="A client announcing the connection.blocked capability publishes while the broker's memory "
     "alarm is raised; then the alarm is cleared",
     expectation="connection.blocked (non-empty reason) after it publishes, connection.unblocked once the "
-    "alarm "
-    "clears, exactly one of each; every publish made during the alarm is confirmed and routed",
+    "alarm clears, exactly one of each; every publish made during the alarm is confirmed and routed",
 )
 def test_connection_blocked(amqp, alarm_target, ctx):
     try:
@@ -285,8 +284,7 @@ def test_connection_blocked(amqp, alarm_target, ctx):
     "connection.blocked), a client WITHOUT the connection.blocked capability publishes; then the "
     "alarm is cleared (the witness is told connection.unblocked)",
     expectation="no connection.blocked or connection.unblocked ever reaches the client without the "
-    "capability; "
-    "its publish is confirmed once the alarm clears",
+    "capability; its publish is confirmed once the alarm clears",
 )
 def test_connection_blocked_needs_capability(amqp, alarm_target, ctx):
     try:
@@ -314,15 +312,6 @@ def test_connection_blocked_needs_capability(amqp, alarm_target, ctx):
 # -- queue length limits -------------------------------------------------------------------------
 
 
-def _dead_letter_topology(ch: RawChannel, ctx, cleanup) -> tuple[str, str]:
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    ch.declare_exchange(dlx, "fanout")
-    dlq = cleanup.queue(ctx.name("dlq"))
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
-    return dlx, dlq
-
-
 def _deaths(ev: Event | None) -> list[tuple[str, str]]:
     headers = (ev.properties.headers or {}) if ev is not None and ev.properties is not None else {}
     deaths = headers.get("x-death") or []
@@ -335,54 +324,51 @@ def _body(ev: Event | None) -> str | None:
     return ev.body.decode() if ev is not None and ev.body is not None else None
 
 
+def _check_confirms(ch: RawChannel, ctx: Any, expected: dict[int, str]) -> None:
+    """Wait for the confirms of publishes 1..n (``expected``: seq -> ack / nack) and compare."""
+    st = settle_all(ch, len(expected), ctx.timeout, quiet=quiet_window(ctx.timeout))
+    ctx.observe("confirms", summarize(st.events))
+    ctx.check(
+        {s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in expected},
+        expected,
+        "confirm per publish",
+    )
+
+
+def _overflow(
+    mode: str, slug: str, sources: tuple[str, ...], requires: tuple[str, ...], expectation: str
+) -> Any:
+    """The case of one overflow mode: two confirmed publishes to a queue with x-max-length 1 and a
+    dead-letter exchange."""
+    overflow = "default overflow (drop-head)" if mode == "drop-head" else f"x-overflow {mode}"
+    return param(
+        Case(
+            id=f"limits.{slug}",
+            sources=sources,
+            level=Level.EXTENSION,
+            requires=requires,
+            description=f"Two publishes (confirmed) to a queue with x-max-length 1, {overflow} and a "
+            "dead-letter exchange",
+            expectation=expectation,
+        ),
+        mode,
+    )
+
+
+CONFIRMS = ("publisher_confirms",)
+NACKS = ("publisher_confirms", "basic.nack")
+# fmt: off
+# (a hand-laid table: overflow mode, case slug, sources, required capabilities, expectation)
 OVERFLOW = [
-    param(
-        Case(
-            id="limits.overflow-drop-head-dead-letters-head",
-            sources=(MAXLEN_DEFAULT,),
-            level=Level.EXTENSION,
-            requires=("publisher_confirms",),
-            description="Two publishes (confirmed) to a queue with x-max-length 1, default "
-            "overflow (drop-head) "
-            "and a "
-            "dead-letter exchange",
-            expectation="both confirmed with ack; the queue holds m2; m1 (the head) is dead-lettered with "
-            "x-death "
-            "reason maxlen",
-        ),
-        "drop-head",
-    ),
-    param(
-        Case(
-            id="limits.overflow-reject-publish-not-dead-lettered",
-            sources=(MAXLEN,),
-            level=Level.EXTENSION,
-            requires=("publisher_confirms", "basic.nack"),
-            description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow "
-            "reject-publish and "
-            "a "
-            "dead-letter exchange",
-            expectation="m1 acked, m2 nacked; the queue holds m1; nothing is dead-lettered",
-        ),
-        "reject-publish",
-    ),
-    param(
-        Case(
-            id="limits.overflow-reject-publish-dlx-nacks-and-dead-letters",
-            sources=(MAXLEN,),
-            level=Level.EXTENSION,
-            requires=("publisher_confirms", "basic.nack"),
-            description="Two publishes (confirmed) to a queue with x-max-length 1, x-overflow "
-            "reject-publish-dlx "
-            "and "
-            "a dead-letter exchange",
-            expectation=(
-                "m1 acked, m2 nacked; the queue holds m1; m2 is dead-lettered with x-death reason maxlen"
-            ),
-        ),
-        "reject-publish-dlx",
-    ),
+    _overflow("drop-head", "overflow-drop-head-dead-letters-head", (MAXLEN_DEFAULT,), CONFIRMS,
+              "both confirmed with ack; the queue holds m2; m1 (the head) is dead-lettered with x-death "
+              "reason maxlen"),
+    _overflow("reject-publish", "overflow-reject-publish-not-dead-lettered", (MAXLEN,), NACKS,
+              "m1 acked, m2 nacked; the queue holds m1; nothing is dead-lettered"),
+    _overflow("reject-publish-dlx", "overflow-reject-publish-dlx-nacks-and-dead-letters", (MAXLEN,), NACKS,
+              "m1 acked, m2 nacked; the queue holds m1; m2 is dead-lettered with x-death reason maxlen"),
 ]
+# fmt: on
 EXPECTED_OVERFLOW = {
     "drop-head": ({1: "ack", 2: "ack"}, "m2", ("m1", [("maxlen", "{q}")])),
     "reject-publish": ({1: "ack", 2: "nack"}, "m1", (None, [])),
@@ -393,7 +379,7 @@ EXPECTED_OVERFLOW = {
 @pytest.mark.parametrize("mode", OVERFLOW)
 def test_overflow(amqp, ctx, cleanup, mode: str):
     ch = amqp.channel()
-    dlx, dlq = _dead_letter_topology(ch, ctx, cleanup)
+    dlx, dlq = dead_letter_target(ch, ctx, cleanup)
     q = cleanup.queue(ctx.name("q"))
     args: dict[str, Any] = {"x-max-length": 1, "x-dead-letter-exchange": dlx}
     if mode != "drop-head":
@@ -402,14 +388,8 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
     ch.confirm_select()
     ch.publish("", q, b"m1")
     ch.publish("", q, b"m2")
-    st = settle_all(ch, 2, ctx.timeout, quiet=quiet_window(ctx.timeout))
-    ctx.observe("confirms", summarize(st.events))
     confirms, kept, (dead_body, deaths) = EXPECTED_OVERFLOW[mode]
-    ctx.check(
-        {s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in (1, 2)},
-        confirms,
-        "confirm per publish",
-    )
+    _check_confirms(ch, ctx, confirms)
     ctx.check(_body(ch.get(q, no_ack=True)), kept, "the message the queue kept")
     ctx.check(ch.message_count(q), 0, "messages left in the queue after taking it")
     dead = ch.get(dlq, no_ack=True)
@@ -427,17 +407,13 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
     "refuses only once it is already over the limit; queue_types area)",
     description="x-max-length-bytes 10 with x-overflow reject-publish; publishes of 6, 5 and 4 body octets",
     expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue "
-    "holds "
-    "the 6- and 4-octet messages",
+    "holds the 6- and 4-octet messages",
 )
 def test_max_length_bytes(declared_queue, ctx):
     ch, q = declared_queue(confirm=True, arguments={"x-max-length-bytes": 10, "x-overflow": "reject-publish"})
     for body in (b"aaaaaa", b"bbbbb", b"cccc"):
         ch.publish("", q, body)
-    st = settle_all(ch, 3, ctx.timeout, quiet=quiet_window(ctx.timeout))
-    ctx.observe("confirms", summarize(st.events))
-    ctx.check({s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in (1, 2, 3)},
-              {1: "ack", 2: "nack", 3: "ack"}, "confirm per publish")
+    _check_confirms(ch, ctx, {1: "ack", 2: "nack", 3: "ack"})
     got = [_body(ch.get(q, no_ack=True)) for _ in range(2)]
     ctx.check(got, ["aaaaaa", "cccc"], "messages the queue kept, in order")
     ctx.check(ch.message_count(q), 0, "messages left")

@@ -10,12 +10,14 @@ ordering cases themselves (their ``rabbitmq@quorum`` values come from the same t
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.deadletter import dead_letter_target
 from conformance.clients.expect import expect_connection_close
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.settle import x_death_reason
@@ -23,10 +25,21 @@ from conformance.clients.steps import get_one, publish_confirmed
 from conformance.profiles import load_table
 from conformance.queue_types import QUORUM
 
+F = TypeVar("F", bound=Callable[..., Any])
 QUORUM_ONLY = (QUORUM,)
 TABLE: dict[str, Any] = load_table("queue_types")[QUORUM]
 DELIVERY: dict[str, Any] = TABLE["delivery"]
 DECLARE_RULE = "queue.declare/equivalent"
+
+
+def quorum_case(slug: str, *, fact: str = "", **meta: Any) -> Callable[[F], F]:
+    """A case of this area: ``queue_types.<slug>``, EXTENSION, run on quorum queues only. ``fact``
+    names a ``[quorum.delivery]`` entry of the table: the case cites its ``<fact>_source`` and
+    its rabbitmq value comes from ``<fact>_measured``."""
+    if fact:
+        meta["sources"] = [DELIVERY[f"{fact}_source"]]
+        meta["expected_sources"] = {"rabbitmq": DELIVERY[f"{fact}_measured"]}
+    return case(f"queue_types.{slug}", level=Level.EXTENSION, queue_types=QUORUM_ONLY, **meta)
 
 
 def _refusal_case(row: dict[str, Any]) -> Any:
@@ -57,9 +70,8 @@ def test_declare_refused(amqp, ctx, cleanup, queue_type, row: dict[str, Any]) ->
     ctx.observe("reply", got[1])
 
 
-@case(
-    "queue_types.declare-ok", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
-    sources=["rabbitmq-quorum-queues#declaring"],
+@quorum_case(
+    "declare-ok", sources=["rabbitmq-quorum-queues#declaring"],
     description="queue.declare of a durable, non-exclusive, non-auto-delete queue with x-queue-type=quorum",
     expectation="queue.declare-ok naming the queue, 0 messages, 0 consumers; a passive declare finds it",
 )
@@ -78,14 +90,12 @@ def _headers(ev: Any) -> dict[str, Any]:
     return dict((ev.properties.headers if ev.properties else None) or {})
 
 
-@case(
-    "queue_types.delivery-count-header", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
-    sources=[DELIVERY["delivery_count_source"]],
+@quorum_case(
+    "delivery-count-header", fact="delivery_count",
     description="A message in a quorum queue is consumed, rejected with requeue, consumed, rejected again, "
                 "and consumed a third time",
     expectation="the redeliveries carry redelivered=true and x-delivery-count 1, then 2 (the count of "
                 "earlier unsuccessful deliveries); the body is unchanged",
-    expected_sources={"rabbitmq": DELIVERY["delivery_count_measured"]},
 )
 def test_delivery_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
@@ -103,22 +113,16 @@ def test_delivery_count(declared_queue, ctx) -> None:
     ctx.check([s[2] for s in seen[1:]], [1, 2], "x-delivery-count of the two redeliveries")
 
 
-@case(
-    "queue_types.delivery-limit-dead-letters", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
-    sources=[DELIVERY["delivery_limit_source"]],
+@quorum_case(
+    "delivery-limit-dead-letters", fact="delivery_limit",
     description="A quorum queue with x-delivery-limit=1 and a dead-letter exchange; its message is got and "
                 "nacked with requeue twice",
     expectation="it is delivered twice (x-delivery-count 0 then 1); the second nack(requeue) dead-letters it "
                 "(x-death reason 'delivery_limit') and the source queue is empty",
-    expected_sources={"rabbitmq": DELIVERY["delivery_limit_measured"]},
 )
 def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    dlq = cleanup.queue(ctx.name("dlq"))
-    ch.declare_exchange(dlx, "fanout")
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
+    dlx, dlq = dead_letter_target(ch, ctx, cleanup)
     _, src = declared_queue("src", ch=ch, arguments={"x-delivery-limit": 1, "x-dead-letter-exchange": dlx})
     publish_confirmed(ch, "", src, [b"poison"])
     counts = []
@@ -134,16 +138,12 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     ctx.check(ch.message_count(src), 0, "messages left in the source queue")
 
 
-@case(
-    "queue_types.global-qos-consume-540",
-    level=Level.EXTENSION,
-    queue_types=QUORUM_ONLY,
-    sources=[DELIVERY["global_qos_source"]],
+@quorum_case(
+    "global-qos-consume-540", fact="global_qos",
     description="basic.qos(prefetch-count=2, global=true), then basic.consume from a quorum queue",
     expectation=(
         "the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS)"
     ),
-    expected_sources={"rabbitmq": DELIVERY["global_qos_measured"]},
 )
 def test_global_qos(declared_queue, ctx) -> None:
     ch, q = declared_queue()
@@ -189,8 +189,8 @@ def test_requeue_position(declared_queue, amqp, ctx, how: str) -> None:
     ctx.check_profile(got, "basic.get order after the return")
 
 
-@case(
-    "queue_types.reject-publish-overflow-nack", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+@quorum_case(
+    "reject-publish-overflow-nack",
     sources=["rabbitmq-quorum-queues#feature-matrix", "000_cd470977c809f5f5.txt#negative-acknowledgment"],
     requires=["publisher_confirms"],
     description="Three publishes, each confirmed before the next, to a quorum queue declared with "

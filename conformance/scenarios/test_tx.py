@@ -28,7 +28,7 @@ from conformance.clients.expect import expect_channel_close, expect_no_delivery
 from conformance.clients.libs import aio_pika_connect, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
-from conformance.clients.tx import Env, closes_with, counted
+from conformance.clients.tx import Env, closes_with, committed_only, counted
 from conformance.profiles import load_table
 from conformance.verdicts import CaseTimeout, Mismatch
 
@@ -75,10 +75,7 @@ def publish_then(ending: str, env: Env) -> str:
 
 
 def ack_rollback_reack(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    (tag,) = get_tags(ch, q, 1)
+    q, ch, (tag,) = env.got_in_tx(1)
     ch.ack(tag)
     ch.tx_rollback()
     ch.ack(tag)  # still unacked after the rollback, so this must be accepted
@@ -91,10 +88,7 @@ def ack_rollback_reack(env: Env) -> str:
 
 
 def ack_close_uncommitted(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    (tag,) = get_tags(ch, q, 1)
+    q, ch, (tag,) = env.got_in_tx(1)
     ch.ack(tag)
     close_after_barrier(ch)
     return counted(env.count_after_close(q, 1), {1: "yes", 0: "no"},
@@ -102,10 +96,7 @@ def ack_close_uncommitted(env: Env) -> str:
 
 
 def ack_out_of_order(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 3)
-    ch = env.tx_channel()
-    t1, t2, t3 = get_tags(ch, q, 3)
+    q, ch, (t1, t2, t3) = env.got_in_tx(3)
     ch.ack(t3)
     ch.ack(t1)
     ch.tx_commit()
@@ -142,10 +133,7 @@ def ack_tag0_multiple(env: Env) -> str:
 
 
 def _reject_then_commit(env: Env, op: Callable[[RawChannel, int], None]) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    (tag,) = get_tags(ch, q, 1)
+    q, ch, (tag,) = env.got_in_tx(1)
     op(ch, tag)
     ch.barrier()
     before = env.count(q)
@@ -170,10 +158,7 @@ def nack_requeue_on_commit(env: Env) -> str:
 
 
 def reject_rollback(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
-    ch = env.tx_channel()
-    (tag,) = get_tags(ch, q, 1)
+    q, ch, (tag,) = env.got_in_tx(1)
     ch.reject(tag, requeue=True)
     ch.tx_rollback()
     requeued = env.count(q)
@@ -256,8 +241,7 @@ TAKES: dict[str, tuple[Callable[[RawChannel, str], object], bool, str]] = {
 def take_then_rollback(take: str, env: Env) -> str:
     """One message taken in a tx by ``take`` (a key of TAKES), then tx.rollback: requeued or not."""
     fetch, close, what = TAKES[take]
-    q = env.queue()
-    env.fill(q, 1)
+    q = env.filled(1)
     ch = env.tx_channel()
     fetch(ch, q)
     ch.tx_rollback()
@@ -267,8 +251,7 @@ def take_then_rollback(take: str, env: Env) -> str:
 
 
 def consume_rollback(env: Env) -> str:
-    q = env.queue()
-    env.fill(q, 1)
+    q = env.filled(1)
     ch = env.tx_channel()
     ch.consume(q)
     ch.next_delivery()
@@ -413,12 +396,7 @@ def publish_pika(env: Env) -> str:
                            observed=repr(exc)) from exc
         while (body := ch.basic_get(q, auto_ack=True)[2]) is not None:
             bodies.append(body)
-    env.ctx.observe("queue contents", bodies)
-    if bodies == [b"committed"]:
-        return "yes"
-    if bodies == [b"rolled-back", b"committed"]:
-        return "no"
-    raise Mismatch("queue contents after pika rollback + commit", expected=[b"committed"], observed=bodies)
+    return committed_only(env.ctx, bodies, "pika")
 
 
 def publish_aio_pika(env: Env) -> str:
@@ -451,14 +429,7 @@ def publish_aio_pika(env: Env) -> str:
     except aio_pika.exceptions.ChannelClosed as exc:
         raise Mismatch("aio-pika transaction", expected="select / rollback / commit succeed",
                        observed=repr(exc)) from exc
-    env.ctx.observe("queue contents", bodies)
-    if bodies == [b"committed"]:
-        return "yes"
-    if bodies == [b"rolled-back", b"committed"]:
-        return "no"
-    raise Mismatch(
-        "queue contents after aio-pika rollback + commit", expected=[b"committed"], observed=bodies
-    )
+    return committed_only(env.ctx, bodies, "aio-pika")
 
 
 # -- the table as cases ---------------------------------------------------------------------------
