@@ -5,7 +5,9 @@ Modes (``FakeBroker(mode=...)``):
   swallowed, queue names starting ``silent`` are never answered, ``close406`` closes the channel
   with 406, ``conn540`` closes the connection with 540; a queue named ``wedge…`` wedges the whole
   broker: from then on no queue.declare on any connection is answered (as garagemq after
-  deleting a queue that has consumers).
+  deleting a queue that has consumers); ``rst540`` ends the connection with 540 as RabbitMQ 3.10
+  sometimes does: if the client has already sent more (a pipelined probe, unread by the broker)
+  the socket is reset and the connection.close is lost, else the close arrives normally.
 - ``refuse-login``: answers start-ok with connection.close 403.
 - ``refuse-vhost``: answers connection.open with connection.close 530.
 - ``wrong-header``: answers the protocol header with ``AMQP\\x00\\x00\\x09\\x00`` and closes.
@@ -16,7 +18,9 @@ Modes (``FakeBroker(mode=...)``):
 from __future__ import annotations
 
 import socket
+import struct
 import threading
+import time
 from typing import Any
 
 from pamqp import commands as spec
@@ -38,6 +42,7 @@ class FakeBroker:
         self.received: list[Any] = []
         self._stop = self.listener.stopped
         self.wedged = threading.Event()
+        self._unread = 0
 
     def __enter__(self) -> FakeBroker:
         self.listener.start()
@@ -79,7 +84,8 @@ class FakeBroker:
                 if not got:
                     return
                 chunks, buf = split_frames(buf + got)
-                for chunk in chunks:
+                for i, chunk in enumerate(chunks):
+                    self._unread = len(chunks) - i - 1 + len(buf)  # what the client sent beyond this frame
                     _n, channel, frm = pframe.unmarshal(chunk)
                     self.received.append(frm)
                     if not self._on_frame(client, channel, frm):
@@ -157,12 +163,28 @@ class FakeBroker:
             self._send(client, channel, spec.Channel.Close(reply_code=406, reply_text="PRECONDITION_FAILED",
                                                            class_id=50, method_id=10))
             return True
+        if name.startswith("rst540"):
+            return self._close_or_reset(client)
         if name.startswith("conn540"):
             self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
                                                          class_id=50, method_id=10))
             return True
         self._send(client, channel, spec.Queue.DeclareOk(queue=name or "amq.gen-fake", message_count=0,
                                                         consumer_count=0))
+        return True
+
+    def _close_or_reset(self, client: socket.socket) -> bool:
+        """connection.close 540, unless more input is waiting: then a reset (the close is lost)."""
+        time.sleep(0.1)  # a pipelined probe has arrived by now
+        try:
+            waiting = self._unread or len(client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except BlockingIOError:
+            waiting = 0
+        if waiting:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        self._send(client, 0, spec.Connection.Close(reply_code=540, reply_text="NOT_IMPLEMENTED",
+                                                     class_id=50, method_id=10))
         return True
 
 

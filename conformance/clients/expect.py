@@ -134,14 +134,17 @@ def expect_connection_usable(conn: RawConnection, *, after: str, timeout: float 
 
 def expect_connection_close(conn: RawConnection, code: int, *, what: str = "",
                             probe_channel: RawChannel | None = None, timeout: float | None = None,
-                            probe_after: float = 0.0) -> Event:
+                            probe_after: float | None = None) -> Event:
     """The broker closes the whole connection with ``code`` (a hard error).
 
-    ``probe_after``: wait that long for the close before sending the probe. A broker that closes
-    its socket while the probe is still unread in its buffer makes the kernel send a reset, and
-    the client can lose the connection.close that came before it (RabbitMQ 3.10 on
-    channel.open beyond channel-max, about one run in two)."""
+    With ``probe_channel``, a probe on it tells a broker that ignored the method from a slow one;
+    it goes out only after waiting ``probe_after`` seconds (default: a fifth of the timeout, at
+    most 1 s) for the close. A broker that closes its socket while the probe is still unread in
+    its buffer makes the kernel send a reset, and the client can lose the connection.close that
+    came before it (RabbitMQ 3.10 on channel.open beyond channel-max, about one run in two)."""
     expected = f"connection.close {reply_name(code)}" + (f" ({what})" if what else "")
+    if probe_after is None:
+        probe_after = min(1.0, (conn.timeout if timeout is None else timeout) / 5)
     early: Event | SocketClosed | None = None
     if probe_channel is not None and probe_after > 0:
         try:

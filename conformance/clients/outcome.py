@@ -23,9 +23,18 @@ from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedC
 from conformance.clients.wire import method_name, short_method
 from conformance.verdicts import CaseTimeout, Mismatch, Verdict
 
-# A synchronous probe sent right after the method under test: AMQP processes a channel's methods
-# in order, so an answer to the probe *before* any reply proves the method was dropped.
+# A synchronous probe sent after the method under test: AMQP processes a channel's methods in
+# order, so an answer to the probe *before* any reply proves the method was dropped.
 PROBE_EXCHANGE = "amq.direct"
+# How long :func:`outcome` waits for the broker's own answer before it sends the probe. A broker
+# that ends the connection while a probe is still unread in its socket buffer makes its kernel
+# reset the connection, and the client can then lose the connection.close sent before the reset
+# (seen on RabbitMQ 3.10: channel.open beyond channel-max, exchange.declare of an unknown type).
+# A reply or a close normally comes well inside the window, so only a broker that stays silent
+# pays it, once, before the probe tells "dropped" from "slow". An asynchronous method has no
+# reply: an error, if any, comes at once, so its window is shorter.
+SETTLE_SYNC = 1.0
+SETTLE_ASYNC = 0.3
 
 
 class CaseContextLike(Protocol):
@@ -109,48 +118,70 @@ def _late_close(ch: RawChannel, after: int, answered: int, grace: float) -> tupl
     return None
 
 
+# How long :func:`outcome` waits for the broker's own answer before it sends the probe. A broker
+# that ends the connection while a probe is still unread in its socket buffer makes its kernel
+# reset the connection, and the client can then lose the connection.close sent before the reset
+# (seen on RabbitMQ 3.10: channel.open beyond channel-max, exchange.declare of an unknown type).
+# A synchronous reply or a close normally comes well inside this window, so no probe is needed;
+# only a broker that stays silent pays it, once, before the probe tells "dropped" from "slow".
+SETTLE_SYNC = 1.0
+SETTLE_ASYNC = 0.3  # a method with no reply: an error, if any, comes at once
+
+
 def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,
             timeout: float | None = None) -> tuple[str, str]:
     """Send ``method`` (or the hand-made ``raw`` frame bytes) and a probe; return (short, detail).
 
     The first of: a reply of type ``ok``, a channel.close, a connection.close or the socket's
     end decides. If the probe is answered first the method was silently dropped (or, for an
-    asynchronous method with ``ok=()``, accepted): ``no reply (probe answered)``.
+    asynchronous method with ``ok=()``, accepted): ``no reply (probe answered)``. The probe goes
+    out once the broker has answered, or after a short settle window if it has not (see
+    ``SETTLE_SYNC``); after a reply it still checks that the channel carries on.
     """
     conn = ch.conn
     oks = ok if isinstance(ok, tuple) else (ok,)
     # Only what arrives after this send counts (an earlier close may still be pending).
     after = max((e.seq for e in ch.history()), default=0)
+    limit = conn.timeout if timeout is None else timeout
+    started = time.monotonic()
+    name = method_name(method) if method is not None else "the frame"
+    replies = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
+    waiting_for = f"{replies} (reply to {name})"
+    settle = min(SETTLE_SYNC if oks else SETTLE_ASYNC, limit / 5)
+
+    def match(e: Event) -> bool:
+        return e.seq > after and isinstance(e.method, (*oks, spec.Channel.Close, spec.Exchange.DeclareOk))
+
+    probed = False
     try:
         if raw is not None:
             conn.send_bytes(raw)
         else:
             ch.send(method)
-        ch.conn.send_if_open(ch.id, _probe())
+        try:
+            first = _first_answer(ch, after, match, waiting_for, settle)
+        except CaseTimeout:  # no answer yet: the probe tells a dropped method from a slow one
+            conn.send_if_open(ch.id, _probe())
+            probed = True
+            remaining = max(0.0, limit - (time.monotonic() - started))
+            first = _first_answer(ch, after, match, waiting_for, remaining)
+        if not isinstance(first, Event):
+            return first
+        ev = first
+        if isinstance(ev.method, spec.Exchange.DeclareOk) and spec.Exchange.DeclareOk not in oks:
+            if not oks:
+                # An asynchronous method or a bare frame has no reply: allow a short grace for an
+                # error the broker raises after answering the probe.
+                late = _late_close(ch, after, ev.seq, min(LATE_CLOSE_GRACE, limit))
+                return late or ("accepted (probe answered)", f"no error for {name}; the probe was answered")
+            return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
+                                                  f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
+        if isinstance(ev.method, spec.Channel.Close):
+            return _code(ev), ev.describe()  # the broker discards a probe sent after its close
+        if not probed:
+            conn.send_if_open(ch.id, _probe())  # the channel must carry on after the reply
     except UnexpectedClose as exc:
         return _code(exc.event), exc.event.describe()
-    probe_answer_is_reply = spec.Exchange.DeclareOk in oks
-
-    def match(e: Event) -> bool:
-        return e.seq > after and isinstance(e.method, (*oks, spec.Channel.Close, spec.Exchange.DeclareOk))
-
-    name = method_name(method) if method is not None else "the frame"
-    what = " or ".join(method_name(t) for t in oks) or "an error or the probe's answer"
-    limit = conn.timeout if timeout is None else timeout
-    first = _first_answer(ch, after, match, f"{what} (reply to {name})", limit)
-    if not isinstance(first, Event):
-        return first
-    ev = first
-    if isinstance(ev.method, spec.Exchange.DeclareOk) and not probe_answer_is_reply:
-        if not oks:
-            # An asynchronous method or a bare frame has no reply: allow a short grace for an
-            # error the broker raises after answering the probe.
-            late = _late_close(ch, after, ev.seq, min(LATE_CLOSE_GRACE, limit))
-            return late or ("accepted (probe answered)", f"no error for {name}; the probe was answered")
-        return "no reply (probe answered)", (f"no reply to {name}: the broker answered a later probe "
-                                              f"(exchange.declare passive {PROBE_EXCHANGE}) instead")
-    if isinstance(ev.method, spec.Channel.Close):
-        return _code(ev), ev.describe()  # the broker discards the probe after its close
     # Take the probe's own answer too, so it cannot be mistaken for a reply by a later call.
     try:
         conn.wait_event(ch.id, lambda e: e.seq > ev.seq and isinstance(e.method, spec.Exchange.DeclareOk),

@@ -1,0 +1,61 @@
+"""outcome() and expect_connection_close() against a broker that resets a connection it closes
+while client data is unread (RabbitMQ 3.10 under some errors): the probe must not go out before
+the broker's answer, or the client loses the connection.close and reports a socket reset."""
+
+from __future__ import annotations
+
+from pamqp import commands as spec
+
+from conformance.clients.expect import expect_connection_close
+from conformance.clients.outcome import outcome
+from conformance.clients.raw import RawConnection
+from tests.fakebroker import FakeBroker
+
+
+def _declare(name: str) -> spec.Queue.Declare:
+    return spec.Queue.Declare(queue=name)
+
+
+def test_a_close_is_seen_because_the_probe_waits_for_it() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=5)
+        ch = conn.channel()
+        got = outcome(ch, _declare("rst540-q"), spec.Queue.DeclareOk)
+        assert got[0] == "connection.close 540", got
+
+
+def test_the_fake_resets_when_a_probe_was_pipelined() -> None:
+    """The fake's reset is real: a probe sent at once loses the close (what outcome() avoids)."""
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=5)
+        ch = conn.channel()
+        ch.send(_declare("rst540-q"))
+        conn.send_if_open(ch.id, spec.Exchange.Declare(exchange="amq.direct", passive=True))
+        ev = conn.wait_connection_close(timeout=5, what="the close")
+        assert conn.closed_by_broker is None and "connection.close" not in ev.describe(), ev.describe()
+
+
+def test_a_dropped_method_is_still_found_by_the_probe_after_the_settle_window() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=10)
+        ch = conn.channel()
+        got = outcome(ch, _declare("silent-q"), spec.Queue.DeclareOk)
+        assert got[0] == "no reply (probe answered)", got
+
+
+def test_a_reply_is_followed_by_the_probe_that_shows_the_channel_carries_on() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=5)
+        ch = conn.channel()
+        assert outcome(ch, _declare("plain-q"), spec.Queue.DeclareOk)[0] == "queue.declare-ok"
+        probes = [f for f in fb.received if isinstance(f, spec.Exchange.Declare)]
+        assert len(probes) == 1  # sent after the reply, and answered (taken by outcome)
+
+
+def test_expect_connection_close_waits_before_probing() -> None:
+    with FakeBroker() as fb:
+        conn = RawConnection.open(fb.url, timeout=5)
+        ch = conn.channel()
+        ch.send(_declare("rst540-q"))
+        ev = expect_connection_close(conn, 540, what="declare", probe_channel=ch)
+        assert ev.method.reply_code == 540
