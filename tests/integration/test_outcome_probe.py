@@ -4,11 +4,14 @@ the broker's answer, or the client loses the connection.close and reports a sock
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from pamqp import commands as spec
 
 from conformance.clients.expect import expect_connection_close
 from conformance.clients.outcome import outcome
-from conformance.clients.raw import RawConnection
+from conformance.clients.raw import RawChannel, RawConnection
 from tests.fakebroker import FakeBroker
 
 
@@ -16,46 +19,45 @@ def _declare(name: str) -> spec.Queue.Declare:
     return spec.Queue.Declare(queue=name)
 
 
-def test_a_close_is_seen_because_the_probe_waits_for_it() -> None:
+@pytest.fixture
+def fake() -> Iterator[tuple[FakeBroker, RawChannel]]:
+    """The fake broker and a channel on a connection to it."""
     with FakeBroker() as fb:
         conn = RawConnection.open(fb.url, timeout=5)
-        ch = conn.channel()
-        got = outcome(ch, _declare("rst540-q"), spec.Queue.DeclareOk)
-        assert got[0] == "connection.close 540", got
+        yield fb, conn.channel()
+        conn.close()
 
 
-def test_the_fake_resets_when_a_probe_was_pipelined() -> None:
+def test_a_close_is_seen_because_the_probe_waits_for_it(fake) -> None:
+    _fb, ch = fake
+    got = outcome(ch, _declare("rst540-q"), spec.Queue.DeclareOk)
+    assert got[0] == "connection.close 540", got
+
+
+def test_the_fake_resets_when_a_probe_was_pipelined(fake) -> None:
     """The fake's reset is real: a probe sent at once loses the close (what outcome() avoids)."""
-    with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=5)
-        ch = conn.channel()
-        ch.send(_declare("rst540-q"))
-        conn.send_if_open(ch.id, spec.Exchange.Declare(exchange="amq.direct", passive=True))
-        ev = conn.wait_connection_close(timeout=5, what="the close")
-        assert conn.closed_by_broker is None and "connection.close" not in ev.describe(), ev.describe()
+    _fb, ch = fake
+    ch.send(_declare("rst540-q"))
+    ch.conn.send_if_open(ch.id, spec.Exchange.Declare(exchange="amq.direct", passive=True))
+    ev = ch.conn.wait_connection_close(timeout=5, what="the close")
+    assert ch.conn.closed_by_broker is None and "connection.close" not in ev.describe(), ev.describe()
 
 
-def test_a_dropped_method_is_still_found_by_the_probe_after_the_settle_window() -> None:
-    with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=10)
-        ch = conn.channel()
-        got = outcome(ch, _declare("silent-q"), spec.Queue.DeclareOk)
-        assert got[0] == "no reply (probe answered)", got
+def test_a_dropped_method_is_still_found_by_the_probe_after_the_settle_window(fake) -> None:
+    _fb, ch = fake
+    got = outcome(ch, _declare("silent-q"), spec.Queue.DeclareOk)
+    assert got[0] == "no reply (probe answered)", got
 
 
-def test_a_reply_is_followed_by_the_probe_that_shows_the_channel_carries_on() -> None:
-    with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=5)
-        ch = conn.channel()
-        assert outcome(ch, _declare("plain-q"), spec.Queue.DeclareOk)[0] == "queue.declare-ok"
-        probes = [f for f in fb.received if isinstance(f, spec.Exchange.Declare)]
-        assert len(probes) == 1  # sent after the reply, and answered (taken by outcome)
+def test_a_reply_is_followed_by_the_probe_that_shows_the_channel_carries_on(fake) -> None:
+    fb, ch = fake
+    assert outcome(ch, _declare("plain-q"), spec.Queue.DeclareOk)[0] == "queue.declare-ok"
+    probes = [f for f in fb.received if isinstance(f, spec.Exchange.Declare)]
+    assert len(probes) == 1  # sent after the reply, and answered (taken by outcome)
 
 
-def test_expect_connection_close_waits_before_probing() -> None:
-    with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=5)
-        ch = conn.channel()
-        ch.send(_declare("rst540-q"))
-        ev = expect_connection_close(conn, 540, what="declare", probe_channel=ch)
-        assert ev.method.reply_code == 540
+def test_expect_connection_close_waits_before_probing(fake) -> None:
+    _fb, ch = fake
+    ch.send(_declare("rst540-q"))
+    ev = expect_connection_close(ch.conn, 540, what="declare", probe_channel=ch)
+    assert ev.method.reply_code == 540
