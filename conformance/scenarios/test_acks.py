@@ -31,8 +31,8 @@ from conformance.clients.raw import (
     default_client_properties,
     tags,
 )
-from conformance.clients.steps import fill, quiet_window
-from conformance.verdicts import CaseTimeout, Unsupported
+from conformance.clients.steps import fill, get_n, get_one, quiet_window
+from conformance.verdicts import Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
 TAG = f"{DOC}#the-delivery-tag"
@@ -114,9 +114,7 @@ def test_ack_on_other_channel(declared_queue, amqp, ctx) -> None:
     a, b = conn.channel(), conn.channel()
     _, q = declared_queue(ch=a)
     fill(a, q, 1)
-    ev = a.get(q)
-    if ev is None:
-        raise CaseTimeout("basic.get-ok for the published message", ctx.timeout, observed="basic.get-empty")
+    ev = get_one(a, q, "basic.get-ok for the published message")
     b.ack(int(ev.method.delivery_tag))
     expect_channel_close(b, 406, what="ack of channel A's tag on channel B", method=spec.Basic.Ack)
 
@@ -229,9 +227,7 @@ def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     # indicates acknowledgement of all outstanding messages."
     first, q = declared_queue()
     fill(first, q, 3)
-    for _ in range(3):
-        if first.get(q) is None:
-            raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    get_n(first, q, 3, "basic.get-ok")
     first.ack(0, multiple=True)
     first.barrier()
     second = _requeue_by_close(amqp, first, q, no_ack=True)
@@ -302,9 +298,7 @@ def test_get_empty(declared_queue, ctx) -> None:
 def test_get_ok_message_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 3)
-    ev = ch.get(q)
-    if ev is None:
-        raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    ev = get_one(ch, q, "basic.get-ok")
     ctx.check((ev.body, int(ev.method.message_count)), (b"m1", 2), "(body, message-count) of get-ok")
 
 
@@ -409,8 +403,7 @@ def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
 def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
     first, q = declared_queue()
     fill(first, q, 2)
-    if first.get(q) is None:
-        raise CaseTimeout("basic.get-ok", ctx.timeout, observed="basic.get-empty")
+    get_one(first, q, "basic.get-ok")
     ctx.observe("purge-ok message-count", int(first.purge(q).message_count))
     second = _requeue_by_close(amqp, first, q, no_ack=True)
     ctx.check(second.next_delivery(what="the unacked message back after the purge").body, b"m1",
