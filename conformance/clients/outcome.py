@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pamqp import commands as spec
 
 from conformance.cases import Case
-from conformance.clients.expect import LATE_CLOSE_GRACE
+from conformance.clients.expect import LATE_CLOSE_GRACE, PROBE_SETTLE
 from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose
 from conformance.clients.wire import method_name, short_method
 from conformance.verdicts import CaseTimeout, Mismatch, Verdict
@@ -26,14 +26,11 @@ from conformance.verdicts import CaseTimeout, Mismatch, Verdict
 # A synchronous probe sent after the method under test: AMQP processes a channel's methods in
 # order, so an answer to the probe *before* any reply proves the method was dropped.
 PROBE_EXCHANGE = "amq.direct"
-# How long :func:`outcome` waits for the broker's own answer before it sends the probe. A broker
-# that ends the connection while a probe is still unread in its socket buffer makes its kernel
-# reset the connection, and the client can then lose the connection.close sent before the reset
-# (seen on RabbitMQ 3.10: channel.open beyond channel-max, exchange.declare of an unknown type).
-# A reply or a close normally comes well inside the window, so only a broker that stays silent
-# pays it, once, before the probe tells "dropped" from "slow". An asynchronous method has no
-# reply: an error, if any, comes at once, so its window is shorter.
-SETTLE_SYNC = 1.0
+# How long :func:`outcome` waits for the broker's own answer before it sends the probe (see
+# ``expect.PROBE_SETTLE``: a probe left unread in a broker that ends the connection can cost the
+# client the connection.close). An asynchronous method has no reply: an error, if any, comes at
+# once, so its window is shorter.
+SETTLE_SYNC = PROBE_SETTLE
 SETTLE_ASYNC = 0.3
 
 
@@ -116,16 +113,6 @@ def _late_close(ch: RawChannel, after: int, answered: int, grace: float) -> tupl
         except CaseTimeout:
             continue
     return None
-
-
-# How long :func:`outcome` waits for the broker's own answer before it sends the probe. A broker
-# that ends the connection while a probe is still unread in its socket buffer makes its kernel
-# reset the connection, and the client can then lose the connection.close sent before the reset
-# (seen on RabbitMQ 3.10: channel.open beyond channel-max, exchange.declare of an unknown type).
-# A synchronous reply or a close normally comes well inside this window, so no probe is needed;
-# only a broker that stays silent pays it, once, before the probe tells "dropped" from "slow".
-SETTLE_SYNC = 1.0
-SETTLE_ASYNC = 0.3  # a method with no reply: an error, if any, comes at once
 
 
 def outcome(ch: RawChannel, method: Any, ok: type | tuple[type, ...] = (), *, raw: bytes | None = None,

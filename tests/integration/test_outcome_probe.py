@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 from pamqp import commands as spec
 
-from conformance.clients.expect import expect_connection_close
+from conformance.clients.expect import expect_channel_close, expect_connection_close
 from conformance.clients.outcome import outcome
 from conformance.clients.raw import RawChannel, RawConnection
+from conformance.verdicts import Mismatch
 from tests.fakebroker import FakeBroker
 
 
@@ -61,3 +62,13 @@ def test_expect_connection_close_waits_before_probing(fake) -> None:
     ch.send(_declare("rst540-q"))
     ev = expect_connection_close(ch.conn, 540, what="declare", probe_channel=ch)
     assert ev.method.reply_code == 540
+
+
+def test_expect_channel_close_sees_an_escalation_before_it_probes(fake) -> None:
+    """A broker answering a channel error with connection.close (and a reset if a probe waits
+    unread) is reported as the escalation it is, not as a lost socket."""
+    _fb, ch = fake
+    ch.send(_declare("rst540-q"))
+    with pytest.raises(Mismatch) as exc:
+        expect_channel_close(ch, 406, what="declare")
+    assert "connection closed instead" in str(exc.value) and "540" in str(exc.value), str(exc.value)
