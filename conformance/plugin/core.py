@@ -43,7 +43,9 @@ from conformance.plugin.session import (
     SessionState,
     close_all,
     is_worker,
+    restore_sigterm,
     results_writable,
+    sigterm_as_interrupt,
     start_target,
     wants_target,
     worker_input,
@@ -110,6 +112,7 @@ class ConformancePlugin:
         self.node_seconds: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
         self.node_case: dict[str, tuple[str, Verdict]] = {}  # nodeid -> (case id, verdict)
         self.threads_before = {t.ident for t in threading.enumerate()}
+        self.previous_sigterm = sigterm_as_interrupt()  # controller and each xdist worker
 
     # -- never cascade ---------------------------------------------------------------------------
 
@@ -295,6 +298,7 @@ class ConformancePlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         close_all(self.state)
+        restore_sigterm(self.previous_sigterm)
         self._threads_left_behind()
 
     def _threads_left_behind(self) -> None:

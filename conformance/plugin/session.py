@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +227,27 @@ def _take_target(state: SessionState, target: Target) -> None:
     if target.second_vhost and not os.environ.get(SECOND_VHOST_ENV):
         # Read by the vhost-separation case; xdist workers inherit it (they start after this).
         os.environ[SECOND_VHOST_ENV] = target.second_vhost
+
+
+def sigterm_as_interrupt() -> Any:
+    """Let SIGTERM stop the run the way ^C does, so session clean-up runs: the target, private
+    brokers and the results writer are closed, not orphaned (a CI timeout or cancellation sends
+    SIGTERM; its default action ends the process at once). Returns the handler it replaced, or
+    None where signals cannot be set (not the main thread) or someone else already handles it."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def restore_sigterm(previous: Any) -> None:
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def close_all(state: SessionState) -> None:
