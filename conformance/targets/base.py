@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -210,6 +212,32 @@ class StopStartRestart:
         self.start()
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """On Linux, a function for ``preexec_fn`` that has the kernel send the spawned broker SIGTERM
+    when the process that started it dies, however it dies (SIGKILL, an xdist worker torn down
+    before its clean-up ran), so no broker outlives its run. None elsewhere.
+
+    The signal follows the *thread* that spawned the child: brokers are started from the main
+    thread of a pytest process (session start, fixtures), which lives as long as the process."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the call: nobody would signal
+            os._exit(1)
+
+    return arm
+
+
 class ProcessController(StopStartRestart):
     """Runs a broker command in its own process group; stop = SIGTERM, kill = SIGKILL of the group."""
 
@@ -238,6 +266,7 @@ class ProcessController(StopStartRestart):
                 stderr=subprocess.STDOUT,
                 env=self.env,
                 start_new_session=True,
+                preexec_fn=_die_with_parent(),  # a ctypes call only, see the function
             )
         except OSError as exc:
             raise TargetError(f"cannot start {self.what} ({self.argv[0]}): {exc}") from exc
