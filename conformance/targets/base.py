@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -220,9 +221,10 @@ def _die_with_parent() -> Callable[[], None] | None:
     when the process that started it dies, however it dies (SIGKILL, an xdist worker torn down
     before its clean-up ran), so no broker outlives its run. None elsewhere.
 
-    The signal follows the *thread* that spawned the child: brokers are started from the main
-    thread of a pytest process (session start, fixtures), which lives as long as the process."""
-    if not sys.platform.startswith("linux"):
+    The signal follows the *thread* that spawned the child, so it is armed only for a spawn from
+    the main thread (session start and fixtures run there), which lives as long as the process; a
+    broker started from another thread would otherwise die with that thread."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
         return None
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
