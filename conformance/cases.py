@@ -167,21 +167,11 @@ def case(
     """Decorate a test function as one conformance case."""
     c = register(
         Case(
-            id=id,
-            description=description,
-            expectation=expectation,
-            level=Level(level),
-            rules=tuple(rules),
-            sources=tuple(sources),
-            expected=dict(expected or {}),
-            default=default,
-            expected_sources=dict(expected_sources or {}),
-            requires=tuple(requires),
-            client=client,
-            needs_restart=needs_restart,
-            wedges=wedges,
-            queue_types=tuple(queue_types) if queue_types is not None else None,
-            premise=premise,
+            id=id, description=description, expectation=expectation, level=Level(level), rules=tuple(rules),
+            sources=tuple(sources), expected=dict(expected or {}), default=default,
+            expected_sources=dict(expected_sources or {}), requires=tuple(requires), client=client,
+            needs_restart=needs_restart, wedges=wedges,
+            queue_types=tuple(queue_types) if queue_types is not None else None, premise=premise,
         )
     )
 

@@ -101,43 +101,28 @@ def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
     kind = entity.kind
     a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
     return [
-        param(
-            Case(
-                f"{kind}.reserved-name-403",
-                rules=(f"{kind}.declare/reserved",),
-                level=Level.MAY,
-                description=f"Declaring a new {kind} whose name starts with 'amq.' (not passive)",
-                expectation="channel.close 403 ACCESS_REFUSED",
+        param(Case(
+            f"{kind}.reserved-name-403", rules=(f"{kind}.declare/reserved",), level=Level.MAY,
+            description=f"Declaring a new {kind} whose name starts with 'amq.' (not passive)",
+            expectation="channel.close 403 ACCESS_REFUSED",
+        ), reserved_name),
+        param(Case(
+            f"{kind}.name-syntax-406", rules=(f"{kind}.declare/syntax",), level=Level.MAY,
+            description=f"Declaring {a_kind} whose name has characters outside letters, digits, - _ . :",
+            expectation=(
+                "channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)"
             ),
-            reserved_name,
-        ),
-        param(
-            Case(
-                f"{kind}.name-syntax-406",
-                rules=(f"{kind}.declare/syntax",),
-                level=Level.MAY,
-                description=f"Declaring {a_kind} whose name has characters outside letters, digits, - _ . :",
-                expectation=(
-                    "channel.close 406 PRECONDITION_FAILED (RabbitMQ accepts any UTF-8 name: declare-ok)"
-                ),
-                expected={"spec": "channel.close 406", "rabbitmq": f"{kind}.declare-ok"},
-                expected_sources={
-                    "spec": f"{kind}.declare/syntax (on-failure precondition-failed)",
-                    "rabbitmq": f"{measured}: 'name with space!*' answered {kind}.declare-ok",
-                },
-            ),
-            name_syntax,
-        ),
-        param(
-            Case(
-                f"{kind}.passive-missing-404",
-                rules=(passive_rule,),
-                level=Level.MUST,
-                description=f"Passive declare of {a_kind} that does not exist",
-                expectation="channel.close 404 NOT_FOUND",
-            ),
-            passive_missing,
-        ),
+            expected={"spec": "channel.close 406", "rabbitmq": f"{kind}.declare-ok"},
+            expected_sources={
+                "spec": f"{kind}.declare/syntax (on-failure precondition-failed)",
+                "rabbitmq": f"{measured}: 'name with space!*' answered {kind}.declare-ok",
+            },
+        ), name_syntax),
+        param(Case(
+            f"{kind}.passive-missing-404", rules=(passive_rule,), level=Level.MUST,
+            description=f"Passive declare of {a_kind} that does not exist",
+            expectation="channel.close 404 NOT_FOUND",
+        ), passive_missing),
     ]
 
 
@@ -149,12 +134,8 @@ def inequivalent_case(kind: str, id_: str, description: str, field_: str, measur
     channel exception and names no code; RabbitMQ answers 406 "inequivalent arg '<field_>'"
     (``measured`` says where that was seen). ``more``: further :class:`Case` fields."""
     return Case(
-        id_,
-        rules=(f"{kind}.declare/equivalent",),
-        level=Level.MUST,
-        description=description,
-        expectation="a channel exception (RabbitMQ: channel.close 406)",
-        default="channel.close *",
+        id_, rules=(f"{kind}.declare/equivalent",), level=Level.MUST, description=description,
+        expectation="a channel exception (RabbitMQ: channel.close 406)", default="channel.close *",
         expected={"rabbitmq": "channel.close 406"},
         expected_sources={
             "rabbitmq": f"{measured}: 406 \"inequivalent arg '{field_}'\"",
@@ -167,13 +148,8 @@ def inequivalent_case(kind: str, id_: str, description: str, field_: str, measur
 def equivalent_ok_case(kind: str, id_: str, description: str, **more: Any) -> Case:
     """The case of a redeclare with the same fields: ``<kind>.declare-ok``."""
     return Case(
-        id_,
-        rules=(f"{kind}.declare/equivalent",),
-        level=Level.MUST,
-        description=description,
-        expectation=f"{kind}.declare-ok",
-        default=f"{kind}.declare-ok",
-        **more,
+        id_, rules=(f"{kind}.declare/equivalent",), level=Level.MUST, description=description,
+        expectation=f"{kind}.declare-ok", default=f"{kind}.declare-ok", **more,
     )
 
 

@@ -112,11 +112,9 @@ def refused(ctx: Any, ch: RawChannel, method: type[Frame], what: str) -> None:
 
 
 @restricted
-@case(
-    "access.restricted-user-opens-its-vhost", sources=[VHOST_ACCESS], level=Level.EXTENSION,
-    description="The restricted user logs in and opens the vhost it has permissions in",
-    expectation="connection.open-ok, then a channel opens and answers a round trip",
-)
+@case("access.restricted-user-opens-its-vhost", sources=[VHOST_ACCESS], level=Level.EXTENSION,
+      description="The restricted user logs in and opens the vhost it has permissions in",
+      expectation="connection.open-ok, then a channel opens and answers a round trip")
 def test_restricted_login(amqp, ctx, restricted_url):
     ch = amqp.channel(restricted_url)
     ch.barrier()
@@ -217,8 +215,10 @@ def _c(
     requires: tuple[str, ...] = (),
 ) -> Case:
     """A case of this area (EXTENSION: RabbitMQ's permission model)."""
-    return Case(id=f"access.{slug}", rules=(), sources=sources, level=Level.EXTENSION,
-                description=description, expectation=expectation, requires=requires)
+    return Case(
+        id=f"access.{slug}", rules=(), sources=sources, level=Level.EXTENSION, description=description,
+        expectation=expectation, requires=requires,
+    )
 
 
 @dataclass(frozen=True)
@@ -348,8 +348,10 @@ def test_refused(amqp, cleanup, ctx, restricted_url, row: Refusal) -> None:
 def allowed(slug: str, description: str, expectation: str) -> Callable[[F], F]:
     """A case of operations the restricted user's permissions allow (it needs the restricted user)."""
     def mark(fn: F) -> F:
-        found = case(f"access.{slug}", sources=[ACL], level=Level.EXTENSION, description=description,
-                     expectation=expectation)(fn)
+        found = case(
+            f"access.{slug}", sources=[ACL], level=Level.EXTENSION, description=description,
+            expectation=expectation,
+        )(fn)
         return restricted(found)
     return mark
 
@@ -422,12 +424,10 @@ def _connection_close(ctx: Any, frm: Frame | None, what: str, code: int) -> spec
 
 
 @restricted
-@case(
-    "access.vhost-without-permissions-530", rules=["connection.open/security"], sources=[VHOST_ACCESS],
-    level=Level.EXTENSION,
-    description="connection.open of an existing vhost the user has no permissions in",
-    expectation="connection.close 530 NOT_ALLOWED naming connection.open (RabbitMQ refuses the vhost)",
-)
+@case("access.vhost-without-permissions-530", rules=["connection.open/security"], sources=[VHOST_ACCESS],
+      level=Level.EXTENSION,
+      description="connection.open of an existing vhost the user has no permissions in",
+      expectation="connection.close 530 NOT_ALLOWED naming connection.open (RabbitMQ refuses the vhost)")
 def test_vhost_without_permissions(broker_url, ctx, request, restricted_url):
     import os
 

@@ -63,14 +63,9 @@ def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[
 # -- delivery tags -------------------------------------------------------------------------------
 
 
-@case(
-    "acks.delivery-tags-start-at-one",
-    rules=["delivery-tag/non-zero"],
-    sources=[TAG],
-    level=Level.MUST,
-    description="Three messages consumed on a fresh channel",
-    expectation="their delivery tags are 1, 2, 3 (non-zero, increasing by one per delivery)",
-)
+@case("acks.delivery-tags-start-at-one", rules=["delivery-tag/non-zero"], sources=[TAG], level=Level.MUST,
+      description="Three messages consumed on a fresh channel",
+      expectation="their delivery tags are 1, 2, 3 (non-zero, increasing by one per delivery)")
 def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 3)
@@ -78,14 +73,9 @@ def test_delivery_tags_start_at_one(declared_queue, ctx) -> None:
     ctx.check(tags(ch.deliveries(3)), [1, 2, 3], "delivery tags")
 
 
-@case(
-    "acks.delivery-tags-per-channel",
-    rules=["delivery-tag/channel-local"],
-    sources=[TAG],
-    level=Level.MUST,
-    description="Two channels of one connection each consume two messages, interleaved",
-    expectation="each channel numbers its own deliveries 1, 2 (tags are scoped to the channel)",
-)
+@case("acks.delivery-tags-per-channel", rules=["delivery-tag/channel-local"], sources=[TAG], level=Level.MUST,
+      description="Two channels of one connection each consume two messages, interleaved",
+      expectation="each channel numbers its own deliveries 1, 2 (tags are scoped to the channel)")
 def test_delivery_tags_per_channel(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
@@ -101,14 +91,10 @@ def test_delivery_tags_per_channel(declared_queue, amqp, ctx) -> None:
     )
 
 
-@case(
-    "acks.ack-on-other-channel-406",
-    rules=["delivery-tag/channel-local", "basic.ack/exists"],
-    sources=[TAG],
-    level=Level.MUST,
-    description="A message received on channel A is acknowledged on channel B of the same connection",
-    expectation="channel B (which delivered nothing) is closed with 406 PRECONDITION_FAILED",
-)
+@case("acks.ack-on-other-channel-406", rules=["delivery-tag/channel-local", "basic.ack/exists"],
+      sources=[TAG], level=Level.MUST,
+      description="A message received on channel A is acknowledged on channel B of the same connection",
+      expectation="channel B (which delivered nothing) is closed with 406 PRECONDITION_FAILED")
 def test_ack_on_other_channel(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     a, b = conn.channel(), conn.channel()
@@ -143,28 +129,19 @@ def _delivered_then_closed(declared_queue: DeclareQueue, amqp: Any, prefix: str,
     return _requeue_by_close(amqp, first, q), q, delivered
 
 
-@case(
-    "acks.unacked-requeued-on-channel-close",
-    rules=["basic/10"],
-    sources=[UNACKED],
-    level=Level.MUST,
-    description="A consumer receives a message without acking it, then its channel closes",
-    expectation="the message goes back to the queue and is delivered to another consumer",
-)
+@case("acks.unacked-requeued-on-channel-close", rules=["basic/10"], sources=[UNACKED], level=Level.MUST,
+      description="A consumer receives a message without acking it, then its channel closes",
+      expectation="the message goes back to the queue and is delivered to another consumer")
 def test_unacked_requeued_on_close(declared_queue, amqp, ctx) -> None:
     second, _, _ = _delivered_then_closed(declared_queue, amqp, "unacked")
     ctx.check(second.next_delivery(what="the requeued message on another consumer").body, b"unacked1",
               "body redelivered to the second consumer")
 
 
-@case(
-    "acks.requeued-redelivered-flag",
-    rules=["redelivered/implementation"],
-    sources=[UNACKED],
-    level=Level.SHOULD,
-    description="A message delivered but not acked is requeued by a channel close and delivered again",
-    expectation="the second delivery has redelivered=true",
-)
+@case("acks.requeued-redelivered-flag", rules=["redelivered/implementation"], sources=[UNACKED],
+      level=Level.SHOULD,
+      description="A message delivered but not acked is requeued by a channel close and delivered again",
+      expectation="the second delivery has redelivered=true")
 def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
     second, _, delivered = _delivered_then_closed(declared_queue, amqp, "again")
     ctx.observe("first delivery", delivered.describe())
@@ -172,28 +149,18 @@ def test_requeued_redelivered_flag(declared_queue, amqp, ctx) -> None:
     ctx.check(bool(ev.method.redelivered), True, "redelivered flag")
 
 
-@case(
-    "acks.no-ack-at-most-once",
-    rules=["basic/09"],
-    sources=[AUTO],
-    level=Level.MUST,
-    description="A no-ack consumer receives a message and its channel closes without any ack",
-    expectation="the message is not requeued: another consumer receives nothing and the queue is empty",
-)
+@case("acks.no-ack-at-most-once", rules=["basic/09"], sources=[AUTO], level=Level.MUST,
+      description="A no-ack consumer receives a message and its channel closes without any ack",
+      expectation="the message is not requeued: another consumer receives nothing and the queue is empty")
 def test_no_ack_at_most_once(declared_queue, amqp, ctx) -> None:
     second, q, _ = _delivered_then_closed(declared_queue, amqp, "m", no_ack=True)
     expect_no_delivery(second, quiet_window(ctx.timeout), what="no redelivery of an auto-acked message")
     ctx.check(second.message_count(q), 0, "messages left in the queue")
 
 
-@case(
-    "acks.explicit-ack-half",
-    rules=["basic/10"],
-    sources=[f"{DOC}#basic-ack"],
-    level=Level.MUST,
-    description="Spec scenario: consume four messages with explicit acks, ack two, disconnect, reconnect",
-    expectation="the new connection receives exactly the two unacknowledged messages",
-)
+@case("acks.explicit-ack-half", rules=["basic/10"], sources=[f"{DOC}#basic-ack"], level=Level.MUST,
+      description="Spec scenario: consume four messages with explicit acks, ack two, disconnect, reconnect",
+      expectation="the new connection receives exactly the two unacknowledged messages")
 def test_explicit_ack_half(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     ch, q = declared_queue(ch=conn.channel())
@@ -211,16 +178,12 @@ def test_explicit_ack_half(declared_queue, amqp, ctx) -> None:
     ctx.check(received, [b"m3", b"m4"], "bodies after reconnect")
 
 
-@case(
-    "acks.ack-zero-multiple-acks-all",
-    rules=["delivery-tag/non-zero", "basic.ack/exists"],
-    sources=[MEASURED],
-    level=Level.MUST,
-    description=(
-        "Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close"
-    ),
-    expectation="all three are acknowledged: nothing is requeued when the channel closes",
-)
+@case("acks.ack-zero-multiple-acks-all", rules=["delivery-tag/non-zero", "basic.ack/exists"],
+      sources=[MEASURED], level=Level.MUST,
+      description=(
+          "Three messages fetched with basic.get (unacked), then basic.ack(0, multiple=true), then close"
+      ),
+      expectation="all three are acknowledged: nothing is requeued when the channel closes")
 def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     # delivery-tag: "Zero is reserved for client use, meaning 'all messages so far received'";
     # basic.ack multiple: "If the multiple field is 1, and the delivery tag is zero, this
@@ -236,14 +199,9 @@ def test_ack_zero_multiple(declared_queue, amqp, ctx) -> None:
     )
 
 
-@case(
-    "acks.double-ack-406",
-    rules=["basic.ack/exists"],
-    sources=[MEASURED],
-    level=Level.MUST,
-    description="Acknowledging the same delivery tag twice",
-    expectation="the second basic.ack closes the channel with 406 PRECONDITION_FAILED",
-)
+@case("acks.double-ack-406", rules=["basic.ack/exists"], sources=[MEASURED], level=Level.MUST,
+      description="Acknowledging the same delivery tag twice",
+      expectation="the second basic.ack closes the channel with 406 PRECONDITION_FAILED")
 def test_double_ack(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 1)
@@ -254,13 +212,9 @@ def test_double_ack(declared_queue, ctx) -> None:
     expect_channel_close(ch, 406, what="second ack of the same tag", method=spec.Basic.Ack)
 
 
-@case(
-    "acks.unknown-tag-406",
-    rules=["basic.ack/exists"],
-    level=Level.MUST,
-    description="Acknowledging a delivery tag the channel never delivered (one delivery, ack tag 7)",
-    expectation="the channel is closed with 406 PRECONDITION_FAILED",
-)
+@case("acks.unknown-tag-406", rules=["basic.ack/exists"], level=Level.MUST,
+      description="Acknowledging a delivery tag the channel never delivered (one delivery, ack tag 7)",
+      expectation="the channel is closed with 406 PRECONDITION_FAILED")
 def test_unknown_tag(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 1)
@@ -273,28 +227,17 @@ def test_unknown_tag(declared_queue, ctx) -> None:
 # -- get ------------------------------------------------------------------------------------------
 
 
-@case(
-    "acks.get-empty",
-    sources=[GET],
-    rules=["basic/10"],
-    level=Level.MUST,
-    description="basic.get on an empty queue",
-    expectation="the broker answers basic.get-empty",
-)
+@case("acks.get-empty", sources=[GET], rules=["basic/10"], level=Level.MUST,
+      description="basic.get on an empty queue", expectation="the broker answers basic.get-empty")
 def test_get_empty(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     ctx.check(answer(ctx, ch, spec.Basic.Get(queue=q)), "basic.get-empty", "answer to basic.get")
 
 
-@case(
-    "acks.get-ok-message-count",
-    sources=[GET],
-    rules=["basic/10"],
-    level=Level.MUST,
-    description="basic.get on a queue holding three messages",
-    expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
-    "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')",
-)
+@case("acks.get-ok-message-count", sources=[GET], rules=["basic/10"], level=Level.MUST,
+      description="basic.get on a queue holding three messages",
+      expectation="basic.get-ok carries the first message and message-count 2 (messages still ready, "
+      "the fetched one excluded: the message-count domain counts those 'not waiting acknowledgement')")
 def test_get_ok_message_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 3)
@@ -316,14 +259,9 @@ def _consume_then_delete_queue(amqp: Any, ch: RawChannel, url: str, ctx: Any) ->
     return tag
 
 
-@case(
-    "acks.cancel-stops-deliveries",
-    sources=[CANCEL],
-    rules=["basic/10"],
-    level=Level.MUST,
-    description="The client cancels its consumer, then a message is published to the queue",
-    expectation="basic.cancel-ok echoes the tag and nothing more is delivered; the message stays queued",
-)
+@case("acks.cancel-stops-deliveries", sources=[CANCEL], rules=["basic/10"], level=Level.MUST,
+      description="The client cancels its consumer, then a message is published to the queue",
+      expectation="basic.cancel-ok echoes the tag and nothing more is delivered; the message stays queued")
 def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     tag = ch.consume(q)
@@ -334,14 +272,9 @@ def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
     ctx.check(ch.message_count(q), 1, "messages still queued")
 
 
-@case(
-    "acks.cancel-after-queue-deleted",
-    wedges=True,
-    rules=["basic.cancel/01"],
-    level=Level.MUST,
-    description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
-    expectation="the broker ignores the missing queue and answers basic.cancel-ok",
-)
+@case("acks.cancel-after-queue-deleted", wedges=True, rules=["basic.cancel/01"], level=Level.MUST,
+      description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
+      expectation="the broker ignores the missing queue and answers basic.cancel-ok")
 def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     url, health = isolated
     props = default_client_properties()
@@ -356,10 +289,7 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
 
 
 @case(
-    "acks.broker-cancel-on-queue-delete",
-    wedges=True,
-    sources=[CANCEL],
-    level=Level.EXTENSION,
+    "acks.broker-cancel-on-queue-delete", wedges=True, sources=[CANCEL], level=Level.EXTENSION,
     requires=["consumer_cancel_notify"],
     description="A client advertising consumer_cancel_notify consumes; another connection deletes the queue",
     expectation="the broker sends basic.cancel with the consumer's tag",
@@ -374,13 +304,9 @@ def test_broker_cancel_on_queue_delete(amqp, ctx, isolated, queue_type) -> None:
         health["healthy"] = True
 
 
-@case(
-    "acks.duplicate-consumer-tag-530",
-    rules=["basic.consume.consumer-tag/01"],
-    level=Level.MUST,
-    description="Two basic.consume with the same explicit consumer tag on one channel",
-    expectation="the second closes the connection with 530 NOT_ALLOWED (not-allowed is a hard error)",
-)
+@case("acks.duplicate-consumer-tag-530", rules=["basic.consume.consumer-tag/01"], level=Level.MUST,
+      description="Two basic.consume with the same explicit consumer tag on one channel",
+      expectation="the second closes the connection with 530 NOT_ALLOWED (not-allowed is a hard error)")
 def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     ch.consume(q, consumer_tag="amqpc-dup")
@@ -391,15 +317,11 @@ def test_duplicate_consumer_tag(declared_queue, ctx) -> None:
 # -- purge / default exchange -------------------------------------------------------------------
 
 
-@case(
-    "acks.purge-keeps-unacked",
-    rules=["queue.purge/02"],
-    level=Level.MUST,
-    description=(
-        "Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes"
-    ),
-    expectation="the unacked message survived the purge: it is delivered again to another consumer",
-)
+@case("acks.purge-keeps-unacked", rules=["queue.purge/02"], level=Level.MUST,
+      description=(
+          "Two messages queued, one fetched and left unacked, queue purged, then the fetching channel closes"
+      ),
+      expectation="the unacked message survived the purge: it is delivered again to another consumer")
 def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
     first, q = declared_queue()
     fill(first, q, 2)
@@ -410,13 +332,9 @@ def test_purge_keeps_unacked(declared_queue, amqp, ctx) -> None:
               "body delivered after the purge")
 
 
-@case(
-    "acks.publish-default-exchange",
-    rules=["basic.publish/default-exchange"],
-    level=Level.MUST,
-    description="basic.publish with a blank exchange name and the queue's name as routing key",
-    expectation="the message lands in that queue (basic.get returns it)",
-)
+@case("acks.publish-default-exchange", rules=["basic.publish/default-exchange"], level=Level.MUST,
+      description="basic.publish with a blank exchange name and the queue's name as routing key",
+      expectation="the message lands in that queue (basic.get returns it)")
 def test_publish_default_exchange(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 1, "default")
@@ -427,15 +345,10 @@ def test_publish_default_exchange(declared_queue, ctx) -> None:
 # -- client libraries -----------------------------------------------------------------------------
 
 
-@case(
-    "acks.pika-consume-ack-loop",
-    rules=["basic/10"],
-    sources=[f"{DOC}#basic-consume-push-delivery"],
-    level=Level.MUST,
-    client="pika",
-    description="pika: a basic_consume callback loop that basic_acks each of three messages",
-    expectation="the callback sees the three bodies in order and, once acked, none is left in the queue",
-)
+@case("acks.pika-consume-ack-loop", rules=["basic/10"], sources=[f"{DOC}#basic-consume-push-delivery"],
+      level=Level.MUST, client="pika",
+      description="pika: a basic_consume callback loop that basic_acks each of three messages",
+      expectation="the callback sees the three bodies in order and, once acked, none is left in the queue")
 def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     from conformance.clients.libs import pika_session
 
@@ -461,15 +374,10 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
     ctx.check((seen, raw.message_count(q)), ([b"p1", b"p2", b"p3"], 0), "(bodies seen, messages left)")
 
 
-@case(
-    "acks.aio-pika-iterator-ack",
-    rules=["basic/10"],
-    sources=[f"{DOC}#basic-ack"],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
-    expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue",
-)
+@case("acks.aio-pika-iterator-ack", rules=["basic/10"], sources=[f"{DOC}#basic-ack"], level=Level.MUST,
+      client="aio-pika",
+      description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
+      expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue")
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
     from conformance.clients.libs import aio_pika_connect, run_async
 
@@ -496,22 +404,18 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
     ctx.check((seen, raw.message_count(q)), ([b"a1", b"a2", b"a3"], 0), "(bodies seen, messages left)")
 
 
-@case(
-    "acks.consumer-tag-channel-local",
-    rules=["basic.consume/02"],
-    sources=[f"{DOC}#consumer-cancellation"],
-    level=Level.MUST,
-    description="basic.cancel with a consumer tag of another channel of the same connection",
-    expectation="spec: the tag is not valid there (connection.close 530 NOT_ALLOWED); rabbitmq: "
-    "cancel-ok for "
-    "an unknown tag; in both, the consumer on its own channel keeps receiving",
-    expected={"spec": "connection.close 530", "rabbitmq": "basic.cancel-ok, consumer intact"},
-    expected_sources={
-        "spec": "basic.consume/02 (on-failure not-allowed)",
-        "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
-        "cancel-ok and the other channel's consumer still receives",
-    },
-)
+@case("acks.consumer-tag-channel-local", rules=["basic.consume/02"], sources=[f"{DOC}#consumer-cancellation"],
+      level=Level.MUST,
+      description="basic.cancel with a consumer tag of another channel of the same connection",
+      expectation="spec: the tag is not valid there (connection.close 530 NOT_ALLOWED); rabbitmq: "
+      "cancel-ok for "
+      "an unknown tag; in both, the consumer on its own channel keeps receiving",
+      expected={"spec": "connection.close 530", "rabbitmq": "basic.cancel-ok, consumer intact"},
+      expected_sources={
+          "spec": "basic.consume/02 (on-failure not-allowed)",
+          "rabbitmq": "measured on RabbitMQ 3.10.8: basic.cancel of an unknown tag is answered "
+          "cancel-ok and the other channel's consumer still receives",
+      })
 def test_consumer_tag_channel_local(declared_queue, amqp, ctx) -> None:
     conn = amqp()
     ch1 = conn.channel()

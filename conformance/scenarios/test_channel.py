@@ -26,22 +26,18 @@ RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 CONSTANTS = "amqp0-9-1.xml#constants"
 
 
-@case(
-    "channel.open-twice-504", rules=["channel.open/state"], level=Level.MUST,
-    description="channel.open on a channel that is already open",
-    expectation="connection.close 504 CHANNEL_ERROR",
-)
+@case("channel.open-twice-504", rules=["channel.open/state"], level=Level.MUST,
+      description="channel.open on a channel that is already open",
+      expectation="connection.close 504 CHANNEL_ERROR")
 def test_open_twice(amqp, ctx):
     conn = amqp()
     expect_second_open(conn, conn.channel())
 
 
-@case(
-    "channel.method-on-unopened-504", sources=[f"{CONSTANTS} (channel-error 504)"],
-    rules=["channel.open/state"], level=Level.MUST,
-    description="queue.declare on a channel number that was never opened",
-    expectation="connection.close 504 CHANNEL_ERROR",
-)
+@case("channel.method-on-unopened-504", sources=[f"{CONSTANTS} (channel-error 504)"],
+      rules=["channel.open/state"], level=Level.MUST,
+      description="queue.declare on a channel number that was never opened",
+      expectation="connection.close 504 CHANNEL_ERROR")
 def test_method_on_unopened(amqp, ctx, cleanup):
     conn = amqp()
     ch = conn.channel()
@@ -50,11 +46,9 @@ def test_method_on_unopened(amqp, ctx, cleanup):
     expect_connection_close(conn, 504, what="a method on an unopened channel", probe_channel=ch)
 
 
-@case(
-    "channel.flow-initially-active", rules=["channel.flow/initial-state"], level=Level.MAY,
-    description="A new channel is active: a consumer on it receives messages without any channel.flow",
-    expectation="basic.deliver arrives on the fresh channel",
-)
+@case("channel.flow-initially-active", rules=["channel.flow/initial-state"], level=Level.MAY,
+      description="A new channel is active: a consumer on it receives messages without any channel.flow",
+      expectation="basic.deliver arrives on the fresh channel")
 def test_flow_initial(declared_queue, ctx):
     ch, q = declared_queue()
     ch.consume(q, no_ack=True)
@@ -62,14 +56,12 @@ def test_flow_initial(declared_queue, ctx):
     ctx.check(ch.next_delivery().body, b"flowing", "delivery on a fresh channel")
 
 
-@case(
-    "channel.flow-stop", rules=["channel.flow/throttling"], level=Level.MAY,
-    description="The client asks the broker to stop sending content (channel.flow active=false)",
-    expectation="spec: channel.flow-ok; RabbitMQ 3.x: connection.close 540 NOT_IMPLEMENTED",
-    expected={"spec": "channel.flow-ok", "rabbitmq": "connection.close 540"},
-    expected_sources={"spec": "channel.flow/throttling (a peer MAY use channel.flow)",
-                      "rabbitmq": f"{RMQ}: connection.close 540 'NOT_IMPLEMENTED - active=false'"},
-)
+@case("channel.flow-stop", rules=["channel.flow/throttling"], level=Level.MAY,
+      description="The client asks the broker to stop sending content (channel.flow active=false)",
+      expectation="spec: channel.flow-ok; RabbitMQ 3.x: connection.close 540 NOT_IMPLEMENTED",
+      expected={"spec": "channel.flow-ok", "rabbitmq": "connection.close 540"},
+      expected_sources={"spec": "channel.flow/throttling (a peer MAY use channel.flow)",
+                        "rabbitmq": f"{RMQ}: connection.close 540 'NOT_IMPLEMENTED - active=false'"})
 def test_flow_stop(amqp, ctx):
     ch = amqp.channel()
     check_outcome(
@@ -77,11 +69,9 @@ def test_flow_stop(amqp, ctx):
     )
 
 
-@case(
-    "channel.flow-resume", rules=["channel.flow/throttling"], level=Level.MUST,
-    description="channel.flow active=true on an active channel",
-    expectation="channel.flow-ok with active=true",
-)
+@case("channel.flow-resume", rules=["channel.flow/throttling"], level=Level.MUST,
+      description="channel.flow active=true on an active channel",
+      expectation="channel.flow-ok with active=true")
 def test_flow_resume(amqp, ctx):
     ch = amqp.channel()
     got = outcome(ch, spec.Channel.Flow(active=True), spec.Channel.FlowOk)
@@ -90,12 +80,10 @@ def test_flow_resume(amqp, ctx):
     ctx.check(ok.method.active, True, "channel.flow-ok active")
 
 
-@case(
-    "channel.close-stability", rules=["channel.close/stability"], level=Level.MUST,
-    description="After the broker's channel.close, a method on that channel is discarded and a crossing "
-                "channel.close is answered with close-ok",
-    expectation="after the broker's channel.close only channel.close-ok arrives on that channel",
-)
+@case("channel.close-stability", rules=["channel.close/stability"], level=Level.MUST,
+      description="After the broker's channel.close, a method on that channel is discarded and a crossing "
+                  "channel.close is answered with close-ok",
+      expectation="after the broker's channel.close only channel.close-ok arrives on that channel")
 def test_close_stability(amqp, ctx, cleanup):
     conn = amqp()
     conn.auto_close_ok = False  # we answer the broker's close ourselves, late
@@ -129,18 +117,21 @@ def test_client_close(amqp, ctx):
 
 def _unexpected_frame_case(id_: str, description: str) -> Case:
     """A content frame where a method frame must come: connection.close 505 (RabbitMQ too)."""
-    return Case(id_, sources=(f"{CONSTANTS} (unexpected-frame 505)",), level=Level.MUST,
-                description=description,
-                expectation="connection.close 505 UNEXPECTED_FRAME", default="connection.close 505",
-                expected_sources={"rabbitmq": f"{RMQ}: 505 'expected method frame, got non method frame'"})
+    return Case(
+        id_, sources=(f"{CONSTANTS} (unexpected-frame 505)",), level=Level.MUST, description=description,
+        expectation="connection.close 505 UNEXPECTED_FRAME", default="connection.close 505",
+        expected_sources={"rabbitmq": f"{RMQ}: 505 'expected method frame, got non method frame'"},
+    )
 
 
 def _frame_error_case(id_: str, description: str, rabbitmq_text: str) -> Case:
     """A malformed frame: connection.close 501 or the socket's end (RabbitMQ: 501 ``rabbitmq_text``)."""
-    return Case(id_, sources=(f"{CONSTANTS} (frame-error 501)",), level=Level.MUST, description=description,
-                expectation="the connection ends: connection.close 501 FRAME_ERROR or a socket close",
-                default=("connection.close 501", "socket closed"),
-                expected_sources={"rabbitmq": f"{RMQ}: connection.close 501 '{rabbitmq_text}'"})
+    return Case(
+        id_, sources=(f"{CONSTANTS} (frame-error 501)",), level=Level.MUST, description=description,
+        expectation="the connection ends: connection.close 501 FRAME_ERROR or a socket close",
+        default=("connection.close 501", "socket closed"),
+        expected_sources={"rabbitmq": f"{RMQ}: connection.close 501 '{rabbitmq_text}'"},
+    )
 
 
 FRAMES = [
@@ -178,11 +169,9 @@ def test_bad_frames(amqp, ctx, cleanup, kind):
 # -- client libraries ----------------------------------------------------------------------------
 
 
-@case(
-    "channel.pika-many-channels", rules=["channel.open/state"], level=Level.MUST, client="pika",
-    description="pika: open 8 channels on one connection, close them, open another",
-    expectation="every channel opens (is_open) and the connection stays open",
-)
+@case("channel.pika-many-channels", rules=["channel.open/state"], level=Level.MUST, client="pika",
+      description="pika: open 8 channels on one connection, close them, open another",
+      expectation="every channel opens (is_open) and the connection stays open")
 def test_pika_channels(broker_url, ctx):
     with pika_session(broker_url, ctx.timeout, "pika channels") as conn:
         chans = [conn.channel() for _ in range(8)]
@@ -194,12 +183,10 @@ def test_pika_channels(broker_url, ctx):
               "(8 channels open, a 9th after closing them, connection open)")
 
 
-@case(
-    "channel.aio-pika-close-one-keeps-others", rules=["channel.close/stability"], level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: closing one channel leaves the other channels of the connection working",
-    expectation="after channel A closes, channel B declares a queue and publishes/gets a message",
-)
+@case("channel.aio-pika-close-one-keeps-others", rules=["channel.close/stability"], level=Level.MUST,
+      client="aio-pika",
+      description="aio-pika: closing one channel leaves the other channels of the connection working",
+      expectation="after channel A closes, channel B declares a queue and publishes/gets a message")
 def test_aio_pika_close_one(broker_url, ctx, cleanup):
     import aio_pika
 

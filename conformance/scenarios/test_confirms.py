@@ -53,14 +53,9 @@ def first_confirm(ch: RawChannel, what: str) -> Event:
 # -- confirm.select ---------------------------------------------------------------------------------
 
 
-@case(
-    "confirms.select-ok",
-    sources=[CONFIRMS],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="confirm.select without no-wait on a fresh channel",
-    expectation="the broker answers confirm.select-ok and keeps the channel open",
-)
+@case("confirms.select-ok", sources=[CONFIRMS], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      description="confirm.select without no-wait on a fresh channel",
+      expectation="the broker answers confirm.select-ok and keeps the channel open")
 def test_select_ok(amqp, ctx):
     ch = amqp.channel()
     ch.send(spec.Confirm.Select())
@@ -69,14 +64,9 @@ def test_select_ok(amqp, ctx):
     ch.barrier()
 
 
-@case(
-    "confirms.select-nowait-no-reply",
-    sources=[CONFIRMS],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="confirm.select with no-wait=true",
-    expectation="no confirm.select-ok is sent (a probe after it is answered with nothing before it)",
-)
+@case("confirms.select-nowait-no-reply", sources=[CONFIRMS], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      description="confirm.select with no-wait=true",
+      expectation="no confirm.select-ok is sent (a probe after it is answered with nothing before it)")
 def test_select_nowait_no_reply(amqp, ctx):
     ch = amqp.channel()
     ch.confirm_select(nowait=True)
@@ -85,14 +75,9 @@ def test_select_nowait_no_reply(amqp, ctx):
     ctx.check(replies, [], "confirm.select-ok frames after confirm.select(no-wait)")
 
 
-@case(
-    "confirms.select-nowait-confirms-publishes",
-    sources=[CONFIRMS],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="Publishing after confirm.select with no-wait=true",
-    expectation="the channel is in confirm mode: the first publish is acked with delivery-tag 1",
-)
+@case("confirms.select-nowait-confirms-publishes", sources=[CONFIRMS], level=Level.EXTENSION,
+      requires=CONFIRM_CAPS, description="Publishing after confirm.select with no-wait=true",
+      expectation="the channel is in confirm mode: the first publish is acked with delivery-tag 1")
 def test_select_nowait_confirms(declared_queue, ctx):
     ch, q = declared_queue()
     ch.confirm_select(nowait=True)
@@ -101,14 +86,9 @@ def test_select_nowait_confirms(declared_queue, ctx):
     ctx.check(ev.describe(), "basic.ack tag=1 multiple=False", "first confirm")
 
 
-@case(
-    "confirms.seq-counts-every-publish",
-    sources=[CONFIRMS, WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="Ten publishes in confirm mode, alternately routable and unroutable",
-    expectation="every publish counts: the confirms settle exactly seqs 1..10, routed or not",
-)
+@case("confirms.seq-counts-every-publish", sources=[CONFIRMS, WHEN], level=Level.EXTENSION,
+      requires=CONFIRM_CAPS, description="Ten publishes in confirm mode, alternately routable and unroutable",
+      expectation="every publish counts: the confirms settle exactly seqs 1..10, routed or not")
 def test_seq_counts_every_publish(declared_queue, ctx):
     ch, q = declared_queue(confirm=True)
     for i in range(10):
@@ -263,14 +243,9 @@ def test_routed_acked(declared_queue, ctx, r: Routed):
     ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), r.what)
 
 
-@case(
-    "confirms.unroutable-acked",
-    sources=[WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="A publish (not mandatory) that amq.direct routes to no queue",
-    expectation="it is confirmed with basic.ack (not nack) once the exchange finds no queue",
-)
+@case("confirms.unroutable-acked", sources=[WHEN], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      description="A publish (not mandatory) that amq.direct routes to no queue",
+      expectation="it is confirmed with basic.ack (not nack) once the exchange finds no queue")
 def test_unroutable_acked(amqp, ctx):
     ch = confirm_channel(amqp)
     ch.publish("amq.direct", ctx.name("unbound-key"), b"m1")
@@ -278,15 +253,10 @@ def test_unroutable_acked(amqp, ctx):
     ctx.check((ev.name, int(ev.method.delivery_tag)), ("basic.ack", 1), "confirm of the unroutable publish")
 
 
-@case(
-    "confirms.mandatory-return-before-ack",
-    rules=["basic.publish.mandatory/01"],
-    sources=[WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="A mandatory publish that routes to no queue, in confirm mode",
-    expectation="basic.return (312 NO_ROUTE) arrives before the basic.ack for its seq",
-)
+@case("confirms.mandatory-return-before-ack", rules=["basic.publish.mandatory/01"], sources=[WHEN],
+      level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      description="A mandatory publish that routes to no queue, in confirm mode",
+      expectation="basic.return (312 NO_ROUTE) arrives before the basic.ack for its seq")
 def test_mandatory_return_before_ack(amqp, ctx):
     ch = confirm_channel(amqp)
     ch.publish("amq.direct", ctx.name("unbound-key"), b"m1", mandatory=True)
@@ -296,14 +266,9 @@ def test_mandatory_return_before_ack(amqp, ctx):
     ctx.check(order, [ret.describe(), ack.describe()], "arrival order of basic.return and its confirm")
 
 
-@case(
-    "confirms.fanout-three-queues-one-ack",
-    sources=[WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    description="Three publishes to a fanout exchange bound to three queues",
-    expectation="each publish is confirmed exactly once (once accepted by all queues, not once per queue)",
-)
+@case("confirms.fanout-three-queues-one-ack", sources=[WHEN], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      description="Three publishes to a fanout exchange bound to three queues",
+      expectation="each publish is confirmed exactly once (once accepted by all queues, not once per queue)")
 def test_fanout_one_ack(declared_exchange, ctx, cleanup, queue_type):
     ch, x = declared_exchange("fanout")
     for i in range(3):
@@ -319,17 +284,11 @@ def test_fanout_one_ack(declared_exchange, ctx, cleanup, queue_type):
               "confirms per seq")
 
 
-@case(
-    "confirms.persistent-durable-survives-restart",
-    rules=["queue.declare/persistence"],
-    sources=[WHEN, GUARANTEED],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    needs_restart=True,
-    description="A persistent message to a durable queue, acked in confirm mode, then the broker is "
-                "killed (kill -9) and started again",
-    expectation="the acked message is in the queue after the restart (the ack is sent after it is on disk)",
-)
+@case("confirms.persistent-durable-survives-restart", rules=["queue.declare/persistence"],
+      sources=[WHEN, GUARANTEED], level=Level.EXTENSION, requires=CONFIRM_CAPS, needs_restart=True,
+      description="A persistent message to a durable queue, acked in confirm mode, then the broker is "
+                  "killed (kill -9) and started again",
+      expectation="the acked message is in the queue after the restart (the ack is sent after it is on disk)")
 def test_persistent_survives_restart(amqp, ctx, restartable, queue_type):
     url = restartable.url
     ch = amqp.channel(url)
@@ -359,9 +318,7 @@ def test_persistent_survives_restart(amqp, ctx, restartable, queue_type):
 
 def _outstanding_case(op: str, verb: str) -> Case:
     return Case(
-        id=f"confirms.queue-{verb}-while-outstanding",
-        sources=(CONFIRMS, WHEN),
-        level=Level.EXTENSION,
+        id=f"confirms.queue-{verb}-while-outstanding", sources=(CONFIRMS, WHEN), level=Level.EXTENSION,
         requires=CONFIRM_CAPS,
         description=f"500 persistent publishes to a durable queue, then queue.{op} on the same channel "
                     "before their confirms arrive, then one more publish",
@@ -440,15 +397,13 @@ MODE_CLASHES = [
     param(Case(
         id="confirms.select-on-tx-channel-406",
         sources=(CONFIRMS, "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"), level=Level.EXTENSION,
-        requires=CONFIRM_CAPS,
-        description="confirm.select on a channel already in tx mode",
+        requires=CONFIRM_CAPS, description="confirm.select on a channel already in tx mode",
         expectation="the channel is closed with 406 PRECONDITION_FAILED (a transactional channel cannot "
                     "be put into confirm mode)",
     ), ModeClash(tx_mode, spec.Confirm.Select, "confirm.select on a tx channel")),
     param(Case(
         id="confirms.tx-select-on-confirm-channel-406", sources=(CONFIRMS,), level=Level.EXTENSION,
-        requires=CONFIRM_CAPS,
-        description="tx.select on a channel already in confirm mode",
+        requires=CONFIRM_CAPS, description="tx.select on a channel already in confirm mode",
         expectation="the channel is closed with 406 PRECONDITION_FAILED (a channel in confirm mode "
                     "cannot be made transactional)",
     ), ModeClash(RawChannel.confirm_select, spec.Tx.Select, "tx.select on a confirm channel")),
@@ -463,15 +418,10 @@ def test_mode_clash(amqp, ctx, clash: ModeClash):
     expect_channel_close(ch, 406, what=clash.what, method=clash.select)
 
 
-@case(
-    "confirms.publish-missing-exchange-404",
-    rules=["basic.publish/must-exist"],
-    sources=[CONFIRMS],
-    level=Level.MUST,
-    requires=CONFIRM_CAPS,
-    description="A publish to an exchange that does not exist, on a channel in confirm mode",
-    expectation="the channel is closed with 404 NOT_FOUND",
-)
+@case("confirms.publish-missing-exchange-404", rules=["basic.publish/must-exist"], sources=[CONFIRMS],
+      level=Level.MUST, requires=CONFIRM_CAPS,
+      description="A publish to an exchange that does not exist, on a channel in confirm mode",
+      expectation="the channel is closed with 404 NOT_FOUND")
 def test_publish_missing_exchange(amqp, ctx):
     ch = confirm_channel(amqp)
     ch.publish(ctx.name("no-such-x"), "k", b"m1")
@@ -482,15 +432,10 @@ def test_publish_missing_exchange(amqp, ctx):
 # -- the two client libraries ----------------------------------------------------------------------
 
 
-@case(
-    "confirms.pika-publish-returns",
-    sources=[CONFIRMS],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    client="pika",
-    description="pika BlockingChannel.confirm_delivery(), then basic_publish of a routable message",
-    expectation="basic_publish returns normally (the broker acked) and the message is in the queue",
-)
+@case("confirms.pika-publish-returns", sources=[CONFIRMS], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      client="pika",
+      description="pika BlockingChannel.confirm_delivery(), then basic_publish of a routable message",
+      expectation="basic_publish returns normally (the broker acked) and the message is in the queue")
 def test_pika_publish_returns(broker_url, ctx, cleanup):
     from pika import exceptions as pex
 
@@ -507,17 +452,11 @@ def test_pika_publish_returns(broker_url, ctx, cleanup):
     ctx.check(count, 1, "messages in the queue after the confirmed publish")
 
 
-@case(
-    "confirms.pika-unroutable-mandatory-raises",
-    rules=["basic.publish.mandatory/01"],
-    sources=[WHEN],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    client="pika",
-    description="pika confirm_delivery(), then basic_publish(mandatory=True) to a routing key no "
-                "queue is bound to",
-    expectation="pika raises UnroutableError (it saw the basic.return before the ack)",
-)
+@case("confirms.pika-unroutable-mandatory-raises", rules=["basic.publish.mandatory/01"], sources=[WHEN],
+      level=Level.EXTENSION, requires=CONFIRM_CAPS, client="pika",
+      description="pika confirm_delivery(), then basic_publish(mandatory=True) to a routing key no "
+                  "queue is bound to",
+      expectation="pika raises UnroutableError (it saw the basic.return before the ack)")
 def test_pika_unroutable_raises(broker_url, ctx):
     from pika import exceptions as pex
 
@@ -534,15 +473,10 @@ def test_pika_unroutable_raises(broker_url, ctx):
     ctx.check(outcome, "UnroutableError (1 returned)", "pika basic_publish outcome")
 
 
-@case(
-    "confirms.aio-pika-publish-acked",
-    sources=[CONFIRMS],
-    level=Level.EXTENSION,
-    requires=CONFIRM_CAPS,
-    client="aio-pika",
-    description="aio-pika channel(publisher_confirms=True), then await exchange.publish to a queue",
-    expectation="the awaited publish returns the broker's basic.ack confirmation",
-)
+@case("confirms.aio-pika-publish-acked", sources=[CONFIRMS], level=Level.EXTENSION, requires=CONFIRM_CAPS,
+      client="aio-pika",
+      description="aio-pika channel(publisher_confirms=True), then await exchange.publish to a queue",
+      expectation="the awaited publish returns the broker's basic.ack confirmation")
 def test_aio_pika_publish_acked(broker_url, ctx, cleanup, queue_type):
     import aio_pika
 

@@ -47,11 +47,9 @@ def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
 # -- protocol header -----------------------------------------------------------------------------
 
 
-@case(
-    "connection.bad-protocol-name", rules=["connection.start/protocol-name"], level=Level.MUST,
-    description="A protocol header with an invalid protocol name (XMQP 0-9-1)",
-    expectation="the broker sends a valid protocol header (AMQP 0-9-1) and closes the socket",
-)
+@case("connection.bad-protocol-name", rules=["connection.start/protocol-name"], level=Level.MUST,
+      description="A protocol header with an invalid protocol name (XMQP 0-9-1)",
+      expectation="the broker sends a valid protocol header (AMQP 0-9-1) and closes the socket")
 def test_bad_protocol_name(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     received = w.header_answer(b"XMQP\x00\x00\x09\x01", "the broker's protocol header and socket close")
@@ -59,15 +57,11 @@ def test_bad_protocol_name(broker_url, ctx, request):
     ctx.check(received, PROTOCOL_HEADER, "bytes received before the socket closed")
 
 
-@case(
-    "connection.higher-version-header",
-    rules=["connection.start/server-support"],
-    level=Level.MUST,
-    description="A protocol header asking for version 2.0 (AMQP 0-2-0-0)",
-    expectation=(
-        "the broker answers with its own protocol header (≤ the requested version) and closes the socket"
-    ),
-)
+@case("connection.higher-version-header", rules=["connection.start/server-support"], level=Level.MUST,
+      description="A protocol header asking for version 2.0 (AMQP 0-2-0-0)",
+      expectation=(
+          "the broker answers with its own protocol header (≤ the requested version) and closes the socket"
+      ))
 def test_higher_version(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     received = w.header_answer(b"AMQP\x00\x02\x00\x00", "the broker's protocol header and socket close")
@@ -79,11 +73,9 @@ def test_higher_version(broker_url, ctx, request):
 # -- connection.start ----------------------------------------------------------------------------
 
 
-@case(
-    "connection.server-properties", rules=["connection.start/required-fields"], level=Level.SHOULD,
-    description="connection.start's server-properties",
-    expectation="contain host, product, version and platform",
-)
+@case("connection.server-properties", rules=["connection.start/required-fields"], level=Level.SHOULD,
+      description="connection.start's server-properties",
+      expectation="contain host, product, version and platform")
 def test_server_properties(broker_url, ctx, request):
     start = wire(broker_url, ctx, request).start()
     keys = sorted((start.server_properties or {}).keys())
@@ -92,22 +84,17 @@ def test_server_properties(broker_url, ctx, request):
     ctx.check(missing, [], "required server-properties fields missing")
 
 
-@case(
-    "connection.locale-en-us", rules=["connection.start/required-support"], level=Level.MUST,
-    description="connection.start's locales",
-    expectation="include en_US",
-)
+@case("connection.locale-en-us", rules=["connection.start/required-support"], level=Level.MUST,
+      description="connection.start's locales", expectation="include en_US")
 def test_locale(broker_url, ctx, request):
     start = wire(broker_url, ctx, request).start()
     locales = str(start.locales).split()
     ctx.check("en_US" in locales, True, f"en_US in locales {locales}")
 
 
-@case(
-    "connection.invalid-mechanism", rules=["connection.start-ok/validity"], level=Level.MUST,
-    description="connection.start-ok naming a mechanism the server did not offer",
-    expectation="the broker closes the socket without sending anything (no connection.close)",
-)
+@case("connection.invalid-mechanism", rules=["connection.start-ok/validity"], level=Level.MUST,
+      description="connection.start-ok naming a mechanism the server did not offer",
+      expectation="the broker closes the socket without sending anything (no connection.close)")
 def test_invalid_mechanism(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     w.start()
@@ -117,9 +104,7 @@ def test_invalid_mechanism(broker_url, ctx, request):
 
 
 @case(
-    "connection.bad-credentials",
-    rules=["connection.open/security"],
-    level=Level.SHOULD,
+    "connection.bad-credentials", rules=["connection.open/security"], level=Level.SHOULD,
     description="connection.start-ok with a wrong password (client advertises authentication_failure_close)",
     expectation=(
         "the connection is refused: no connection.tune; RabbitMQ: connection.close 403 ACCESS_REFUSED"
@@ -143,14 +128,12 @@ def test_bad_credentials(broker_url, ctx, request):
         raise Mismatch("answer to a wrong password", expected=" or ".join(patterns), observed=describe(frm))
 
 
-@case(
-    "connection.unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
-    description="connection.open of a virtual host that does not exist",
-    expectation="spec: connection.close 402 INVALID_PATH; RabbitMQ: connection.close 530 NOT_ALLOWED",
-    expected={"spec": 402, "rabbitmq": 530},
-    expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
-                      "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"},
-)
+@case("connection.unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
+      description="connection.open of a virtual host that does not exist",
+      expectation="spec: connection.close 402 INVALID_PATH; RabbitMQ: connection.close 530 NOT_ALLOWED",
+      expected={"spec": 402, "rabbitmq": 530},
+      expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
+                        "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"})
 def test_unknown_vhost(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     w.tune_ok_open(w.login(), vhost="amqpc-no-such-vhost")
@@ -163,11 +146,9 @@ def test_unknown_vhost(broker_url, ctx, request):
     ctx.check_profile(frm.reply_code, "connection.close reply code")
 
 
-@case(
-    "connection.vhost-separation", rules=["connection.open/separation"], level=Level.MUST,
-    description="A queue declared in one virtual host is invisible in another",
-    expectation=f"passive declare of it in the second vhost ({SECOND_VHOST_ENV}) → channel.close 404",
-)
+@case("connection.vhost-separation", rules=["connection.open/separation"], level=Level.MUST,
+      description="A queue declared in one virtual host is invisible in another",
+      expectation=f"passive declare of it in the second vhost ({SECOND_VHOST_ENV}) → channel.close 404")
 def test_vhost_separation(declared_queue, amqp, ctx):
     other = os.environ.get(SECOND_VHOST_ENV)
     if not other:
@@ -183,8 +164,7 @@ def test_vhost_separation(declared_queue, amqp, ctx):
 
 def _above_limit_case(field: str) -> Case:
     return Case(
-        id=f"connection.{field}-above-server",
-        rules=(f"connection.tune-ok.{field}/upper-limit",),
+        id=f"connection.{field}-above-server", rules=(f"connection.tune-ok.{field}/upper-limit",),
         level=Level.MUST,
         description=f"connection.tune-ok with {field} above the server's connection.tune value",
         expectation=(
@@ -209,11 +189,9 @@ def test_tune_ok_above_server_limit(broker_url, ctx, request, field: str, unlimi
     ctx.check(received, "nothing", "frames sent before closing the socket")
 
 
-@case(
-    "connection.frame-min-size-before-tune", rules=["connection.tune/minimum"], level=Level.MUST,
-    description="A connection.start-ok frame of exactly frame-min-size (4096) octets, before tuning",
-    expectation="the broker accepts it and answers connection.tune",
-)
+@case("connection.frame-min-size-before-tune", rules=["connection.tune/minimum"], level=Level.MUST,
+      description="A connection.start-ok frame of exactly frame-min-size (4096) octets, before tuning",
+      expectation="the broker accepts it and answers connection.tune")
 def test_frame_min_before_tune(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     w.start()
@@ -228,15 +206,11 @@ def test_frame_min_before_tune(broker_url, ctx, request):
     ctx.check(describe(frm), "connection.tune", "answer to a frame-min-size start-ok")
 
 
-@case(
-    "connection.frame-max-minimum-negotiated",
-    rules=["connection.tune-ok/minimum"],
-    level=Level.MUST,
-    description=(
-        "frame-max negotiated down to frame-min-size (4096); a message body frame of exactly 4096 octets"
-    ),
-    expectation="the broker accepts the connection and the message is routed intact",
-)
+@case("connection.frame-max-minimum-negotiated", rules=["connection.tune-ok/minimum"], level=Level.MUST,
+      description=(
+          "frame-max negotiated down to frame-min-size (4096); a message body frame of exactly 4096 octets"
+      ),
+      expectation="the broker accepts the connection and the message is routed intact")
 def test_frame_max_minimum(amqp, ctx, cleanup):
     conn = amqp(frame_max=FRAME_MIN_SIZE)
     ctx.check(conn.frame_max, FRAME_MIN_SIZE, "negotiated frame-max")
@@ -250,13 +224,11 @@ def test_frame_max_minimum(amqp, ctx, cleanup):
     ctx.check(len(ev.body) if ev and ev.body is not None else None, len(body), "routed body length")
 
 
-@case(
-    "connection.frame-too-large-501", sources=["amqp0-9-1.xml#constants (frame-error 501)",
-                                               "amqp0-9-1.xml#connection.tune (frame-max)"],
-    level=Level.MUST,
-    description="A body frame larger than the negotiated frame-max (4096)",
-    expectation="connection.close 501 FRAME_ERROR",
-)
+@case("connection.frame-too-large-501",
+      sources=["amqp0-9-1.xml#constants (frame-error 501)",
+               "amqp0-9-1.xml#connection.tune (frame-max)"],
+      level=Level.MUST, description="A body frame larger than the negotiated frame-max (4096)",
+      expectation="connection.close 501 FRAME_ERROR")
 def test_frame_too_large(amqp, ctx, cleanup):
     conn = amqp(frame_max=FRAME_MIN_SIZE)
     ch = conn.channel()
@@ -303,11 +275,9 @@ def test_close_stability(amqp, ctx, cleanup):
 # -- client libraries ----------------------------------------------------------------------------
 
 
-@case(
-    "connection.pika-wrong-password", rules=["connection.open/security"], level=Level.SHOULD, client="pika",
-    description="pika: BlockingConnection with a wrong password",
-    expectation="raises an authentication / access-refused error (the connection is not opened)",
-)
+@case("connection.pika-wrong-password", rules=["connection.open/security"], level=Level.SHOULD, client="pika",
+      description="pika: BlockingConnection with a wrong password",
+      expectation="raises an authentication / access-refused error (the connection is not opened)")
 def test_pika_wrong_password(broker_url, ctx):
     from pika import exceptions as pex
 
@@ -333,16 +303,13 @@ def test_pika_wrong_password(broker_url, ctx):
                    observed="connection opened")
 
 
-@case(
-    "connection.aio-pika-unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
-    client="aio-pika",
-    description="aio-pika: connect() to a virtual host that does not exist",
-    expectation="connect raises on the broker's connection.close (spec: 402 INVALID_PATH; RabbitMQ: 530 "
-                "NOT_ALLOWED); it does not hang or open",
-    expected={"spec": 402, "rabbitmq": 530},
-    expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
-                      "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"},
-)
+@case("connection.aio-pika-unknown-vhost", rules=["connection.open/security"], level=Level.SHOULD,
+      client="aio-pika", description="aio-pika: connect() to a virtual host that does not exist",
+      expectation="connect raises on the broker's connection.close (spec: 402 INVALID_PATH; RabbitMQ: 530 "
+                  "NOT_ALLOWED); it does not hang or open",
+      expected={"spec": 402, "rabbitmq": 530},
+      expected_sources={"spec": "amqp0-9-1.xml#constants (invalid-path 402: 'an unknown virtual host')",
+                        "rabbitmq": f"{RMQ}: connection.close 530 'vhost … not found'"})
 def test_aio_pika_unknown_vhost(broker_url, ctx):
     from aiormq import exceptions as aex
 

@@ -50,16 +50,13 @@ def _queue_state(amqp: Any, url: str, queue: str) -> tuple[bool, int]:
         raise
 
 
-@case(
-    "durability.topology-survives-restart",
-    rules=["queue.declare/persistence", "queue.bind/durable-exchange"],
-    level=Level.MUST,
-    description="Spec scenario: a durable queue bound to a durable direct exchange, clean broker restart",
-    expectation=(
-        "after the restart a message published to the exchange with the binding key reaches the queue"
-    ),
-    needs_restart=True,
-)
+@case("durability.topology-survives-restart",
+      rules=["queue.declare/persistence", "queue.bind/durable-exchange"], level=Level.MUST,
+      description="Spec scenario: a durable queue bound to a durable direct exchange, clean broker restart",
+      expectation=(
+          "after the restart a message published to the exchange with the binding key reaches the queue"
+      ),
+      needs_restart=True)
 def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     q, ex = ctx.name("q"), ctx.name("x")
@@ -77,17 +74,13 @@ def test_topology_survives_restart(amqp, ctx, restartable, queue_type) -> None:
                   "message routed through the restored binding")
 
 
-@case(
-    "durability.unacked-persistent-redelivered-after-restart",
-    rules=["redelivered/implementation", "basic/01"],
-    sources=[GUARANTEED],
-    level=Level.SHOULD,
-    requires=["publisher_confirms"],
-    description="A confirmed persistent message on a durable queue is delivered, left unacked, and the "
-                "broker restarts cleanly",
-    expectation="after the restart the message is delivered again with redelivered=true",
-    needs_restart=True,
-)
+@case("durability.unacked-persistent-redelivered-after-restart",
+      rules=["redelivered/implementation", "basic/01"], sources=[GUARANTEED], level=Level.SHOULD,
+      requires=["publisher_confirms"],
+      description="A confirmed persistent message on a durable queue is delivered, left unacked, and the "
+                  "broker restarts cleanly",
+      expectation="after the restart the message is delivered again with redelivered=true",
+      needs_restart=True)
 def test_unacked_redelivered_after_restart(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     ch, q = _confirmed_on_durable_queue(amqp, ctx, url, b"in flight", persistent=True)
@@ -101,15 +94,11 @@ def test_unacked_redelivered_after_restart(amqp, ctx, restartable, queue_type) -
         ctx.check((ev.body, bool(ev.method.redelivered)), (b"in flight", True), "(body, redelivered)")
 
 
-@case(
-    "durability.transient-queue-not-kept",
-    rules=["queue.declare.durable/types"],
-    level=Level.MUST,
-    description="A non-durable queue holding a message, clean broker restart",
-    expectation="none of its messages survive (the durable field: transient queues 'are purged if/when a "
-                "server restarts'; RabbitMQ deletes the queue)",
-    needs_restart=True,
-)
+@case("durability.transient-queue-not-kept", rules=["queue.declare.durable/types"], level=Level.MUST,
+      description="A non-durable queue holding a message, clean broker restart",
+      expectation="none of its messages survive (the durable field: transient queues 'are purged if/when a "
+                  "server restarts'; RabbitMQ deletes the queue)",
+      needs_restart=True)
 def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
     url = restartable.url
     q = ctx.name("q")
@@ -125,27 +114,23 @@ def test_transient_queue_not_kept(amqp, ctx, restartable) -> None:
         ctx.check(ready, 0, "messages of the transient queue after restart")
 
 
-@case(
-    "durability.non-persistent-on-durable-queue",
-    rules=["basic/04"],
-    level=Level.MAY,
-    requires=["publisher_confirms"],
-    description=(
-        "A confirmed non-persistent message (delivery-mode 1) on a durable queue, clean broker restart"
-    ),
-    expectation="per profile: rabbitmq → the message is dropped (0 messages after restart); spec → no "
-    "expectation (basic/04: the server MAY keep it), the count is recorded",
-    expected={"rabbitmq": 0, "rabbitmq@quorum": 1},
-    expected_sources={
-        "rabbitmq@quorum": (
-            "rabbitmq-quorum-queues#feature-matrix: a quorum queue keeps every message (persistence "
-            "is always on); measured on RabbitMQ 3.10.8: 1 message after restart"
-        ),
-        "rabbitmq": "RabbitMQ: transient messages are not recovered from durable classic queues; "
-        "measured on RabbitMQ 3.10.8 (0 after a clean restart)",
-    },
-    needs_restart=True,
-)
+@case("durability.non-persistent-on-durable-queue", rules=["basic/04"], level=Level.MAY,
+      requires=["publisher_confirms"],
+      description=(
+          "A confirmed non-persistent message (delivery-mode 1) on a durable queue, clean broker restart"
+      ),
+      expectation="per profile: rabbitmq → the message is dropped (0 messages after restart); spec → no "
+      "expectation (basic/04: the server MAY keep it), the count is recorded",
+      expected={"rabbitmq": 0, "rabbitmq@quorum": 1},
+      expected_sources={
+          "rabbitmq@quorum": (
+              "rabbitmq-quorum-queues#feature-matrix: a quorum queue keeps every message (persistence "
+              "is always on); measured on RabbitMQ 3.10.8: 1 message after restart"
+          ),
+          "rabbitmq": "RabbitMQ: transient messages are not recovered from durable classic queues; "
+          "measured on RabbitMQ 3.10.8 (0 after a clean restart)",
+      },
+      needs_restart=True)
 def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> None:
     url = restartable.url
     _, q = _confirmed_on_durable_queue(amqp, ctx, url, b"transient message", persistent=False)
@@ -163,18 +148,12 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> 
 # -- client libraries -----------------------------------------------------------------------------
 
 
-@case(
-    "durability.aio-pika-persistent-survives-restart",
-    rules=["basic/01", "queue.declare/persistence"],
-    sources=[ACK_LATENCY],
-    level=Level.SHOULD,
-    client="aio-pika",
-    requires=["publisher_confirms"],
-    description="aio-pika: durable queue, publish(DeliveryMode.PERSISTENT) on a confirming channel, clean "
-                "broker restart, then queue.get()",
-    expectation="the message is there after the restart, body and delivery-mode 2 intact",
-    needs_restart=True,
-)
+@case("durability.aio-pika-persistent-survives-restart", rules=["basic/01", "queue.declare/persistence"],
+      sources=[ACK_LATENCY], level=Level.SHOULD, client="aio-pika", requires=["publisher_confirms"],
+      description="aio-pika: durable queue, publish(DeliveryMode.PERSISTENT) on a confirming channel, clean "
+                  "broker restart, then queue.get()",
+      expectation="the message is there after the restart, body and delivery-mode 2 intact",
+      needs_restart=True)
 def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> None:
     import aio_pika
 
@@ -211,12 +190,8 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> Non
 
 
 @case(
-    "durability.pika-confirmed-survives-kill",
-    rules=["basic/01"],
-    sources=[ACK_LATENCY, GUARANTEED],
-    level=Level.MUST,
-    client="pika",
-    requires=["publisher_confirms"],
+    "durability.pika-confirmed-survives-kill", rules=["basic/01"], sources=[ACK_LATENCY, GUARANTEED],
+    level=Level.MUST, client="pika", requires=["publisher_confirms"],
     description="pika: confirm_delivery(), three persistent basic_publish to a durable queue (each "
     "confirmed), "
     "then the broker is killed with SIGKILL and started again",

@@ -30,10 +30,8 @@ def _missing_queue(ctx) -> spec.Queue.Declare:
 
 
 @case(
-    "errors.soft-error-keeps-other-channels",
-    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
-    rules=["exchange.declare/not-found"],
-    level=Level.MUST,
+    "errors.soft-error-keeps-other-channels", sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
+    rules=["exchange.declare/not-found"], level=Level.MUST,
     description="A 404 on one channel leaves the other channels of the same connection working",
     expectation="channel 1 is closed with 404; channel 2 of the same connection still answers queue.declare",
 )
@@ -48,16 +46,12 @@ def test_soft_error_scope(amqp, ctx, cleanup):
     ctx.check(ok[0], "queue.declare-ok", "queue.declare on the other channel after a soft error")
 
 
-@case(
-    "errors.hard-error-ends-all-channels",
-    rules=["channel.open/state"],
-    sources=[f"{SPEC_CONSTANTS} (channel-error 504: hard-error)"],
-    level=Level.MUST,
-    description=(
-        "A connection exception (504 from a second channel.open) ends every channel of the connection"
-    ),
-    expectation="connection.close 504; a queue.declare then sent on the other channel is never answered",
-)
+@case("errors.hard-error-ends-all-channels", rules=["channel.open/state"],
+      sources=[f"{SPEC_CONSTANTS} (channel-error 504: hard-error)"], level=Level.MUST,
+      description=(
+          "A connection exception (504 from a second channel.open) ends every channel of the connection"
+      ),
+      expectation="connection.close 504; a queue.declare then sent on the other channel is never answered")
 def test_hard_error_scope(amqp, ctx, cleanup):
     conn = amqp()
     ch1, ch2 = conn.channel(), conn.channel()
@@ -79,10 +73,8 @@ def test_hard_error_scope(amqp, ctx, cleanup):
 
 
 @case(
-    "errors.channel-close-names-method",
-    rules=["queue.declare/passive"],
-    sources=["amqp0-9-1.xml#channel.close (class-id, method-id)"],
-    level=Level.MUST,
+    "errors.channel-close-names-method", rules=["queue.declare/passive"],
+    sources=["amqp0-9-1.xml#channel.close (class-id, method-id)"], level=Level.MUST,
     description="A channel.close names the method that caused it",
     expectation="passive queue.declare of a missing queue → channel.close 404 with class-id 50, method-id 10",
 )
@@ -92,28 +84,20 @@ def test_channel_close_names_method(amqp, ctx):
     ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
 
 
-@case(
-    "errors.connection-close-names-method",
-    rules=["channel.open/state"],
-    sources=["amqp0-9-1.xml#connection.close (class-id, method-id)"],
-    level=Level.MUST,
-    description="A connection.close names the method that caused it",
-    expectation="a second channel.open → connection.close 504 with class-id 20, method-id 10",
-)
+@case("errors.connection-close-names-method", rules=["channel.open/state"],
+      sources=["amqp0-9-1.xml#connection.close (class-id, method-id)"], level=Level.MUST,
+      description="A connection.close names the method that caused it",
+      expectation="a second channel.open → connection.close 504 with class-id 20, method-id 10")
 def test_connection_close_names_method(amqp, ctx):
     conn = amqp()
     ev = expect_second_open(conn, conn.channel())
     ctx.check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
 
 
-@case(
-    "errors.channel-reusable-after-close",
-    rules=["channel.open/state"],
-    sources=["amqp0-9-1.xml#channel.close-ok"],
-    level=Level.MUST,
-    description="After a channel exception and close-ok, the same channel number can be opened again",
-    expectation="channel.open on the closed channel's number is answered with channel.open-ok",
-)
+@case("errors.channel-reusable-after-close", rules=["channel.open/state"],
+      sources=["amqp0-9-1.xml#channel.close-ok"], level=Level.MUST,
+      description="After a channel exception and close-ok, the same channel number can be opened again",
+      expectation="channel.open on the closed channel's number is answered with channel.open-ok")
 def test_channel_reusable_after_close(amqp, ctx):
     conn = amqp()
     ch = conn.channel()
@@ -122,17 +106,12 @@ def test_channel_reusable_after_close(amqp, ctx):
     ctx.check(got[0], "channel.open-ok", f"channel.open on channel {ch.id} after its close-ok")
 
 
-@case(
-    "errors.pika-soft-error-keeps-connection",
-    rules=["exchange.declare/not-found"],
-    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
-    level=Level.MUST,
-    client="pika",
-    description="pika: a 404 closes only the channel; the connection opens a new channel and works",
-    expectation=(
-        "exchange_declare(passive=True) raises ChannelClosedByBroker(404); a new channel declares a queue"
-    ),
-)
+@case("errors.pika-soft-error-keeps-connection", rules=["exchange.declare/not-found"],
+      sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"], level=Level.MUST, client="pika",
+      description="pika: a 404 closes only the channel; the connection opens a new channel and works",
+      expectation=(
+          "exchange_declare(passive=True) raises ChannelClosedByBroker(404); a new channel declares a queue"
+      ))
 def test_pika_soft_error(broker_url, ctx, cleanup):
     from pika import exceptions as pex
 
@@ -150,18 +129,13 @@ def test_pika_soft_error(broker_url, ctx, cleanup):
         check(conn.is_open, True, "pika connection still open")
 
 
-@case(
-    "errors.aio-pika-soft-error-keeps-connection",
-    rules=["queue.declare/passive"],
-    sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: a 404 on one channel leaves another channel of the same connection usable",
-    expectation=(
-        "declare_queue(passive=True) raises ChannelNotFoundEntity; another channel publishes and "
-        "gets a message"
-    ),
-)
+@case("errors.aio-pika-soft-error-keeps-connection", rules=["queue.declare/passive"],
+      sources=[f"{SPEC_CONSTANTS} (not-found 404: soft-error)"], level=Level.MUST, client="aio-pika",
+      description="aio-pika: a 404 on one channel leaves another channel of the same connection usable",
+      expectation=(
+          "declare_queue(passive=True) raises ChannelNotFoundEntity; another channel publishes and "
+          "gets a message"
+      ))
 def test_aio_pika_soft_error(broker_url, ctx, cleanup):
     import aio_pika
     from aiormq import exceptions as aex

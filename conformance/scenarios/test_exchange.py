@@ -42,62 +42,26 @@ def _declare(
 
 # (exchange type, binding key, binding arguments, publish key, headers)
 TYPES = [
-    param(
-        Case(
-            "exchange.required-type-direct",
-            rules=("exchange/required-types",),
-            level=Level.MUST,
-            description="A direct exchange can be declared and routes by exact key",
-            expectation="declare-ok; a message published with the bound key reaches the queue",
-        ),
-        "direct",
-        "k1",
-        None,
-        "k1",
-        None,
-    ),
-    param(
-        Case(
-            "exchange.required-type-fanout",
-            rules=("exchange/required-types",),
-            level=Level.MUST,
-            description="A fanout exchange can be declared and routes regardless of the key",
-            expectation="declare-ok; a message published with another key reaches the bound queue",
-        ),
-        "fanout",
-        "bound-key",
-        None,
-        "other-key",
-        None,
-    ),
-    param(
-        Case(
-            "exchange.recommended-type-topic",
-            rules=("exchange/recommended-types",),
-            level=Level.SHOULD,
-            description="A topic exchange can be declared and routes by pattern",
-            expectation="declare-ok; a message with key a.b reaches a queue bound with a.*",
-        ),
-        "topic",
-        "a.*",
-        None,
-        "a.b",
-        None,
-    ),
-    param(
-        Case(
-            "exchange.recommended-type-headers",
-            rules=("exchange/recommended-types",),
-            level=Level.SHOULD,
-            description="A headers exchange can be declared and routes by headers",
-            expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v",
-        ),
-        "headers",
-        "",
-        {"x-match": "all", "h": "v"},
-        "",
-        {"h": "v"},
-    ),
+    param(Case(
+        "exchange.required-type-direct", rules=("exchange/required-types",), level=Level.MUST,
+        description="A direct exchange can be declared and routes by exact key",
+        expectation="declare-ok; a message published with the bound key reaches the queue",
+    ), "direct", "k1", None, "k1", None),
+    param(Case(
+        "exchange.required-type-fanout", rules=("exchange/required-types",), level=Level.MUST,
+        description="A fanout exchange can be declared and routes regardless of the key",
+        expectation="declare-ok; a message published with another key reaches the bound queue",
+    ), "fanout", "bound-key", None, "other-key", None),
+    param(Case(
+        "exchange.recommended-type-topic", rules=("exchange/recommended-types",), level=Level.SHOULD,
+        description="A topic exchange can be declared and routes by pattern",
+        expectation="declare-ok; a message with key a.b reaches a queue bound with a.*",
+    ), "topic", "a.*", None, "a.b", None),
+    param(Case(
+        "exchange.recommended-type-headers", rules=("exchange/recommended-types",), level=Level.SHOULD,
+        description="A headers exchange can be declared and routes by headers",
+        expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v",
+    ), "headers", "", {"x-match": "all", "h": "v"}, "", {"h": "v"}),
 ]
 
 
@@ -116,11 +80,12 @@ def test_exchange_type(amqp, ctx, cleanup, type_, bind_key, bind_args, key, head
 # -- pre-declared instances ----------------------------------------------------------------------
 
 INSTANCES = [
-    param(Case(f"exchange.pre-declared-{name.replace('.', '-')}", rules=("exchange/required-instances",),
-               level=Level.MUST, description=f"{name} is pre-declared (type {type_})",
-               expectation=f"passive declare of {name} succeeds and a queue can bind to it"
-                           + ("" if required else f" (required when the {type_} type is implemented)")),
-          name, type_, required)
+    param(Case(
+        f"exchange.pre-declared-{name.replace('.', '-')}", rules=("exchange/required-instances",),
+        level=Level.MUST, description=f"{name} is pre-declared (type {type_})",
+        expectation=f"passive declare of {name} succeeds and a queue can bind to it"
+                    + ("" if required else f" (required when the {type_} type is implemented)"),
+    ), name, type_, required)
     for name, type_, required in [("amq.direct", "direct", True), ("amq.fanout", "fanout", True),
                                   ("amq.topic", "topic", False), ("amq.headers", "headers", False)]
 ]
@@ -149,12 +114,10 @@ def test_pre_declared(amqp, ctx, cleanup, name, type_, required):
     ctx.check(got[0], "queue.bind-ok", f"queue.bind to {name}")
 
 
-@case(
-    "exchange.pre-declared-amq-match", level=Level.INFO,
-    sources=["amqp0-9-1.stripped.extended.xml#exchange (amq.match: the 0-8 name of the headers instance)"],
-    description="Whether amq.match (the AMQP 0-8 headers instance, kept by RabbitMQ) exists",
-    expectation="recorded only: 0-9-1 requires amq.headers, not amq.match",
-)
+@case("exchange.pre-declared-amq-match", level=Level.INFO,
+      sources=["amqp0-9-1.stripped.extended.xml#exchange (amq.match: the 0-8 name of the headers instance)"],
+      description="Whether amq.match (the AMQP 0-8 headers instance, kept by RabbitMQ) exists",
+      expectation="recorded only: 0-9-1 requires amq.headers, not amq.match")
 def test_amq_match(amqp, ctx):
     ch = amqp.channel()
     got = outcome(ch, _declare("amq.match", "headers", passive=True), spec.Exchange.DeclareOk)
@@ -164,11 +127,9 @@ def test_amq_match(amqp, ctx):
 # -- the default exchange ------------------------------------------------------------------------
 
 
-@case(
-    "exchange.default-exchange-routes-by-queue-name", rules=["exchange/default-exchange"], level=Level.MUST,
-    description="The nameless default exchange routes a publish to the queue named by the routing key",
-    expectation="a message published to exchange '' with routing key = queue name is in that queue",
-)
+@case("exchange.default-exchange-routes-by-queue-name", rules=["exchange/default-exchange"], level=Level.MUST,
+      description="The nameless default exchange routes a publish to the queue named by the routing key",
+      expectation="a message published to exchange '' with routing key = queue name is in that queue")
 def test_default_exchange(declared_queue, ctx):
     ch, q = declared_queue()
     ctx.check(routed_body(ch, "", q, b"via-default", q), b"via-default", "message via the default exchange")
@@ -176,11 +137,13 @@ def test_default_exchange(declared_queue, ctx):
 
 def _default_access_case(id_: str, description: str) -> Case:
     """exchange/default-access: any error; RabbitMQ closes the channel with 403."""
-    return Case(id_, rules=("exchange/default-access",), level=Level.MUST, description=description,
-                expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
-                default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
-                expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
-                                  "spec": "exchange/default-access (no reply code named)"})
+    return Case(
+        id_, rules=("exchange/default-access",), level=Level.MUST, description=description,
+        expectation="an error closes the channel or connection (RabbitMQ: channel.close 403)",
+        default=("channel.close *", "connection.close *"), expected={"rabbitmq": "channel.close 403"},
+        expected_sources={"rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+                          "spec": "exchange/default-access (no reply code named)"},
+    )
 
 
 DEFAULT_ACCESS = [
@@ -213,14 +176,12 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
     scenario(amqp, ctx, cleanup, declare_rules.EXCHANGE)
 
 
-@case(
-    "exchange.redeclare-other-type", rules=["exchange.declare/typed"], level=Level.MUST,
-    description="Redeclaring an existing exchange with a different type",
-    expectation="spec: connection.close 530 NOT_ALLOWED; RabbitMQ: channel.close 406 PRECONDITION_FAILED",
-    expected={"spec": "connection.close 530", "rabbitmq": "channel.close 406"},
-    expected_sources={"spec": "exchange.declare/typed (on-failure not-allowed, a hard error)",
-                      "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'type'\""},
-)
+@case("exchange.redeclare-other-type", rules=["exchange.declare/typed"], level=Level.MUST,
+      description="Redeclaring an existing exchange with a different type",
+      expectation="spec: connection.close 530 NOT_ALLOWED; RabbitMQ: channel.close 406 PRECONDITION_FAILED",
+      expected={"spec": "connection.close 530", "rabbitmq": "channel.close 406"},
+      expected_sources={"spec": "exchange.declare/typed (on-failure not-allowed, a hard error)",
+                        "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'type'\""})
 def test_typed(declared_exchange, ctx):
     ch, x = declared_exchange("direct")
     check_outcome(
@@ -228,13 +189,11 @@ def test_typed(declared_exchange, ctx):
     )
 
 
-@case(
-    "exchange.unknown-type-503", rules=["exchange.declare.type/support"], level=Level.MUST,
-    description="Declaring an exchange of a type the server does not implement",
-    expectation="connection.close 503 COMMAND_INVALID (RabbitMQ 3.10.8 does the same)",
-    default="connection.close 503",
-    expected_sources={"rabbitmq": f"{RMQ}: connection.close 503 \"unknown exchange type\""},
-)
+@case("exchange.unknown-type-503", rules=["exchange.declare.type/support"], level=Level.MUST,
+      description="Declaring an exchange of a type the server does not implement",
+      expectation="connection.close 503 COMMAND_INVALID (RabbitMQ 3.10.8 does the same)",
+      default="connection.close 503",
+      expected_sources={"rabbitmq": f"{RMQ}: connection.close 503 \"unknown exchange type\""})
 def test_unknown_type(amqp, ctx, cleanup):
     ch = amqp.channel()
     x = cleanup.exchange(ctx.name("x"))
@@ -272,11 +231,9 @@ def test_equivalent(declared_exchange, ctx, first, second):
     declare_rules.redeclare(ctx, ch, declare_rules.EXCHANGE, x, first, second)
 
 
-@case(
-    "exchange.durable-and-transient", rules=["exchange.declare.durable/support"], level=Level.MUST,
-    description="Declaring one durable and one transient exchange",
-    expectation="both declares are answered with declare-ok and both exchanges exist (passive declare)",
-)
+@case("exchange.durable-and-transient", rules=["exchange.declare.durable/support"], level=Level.MUST,
+      description="Declaring one durable and one transient exchange",
+      expectation="both declares are answered with declare-ok and both exchanges exist (passive declare)")
 def test_durable_and_transient(amqp, ctx, cleanup):
     ch = amqp.channel()
     results = []
@@ -291,11 +248,9 @@ def test_durable_and_transient(amqp, ctx, cleanup):
     )
 
 
-@case(
-    "exchange.minimum-16", rules=["exchange.declare/minimum"], level=Level.SHOULD,
-    description="Declaring 16 exchanges in one virtual host",
-    expectation="all 16 declares are answered with declare-ok",
-)
+@case("exchange.minimum-16", rules=["exchange.declare/minimum"], level=Level.SHOULD,
+      description="Declaring 16 exchanges in one virtual host",
+      expectation="all 16 declares are answered with declare-ok")
 def test_minimum_exchanges(amqp, ctx, cleanup):
     ch = amqp.channel()
     names = [cleanup.exchange(ctx.name(f"x{i}")) for i in range(16)]
@@ -321,12 +276,9 @@ def test_delete_missing(amqp, ctx):
                   "exchange.delete of a missing exchange")
 
 
-@case(
-    "exchange.delete-if-unused-in-use-406", rules=["exchange.delete/in-use"], level=Level.MUST,
-    description="exchange.delete with if-unused on an exchange that has a binding",
-    expectation="channel.close 406 PRECONDITION_FAILED",
-    default="channel.close 406",
-)
+@case("exchange.delete-if-unused-in-use-406", rules=["exchange.delete/in-use"], level=Level.MUST,
+      description="exchange.delete with if-unused on an exchange that has a binding",
+      expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406")
 def test_delete_in_use(declared_exchange, ctx, cleanup):
     ch, x = declared_exchange("direct")
     q = cleanup.queue(ctx.name("q"))
@@ -336,11 +288,9 @@ def test_delete_in_use(declared_exchange, ctx, cleanup):
                   "exchange.delete if-unused of a bound exchange")
 
 
-@case(
-    "exchange.delete-unused-ok", rules=["exchange.delete/in-use"], level=Level.MUST,
-    description="exchange.delete with if-unused on an exchange without bindings",
-    expectation="exchange.delete-ok; a passive declare then fails with 404",
-)
+@case("exchange.delete-unused-ok", rules=["exchange.delete/in-use"], level=Level.MUST,
+      description="exchange.delete with if-unused on an exchange without bindings",
+      expectation="exchange.delete-ok; a passive declare then fails with 404")
 def test_delete_unused(declared_exchange, ctx):
     ch, x = declared_exchange("direct")
     got = outcome(ch, _delete(x, if_unused=True), spec.Exchange.DeleteOk)
@@ -351,16 +301,12 @@ def test_delete_unused(declared_exchange, ctx):
 # -- RabbitMQ extension --------------------------------------------------------------------------
 
 
-@case(
-    "exchange.exchange-to-exchange-binding",
-    level=Level.EXTENSION,
-    sources=[RABBIT_EXT_XML],
-    requires=["exchange_exchange_bindings"],
-    description=(
-        "exchange.bind: a message published to the source exchange reaches a queue bound to the destination"
-    ),
-    expectation="exchange.bind-ok, and the message is in the queue bound to the destination exchange",
-)
+@case("exchange.exchange-to-exchange-binding", level=Level.EXTENSION, sources=[RABBIT_EXT_XML],
+      requires=["exchange_exchange_bindings"],
+      description=(
+          "exchange.bind: a message published to the source exchange reaches a queue bound to the destination"
+      ),
+      expectation="exchange.bind-ok, and the message is in the queue bound to the destination exchange")
 def test_e2e_binding(declared_exchange, ctx, cleanup):
     ch, src = declared_exchange("direct", "src")
     _, dst = declared_exchange("fanout", "dst", ch=ch)
@@ -375,11 +321,9 @@ def test_e2e_binding(declared_exchange, ctx, cleanup):
 # -- client libraries ----------------------------------------------------------------------------
 
 
-@case(
-    "exchange.pika-fanout-routes", rules=["exchange/required-types"], level=Level.MUST, client="pika",
-    description="pika: exchange_declare(fanout), bind two queues, publish once",
-    expectation="each bound queue holds the message (basic_get returns it)",
-)
+@case("exchange.pika-fanout-routes", rules=["exchange/required-types"], level=Level.MUST, client="pika",
+      description="pika: exchange_declare(fanout), bind two queues, publish once",
+      expectation="each bound queue holds the message (basic_get returns it)")
 def test_pika_fanout(broker_url, ctx, cleanup):
     with pika_session(broker_url, ctx.timeout, "pika fanout scenario") as conn:
         ch = conn.channel()
@@ -398,12 +342,9 @@ def test_pika_fanout(broker_url, ctx, cleanup):
         check(bodies, [b"fan", b"fan"], "message in each queue bound to the fanout exchange")
 
 
-@case(
-    "exchange.aio-pika-passive-missing", rules=["exchange.declare/not-found"], level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: declare_exchange(passive=True) of a missing exchange",
-    expectation="raises ChannelNotFoundEntity (channel.close 404)",
-)
+@case("exchange.aio-pika-passive-missing", rules=["exchange.declare/not-found"], level=Level.MUST,
+      client="aio-pika", description="aio-pika: declare_exchange(passive=True) of a missing exchange",
+      expectation="raises ChannelNotFoundEntity (channel.close 404)")
 def test_aio_pika_passive_missing(broker_url, ctx):
     from aiormq import exceptions as aex
 

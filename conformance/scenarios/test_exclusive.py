@@ -82,9 +82,7 @@ OTHER_CONNECTION_OPS: list[tuple[str, str, OpFn]] = [
 @pytest.mark.parametrize("op", [
     param(Case(
         id=f"exclusive.other-connection-{slug}-405",
-        rules=("queue.declare/exclusive", "queue.declare.exclusive/types"),
-        sources=(EXCL,),
-        level=Level.MUST,
+        rules=("queue.declare/exclusive", "queue.declare.exclusive/types"), sources=(EXCL,), level=Level.MUST,
         description=f"{label} of another connection's exclusive queue",
         expectation=f"the {label} closes the channel with 405 RESOURCE_LOCKED",
     ), fn)
@@ -101,11 +99,8 @@ def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
 
 
 @case(
-    "exclusive.same-connection-other-channel",
-    wedges=True,
-    rules=["queue.declare.exclusive/types"],
-    sources=[EXCL],
-    level=Level.MUST,
+    "exclusive.same-connection-other-channel", wedges=True, rules=["queue.declare.exclusive/types"],
+    sources=[EXCL], level=Level.MUST,
     description="Another channel of the owning connection uses the exclusive queue",
     expectation="basic.consume on a second channel of the same connection succeeds and delivers the message",
 )
@@ -123,14 +118,10 @@ def test_same_connection_other_channel(amqp, ctx, cleanup) -> None:
     ctx.check(ev.body, b"mine", "body delivered on the second channel")
 
 
-@case(
-    "exclusive.deleted-when-owner-closes",
-    rules=["queue.declare.exclusive/types"],
-    sources=[EXCL],
-    level=Level.MUST,
-    description="The owner's connection closes; another connection passive-declares the exclusive queue",
-    expectation="the queue is gone: passive queue.declare closes the channel with 404 NOT_FOUND",
-)
+@case("exclusive.deleted-when-owner-closes", rules=["queue.declare.exclusive/types"], sources=[EXCL],
+      level=Level.MUST,
+      description="The owner's connection closes; another connection passive-declares the exclusive queue",
+      expectation="the queue is gone: passive queue.declare closes the channel with 404 NOT_FOUND")
 def test_deleted_when_owner_closes(amqp, ctx, cleanup) -> None:
     owner = amqp()
     q = _owned_queue(owner.channel(), ctx, cleanup, b"lost with the owner")
@@ -140,11 +131,8 @@ def test_deleted_when_owner_closes(amqp, ctx, cleanup) -> None:
 
 
 @case(
-    "exclusive.durable-exclusive-is-transient",
-    rules=["queue.declare.exclusive/types"],
-    sources=[EXCL],
-    level=Level.MUST,
-    description="A durable + exclusive queue across a clean broker restart",
+    "exclusive.durable-exclusive-is-transient", rules=["queue.declare.exclusive/types"], sources=[EXCL],
+    level=Level.MUST, description="A durable + exclusive queue across a clean broker restart",
     expectation="after the restart the queue does not exist (passive declare → 404 NOT_FOUND): "
                 "RabbitMQ ignores durable for exclusive queues, and the spec deletes it with its connection",
     needs_restart=True,
@@ -161,13 +149,9 @@ def test_durable_exclusive_is_transient(amqp, ctx, restartable) -> None:
     ctx.check(observed, "channel.close 404 NOT_FOUND", "passive declare after restart")
 
 
-@case(
-    "exclusive.server-named-unique",
-    rules=["queue.declare/default-name"],
-    level=Level.MUST,
-    description="Three exclusive queue.declare with an empty name on one connection",
-    expectation="the server returns three non-empty, distinct generated names",
-)
+@case("exclusive.server-named-unique", rules=["queue.declare/default-name"], level=Level.MUST,
+      description="Three exclusive queue.declare with an empty name on one connection",
+      expectation="the server returns three non-empty, distinct generated names")
 def test_server_named_unique(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     names = [str(ch.declare_queue("", exclusive=True).queue) for _ in range(3)]
@@ -182,12 +166,8 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
 # exclusive access. Only who asks for it differs.
 def _consumer_conflict_case(id: str, description: str, expectation: str) -> Case:
     return Case(
-        id=id,
-        rules=("basic.consume.exclusive/01",),
-        level=Level.MUST,
-        description=description,
-        expectation=expectation,
-        default="channel.close 403 ACCESS_REFUSED",
+        id=id, rules=("basic.consume.exclusive/01",), level=Level.MUST, description=description,
+        expectation=expectation, default="channel.close 403 ACCESS_REFUSED",
         expected={"rabbitmq@quorum": "basic.consume-ok"},
         expected_sources={
             "rabbitmq@quorum": (
@@ -225,11 +205,8 @@ def test_exclusive_consumer_conflict(declared_queue, amqp, ctx, first_exclusive:
 
 
 @case(
-    "exclusive.pika-other-connection-locked",
-    rules=["queue.declare/exclusive"],
-    sources=[EXCL],
-    level=Level.MUST,
-    client="pika",
+    "exclusive.pika-other-connection-locked", rules=["queue.declare/exclusive"], sources=[EXCL],
+    level=Level.MUST, client="pika",
     description="pika: one BlockingConnection declares an exclusive queue, a second one passive-declares it",
     expectation="the second connection's channel is closed by the broker with 405 (ChannelClosedByBroker)",
 )
@@ -251,16 +228,12 @@ def test_pika_other_connection_locked(broker_url, ctx, cleanup) -> None:
         ctx.check(observed, 405, "reply code pika saw")
 
 
-@case(
-    "exclusive.aio-pika-server-named-locked",
-    rules=["queue.declare/default-name", "queue.declare/exclusive"],
-    sources=[EXCL],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: declare_queue(exclusive=True) without a name, then another connection uses it",
-    expectation="the queue gets a server-generated name, and another connection's passive declare of it "
-                "raises ChannelLockedResource (405)",
-)
+@case("exclusive.aio-pika-server-named-locked",
+      rules=["queue.declare/default-name", "queue.declare/exclusive"], sources=[EXCL], level=Level.MUST,
+      client="aio-pika",
+      description="aio-pika: declare_queue(exclusive=True) without a name, then another connection uses it",
+      expectation="the queue gets a server-generated name, and another connection's passive declare of it "
+                  "raises ChannelLockedResource (405)")
 def test_aio_pika_server_named_locked(broker_url, ctx) -> None:
     from aiormq import exceptions as aex
 

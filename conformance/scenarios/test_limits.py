@@ -62,17 +62,10 @@ def _frames(ch: RawChannel, q: str, payload: int) -> bytes:
 def _frame_max(slug: str, payload: int, frame: str, expectation: str, **expected: Any) -> Any:
     """A frame-max case: frame-max negotiated to NEGOTIATED, then one body frame (``frame``
     describes it) whose payload is ``payload`` octets; ``expected``: the Case's expected values."""
-    return param(
-        Case(
-            id=f"limits.{slug}",
-            sources=(TUNE_FRAME_MAX, FRAME_ERROR),
-            level=Level.MUST,
-            description=f"frame-max negotiated to {NEGOTIATED}; {frame}",
-            expectation=expectation,
-            **expected,
-        ),
-        payload,
-    )
+    return param(Case(
+        id=f"limits.{slug}", sources=(TUNE_FRAME_MAX, FRAME_ERROR), level=Level.MUST,
+        description=f"frame-max negotiated to {NEGOTIATED}; {frame}", expectation=expectation, **expected,
+    ), payload)
 
 
 # fmt: off
@@ -117,8 +110,7 @@ def test_frame_max(amqp, ctx, cleanup, payload: int):
 
 @case(
     "limits.channel-max-exceeded-530",
-    sources=["amqp0-9-1.xml#connection.tune (channel-max)", CHANNEL_MAX_DOC],
-    level=Level.MUST,
+    sources=["amqp0-9-1.xml#connection.tune (channel-max)", CHANNEL_MAX_DOC], level=Level.MUST,
     description="channel-max negotiated to 2 (tune-ok); channels 1 and 2 open, then channel.open on a third",
     expectation="connection.close 530 NOT_ALLOWED: channel-max is 'the maximum total number of channels "
                 "that the server allows per connection'",
@@ -147,14 +139,11 @@ def _max_message_size(target_limits: dict[str, int]) -> int:
     return size
 
 
-@case(
-    "limits.max-message-size-exceeded-406",
-    sources=[MAX_SIZE_DOC, "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"],
-    level=Level.EXTENSION,
-    description="A publish whose body is one octet larger than the broker's max message size",
-    expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish (60/40); the connection "
-    "carries on and nothing is routed",
-)
+@case("limits.max-message-size-exceeded-406",
+      sources=[MAX_SIZE_DOC, "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"], level=Level.EXTENSION,
+      description="A publish whose body is one octet larger than the broker's max message size",
+      expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish (60/40); the connection "
+      "carries on and nothing is routed")
 def test_max_message_size_exceeded(declared_queue, target_limits, ctx):
     limit = _max_message_size(target_limits)
     ch, q = declared_queue()
@@ -165,13 +154,9 @@ def test_max_message_size_exceeded(declared_queue, target_limits, ctx):
     ctx.check(probe.message_count(q), 0, "messages routed from the oversized publish")
 
 
-@case(
-    "limits.max-message-size-at-limit-accepted",
-    sources=[MAX_SIZE_DOC],
-    level=Level.EXTENSION,
-    description="A publish whose body is exactly the broker's max message size",
-    expectation="the message is routed whole (the limit is inclusive)",
-)
+@case("limits.max-message-size-at-limit-accepted", sources=[MAX_SIZE_DOC], level=Level.EXTENSION,
+      description="A publish whose body is exactly the broker's max message size",
+      expectation="the message is routed whole (the limit is inclusive)")
 def test_max_message_size_at_limit(declared_queue, target_limits, ctx):
     limit = _max_message_size(target_limits)
     ch, q = declared_queue(confirm=True)
@@ -242,16 +227,12 @@ def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> 
                 ) from None
 
 
-@case(
-    "limits.connection-blocked-then-unblocked",
-    sources=[BLOCKED_WHEN, BLOCKED_CAP, "rabbitmq-memory"],
-    level=Level.EXTENSION,
-    requires=BLOCKED_CAPS,
-    description="A client announcing the connection.blocked capability publishes while the broker's memory "
-    "alarm is raised; then the alarm is cleared",
-    expectation="connection.blocked (non-empty reason) after it publishes, connection.unblocked once the "
-    "alarm clears, exactly one of each; every publish made during the alarm is confirmed and routed",
-)
+@case("limits.connection-blocked-then-unblocked", sources=[BLOCKED_WHEN, BLOCKED_CAP, "rabbitmq-memory"],
+      level=Level.EXTENSION, requires=BLOCKED_CAPS,
+      description="A client announcing the connection.blocked capability publishes while the broker's memory "
+      "alarm is raised; then the alarm is cleared",
+      expectation="connection.blocked (non-empty reason) after it publishes, connection.unblocked once the "
+      "alarm clears, exactly one of each; every publish made during the alarm is confirmed and routed")
 def test_connection_blocked(amqp, alarm_target, ctx):
     try:
         conn, ch, q = _confirm_channel(amqp, alarm_target, ctx, None)
@@ -275,17 +256,13 @@ def test_connection_blocked(amqp, alarm_target, ctx):
         _alarm(alarm_target, False)
 
 
-@case(
-    "limits.connection-blocked-needs-capability",
-    sources=[BLOCKED_CAP],
-    level=Level.EXTENSION,
-    requires=BLOCKED_CAPS,
-    description="While the memory alarm is raised (a witness connection with the capability was told "
-    "connection.blocked), a client WITHOUT the connection.blocked capability publishes; then the "
-    "alarm is cleared (the witness is told connection.unblocked)",
-    expectation="no connection.blocked or connection.unblocked ever reaches the client without the "
-    "capability; its publish is confirmed once the alarm clears",
-)
+@case("limits.connection-blocked-needs-capability", sources=[BLOCKED_CAP], level=Level.EXTENSION,
+      requires=BLOCKED_CAPS,
+      description="While the memory alarm is raised (a witness connection with the capability was told "
+      "connection.blocked), a client WITHOUT the connection.blocked capability publishes; then the "
+      "alarm is cleared (the witness is told connection.unblocked)",
+      expectation="no connection.blocked or connection.unblocked ever reaches the client without the "
+      "capability; its publish is confirmed once the alarm clears")
 def test_connection_blocked_needs_capability(amqp, alarm_target, ctx):
     try:
         wconn, wch, wq = _confirm_channel(amqp, alarm_target, ctx, None, "witness")
@@ -341,18 +318,12 @@ def _overflow(
     """The case of one overflow mode: two confirmed publishes to a queue with x-max-length 1 and a
     dead-letter exchange."""
     overflow = "default overflow (drop-head)" if mode == "drop-head" else f"x-overflow {mode}"
-    return param(
-        Case(
-            id=f"limits.{slug}",
-            sources=sources,
-            level=Level.EXTENSION,
-            requires=requires,
-            description=f"Two publishes (confirmed) to a queue with x-max-length 1, {overflow} and a "
-            "dead-letter exchange",
-            expectation=expectation,
-        ),
-        mode,
-    )
+    return param(Case(
+        id=f"limits.{slug}", sources=sources, level=Level.EXTENSION, requires=requires,
+        description=f"Two publishes (confirmed) to a queue with x-max-length 1, {overflow} and a "
+        "dead-letter exchange",
+        expectation=expectation,
+    ), mode)
 
 
 CONFIRMS = ("publisher_confirms",)
@@ -397,18 +368,13 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
     ctx.check(_deaths(dead), [(r, qq.format(q=q)) for r, qq in deaths], "x-death (reason, queue) of it")
 
 
-@case(
-    "limits.max-length-bytes-reject-publish",
-    sources=[MAXLEN],
-    level=Level.EXTENSION,
-    requires=("publisher_confirms", "basic.nack"),
-    queue_types=("classic",),
-    premise="reject-publish refuses the publish that would pass the limit: classic queues (a quorum queue "
-    "refuses only once it is already over the limit; queue_types area)",
-    description="x-max-length-bytes 10 with x-overflow reject-publish; publishes of 6, 5 and 4 body octets",
-    expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue "
-    "holds the 6- and 4-octet messages",
-)
+@case("limits.max-length-bytes-reject-publish", sources=[MAXLEN], level=Level.EXTENSION,
+      requires=("publisher_confirms", "basic.nack"), queue_types=("classic",),
+      premise="reject-publish refuses the publish that would pass the limit: classic queues (a quorum queue "
+      "refuses only once it is already over the limit; queue_types area)",
+      description="x-max-length-bytes 10 with x-overflow reject-publish; publishes of 6, 5 and 4 body octets",
+      expectation="6 acked, 5 nacked (6 + 5 > 10), 4 acked (6 + 4 = 10: the limit is inclusive); the queue "
+      "holds the 6- and 4-octet messages")
 def test_max_length_bytes(declared_queue, ctx):
     ch, q = declared_queue(confirm=True, arguments={"x-max-length-bytes": 10, "x-overflow": "reject-publish"})
     for body in (b"aaaaaa", b"bbbbb", b"cccc"):

@@ -55,13 +55,9 @@ def nack_or_unsupported(ch: RawChannel, tag: int, *, multiple: bool, requeue: bo
 # -- capability ------------------------------------------------------------------------------------
 
 
-@case(
-    "nack.capability-advertised",
-    sources=[SRC_NACK, SRC_REJECTION],
-    level=Level.EXTENSION,
-    description="A broker that processes basic.nack announces it in server-properties",
-    expectation="after a basic.nack is accepted, connection.start's capabilities table has basic.nack=true",
-)
+@case("nack.capability-advertised", sources=[SRC_NACK, SRC_REJECTION], level=Level.EXTENSION,
+      description="A broker that processes basic.nack announces it in server-properties",
+      expectation="after a basic.nack is accepted, connection.start's capabilities table has basic.nack=true")
 def test_capability_advertised(declared_queue, ctx):
     ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
@@ -75,28 +71,20 @@ def test_capability_advertised(declared_queue, ctx):
 
 TWINS = [
     param(Case(
-        id="nack.requeue-redelivered-flag",
-        rules=("redelivered/implementation",),
-        sources=(SRC_NACK, SRC_TAG),
-        level=Level.EXTENSION,
-        requires=tuple(NACK),
+        id="nack.requeue-redelivered-flag", rules=("redelivered/implementation",),
+        sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION, requires=tuple(NACK),
         description="A consumer nacks a delivery with requeue=true and receives it again",
         expectation="the redelivery carries redelivered=true",
     ), settle.requeue_redelivered_flag),
     param(Case(
-        id="nack.requeue-false-discards",
-        sources=(SRC_NACK, f"{R003}#delivery-guarantee-summary"),
-        level=Level.EXTENSION,
-        requires=tuple(NACK),
+        id="nack.requeue-false-discards", sources=(SRC_NACK, f"{R003}#delivery-guarantee-summary"),
+        level=Level.EXTENSION, requires=tuple(NACK),
         description="basic.nack(requeue=false) on a queue without a dead-letter exchange",
         expectation="the message is discarded: the queue is empty afterwards",
     ), settle.requeue_false_discards),
     param(Case(
-        id="nack.requeue-false-dead-letters",
-        sources=(SRC_NACK,),
-        level=Level.EXTENSION,
-        requires=tuple(NACK),
-        description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
+        id="nack.requeue-false-dead-letters", sources=(SRC_NACK,), level=Level.EXTENSION,
+        requires=tuple(NACK), description="basic.nack(requeue=false) on a queue with x-dead-letter-exchange",
         expectation="the message is dead-lettered with an x-death entry whose reason is 'rejected'",
     ), settle.requeue_false_dead_letters),
 ]
@@ -113,22 +101,23 @@ def test_settle_twin(declared_queue, amqp, ctx, cleanup, scenario: settle.Scenar
 # (messages published and got, indexes of the deliveries acked first, index of the delivery nacked
 # (None: tag 0), multiple, the bodies back in the queue afterwards (sorted), what they are)
 REQUEUES = [
-    param(Case("nack.single-requeue", sources=(SRC_NACK, SRC_REJECTION), level=Level.EXTENSION,
-               requires=tuple(NACK),
-               description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
-               expectation="exactly that message is back in the queue (the other stays unacked)"),
-          2, (), 1, False, ["n2"], "messages in the queue after the single nack"),
-    param(Case("nack.multiple-with-gaps", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION,
-               requires=tuple(NACK),
-               description="Tags 1..5 unacked; ack 2 and 4; then basic.nack(5, multiple=true, requeue=true)",
-               expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 "
-                           "and the channel stays open"),
-          5, (1, 3), 4, True, ["n1", "n3", "n5"], "messages requeued by the multiple nack"),
-    param(Case("nack.zero-multiple-all-outstanding", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION,
-               requires=tuple(NACK),
-               description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
-               expectation="tag 0 with multiple means all outstanding: all three are back in the queue"),
-          3, (), None, True, ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)"),
+    param(Case(
+        "nack.single-requeue", sources=(SRC_NACK, SRC_REJECTION), level=Level.EXTENSION, requires=tuple(NACK),
+        description="basic.nack(tag, multiple=false, requeue=true) of one of two unacked messages",
+        expectation="exactly that message is back in the queue (the other stays unacked)",
+    ), 2, (), 1, False, ["n2"], "messages in the queue after the single nack"),
+    param(Case(
+        "nack.multiple-with-gaps", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION, requires=tuple(NACK),
+        description="Tags 1..5 unacked; ack 2 and 4; then basic.nack(5, multiple=true, requeue=true)",
+        expectation="exactly 1, 3 and 5 are settled and requeued: the queue then holds n1, n3, n5 "
+                    "and the channel stays open",
+    ), 5, (1, 3), 4, True, ["n1", "n3", "n5"], "messages requeued by the multiple nack"),
+    param(Case(
+        "nack.zero-multiple-all-outstanding", sources=(SRC_NACK, SRC_TAG), level=Level.EXTENSION,
+        requires=tuple(NACK),
+        description="Three unacked messages; basic.nack(0, multiple=true, requeue=true)",
+        expectation="tag 0 with multiple means all outstanding: all three are back in the queue",
+    ), 3, (), None, True, ["n1", "n2", "n3"], "messages requeued by nack(0, multiple)"),
 ]
 
 
@@ -172,15 +161,9 @@ def test_multiple_requeue_order(declared_queue, ctx):
 # -- dead-lettering and errors ---------------------------------------------------------------------
 
 
-@case(
-    "nack.unknown-tag-406",
-    rules=["basic.ack/exists"],
-    sources=[SRC_TAG, SRC_NACK],
-    level=Level.EXTENSION,
-    requires=NACK,
-    description="basic.nack of a delivery tag that was never delivered on the channel",
-    expectation="channel.close 406 PRECONDITION_FAILED (as basic.ack/exists requires for ack)",
-)
+@case("nack.unknown-tag-406", rules=["basic.ack/exists"], sources=[SRC_TAG, SRC_NACK], level=Level.EXTENSION,
+      requires=NACK, description="basic.nack of a delivery tag that was never delivered on the channel",
+      expectation="channel.close 406 PRECONDITION_FAILED (as basic.ack/exists requires for ack)")
 def test_unknown_tag(declared_queue, ctx):
     ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"n1"])
@@ -193,15 +176,10 @@ def test_unknown_tag(declared_queue, ctx):
 # -- client libraries ------------------------------------------------------------------------------
 
 
-@case(
-    "nack.pika-multiple-requeue",
-    sources=[SRC_NACK, SRC_REJECTION],
-    level=Level.EXTENSION,
-    requires=NACK,
-    client="pika",
-    description="pika: basic_get three messages, then basic_nack(last tag, multiple=True, requeue=True)",
-    expectation="all three are back in the queue: draining it with basic_get returns p0, p1, p2",
-)
+@case("nack.pika-multiple-requeue", sources=[SRC_NACK, SRC_REJECTION], level=Level.EXTENSION, requires=NACK,
+      client="pika",
+      description="pika: basic_get three messages, then basic_nack(last tag, multiple=True, requeue=True)",
+      expectation="all three are back in the queue: draining it with basic_get returns p0, p1, p2")
 def test_pika_multiple_requeue(broker_url, ctx, cleanup):
 
     q = cleanup.queue(ctx.name("q"))
@@ -225,14 +203,9 @@ def test_pika_multiple_requeue(broker_url, ctx, cleanup):
     ctx.check(sorted(got), ["p0", "p1", "p2"], "messages back in the queue after basic_nack(multiple)")
 
 
-@case(
-    "nack.aio-pika-requeue-false-discards",
-    sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
-    level=Level.EXTENSION,
-    requires=NACK,
-    client="aio-pika",
-    description="aio-pika: queue.get() then message.nack(requeue=False)",
-    expectation="the message is discarded: a following queue.get() finds the queue empty",
-)
+@case("nack.aio-pika-requeue-false-discards", sources=[SRC_NACK, f"{R003}#delivery-guarantee-summary"],
+      level=Level.EXTENSION, requires=NACK, client="aio-pika",
+      description="aio-pika: queue.get() then message.nack(requeue=False)",
+      expectation="the message is discarded: a following queue.get() finds the queue empty")
 def test_aio_pika_nack_discards(broker_url, ctx, cleanup):
     settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "nack")

@@ -95,15 +95,10 @@ def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[st
 # -- one path --------------------------------------------------------------------------------------
 
 
-@case(
-    "ordering.single-path-1000",
-    rules=["basic/08"],
-    sources=[SRC_ORDER],
-    level=Level.MUST,
-    description="1000 messages, alternately transient and persistent, from one channel through one direct "
-                "exchange into one queue, consumed by one consumer",
-    expectation="the consumer receives all 1000 in publication order",
-)
+@case("ordering.single-path-1000", rules=["basic/08"], sources=[SRC_ORDER], level=Level.MUST,
+      description="1000 messages, alternately transient and persistent, from one channel through one direct "
+                  "exchange into one queue, consumed by one consumer",
+      expectation="the consumer receives all 1000 in publication order")
 def test_single_path_1000(declared_exchange, declared_queue, amqp, ctx):
     ch, x = declared_exchange("direct")
     _, q = declared_queue(ch=ch)
@@ -167,12 +162,8 @@ def _requeue_case(slug: str, how: str, rules: Sequence[str] = (), requires: Sequ
         id=f"ordering.requeue-{slug}",
         description=f"m0..m9 in a queue; a channel holds m0..m5 unacked, acks m1 and m4, then {how}",
         expectation="reading the queue afterwards gives m0 m2 m3 m5 m6 m7 m8 m9 (publication order)",
-        level=Level.MUST,
-        rules=tuple(rules),
-        sources=(SRC_ORDER, *extra_sources),
-        expected=REQUEUE_EXPECTED,
-        expected_sources=REQUEUE_SOURCES,
-        requires=tuple(requires),
+        level=Level.MUST, rules=tuple(rules), sources=(SRC_ORDER, *extra_sources), expected=REQUEUE_EXPECTED,
+        expected_sources=REQUEUE_SOURCES, requires=tuple(requires),
     )
 
 
@@ -235,16 +226,12 @@ def test_requeue_keeps_publication_order(declared_queue, amqp, ctx, requeue: Req
     judge_requeue_order(ctx, got, expected, "queue order after the requeue")
 
 
-@case(
-    "ordering.survivor-gets-requeued-in-order",
-    sources=[SRC_ORDER, f"{R003}#what-happens-to-unacknowledged-messages"],
-    level=Level.MUST,
-    description="Consumer A (prefetch 5) holds m0..m4, consumer B holds m5..m9 (both unacked); A's "
-                "channel closes",
-    expectation="the surviving consumer B receives m0..m4 again, in publication order",
-    expected=REQUEUE_EXPECTED,
-    expected_sources=REQUEUE_SOURCES,
-)
+@case("ordering.survivor-gets-requeued-in-order",
+      sources=[SRC_ORDER, f"{R003}#what-happens-to-unacknowledged-messages"], level=Level.MUST,
+      description="Consumer A (prefetch 5) holds m0..m4, consumer B holds m5..m9 (both unacked); A's "
+                  "channel closes",
+      expectation="the surviving consumer B receives m0..m4 again, in publication order",
+      expected=REQUEUE_EXPECTED, expected_sources=REQUEUE_SOURCES)
 def test_survivor_in_order(declared_queue, amqp, ctx):
     a, q = declared_queue()
     b = amqp.channel()
@@ -263,15 +250,11 @@ def test_survivor_in_order(declared_queue, amqp, ctx):
                         "order in which the survivor receives the requeued messages")
 
 
-@case(
-    "ordering.several-consumers-observed",
-    sources=[SRC_ORDER],
-    level=Level.INFO,
-    description="Two consumers (prefetch 2) share a queue of 20 messages; A requeues (basic.reject) every "
-                "message the first time it sees it, B acks everything",
-    expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
-                "messages out of order; the queue keeps publication order)",
-)
+@case("ordering.several-consumers-observed", sources=[SRC_ORDER], level=Level.INFO,
+      description="Two consumers (prefetch 2) share a queue of 20 messages; A requeues (basic.reject) every "
+                  "message the first time it sees it, B acks everything",
+      expectation="recorded: the order each consumer observed (RabbitMQ: individual consumers may see "
+                  "messages out of order; the queue keeps publication order)")
 def test_several_consumers_observed(declared_queue, amqp, ctx):
     a, q = declared_queue()
     b = amqp.channel()
@@ -310,16 +293,10 @@ def test_several_consumers_observed(declared_queue, amqp, ctx):
 # -- client libraries ------------------------------------------------------------------------------
 
 
-@case(
-    "ordering.pika-consume-200",
-    rules=["basic/08"],
-    sources=[SRC_ORDER],
-    level=Level.MUST,
-    client="pika",
-    description="pika: 200 messages published on one channel with confirm_delivery, consumed by one "
-                "consumer loop",
-    expectation="the pika consumer receives the 200 messages in publication order",
-)
+@case("ordering.pika-consume-200", rules=["basic/08"], sources=[SRC_ORDER], level=Level.MUST, client="pika",
+      description="pika: 200 messages published on one channel with confirm_delivery, consumed by one "
+                  "consumer loop",
+      expectation="the pika consumer receives the 200 messages in publication order")
 def test_pika_consume_order(broker_url, ctx, cleanup):
 
     q = cleanup.queue(ctx.name("q"))
@@ -341,18 +318,12 @@ def test_pika_consume_order(broker_url, ctx, cleanup):
     ctx.check(order_verdict(seen, bodies), IN_ORDER, "order of the 200 pika deliveries")
 
 
-@case(
-    "ordering.aio-pika-reject-requeue",
-    queue_types=("classic",), premise=RETURN_PREMISE,
-    sources=[SRC_ORDER, "002_4ef6b84472723893.txt#requeue-true"],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: a0..a5 in a queue; queue.get() a0..a2, then message.reject(requeue=True) for "
-                "a2, a1, a0 (in that order)",
-    expectation="reading the queue afterwards gives a0..a5 (publication order)",
-    expected=REQUEUE_EXPECTED,
-    expected_sources=REQUEUE_SOURCES,
-)
+@case("ordering.aio-pika-reject-requeue", queue_types=("classic",), premise=RETURN_PREMISE,
+      sources=[SRC_ORDER, "002_4ef6b84472723893.txt#requeue-true"], level=Level.MUST, client="aio-pika",
+      description="aio-pika: a0..a5 in a queue; queue.get() a0..a2, then message.reject(requeue=True) for "
+                  "a2, a1, a0 (in that order)",
+      expectation="reading the queue afterwards gives a0..a5 (publication order)", expected=REQUEUE_EXPECTED,
+      expected_sources=REQUEUE_SOURCES)
 def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
     bodies = [f"a{i}" for i in range(6)]

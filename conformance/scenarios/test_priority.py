@@ -28,26 +28,22 @@ def _publish_and_drain(ch: RawChannel, q: str) -> list[bytes]:
     return got
 
 
-@case(
-    "priority.two-levels-plain-queue",
-    rules=["basic/06"],
-    level=Level.MUST,
-    description="Four messages with priorities 0, 1, 9, 5 published to a queue declared without arguments, "
-    "then fetched with basic.get",
-    expectation="spec: the 5-9 level before the 0-4 level; rabbitmq: publication order (priorities need "
-    "x-max-priority)",
-    expected={
-        "spec": ["high-9", "high-5", "low-0", "low-1"],
-        "rabbitmq": ["low-0", "low-1", "high-9", "high-5"],
-    },
-    expected_sources={
-        "spec": "basic/06: priorities 0-4 and 5-9 are treated as two distinct levels; basic/08: same "
-        "priority in publication order",
-        "rabbitmq": (
-            "measured on RabbitMQ 3.10.8: a queue without x-max-priority delivers in publication order"
-        ),
-    },
-)
+@case("priority.two-levels-plain-queue", rules=["basic/06"], level=Level.MUST,
+      description="Four messages with priorities 0, 1, 9, 5 published to a queue declared without arguments, "
+      "then fetched with basic.get",
+      expectation="spec: the 5-9 level before the 0-4 level; rabbitmq: publication order (priorities need "
+      "x-max-priority)",
+      expected={
+          "spec": ["high-9", "high-5", "low-0", "low-1"],
+          "rabbitmq": ["low-0", "low-1", "high-9", "high-5"],
+      },
+      expected_sources={
+          "spec": "basic/06: priorities 0-4 and 5-9 are treated as two distinct levels; basic/08: same "
+          "priority in publication order",
+          "rabbitmq": (
+              "measured on RabbitMQ 3.10.8: a queue without x-max-priority delivers in publication order"
+          ),
+      })
 def test_two_priority_levels(declared_queue, ctx):
     ch, q = declared_queue()
     got = [b.decode() for b in _publish_and_drain(ch, q)]

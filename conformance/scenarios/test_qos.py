@@ -58,30 +58,20 @@ def _prefetch_consumer(declared_queue: DeclareQueue, *, queued: int, prefetch: i
     return ch
 
 
-@case(
-    "qos.prefetch-count-bounds-unacked",
-    rules=[PREFETCH],
-    sources=[PUSH],
-    level=Level.MUST,
-    description=(
-        "basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks"
-    ),
-    expectation="exactly two messages are delivered; the third is not sent while both are unacked",
-)
+@case("qos.prefetch-count-bounds-unacked", rules=[PREFETCH], sources=[PUSH], level=Level.MUST,
+      description=(
+          "basic.qos(prefetch-count=2), five messages queued, one acknowledged consumer that never acks"
+      ),
+      expectation="exactly two messages are delivered; the third is not sent while both are unacked")
 def test_prefetch_count_bounds(declared_queue, ctx) -> None:
     ch = _prefetch_consumer(declared_queue, queued=5, prefetch=2)
     ch.deliveries(2)
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery beyond prefetch-count=2")
 
 
-@case(
-    "qos.ack-frees-one-slot",
-    rules=[PREFETCH],
-    sources=[PUSH],
-    level=Level.MUST,
-    description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
-    expectation="exactly one more message (the second) is delivered after the ack, then nothing",
-)
+@case("qos.ack-frees-one-slot", rules=[PREFETCH], sources=[PUSH], level=Level.MUST,
+      description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
+      expectation="exactly one more message (the second) is delivered after the ack, then nothing")
 def test_ack_frees_one_slot(declared_queue, ctx) -> None:
     ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1)
     first = ch.next_delivery()
@@ -92,14 +82,9 @@ def test_ack_frees_one_slot(declared_queue, ctx) -> None:
     ctx.check(bodies([first, *after]), [b"m1", b"m2"], "bodies delivered")
 
 
-@case(
-    "qos.no-ack-ignores-prefetch",
-    rules=[PREFETCH],
-    sources=[PUSH],
-    level=Level.MUST,
-    description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
-    expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')",
-)
+@case("qos.no-ack-ignores-prefetch", rules=[PREFETCH], sources=[PUSH], level=Level.MUST,
+      description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
+      expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')")
 def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
     ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
@@ -108,9 +93,7 @@ def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
 # The same scenario with global=false and global=true: only the flag and the expected count differ.
 GLOBAL_SCOPE = [
     param(Case(
-        id="qos.global-false-scope",
-        rules=(PREFETCH,),
-        level=Level.MUST,
+        id="qos.global-false-scope", rules=(PREFETCH,), level=Level.MUST,
         description="basic.qos(prefetch-count=1, global=false), then two acknowledged consumers on the same "
                     "channel, each on its own queue of two messages",
         expectation="per profile: spec → the window is the channel's, so 1 delivery in total; rabbitmq → "
@@ -149,9 +132,7 @@ def test_global_scope(declared_queue, ctx, global_: bool) -> None:
 
 
 @case(
-    "qos.prefetch-size-nonzero",
-    rules=["basic.qos.prefetch-size/01"],
-    level=Level.MUST,
+    "qos.prefetch-size-nonzero", rules=["basic.qos.prefetch-size/01"], level=Level.MUST,
     description="basic.qos(prefetch-size=10 octets), then one 100-octet message to an acknowledged consumer",
     expectation="per profile: spec → qos-ok and the single message is still delivered (the size window "
     "never blocks a single message); rabbitmq → connection closed with 540 NOT_IMPLEMENTED",
@@ -187,15 +168,9 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
 # -- client libraries -----------------------------------------------------------------------------
 
 
-@case(
-    "qos.pika-basic-qos-one",
-    rules=[PREFETCH],
-    sources=[PUSH],
-    level=Level.MUST,
-    client="pika",
-    description="pika: basic_qos(prefetch_count=1), basic_consume without acking, three messages queued",
-    expectation="the callback is called once; after basic_ack of it, exactly once more",
-)
+@case("qos.pika-basic-qos-one", rules=[PREFETCH], sources=[PUSH], level=Level.MUST, client="pika",
+      description="pika: basic_qos(prefetch_count=1), basic_consume without acking, three messages queued",
+      expectation="the callback is called once; after basic_ack of it, exactly once more")
 def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     from conformance.clients.libs import pika_session
 
@@ -216,17 +191,11 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
     ctx.check(counts, [1, 2], "callbacks before and after the ack")
 
 
-@case(
-    "qos.aio-pika-set-qos",
-    rules=[PREFETCH],
-    sources=[PUSH],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: await channel.set_qos(prefetch_count=2), consume four messages without acking",
-    expectation=(
-        "two messages arrive and no third while both are unacked; after message.ack() of one, a third"
-    ),
-)
+@case("qos.aio-pika-set-qos", rules=[PREFETCH], sources=[PUSH], level=Level.MUST, client="aio-pika",
+      description="aio-pika: await channel.set_qos(prefetch_count=2), consume four messages without acking",
+      expectation=(
+          "two messages arrive and no third while both are unacked; after message.ack() of one, a third"
+      ))
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
     from conformance.clients.libs import aio_pika_connect, run_async
 

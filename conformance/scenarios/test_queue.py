@@ -35,22 +35,18 @@ def _declare(name: str, **kw) -> spec.Queue.Declare:
 # -- declare -------------------------------------------------------------------------------------
 
 
-@case(
-    "queue.default-binding", rules=["queue.declare/default-binding"], level=Level.MUST,
-    description="A new queue is bound to the default exchange with its name as key, without any queue.bind",
-    expectation="a message published to exchange '' with routing key = queue name is in the queue",
-)
+@case("queue.default-binding", rules=["queue.declare/default-binding"], level=Level.MUST,
+      description="A new queue is bound to the default exchange with its name as key, without any queue.bind",
+      expectation="a message published to exchange '' with routing key = queue name is in the queue")
 def test_default_binding(declared_queue, ctx):
     ch, q = declared_queue()
     body = routed_body(ch, "", q, b"default-binding", q)
     ctx.check(body, b"default-binding", "message via the default binding")
 
 
-@case(
-    "queue.server-named", rules=["queue.declare/default-name"], level=Level.MUST,
-    description="Declaring two queues with an empty name",
-    expectation="each declare-ok carries a non-empty, distinct server-generated name",
-)
+@case("queue.server-named", rules=["queue.declare/default-name"], level=Level.MUST,
+      description="Declaring two queues with an empty name",
+      expectation="each declare-ok carries a non-empty, distinct server-generated name")
 def test_server_named(amqp, ctx, cleanup):
     ch = amqp.channel()
     names = []
@@ -74,11 +70,9 @@ def test_declare_rule(amqp, ctx, cleanup, scenario: declare_rules.Scenario):
     scenario(amqp, ctx, cleanup, declare_rules.QUEUE)
 
 
-@case(
-    "queue.passive-existing-counts", rules=["queue.declare/passive"], sources=[PASSIVE_DOC], level=Level.MUST,
-    description="Passive declare of an existing queue holding 2 messages",
-    expectation="queue.declare-ok with message-count 2 (the queue is not created or changed)",
-)
+@case("queue.passive-existing-counts", rules=["queue.declare/passive"], sources=[PASSIVE_DOC],
+      level=Level.MUST, description="Passive declare of an existing queue holding 2 messages",
+      expectation="queue.declare-ok with message-count 2 (the queue is not created or changed)")
 def test_passive_existing(declared_queue, ctx):
     ch, q = declared_queue()
     # confirmed, so both are known to be in the queue (a quorum queue enqueues after the round trip)
@@ -131,25 +125,18 @@ EQUIVALENCE = [
     ),
     # queue.declare/pre-existence: "The server MUST ignore the auto-delete field if the queue
     # already exists" — RabbitMQ instead checks it like the other fields (equivalent).
-    param(
-        Case(
-            queue_types=CLASSIC_ONLY,
-            premise=EQUIV_PREMISE,
-            id="queue.pre-existence-ignores-auto-delete",
-            rules=("queue.declare/pre-existence",),
-            level=Level.MUST,
-            description="Redeclaring an existing queue with auto-delete reversed",
-            expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
-            expected={"spec": "queue.declare-ok", "rabbitmq": "channel.close 406"},
-            expected_sources={
-                "spec": "queue.declare/pre-existence",
-                "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'auto_delete'\" (RabbitMQ applies "
-                "queue.declare/equivalent to auto-delete)",
-            },
-        ),
-        {"auto_delete": False},
-        {"auto_delete": True},
-    ),
+    param(Case(
+        queue_types=CLASSIC_ONLY, premise=EQUIV_PREMISE, id="queue.pre-existence-ignores-auto-delete",
+        rules=("queue.declare/pre-existence",), level=Level.MUST,
+        description="Redeclaring an existing queue with auto-delete reversed",
+        expectation="spec: declare-ok (auto-delete ignored); RabbitMQ: channel.close 406",
+        expected={"spec": "queue.declare-ok", "rabbitmq": "channel.close 406"},
+        expected_sources={
+            "spec": "queue.declare/pre-existence",
+            "rabbitmq": f"{RMQ}: 406 \"inequivalent arg 'auto_delete'\" (RabbitMQ applies "
+            "queue.declare/equivalent to auto-delete)",
+        },
+    ), {"auto_delete": False}, {"auto_delete": True}),
 ]
 
 
@@ -159,11 +146,9 @@ def test_equivalent(declared_queue, ctx, first, second):
     declare_rules.redeclare(ctx, ch, declare_rules.QUEUE, q, first, second)
 
 
-@case(
-    "queue.durable-and-transient", rules=["queue.declare.durable/types"], level=Level.MUST,
-    description="Declaring one durable and one transient queue",
-    expectation="both are answered with declare-ok and exist afterwards (passive declare)",
-)
+@case("queue.durable-and-transient", rules=["queue.declare.durable/types"], level=Level.MUST,
+      description="Declaring one durable and one transient queue",
+      expectation="both are answered with declare-ok and exist afterwards (passive declare)")
 def test_durable_and_transient(amqp, ctx, cleanup):
     ch = amqp.channel()
     results = []
@@ -176,11 +161,9 @@ def test_durable_and_transient(amqp, ctx, cleanup):
     )
 
 
-@case(
-    "queue.minimum-256", rules=["queue.declare/minimum-queues"], level=Level.SHOULD,
-    description="Declaring 256 queues in one virtual host",
-    expectation="all 256 declares are answered with declare-ok",
-)
+@case("queue.minimum-256", rules=["queue.declare/minimum-queues"], level=Level.SHOULD,
+      description="Declaring 256 queues in one virtual host",
+      expectation="all 256 declares are answered with declare-ok")
 def test_minimum_queues(amqp, ctx, cleanup):
     ch = amqp.channel()
     names = [cleanup.queue(ctx.name(f"q{i}")) for i in range(256)]
@@ -194,11 +177,9 @@ def test_minimum_queues(amqp, ctx, cleanup):
 # -- bind ----------------------------------------------------------------------------------------
 
 
-@case(
-    "queue.bind-duplicate-ok", rules=["queue.bind/duplicates"], level=Level.MUST,
-    description="Binding a queue twice with identical arguments",
-    expectation="both queue.bind calls are answered with bind-ok",
-)
+@case("queue.bind-duplicate-ok", rules=["queue.bind/duplicates"], level=Level.MUST,
+      description="Binding a queue twice with identical arguments",
+      expectation="both queue.bind calls are answered with bind-ok")
 def test_bind_duplicates(declared_queue, ctx):
     ch, q = declared_queue()
     got = [outcome(ch, spec.Queue.Bind(queue=q, exchange="amq.direct", routing_key="k"), spec.Queue.BindOk)[0]
@@ -206,11 +187,9 @@ def test_bind_duplicates(declared_queue, ctx):
     ctx.check(got, ["queue.bind-ok", "queue.bind-ok"], "two identical queue.bind")
 
 
-@case(
-    "queue.bind-unique-delivery", rules=["queue.bind/unique"], level=Level.MUST,
-    description="A queue bound three times to amq.topic with patterns that all match one message",
-    expectation="the queue holds the message once (message-count 1)",
-)
+@case("queue.bind-unique-delivery", rules=["queue.bind/unique"], level=Level.MUST,
+      description="A queue bound three times to amq.topic with patterns that all match one message",
+      expectation="the queue holds the message once (message-count 1)")
 def test_bind_unique(declared_queue, ctx):
     ch, q = declared_queue()
     key = ctx.name("k").replace("-", "_")
@@ -221,11 +200,9 @@ def test_bind_unique(declared_queue, ctx):
     ctx.check(ch.message_count(q), 1, "copies of one message in a queue with three matching bindings")
 
 
-@case(
-    "queue.bind-durable-queue-transient-exchange", rules=["queue.bind/transient-exchange"], level=Level.MUST,
-    description="Binding a durable queue to a transient exchange",
-    expectation="queue.bind-ok",
-)
+@case("queue.bind-durable-queue-transient-exchange", rules=["queue.bind/transient-exchange"],
+      level=Level.MUST, description="Binding a durable queue to a transient exchange",
+      expectation="queue.bind-ok")
 def test_bind_transient_exchange(declared_exchange, ctx, cleanup):
     ch, x = declared_exchange("direct", durable=False)
     q = cleanup.queue(ctx.name("q"))
@@ -234,11 +211,8 @@ def test_bind_transient_exchange(declared_exchange, ctx, cleanup):
     ctx.check(got[0], "queue.bind-ok", "durable queue bound to a transient exchange")
 
 
-@case(
-    "queue.binding-count-4", rules=["queue.bind/binding-count"], level=Level.SHOULD,
-    description="Binding one queue to 4 different exchanges",
-    expectation="four bind-ok",
-)
+@case("queue.binding-count-4", rules=["queue.bind/binding-count"], level=Level.SHOULD,
+      description="Binding one queue to 4 different exchanges", expectation="four bind-ok")
 def test_binding_count(declared_queue, ctx, cleanup):
     ch, q = declared_queue()
     got = []
@@ -249,11 +223,9 @@ def test_binding_count(declared_queue, ctx, cleanup):
     ctx.check(got, ["queue.bind-ok"] * 4, "bindings of one queue to 4 exchanges")
 
 
-@case(
-    "queue.direct-key-matching", rules=["queue.bind/direct-exchange-key-matching"], level=Level.MUST,
-    description="A queue bound to a direct exchange with key K; a message published with key K",
-    expectation="the message is in the queue",
-)
+@case("queue.direct-key-matching", rules=["queue.bind/direct-exchange-key-matching"], level=Level.MUST,
+      description="A queue bound to a direct exchange with key K; a message published with key K",
+      expectation="the message is in the queue")
 def test_direct_key_matching(declared_exchange, ctx, cleanup):
     ch, x = declared_exchange("direct")
     q = cleanup.queue(ctx.name("q"))
@@ -263,38 +235,28 @@ def test_direct_key_matching(declared_exchange, ctx, cleanup):
 
 
 DEFAULT_EXCHANGE = [
-    param(
-        Case(
-            "queue.bind-default-exchange",
-            rules=("queue.bind/default-exchange",),
-            level=Level.MUST,
-            description="queue.bind with a blank exchange name (the default exchange)",
-            expectation=(
-                "spec: queue.bind-ok; RabbitMQ: channel.close 403 (no binding to the default exchange)"
-            ),
-            expected={"spec": "queue.bind-ok", "rabbitmq": "channel.close 403"},
-            expected_sources={
-                "spec": "queue.bind/default-exchange, exchange/default-access",
-                "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
-            },
+    param(Case(
+        "queue.bind-default-exchange", rules=("queue.bind/default-exchange",), level=Level.MUST,
+        description="queue.bind with a blank exchange name (the default exchange)",
+        expectation=(
+            "spec: queue.bind-ok; RabbitMQ: channel.close 403 (no binding to the default exchange)"
         ),
-        "bind",
-    ),
-    param(
-        Case(
-            "queue.unbind-default-exchange",
-            rules=("queue.unbind/default-exchange",),
-            level=Level.MUST,
-            description="queue.unbind with a blank exchange name (the default exchange)",
-            expectation="spec: queue.unbind-ok; RabbitMQ: channel.close 403",
-            expected={"spec": "queue.unbind-ok", "rabbitmq": "channel.close 403"},
-            expected_sources={
-                "spec": "queue.unbind/default-exchange",
-                "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
-            },
-        ),
-        "unbind",
-    ),
+        expected={"spec": "queue.bind-ok", "rabbitmq": "channel.close 403"},
+        expected_sources={
+            "spec": "queue.bind/default-exchange, exchange/default-access",
+            "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+        },
+    ), "bind"),
+    param(Case(
+        "queue.unbind-default-exchange", rules=("queue.unbind/default-exchange",), level=Level.MUST,
+        description="queue.unbind with a blank exchange name (the default exchange)",
+        expectation="spec: queue.unbind-ok; RabbitMQ: channel.close 403",
+        expected={"spec": "queue.unbind-ok", "rabbitmq": "channel.close 403"},
+        expected_sources={
+            "spec": "queue.unbind/default-exchange",
+            "rabbitmq": f"{RMQ}: 403 'operation not permitted on the default exchange'",
+        },
+    ), "unbind"),
 ]
 
 
@@ -313,13 +275,17 @@ def test_default_exchange_blank(declared_queue, ctx, op):
 
 def _missing_case(id_: str, rule: str, description: str, *, rabbitmq: str | None = None) -> Case:
     if rabbitmq is None:
-        return Case(id_, rules=(rule,), level=Level.MUST, description=description,
-                    expectation="channel.close 404 NOT_FOUND", default="channel.close 404")
-    return Case(id_, rules=(rule,), level=Level.MUST, description=description,
-                expectation=f"spec: channel.close 404 NOT_FOUND; RabbitMQ 3.x: {rabbitmq} (idempotent)",
-                expected={"spec": "channel.close 404", "rabbitmq": rabbitmq},
-                expected_sources={"spec": f"{rule} (on-failure not-found)",
-                                  "rabbitmq": f"{RMQ}: answered {rabbitmq}"})
+        return Case(
+            id_, rules=(rule,), level=Level.MUST, description=description,
+            expectation="channel.close 404 NOT_FOUND", default="channel.close 404",
+        )
+    return Case(
+        id_, rules=(rule,), level=Level.MUST, description=description,
+        expectation=f"spec: channel.close 404 NOT_FOUND; RabbitMQ 3.x: {rabbitmq} (idempotent)",
+        expected={"spec": "channel.close 404", "rabbitmq": rabbitmq},
+        expected_sources={"spec": f"{rule} (on-failure not-found)",
+                          "rabbitmq": f"{RMQ}: answered {rabbitmq}"},
+    )
 
 
 # (what to send, given a fresh queue name q that may or may not be declared): declared?, method, ok
@@ -437,12 +403,10 @@ def test_missing(amqp, ctx, cleanup, declared, make, ok):
 # -- purge and delete ------------------------------------------------------------------------------
 
 
-@case(
-    "queue.purge-returns-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
-    rules=["queue.purge/must-exist"], level=Level.MUST,
-    description="Purging a queue holding 3 ready messages",
-    expectation="queue.purge-ok with message-count 3, and the queue is then empty",
-)
+@case("queue.purge-returns-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
+      rules=["queue.purge/must-exist"], level=Level.MUST,
+      description="Purging a queue holding 3 ready messages",
+      expectation="queue.purge-ok with message-count 3, and the queue is then empty")
 def test_purge_count(declared_queue, ctx):
     ch, q = declared_queue()
     for i in range(3):
@@ -454,14 +418,16 @@ def test_purge_count(declared_queue, ctx):
 
 
 DELETE_GUARDS = [
-    param(Case("queue.delete-if-unused-406", rules=("queue.delete/in-use",), level=Level.MUST,
-               description="queue.delete with if-unused on a queue that has a consumer",
-               expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406"),
-          "consumer", {"if_unused": True}),
-    param(Case("queue.delete-if-empty-406", rules=("queue.delete/not-empty",), level=Level.MUST,
-               description="queue.delete with if-empty on a queue holding a message",
-               expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406"),
-          "message", {"if_empty": True}),
+    param(Case(
+        "queue.delete-if-unused-406", rules=("queue.delete/in-use",), level=Level.MUST,
+        description="queue.delete with if-unused on a queue that has a consumer",
+        expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406",
+    ), "consumer", {"if_unused": True}),
+    param(Case(
+        "queue.delete-if-empty-406", rules=("queue.delete/not-empty",), level=Level.MUST,
+        description="queue.delete with if-empty on a queue holding a message",
+        expectation="channel.close 406 PRECONDITION_FAILED", default="channel.close 406",
+    ), "message", {"if_empty": True}),
 ]
 
 
@@ -480,11 +446,9 @@ def test_delete_guards(amqp, ctx, cleanup, setup, flags):
                   f"queue.delete {flags} with a {setup}")
 
 
-@case(
-    "queue.consumers-16", rules=["basic.consume/01"], level=Level.SHOULD,
-    description="16 consumers on one queue",
-    expectation="all 16 basic.consume calls are answered with consume-ok",
-)
+@case("queue.consumers-16", rules=["basic.consume/01"], level=Level.SHOULD,
+      description="16 consumers on one queue",
+      expectation="all 16 basic.consume calls are answered with consume-ok")
 def test_sixteen_consumers(declared_queue, ctx):
     ch, q = declared_queue()
     consumes = [spec.Basic.Consume(queue=q, consumer_tag=f"c{i}") for i in range(16)]
@@ -495,11 +459,9 @@ def test_sixteen_consumers(declared_queue, ctx):
 # -- client libraries ----------------------------------------------------------------------------
 
 
-@case(
-    "queue.pika-passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST, client="pika",
-    description="pika: queue_declare(passive=True) of a missing queue",
-    expectation="raises ChannelClosedByBroker with reply code 404",
-)
+@case("queue.pika-passive-missing-404", rules=["queue.declare/passive"], level=Level.MUST, client="pika",
+      description="pika: queue_declare(passive=True) of a missing queue",
+      expectation="raises ChannelClosedByBroker with reply code 404")
 def test_pika_passive_missing(broker_url, ctx):
     from pika import exceptions as pex
 
@@ -513,12 +475,10 @@ def test_pika_passive_missing(broker_url, ctx):
         check(observed, 404, "pika ChannelClosedByBroker reply code")
 
 
-@case(
-    "queue.aio-pika-purge-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
-    rules=["queue.declare/default-binding"], level=Level.MUST, client="aio-pika",
-    description="aio-pika: publish 3 messages via the default exchange, then queue.purge()",
-    expectation="purge reports message_count 3",
-)
+@case("queue.aio-pika-purge-count", sources=["amqp0-9-1.xml#queue.purge-ok (message-count)"],
+      rules=["queue.declare/default-binding"], level=Level.MUST, client="aio-pika",
+      description="aio-pika: publish 3 messages via the default exchange, then queue.purge()",
+      expectation="purge reports message_count 3")
 def test_aio_pika_purge(broker_url, ctx, cleanup):
     import aio_pika
 

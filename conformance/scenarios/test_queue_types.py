@@ -43,16 +43,12 @@ def quorum_case(slug: str, *, fact: str = "", **meta: Any) -> Callable[[F], F]:
 
 
 def _refusal_case(row: dict[str, Any]) -> Any:
-    return param(
-        Case(
-            id=f"queue_types.{row['slug']}", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
-            sources=(row["source"], TABLE["source"]),
-            description=row["description"],
-            expectation=f"{row['expected']} naming queue.declare ({row['text']})",
-            default=row["expected"], expected_sources={"rabbitmq": row["measured"]},
-        ),
-        row,
-    )
+    return param(Case(
+        id=f"queue_types.{row['slug']}", level=Level.EXTENSION, queue_types=QUORUM_ONLY,
+        sources=(row["source"], TABLE["source"]), description=row["description"],
+        expectation=f"{row['expected']} naming queue.declare ({row['text']})", default=row["expected"],
+        expected_sources={"rabbitmq": row["measured"]},
+    ), row)
 
 
 @pytest.mark.parametrize("row", [_refusal_case(r) for r in TABLE["refusals"]])

@@ -58,14 +58,10 @@ def redeliveries(ch: RawChannel, n: int, ctx: Any, after: str) -> list[Event]:
 # -- requeue=true ----------------------------------------------------------------------------------
 
 
-@case(
-    "recover.requeue-redelivers-consumer",
-    rules=["basic.recover/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="A consumer holds three unacked deliveries and sends basic.recover(requeue=true)",
-    expectation="all three are delivered again, each with redelivered=true",
-)
+@case("recover.requeue-redelivers-consumer", rules=["basic.recover/01"], sources=[SRC_RECOVER],
+      level=Level.MUST,
+      description="A consumer holds three unacked deliveries and sends basic.recover(requeue=true)",
+      expectation="all three are delivered again, each with redelivered=true")
 def test_requeue_redelivers_consumer(declared_queue, ctx):
     ch, q = declared_queue()
     consume_published(ch, q, [b"r1", b"r2", b"r3"])
@@ -74,14 +70,9 @@ def test_requeue_redelivers_consumer(declared_queue, ctx):
     ctx.check(flagged(again), [("r1", True), ("r2", True), ("r3", True)], "(body, redelivered) after recover")
 
 
-@case(
-    "recover.requeue-redelivers-get",
-    rules=["basic.recover/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="Two messages taken with basic.get (manual ack), then basic.recover(requeue=true)",
-    expectation="both are back in the queue and basic.get returns them with redelivered=true",
-)
+@case("recover.requeue-redelivers-get", rules=["basic.recover/01"], sources=[SRC_RECOVER], level=Level.MUST,
+      description="Two messages taken with basic.get (manual ack), then basic.recover(requeue=true)",
+      expectation="both are back in the queue and basic.get returns them with redelivered=true")
 def test_requeue_redelivers_get(declared_queue, ctx):
     ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1", b"r2"])
@@ -98,14 +89,10 @@ def test_requeue_redelivers_get(declared_queue, ctx):
     ctx.check(flagged(got), [("r1", True), ("r2", True)], "(body, redelivered) by basic.get after recover")
 
 
-@case(
-    "recover.no-ack-not-redelivered",
-    rules=["basic/09"],
-    sources=[SRC_AUTO_ACK, SRC_RECOVER],
-    level=Level.MUST,
-    description="A no-ack consumer receives two messages, then sends basic.recover(requeue=true)",
-    expectation="nothing is redelivered: auto-acked deliveries are not unacknowledged messages",
-)
+@case("recover.no-ack-not-redelivered", rules=["basic/09"], sources=[SRC_AUTO_ACK, SRC_RECOVER],
+      level=Level.MUST,
+      description="A no-ack consumer receives two messages, then sends basic.recover(requeue=true)",
+      expectation="nothing is redelivered: auto-acked deliveries are not unacknowledged messages")
 def test_no_ack_not_redelivered(declared_queue, ctx):
     ch, q = declared_queue()
     consume_published(ch, q, [b"r1", b"r2"], no_ack=True)
@@ -114,14 +101,10 @@ def test_no_ack_not_redelivered(declared_queue, ctx):
     ctx.observe("redeliveries", "none")
 
 
-@case(
-    "recover.nothing-unacked-recover-ok",
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="basic.recover(requeue=true) on a channel with no unacknowledged messages (the spec "
-                "XML: 'Zero or more messages may be redelivered'; recover is synchronous)",
-    expectation="the broker answers basic.recover-ok and the channel stays open",
-)
+@case("recover.nothing-unacked-recover-ok", sources=[SRC_RECOVER], level=Level.MUST,
+      description="basic.recover(requeue=true) on a channel with no unacknowledged messages (the spec "
+                  "XML: 'Zero or more messages may be redelivered'; recover is synchronous)",
+      expectation="the broker answers basic.recover-ok and the channel stays open")
 def test_nothing_unacked(amqp, ctx):
     ch = amqp.channel()
     reply = ch.rpc(spec.Basic.Recover(requeue=True))
@@ -129,15 +112,10 @@ def test_nothing_unacked(amqp, ctx):
     ctx.check(method_name(reply), "basic.recover-ok", "reply to basic.recover")
 
 
-@case(
-    "recover.frees-prefetch",
-    rules=["basic.recover/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="A consumer with basic.qos prefetch-count 2 holds 2 of 4 messages unacked (window full) "
-                "and sends basic.recover(requeue=true)",
-    expectation="deliveries resume: two deliveries arrive after recover-ok",
-)
+@case("recover.frees-prefetch", rules=["basic.recover/01"], sources=[SRC_RECOVER], level=Level.MUST,
+      description="A consumer with basic.qos prefetch-count 2 holds 2 of 4 messages unacked (window full) "
+                  "and sends basic.recover(requeue=true)",
+      expectation="deliveries resume: two deliveries arrive after recover-ok")
 def test_frees_prefetch(declared_queue, ctx):
     ch, q = declared_queue()
     consume_published(ch, q, [b"r1", b"r2", b"r3", b"r4"], take=2, prefetch=2)
@@ -150,15 +128,10 @@ def test_frees_prefetch(declared_queue, ctx):
     ctx.observe("(body, redelivered)", flagged(again))
 
 
-@case(
-    "recover.async-redelivered",
-    rules=["basic.recover-async/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="basic.recover-async(requeue=true) (deprecated, server MAY implement) with two unacked "
-                "deliveries; 540 NOT_IMPLEMENTED counts as UNSUPPORTED",
-    expectation="both are delivered again, each with redelivered=true",
-)
+@case("recover.async-redelivered", rules=["basic.recover-async/01"], sources=[SRC_RECOVER], level=Level.MUST,
+      description="basic.recover-async(requeue=true) (deprecated, server MAY implement) with two unacked "
+                  "deliveries; 540 NOT_IMPLEMENTED counts as UNSUPPORTED",
+      expectation="both are delivered again, each with redelivered=true")
 def test_recover_async(declared_queue, ctx):
     ch, q = declared_queue()
     consume_published(ch, q, [b"r1", b"r2"])
@@ -176,21 +149,17 @@ def test_recover_async(declared_queue, ctx):
 # -- requeue=false: per profile --------------------------------------------------------------------
 
 
-@case(
-    "recover.requeue-false",
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    description="A consumer holds one unacked delivery and sends basic.recover(requeue=false)",
-    expectation="rabbitmq: the connection is closed with 540 NOT_IMPLEMENTED; spec: the message is "
-                "redelivered to the original consumer with redelivered=true",
-    expected={"rabbitmq": "connection.close 540 NOT_IMPLEMENTED",
-              "spec": "redelivered to the original consumer, redelivered=true"},
-    expected_sources={
-        "rabbitmq": DESIGN_540,
-        "spec": "spec XML basic.recover field requeue: 'If this field is zero, the message will be "
-                f"redelivered to the original recipient' + basic.recover/01; {SRC_RECOVER}",
-    },
-)
+@case("recover.requeue-false", sources=[SRC_RECOVER], level=Level.MUST,
+      description="A consumer holds one unacked delivery and sends basic.recover(requeue=false)",
+      expectation="rabbitmq: the connection is closed with 540 NOT_IMPLEMENTED; spec: the message is "
+                  "redelivered to the original consumer with redelivered=true",
+      expected={"rabbitmq": "connection.close 540 NOT_IMPLEMENTED",
+                "spec": "redelivered to the original consumer, redelivered=true"},
+      expected_sources={
+          "rabbitmq": DESIGN_540,
+          "spec": "spec XML basic.recover field requeue: 'If this field is zero, the message will be "
+                  f"redelivered to the original recipient' + basic.recover/01; {SRC_RECOVER}",
+      })
 def test_requeue_false(declared_queue, ctx):
     ch, q = declared_queue()
     tag, _ = consume_published(ch, q, [b"r1"])
@@ -217,16 +186,11 @@ def test_requeue_false(declared_queue, ctx):
 # -- client libraries ------------------------------------------------------------------------------
 
 
-@case(
-    "recover.pika-basic-recover",
-    rules=["basic.recover/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    client="pika",
-    description="pika consumer loop: take two deliveries without ack, basic_recover(requeue=True), go on "
-                "consuming",
-    expectation="the two messages come again with redelivered=True",
-)
+@case("recover.pika-basic-recover", rules=["basic.recover/01"], sources=[SRC_RECOVER], level=Level.MUST,
+      client="pika",
+      description="pika consumer loop: take two deliveries without ack, basic_recover(requeue=True), go on "
+                  "consuming",
+      expectation="the two messages come again with redelivered=True")
 def test_pika_basic_recover(broker_url, ctx, cleanup):
 
     q = cleanup.queue(ctx.name("q"))
@@ -244,16 +208,11 @@ def test_pika_basic_recover(broker_url, ctx, cleanup):
     ctx.check(sorted(seen[2:]), [("p1", True), ("p2", True)], "(body, redelivered) after basic_recover")
 
 
-@case(
-    "recover.aio-pika-recover",
-    rules=["basic.recover/01"],
-    sources=[SRC_RECOVER],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: queue.get() two messages (manual ack), basic_recover(requeue=True) on the "
-                "underlying channel, queue.get() again",
-    expectation="both messages are returned again with redelivered=True",
-)
+@case("recover.aio-pika-recover", rules=["basic.recover/01"], sources=[SRC_RECOVER], level=Level.MUST,
+      client="aio-pika",
+      description="aio-pika: queue.get() two messages (manual ack), basic_recover(requeue=True) on the "
+                  "underlying channel, queue.get() again",
+      expectation="both messages are returned again with redelivered=True")
 def test_aio_pika_recover(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
 

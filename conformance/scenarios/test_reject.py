@@ -62,14 +62,9 @@ def next_from_any(chs: Sequence[RawChannel], timeout: float, what: str) -> tuple
 # -- requeue=true ----------------------------------------------------------------------------------
 
 
-@case(
-    "reject.requeue-true-requeues",
-    rules=["basic.reject/02"],
-    sources=[SRC_REQUEUE, SRC_SUMMARY],
-    level=Level.MUST,
-    description="basic.reject(requeue=true) of a message taken with basic.get",
-    expectation="the message is back in the queue: the next basic.get returns the same body",
-)
+@case("reject.requeue-true-requeues", rules=["basic.reject/02"], sources=[SRC_REQUEUE, SRC_SUMMARY],
+      level=Level.MUST, description="basic.reject(requeue=true) of a message taken with basic.get",
+      expectation="the message is back in the queue: the next basic.get returns the same body")
 def test_requeue_true_requeues(declared_queue, ctx):
     ch, q = declared_queue()
     publish_confirmed(ch, "", q, [b"r1"])
@@ -79,23 +74,19 @@ def test_requeue_true_requeues(declared_queue, ctx):
     ctx.check(again.body if again else "basic.get-empty", b"r1", "basic.get after reject(requeue=true)")
 
 
-@case(
-    "reject.requeue-same-consumer",
-    rules=["basic.reject.requeue/01"],
-    sources=[SRC_REQUEUE, SRC_CONTRADICTION],
-    level=Level.MUST,
-    description="The only consumer of a queue rejects a delivery with requeue=true",
-    expectation="rabbitmq: the same consumer receives it again; spec: it is not delivered again to "
-                "the same client within the current channel",
-    expected={"rabbitmq": "redelivered to the same consumer",
-              "spec": "not redelivered on the rejecting channel"},
-    expected_sources={
-        "rabbitmq": f"{SRC_REQUEUE}: 'RabbitMQ doesn't take care to stop the same consumer getting the "
-                    "message again'; measured on RabbitMQ 3.10.8",
-        "spec": "basic.reject.requeue/01: 'The server MUST NOT deliver the message to the same client "
-                "within the context of the current channel'",
-    },
-)
+@case("reject.requeue-same-consumer", rules=["basic.reject.requeue/01"],
+      sources=[SRC_REQUEUE, SRC_CONTRADICTION], level=Level.MUST,
+      description="The only consumer of a queue rejects a delivery with requeue=true",
+      expectation="rabbitmq: the same consumer receives it again; spec: it is not delivered again to "
+                  "the same client within the current channel",
+      expected={"rabbitmq": "redelivered to the same consumer",
+                "spec": "not redelivered on the rejecting channel"},
+      expected_sources={
+          "rabbitmq": f"{SRC_REQUEUE}: 'RabbitMQ doesn't take care to stop the same consumer getting the "
+                      "message again'; measured on RabbitMQ 3.10.8",
+          "spec": "basic.reject.requeue/01: 'The server MUST NOT deliver the message to the same client "
+                  "within the context of the current channel'",
+      })
 def test_requeue_same_consumer(declared_queue, ctx):
     ch, q = declared_queue()
     tag, (first,) = consume_published(ch, q, [b"r1"])
@@ -113,16 +104,12 @@ def test_requeue_same_consumer(declared_queue, ctx):
     ctx.check_profile(observed, "where the rejected message went")
 
 
-@case(
-    "reject.requeue-two-consumers-who-gets-it",
-    sources=[SRC_REQUEUE, SRC_CONTRADICTION],
-    rules=["basic.reject.requeue/01"],
-    level=Level.INFO,
-    description="Two consumers (two connections) on one queue; the first to receive a message rejects it "
-                "with requeue=true",
-    expectation="recorded: which consumer receives the redelivery (RabbitMQ: either; spec: not the same "
-                "channel)",
-)
+@case("reject.requeue-two-consumers-who-gets-it", sources=[SRC_REQUEUE, SRC_CONTRADICTION],
+      rules=["basic.reject.requeue/01"], level=Level.INFO,
+      description="Two consumers (two connections) on one queue; the first to receive a message rejects it "
+                  "with requeue=true",
+      expectation="recorded: which consumer receives the redelivery (RabbitMQ: either; spec: not the same "
+                  "channel)")
 def test_requeue_two_consumers(declared_queue, amqp, ctx):
     a, b, q = competing_consumers(declared_queue, amqp, prefetch=1)
     publish_confirmed(a, "", q, [b"r1"])
@@ -144,41 +131,27 @@ def test_requeue_two_consumers(declared_queue, amqp, ctx):
 # -- the scenarios reject shares with nack (clients/settle.py) -------------------------------------
 
 TWINS = [
-    param(
-        Case(
-            id="reject.requeue-redelivered-flag",
-            rules=("redelivered/implementation",),
-            sources=(SRC_REQUEUE, f"{R003}#the-delivery-tag"),
-            level=Level.SHOULD,
-            description="A consumer rejects a delivery with requeue=true and receives it again",
-            expectation="the redelivery carries redelivered=true",
+    param(Case(
+        id="reject.requeue-redelivered-flag", rules=("redelivered/implementation",),
+        sources=(SRC_REQUEUE, f"{R003}#the-delivery-tag"), level=Level.SHOULD,
+        description="A consumer rejects a delivery with requeue=true and receives it again",
+        expectation="the redelivery carries redelivered=true",
+    ), settle.requeue_redelivered_flag),
+    param(Case(
+        id="reject.requeue-false-discards", sources=(SRC_DISCARD, SRC_SUMMARY), level=Level.MUST,
+        description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
+        expectation="the message is discarded: the queue is empty afterwards",
+    ), settle.requeue_false_discards),
+    param(Case(
+        id="reject.requeue-false-dead-letters", sources=(f"{R003}#basic-nack", SRC_DISCARD),
+        level=Level.EXTENSION,
+        description=(
+            "basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)"
         ),
-        settle.requeue_redelivered_flag,
-    ),
-    param(
-        Case(
-            id="reject.requeue-false-discards",
-            sources=(SRC_DISCARD, SRC_SUMMARY),
-            level=Level.MUST,
-            description="basic.reject(requeue=false) on a queue without a dead-letter exchange",
-            expectation="the message is discarded: the queue is empty afterwards",
+        expectation=(
+            "the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'"
         ),
-        settle.requeue_false_discards,
-    ),
-    param(
-        Case(
-            id="reject.requeue-false-dead-letters",
-            sources=(f"{R003}#basic-nack", SRC_DISCARD),
-            level=Level.EXTENSION,
-            description=(
-                "basic.reject(requeue=false) on a queue with x-dead-letter-exchange (RabbitMQ extension)"
-            ),
-            expectation=(
-                "the message is dead-lettered to the DLX with an x-death entry whose reason is 'rejected'"
-            ),
-        ),
-        settle.requeue_false_dead_letters,
-    ),
+    ), settle.requeue_false_dead_letters),
 ]
 
 
@@ -219,8 +192,7 @@ TAG_ERRORS = [
     ), _unknown, False),
     param(Case(
         "reject.double-reject-406", rules=("basic.ack/exists",), sources=(SRC_TAG, SRC_REJECT),
-        level=Level.MUST,
-        description="basic.reject of the same delivery tag twice",
+        level=Level.MUST, description="basic.reject of the same delivery tag twice",
         expectation="the second reject closes the channel with 406 PRECONDITION_FAILED",
     ), _twice, False),
     param(Case(
@@ -252,15 +224,10 @@ def test_reject_tag_errors(declared_queue, ctx, setup, on_other_channel):
 # -- client libraries ------------------------------------------------------------------------------
 
 
-@case(
-    "reject.pika-requeue-redelivers",
-    sources=[SRC_REQUEUE, SRC_REJECT],
-    level=Level.MUST,
-    client="pika",
-    description="A pika consumer loop: basic_reject(requeue=True) on the first delivery, ack the next",
-    expectation="the pika consumer receives the rejected message again (same body) and can ack it; the "
-                "queue is then empty",
-)
+@case("reject.pika-requeue-redelivers", sources=[SRC_REQUEUE, SRC_REJECT], level=Level.MUST, client="pika",
+      description="A pika consumer loop: basic_reject(requeue=True) on the first delivery, ack the next",
+      expectation="the pika consumer receives the rejected message again (same body) and can ack it; the "
+                  "queue is then empty")
 def test_pika_requeue(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
     with pika_session(broker_url, ctx.timeout, "pika reject/requeue loop") as conn:
@@ -279,13 +246,8 @@ def test_pika_requeue(broker_url, ctx, cleanup):
     ctx.check((seen[1][0], remaining), (b"p1", 0), "(body of the second delivery, messages left)")
 
 
-@case(
-    "reject.aio-pika-requeue-false-discards",
-    sources=[SRC_DISCARD, SRC_SUMMARY],
-    level=Level.MUST,
-    client="aio-pika",
-    description="aio-pika: queue.get() then message.reject(requeue=False)",
-    expectation="the message is discarded: a following queue.get() finds the queue empty",
-)
+@case("reject.aio-pika-requeue-false-discards", sources=[SRC_DISCARD, SRC_SUMMARY], level=Level.MUST,
+      client="aio-pika", description="aio-pika: queue.get() then message.reject(requeue=False)",
+      expectation="the message is discarded: a following queue.get() finds the queue empty")
 def test_aio_pika_reject_discards(broker_url, ctx, cleanup):
     settle.aio_pika_requeue_false_discards(broker_url, ctx, cleanup, "reject")

@@ -122,9 +122,7 @@ def _as_published(n: int, exchange: str, routing_key: str, method: str, **fields
 
 
 @case(
-    "replies.first-delivery-not-redelivered",
-    rules=["redelivered/implementation"],
-    sources=[FIELDS, TAGS],
+    "replies.first-delivery-not-redelivered", rules=["redelivered/implementation"], sources=[FIELDS, TAGS],
     level=Level.MUST,
     description="Two fresh messages published through a direct exchange, consumed with a client-chosen tag",
     expectation="each basic.deliver: redelivered=false (never delivered before), delivery tags 1 and 2, the "
@@ -141,16 +139,12 @@ def test_first_delivery(amqp, ctx, cleanup) -> None:
                                        redelivered=False) for n in (1, 2)], "the two deliveries")
 
 
-@case(
-    "replies.get-ok-whole-reply",
-    rules=["redelivered/implementation"],
-    sources=[FIELDS, COUNTS, TAGS],
-    level=Level.MUST,
-    description="Two fresh messages published through a direct exchange, fetched with basic.get",
-    expectation="each basic.get-ok: redelivered=false, delivery tags 1 and 2, message-count 1 then 0 "
-    "(messages "
-    "left), the publish's exchange and routing key, properties, headers and body as published",
-)
+@case("replies.get-ok-whole-reply", rules=["redelivered/implementation"], sources=[FIELDS, COUNTS, TAGS],
+      level=Level.MUST,
+      description="Two fresh messages published through a direct exchange, fetched with basic.get",
+      expectation="each basic.get-ok: redelivered=false, delivery tags 1 and 2, message-count 1 then 0 "
+      "(messages "
+      "left), the publish's exchange and routing key, properties, headers and body as published")
 def test_get_ok_whole(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     ex, key, q = _two_routed(ch, ctx, cleanup)
@@ -163,14 +157,9 @@ def test_get_ok_whole(amqp, ctx, cleanup) -> None:
                                   message_count=2 - n) for n in (1, 2)], "the two get-oks")
 
 
-@case(
-    "replies.client-consumer-tag-used",
-    rules=["basic.consume/02"],
-    sources=[CTAG],
-    level=Level.MUST,
-    description="basic.consume with a consumer tag chosen by the client, one delivery, then basic.cancel",
-    expectation="consume-ok, the delivery and cancel-ok all carry exactly the client's tag",
-)
+@case("replies.client-consumer-tag-used", rules=["basic.consume/02"], sources=[CTAG], level=Level.MUST,
+      description="basic.consume with a consumer tag chosen by the client, one delivery, then basic.cancel",
+      expectation="consume-ok, the delivery and cancel-ok all carry exactly the client's tag")
 def test_client_consumer_tag(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
@@ -184,14 +173,10 @@ def test_client_consumer_tag(amqp, ctx, cleanup) -> None:
               "(consume-ok, basic.deliver, cancel-ok) consumer tags")
 
 
-@case(
-    "replies.declare-ok-counts",
-    sources=[COUNTS],
-    level=Level.MUST,
-    description="Three messages published, then one consumer with prefetch 1 holds one of them unacked",
-    expectation="passive queue.declare-ok: (queue, 3, 0) before the consumer; (queue, 2, 1) with it — "
-                "message-count counts the messages ready, consumer-count the active consumers",
-)
+@case("replies.declare-ok-counts", sources=[COUNTS], level=Level.MUST,
+      description="Three messages published, then one consumer with prefetch 1 holds one of them unacked",
+      expectation="passive queue.declare-ok: (queue, 3, 0) before the consumer; (queue, 2, 1) with it — "
+                  "message-count counts the messages ready, consumer-count the active consumers")
 def test_declare_ok_counts(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))
@@ -207,14 +192,9 @@ def test_declare_ok_counts(amqp, ctx, cleanup) -> None:
               [(q, 3, 0), (q, 2, 1)], "(queue, message-count, consumer-count) before and with the consumer")
 
 
-@case(
-    "replies.purge-ok-count",
-    rules=["queue.purge/02"],
-    sources=[COUNTS],
-    level=Level.MUST,
-    description="Three messages published to a queue without consumers, then queue.purge",
-    expectation="queue.purge-ok message-count = 3, and the queue is empty afterwards",
-)
+@case("replies.purge-ok-count", rules=["queue.purge/02"], sources=[COUNTS], level=Level.MUST,
+      description="Three messages published to a queue without consumers, then queue.purge",
+      expectation="queue.purge-ok message-count = 3, and the queue is empty afterwards")
 def test_purge_ok_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     fill(ch, q, 3)
@@ -222,13 +202,9 @@ def test_purge_ok_count(declared_queue, ctx) -> None:
     ctx.check((ok.message_count, ch.message_count(q)), (3, 0), "(purge-ok message-count, messages left)")
 
 
-@case(
-    "replies.delete-ok-count",
-    sources=[COUNTS],
-    level=Level.MUST,
-    description="Four messages published to a queue without consumers, then queue.delete",
-    expectation="queue.delete-ok message-count = 4 (the messages deleted with the queue)",
-)
+@case("replies.delete-ok-count", sources=[COUNTS], level=Level.MUST,
+      description="Four messages published to a queue without consumers, then queue.delete",
+      expectation="queue.delete-ok message-count = 4 (the messages deleted with the queue)")
 def test_delete_ok_count(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     # confirmed, so all four are known to be in the queue (a quorum queue enqueues after the round trip)
@@ -237,10 +213,8 @@ def test_delete_ok_count(declared_queue, ctx) -> None:
 
 
 @case(
-    "replies.mandatory-return-whole-reply",
-    rules=["basic.publish.mandatory/01"],
-    sources=["amqp0-9-1.xml#constant no-route (312) and basic.return fields", FIELDS],
-    level=Level.MUST,
+    "replies.mandatory-return-whole-reply", rules=["basic.publish.mandatory/01"],
+    sources=["amqp0-9-1.xml#constant no-route (312) and basic.return fields", FIELDS], level=Level.MUST,
     description="On a confirm channel, a mandatory message with properties published with a key no queue is "
                 "bound to",
     expectation="basic.return reply-code 312 NO_ROUTE with the publish's exchange, routing key, properties, "
@@ -263,20 +237,17 @@ def test_mandatory_return_whole(declared_exchange, ctx) -> None:
               "the confirm after the return")
 
 
-@case(
-    "replies.ack-multiple-counts",
-    rules=["basic/10"],
-    sources=[
-        "amqp0-9-1.xml#basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
-        COUNTS,
-    ],
-    level=Level.MUST,
-    description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the "
-    "channel "
-    "is closed so what is still unacked is requeued",
-    expectation="passive queue.declare-ok message-count 1, and the one message left is m4 (tags 1-3 were "
-    "acknowledged by the one multiple ack)",
-)
+@case("replies.ack-multiple-counts", rules=["basic/10"],
+      sources=[
+          "amqp0-9-1.xml#basic.ack multiple field: 'the delivery tag is treated as \"up to and including\"'",
+          COUNTS,
+      ],
+      level=Level.MUST,
+      description="Four messages consumed with explicit acks, basic.ack(tag 3, multiple=true), then the "
+      "channel "
+      "is closed so what is still unacked is requeued",
+      expectation="passive queue.declare-ok message-count 1, and the one message left is m4 (tags 1-3 were "
+      "acknowledged by the one multiple ack)")
 def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
     q = cleanup.queue(ctx.name("q"))

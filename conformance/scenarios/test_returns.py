@@ -74,9 +74,7 @@ def _first_answer(ch: RawChannel, within: float) -> str:
 
 
 @case(
-    "returns.mandatory-unroutable-312",
-    rules=[MANDATORY],
-    level=Level.SHOULD,
+    "returns.mandatory-unroutable-312", rules=[MANDATORY], level=Level.SHOULD,
     description="A mandatory message published to an exchange with no bindings",
     expectation="basic.return 312 NO_ROUTE with the exchange, routing key, body and properties as published",
 )
@@ -91,13 +89,9 @@ def test_mandatory_unroutable(declared_exchange, ctx) -> None:
               "(reply-code, exchange, routing-key, body, properties) of basic.return")
 
 
-@case(
-    "returns.mandatory-routable-no-return",
-    rules=[MANDATORY],
-    level=Level.SHOULD,
-    description="A mandatory message published to a queue that exists (default exchange)",
-    expectation="no basic.return is sent, and the message is queued",
-)
+@case("returns.mandatory-routable-no-return", rules=[MANDATORY], level=Level.SHOULD,
+      description="A mandatory message published to a queue that exists (default exchange)",
+      expectation="no basic.return is sent, and the message is queued")
 def test_mandatory_routable(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     ch.publish("", q, b"routable", mandatory=True)
@@ -108,14 +102,10 @@ def test_mandatory_routable(declared_queue, ctx) -> None:
     ctx.check(ch.message_count(q), 1, "messages in the queue")
 
 
-@case(
-    "returns.non-mandatory-unroutable-dropped",
-    rules=[MANDATORY],
-    level=Level.SHOULD,
-    description="A message without the mandatory flag published to an exchange with no bindings",
-    expectation="the message is dropped silently: no basic.return and the channel stays open "
-                "(mandatory field: 'If this flag is zero, the server silently drops the message')",
-)
+@case("returns.non-mandatory-unroutable-dropped", rules=[MANDATORY], level=Level.SHOULD,
+      description="A message without the mandatory flag published to an exchange with no bindings",
+      expectation="the message is dropped silently: no basic.return and the channel stays open "
+                  "(mandatory field: 'If this flag is zero, the server silently drops the message')")
 def test_non_mandatory_unroutable(declared_exchange, ctx) -> None:
     ch, ex = declared_exchange("direct")
     ch.publish(ex, "no-such-key", b"dropped")
@@ -126,9 +116,7 @@ def test_non_mandatory_unroutable(declared_exchange, ctx) -> None:
 
 
 @case(
-    "returns.immediate-no-consumer",
-    rules=["basic.publish.immediate/01"],
-    level=Level.SHOULD,
+    "returns.immediate-no-consumer", rules=["basic.publish.immediate/01"], level=Level.SHOULD,
     description="immediate=true publish to a queue that has no consumer",
     expectation="per profile: spec → basic.return 313 NO_CONSUMERS; rabbitmq → the connection is closed with "
                 "540 NOT_IMPLEMENTED (immediate is not supported since RabbitMQ 3.0)",
@@ -142,26 +130,18 @@ def test_immediate_no_consumer(declared_queue, ctx) -> None:
     ctx.check_profile(_first_answer(ch, quiet_window(ctx.timeout)), "broker's answer to immediate=true")
 
 
-@case(
-    "returns.publish-missing-exchange-404",
-    rules=["basic.publish/must-exist"],
-    level=Level.MUST,
-    description="basic.publish to an exchange that does not exist",
-    expectation="the channel is closed with 404 NOT_FOUND",
-)
+@case("returns.publish-missing-exchange-404", rules=["basic.publish/must-exist"], level=Level.MUST,
+      description="basic.publish to an exchange that does not exist",
+      expectation="the channel is closed with 404 NOT_FOUND")
 def test_publish_missing_exchange(amqp, ctx) -> None:
     ch = amqp.channel()
     ch.publish(ctx.name("missing-x"), "k", b"to nowhere")
     expect_channel_close(ch, 404, what="publish to a missing exchange", method=spec.Basic.Publish)
 
 
-@case(
-    "returns.internal-exchange-403",
-    rules=["basic.publish/02"],
-    level=Level.MUST,
-    description="basic.publish to an exchange declared internal",
-    expectation="the channel is closed with 403 ACCESS_REFUSED",
-)
+@case("returns.internal-exchange-403", rules=["basic.publish/02"], level=Level.MUST,
+      description="basic.publish to an exchange declared internal",
+      expectation="the channel is closed with 403 ACCESS_REFUSED")
 def test_internal_exchange(declared_exchange, ctx) -> None:
     ch, ex = declared_exchange("direct", internal=True)
     ch.publish(ex, "k", b"not for clients")
@@ -172,10 +152,7 @@ def test_internal_exchange(declared_exchange, ctx) -> None:
 
 
 @case(
-    "returns.pika-mandatory-unroutable-error",
-    rules=[MANDATORY],
-    level=Level.SHOULD,
-    client="pika",
+    "returns.pika-mandatory-unroutable-error", rules=[MANDATORY], level=Level.SHOULD, client="pika",
     requires=["publisher_confirms"],
     description="pika: confirm_delivery() then basic_publish(mandatory=True) to an exchange with no bindings",
     expectation="basic_publish raises UnroutableError carrying the returned message's body",
@@ -198,15 +175,10 @@ def test_pika_mandatory_unroutable(broker_url, ctx, cleanup) -> None:
     ctx.check(observed, [b"pika unroutable"], "UnroutableError's returned bodies")
 
 
-@case(
-    "returns.aio-pika-mandatory-publish-error",
-    rules=[MANDATORY],
-    level=Level.SHOULD,
-    client="aio-pika",
-    requires=["publisher_confirms"],
-    description="aio-pika: channel(on_return_raises=True), publish(mandatory=True) with an unroutable key",
-    expectation="publish raises PublishError whose returned frame is basic.return 312 with the body",
-)
+@case("returns.aio-pika-mandatory-publish-error", rules=[MANDATORY], level=Level.SHOULD, client="aio-pika",
+      requires=["publisher_confirms"],
+      description="aio-pika: channel(on_return_raises=True), publish(mandatory=True) with an unroutable key",
+      expectation="publish raises PublishError whose returned frame is basic.return 312 with the body")
 def test_aio_pika_mandatory(broker_url, ctx) -> None:
     import aio_pika
     from aiormq import exceptions as aex

@@ -536,20 +536,13 @@ def _case(v: Variant) -> Case:
     row = TABLE["rows"][v.row]
     expected = {profile: row[column] for profile, column in PROFILE_COLUMN.items()}
     return Case(
-        id=v.id,
-        description=v.description,
-        expectation=v.expectation,
-        level=v.level,
-        rules=v.rules,
-        sources=(TX_SOURCE, *v.sources),
-        expected=expected,
+        id=v.id, description=v.description, expectation=v.expectation, level=v.level, rules=v.rules,
+        sources=(TX_SOURCE, *v.sources), expected=expected,
         expected_sources={
             profile: f"{TX_SOURCE} row '{row['feature']}', column {TABLE['columns'][column]['label']}"
             for profile, column in PROFILE_COLUMN.items()
         },
-        requires=v.requires,
-        client=v.client,
-        needs_restart=v.needs_restart,
+        requires=v.requires, client=v.client, needs_restart=v.needs_restart,
     )
 
 
@@ -594,12 +587,16 @@ def test_select_ok(amqp, ctx):
 
 
 NON_TRANSACTED = [
-    param(Case("tx.commit-non-transacted-406", rules=("tx.commit/transacted",), level=Level.MUST,
-               description="tx.commit on a channel that never sent tx.select",
-               expectation="the channel is closed with 406 PRECONDITION_FAILED"), spec.Tx.Commit()),
-    param(Case("tx.rollback-non-transacted-406", rules=("tx.rollback/transacted",), level=Level.MUST,
-               description="tx.rollback on a channel that never sent tx.select",
-               expectation="the channel is closed with 406 PRECONDITION_FAILED"), spec.Tx.Rollback()),
+    param(Case(
+        "tx.commit-non-transacted-406", rules=("tx.commit/transacted",), level=Level.MUST,
+        description="tx.commit on a channel that never sent tx.select",
+        expectation="the channel is closed with 406 PRECONDITION_FAILED",
+    ), spec.Tx.Commit()),
+    param(Case(
+        "tx.rollback-non-transacted-406", rules=("tx.rollback/transacted",), level=Level.MUST,
+        description="tx.rollback on a channel that never sent tx.select",
+        expectation="the channel is closed with 406 PRECONDITION_FAILED",
+    ), spec.Tx.Rollback()),
 ]
 
 
