@@ -33,7 +33,7 @@ import struct
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from conformance.clients import trace
@@ -415,6 +415,33 @@ async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
     return await aio_pika.connect(**kwargs)
 
 
+@contextlib.asynccontextmanager
+async def aio_pika_session(
+    url: str | URL, timeout: float, *, what: str | None = None, expected: str = ""
+) -> AsyncIterator[Any]:
+    """One aio-pika connection (:func:`aio_pika_connect`), closed on exit -- the aio-pika twin of
+    :func:`pika_session`; run it inside :func:`run_async`, which bounds it.
+
+    With ``what``: a broker error raised inside (aiormq's ``AMQPError``) is the case's
+    ``Mismatch(what, expected=expected, observed=repr(error))``, and closing the connection after
+    it is best effort (the broker may already have closed it)."""
+    from aiormq.exceptions import AMQPError
+
+    conn = await aio_pika_connect(url, timeout)
+    try:
+        yield conn
+    except AMQPError as exc:
+        if what is None:
+            raise
+        raise Mismatch(what, expected=expected, observed=repr(exc)) from exc
+    finally:
+        if what is None:
+            await conn.close()
+        else:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
 def received_connection_closes() -> list[Any]:
     """The Connection.Close frames the connections of the running :func:`run_async` scenario
     received (pamqp objects): how a case reads the code of a refusal aiormq only reports as text."""
@@ -524,8 +551,7 @@ async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: f
     """
     import aio_pika
 
-    conn = await aio_pika_connect(url, timeout)
-    try:
+    async with aio_pika_session(url, timeout) as conn:
         channel = await conn.channel()
         q = await channel.declare_queue(queue)
         await channel.default_exchange.publish(aio_pika.Message(b"a1"), routing_key=queue)
@@ -535,5 +561,3 @@ async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: f
         await getattr(msg, settle)(requeue=False)
         again = await q.get(timeout=timeout, fail=False)
         return "queue empty" if again is None else f"message {again.body!r} redelivered={again.redelivered}"
-    finally:
-        await conn.close()

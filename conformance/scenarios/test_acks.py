@@ -379,13 +379,12 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
       description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
       expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue")
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
-    from conformance.clients.libs import aio_pika_connect, run_async
+    from conformance.clients.libs import aio_pika_session, run_async
 
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> list[bytes]:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             channel = await conn.channel()
             queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3"], **ctx.declare_fields())
             seen: list[bytes] = []
@@ -396,8 +395,6 @@ def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> No
                     if len(seen) == 3:
                         break
             return seen
-        finally:
-            await conn.close()
 
     seen = run_async(scenario(), ctx.timeout, "aio-pika iterator over three messages")
     raw = amqp.channel()

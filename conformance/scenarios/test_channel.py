@@ -17,7 +17,7 @@ from pamqp import frame as pframe
 from conformance.cases import Case, Level, case, param
 from conformance.clients.expect import check, expect_connection_close
 from conformance.clients.frames import content_body, content_header
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.provoke import expect_second_open
 from conformance.verdicts import CaseTimeout
@@ -193,16 +193,13 @@ def test_aio_pika_close_one(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> bytes | None:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             a, b = await conn.channel(), await conn.channel()
             await a.close()
             queue = await b.declare_queue(q)
             await b.default_exchange.publish(aio_pika.Message(b"b-works"), routing_key=q)
             msg = await queue.get(timeout=ctx.timeout, fail=False)
             return msg.body if msg else None
-        finally:
-            await conn.close()
 
     body = run_async(scenario(), ctx.timeout * 2, "aio-pika close-one scenario")
     check(body, b"b-works", "message through channel B after channel A closed")

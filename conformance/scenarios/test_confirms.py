@@ -25,7 +25,7 @@ from conformance.cases import Case, Level, case, param
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.clients.expect import check, expect_channel_close, summarize
 from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.pika_steps import pika_queue_channel
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose
 from conformance.clients.steps import quiet_window
@@ -483,14 +483,11 @@ def test_aio_pika_publish_acked(broker_url, ctx, cleanup, queue_type):
     q = cleanup.queue(ctx.name("q"))
 
     async def run() -> str:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             channel = await conn.channel(publisher_confirms=True)
             await channel.declare_queue(q, **ctx.declare_fields())
             confirmation = await channel.default_exchange.publish(aio_pika.Message(b"m1"), routing_key=q)
             return type(confirmation).__name__ if confirmation is not None else "None"
-        finally:
-            await conn.close()
 
     try:
         got = run_async(run(), ctx.timeout, "aio-pika confirmed publish")

@@ -157,31 +157,25 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> 
 def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> None:
     import aio_pika
 
-    from conformance.clients.libs import aio_pika_connect, run_async
+    from conformance.clients.libs import aio_pika_session, run_async
 
     url = restartable.url
     q = ctx.name("q")
 
     async def publish() -> None:
-        conn = await aio_pika_connect(url, ctx.timeout)
-        try:
+        async with aio_pika_session(url, ctx.timeout) as conn:
             channel = await conn.channel(publisher_confirms=True)
             await channel.declare_queue(q, **ctx.declare_fields(durable=True))
             await channel.default_exchange.publish(
                 aio_pika.Message(b"kept by aio-pika", delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
                 routing_key=q)  # returns once the broker confirmed it
-        finally:
-            await conn.close()
 
     async def fetch() -> Any:
-        conn = await aio_pika_connect(url, ctx.timeout)
-        try:
+        async with aio_pika_session(url, ctx.timeout) as conn:
             channel = await conn.channel()
             queue = await channel.declare_queue(q, **ctx.declare_fields(durable=True))
             message = await queue.get(no_ack=True, fail=False)
             return None if message is None else (message.body, int(message.delivery_mode))
-        finally:
-            await conn.close()
 
     run_async(publish(), ctx.timeout, "aio-pika confirmed persistent publish")
     with restarted(amqp, restartable, queues=(q,)):

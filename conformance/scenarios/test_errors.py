@@ -12,7 +12,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Level, case
 from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.outcome import outcome
 from conformance.clients.provoke import expect_passive_missing, expect_second_open
 from conformance.clients.raw import UnexpectedClose
@@ -143,8 +143,7 @@ def test_aio_pika_soft_error(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> tuple[str, bytes | None]:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             good = await conn.channel()
             bad = await conn.channel()
             try:
@@ -156,8 +155,6 @@ def test_aio_pika_soft_error(broker_url, ctx, cleanup):
             await good.default_exchange.publish(aio_pika.Message(b"still-works"), routing_key=q)
             msg = await queue.get(timeout=ctx.timeout, fail=False)
             return raised, (msg.body if msg else None)
-        finally:
-            await conn.close()
 
     raised, body = run_async(scenario(), ctx.timeout * 2, "aio-pika soft error scenario")
     ctx.observe("passive declare of a missing queue", raised)

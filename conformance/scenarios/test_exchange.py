@@ -17,7 +17,7 @@ from pamqp.common import FieldTable
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.pipeline import pipelined
 from conformance.clients.provoke import expect_passive_missing
@@ -349,16 +349,13 @@ def test_aio_pika_passive_missing(broker_url, ctx):
     from aiormq import exceptions as aex
 
     async def scenario() -> str:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             ch = await conn.channel()
             try:
                 await ch.declare_exchange(ctx.name("missing"), passive=True)
             except aex.ChannelNotFoundEntity as exc:
                 return f"ChannelNotFoundEntity {exc}"
             return "declare-ok"
-        finally:
-            await conn.close()
 
     got = run_async(scenario(), ctx.timeout * 2, "aio-pika passive exchange declare")
     ctx.observe("aio-pika", got)

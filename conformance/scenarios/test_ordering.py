@@ -19,7 +19,6 @@ shows every message back (a bounded poll).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ import pytest
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel
 from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
 from conformance.verdicts import CaseTimeout, Mismatch
@@ -330,10 +329,10 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
 
     async def scenario() -> list[str]:
         import aio_pika
-        from aiormq.exceptions import AMQPError
 
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(
+            broker_url, ctx.timeout, what="aio-pika reject", expected="no broker error"
+        ) as conn:
             channel = await conn.channel()
             queue = await aio_pika_fill(channel, q, [b.encode() for b in bodies], **ctx.declare_fields())
             held: list[aio_pika.abc.AbstractIncomingMessage] = []
@@ -351,11 +350,6 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
                     break
                 got.append(msg.body.decode())
             return got
-        except AMQPError as exc:
-            raise Mismatch("aio-pika reject", expected="no broker error", observed=repr(exc)) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                await conn.close()
 
     got = run_async(scenario(), ctx.timeout * 3, "the aio-pika requeue-order scenario")
     judge_requeue_order(ctx, got, bodies, "queue order after aio-pika rejects")

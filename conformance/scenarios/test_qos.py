@@ -197,14 +197,13 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
           "two messages arrive and no third while both are unacked; after message.ack() of one, a third"
       ))
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
-    from conformance.clients.libs import aio_pika_connect, run_async
+    from conformance.clients.libs import aio_pika_session, run_async
 
     q = cleanup.queue(ctx.name("q"))
     quiet = quiet_window(ctx.timeout)
 
     async def scenario() -> list[int]:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             channel = await conn.channel()
             await channel.set_qos(prefetch_count=2)
             queue = await aio_pika_fill(channel, q, [b"a1", b"a2", b"a3", b"a4"], **ctx.declare_fields())
@@ -230,8 +229,6 @@ def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
             await asyncio.sleep(quiet)
             counts.append(len(got))
             return counts
-        finally:
-            await conn.close()
 
     ctx.check(run_async(scenario(), ctx.timeout * 2, "aio-pika set_qos scenario"), [2, 3],
               "messages received before and after one ack")

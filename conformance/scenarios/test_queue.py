@@ -16,7 +16,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, case, param
 from conformance.clients import declare_rules
 from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.outcome import check_outcome, outcome
 from conformance.clients.pipeline import pipelined
 from conformance.clients.routing import routed_body
@@ -485,16 +485,13 @@ def test_aio_pika_purge(broker_url, ctx, cleanup):
     q = cleanup.queue(ctx.name("q"))
 
     async def scenario() -> int:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             ch = await conn.channel(publisher_confirms=True)
             queue = await ch.declare_queue(q)
             for i in range(3):
                 await ch.default_exchange.publish(aio_pika.Message(f"m{i}".encode()), routing_key=q)
             ok = await queue.purge()
             return int(ok.message_count)
-        finally:
-            await conn.close()
 
     count = run_async(scenario(), ctx.timeout * 2, "aio-pika purge scenario")
     check(count, 3, "purge-ok message-count")

@@ -11,7 +11,6 @@ connection with 540 NOT_IMPLEMENTED — a per-profile expectation, not a failure
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +19,7 @@ from pamqp import commands as spec
 from conformance.cases import Level, case
 from conformance.clients.consuming import consume_published
 from conformance.clients.expect import expect_no_delivery
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, method_name, reply_name
 from conformance.clients.steps import publish_confirmed, quiet_window
@@ -218,10 +217,10 @@ def test_aio_pika_recover(broker_url, ctx, cleanup, queue_type):
 
     async def scenario() -> list[tuple[str, bool]]:
         import aio_pika
-        from aiormq.exceptions import AMQPError
 
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(
+            broker_url, ctx.timeout, what="aio-pika basic_recover", expected="redeliveries"
+        ) as conn:
             channel = await conn.channel()
             queue = await channel.declare_queue(q, **ctx.declare_fields())
             for body in (b"a1", b"a2"):
@@ -238,11 +237,6 @@ def test_aio_pika_recover(broker_url, ctx, cleanup, queue_type):
                     break
                 got.append((msg.body.decode(), bool(msg.redelivered)))
             return sorted(got)
-        except AMQPError as exc:
-            raise Mismatch("aio-pika basic_recover", expected="redeliveries", observed=repr(exc)) from exc
-        finally:
-            with contextlib.suppress(Exception):
-                await conn.close()
 
     observed = run_async(scenario(), ctx.timeout * 3, "the aio-pika recover scenario")
     ctx.check(observed, [("a1", True), ("a2", True)], "(body, redelivered) by queue.get() after recover")

@@ -183,13 +183,12 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
     import aio_pika
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import aio_pika_connect, run_async
+    from conformance.clients.libs import aio_pika_session, run_async
 
     key = ctx.name("no-queue")
 
     async def scenario() -> Any:
-        conn = await aio_pika_connect(broker_url, ctx.timeout)
-        try:
+        async with aio_pika_session(broker_url, ctx.timeout) as conn:
             channel = await conn.channel(on_return_raises=True)
             try:
                 await channel.default_exchange.publish(aio_pika.Message(b"aio unroutable"), routing_key=key,
@@ -200,8 +199,6 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
                 if returned is None:
                     return f"PublishError without the returned message: {exc}"
                 return (getattr(returned.delivery, "reply_code", None), returned.body)
-        finally:
-            await conn.close()
 
     ctx.check(run_async(scenario(), ctx.timeout, "aio-pika mandatory publish"), (312, b"aio unroutable"),
               "(reply-code, body) of the returned message")

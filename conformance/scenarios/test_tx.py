@@ -25,7 +25,7 @@ from pamqp import commands as spec
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
 from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.libs import aio_pika_connect, pika_session, run_async
+from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
 from conformance.clients.tx import Env, closes_with, committed_only, counted
@@ -405,8 +405,7 @@ def publish_aio_pika(env: Env) -> str:
     q = env.queue()
 
     async def run() -> list[bytes]:
-        conn = await aio_pika_connect(env.broker_url, env.ctx.timeout)
-        try:
+        async with aio_pika_session(env.broker_url, env.ctx.timeout) as conn:
             # publisher_confirms defaults to True in aio-pika, and a confirm channel cannot be
             # made transactional: ask for a plain channel.
             channel = await conn.channel(publisher_confirms=False)
@@ -421,8 +420,6 @@ def publish_aio_pika(env: Env) -> str:
             while (msg := await queue.get(no_ack=True, fail=False)) is not None:
                 got.append(msg.body)
             return got
-        finally:
-            await conn.close()
 
     try:
         bodies = run_async(run(), env.ctx.timeout, "aio-pika tx publish")
