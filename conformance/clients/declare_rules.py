@@ -91,6 +91,20 @@ def passive_missing(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
                            f"passive declare of a missing {entity.kind}")
 
 
+def durable_and_transient(amqp: Any, ctx: Any, cleanup: Any, entity: Entity) -> None:
+    """One durable and one transient entity: each declare and a passive declare after it (with the
+    same fields; a passive declare ignores them) are answered with declare-ok."""
+    ch = amqp.channel()
+    results = []
+    for durable in (True, False):
+        name = entity.register(cleanup, ctx.name(f"{entity.suffix}-durable-{durable}"))
+        for passive in (False, True):
+            declare = entity.declare(name, durable=durable, passive=passive)
+            results.append(outcome(ch, declare, entity.declare_ok)[0])
+    ctx.check(results, [f"{entity.kind}.declare-ok"] * 4,
+              f"declare + passive declare of a durable and a transient {entity.kind}")
+
+
 def cases(entity: Entity, passive_rule: str, measured: str) -> list[Any]:
     """The family of declare-rule cases for ``entity``: ``pytest.param``s carrying a scenario.
 

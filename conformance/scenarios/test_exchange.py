@@ -235,17 +235,7 @@ def test_equivalent(declared_exchange, ctx, first, second):
       description="Declaring one durable and one transient exchange",
       expectation="both declares are answered with declare-ok and both exchanges exist (passive declare)")
 def test_durable_and_transient(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    results = []
-    for durable in (True, False):
-        x = cleanup.exchange(ctx.name(f"x-durable-{durable}"))
-        results.append(outcome(ch, _declare(x, durable=durable), spec.Exchange.DeclareOk)[0])
-        results.append(outcome(ch, _declare(x, durable=durable, passive=True), spec.Exchange.DeclareOk)[0])
-    ctx.check(
-        results,
-        ["exchange.declare-ok"] * 4,
-        "declare + passive declare of a durable and a transient exchange",
-    )
+    declare_rules.durable_and_transient(amqp, ctx, cleanup, declare_rules.EXCHANGE)
 
 
 @case("exchange.minimum-16", rules=["exchange.declare/minimum"], level=Level.SHOULD,

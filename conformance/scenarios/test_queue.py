@@ -150,15 +150,7 @@ def test_equivalent(declared_queue, ctx, first, second):
       description="Declaring one durable and one transient queue",
       expectation="both are answered with declare-ok and exist afterwards (passive declare)")
 def test_durable_and_transient(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    results = []
-    for durable in (True, False):
-        q = cleanup.queue(ctx.name(f"q-durable-{durable}"))
-        results.append(outcome(ch, _declare(q, durable=durable), spec.Queue.DeclareOk)[0])
-        results.append(outcome(ch, _declare(q, passive=True), spec.Queue.DeclareOk)[0])
-    ctx.check(
-        results, ["queue.declare-ok"] * 4, "declare + passive declare of a durable and a transient queue"
-    )
+    declare_rules.durable_and_transient(amqp, ctx, cleanup, declare_rules.QUEUE)
 
 
 @case("queue.minimum-256", rules=["queue.declare/minimum-queues"], level=Level.SHOULD,
