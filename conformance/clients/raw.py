@@ -245,12 +245,16 @@ class RawConnection:
 
     def _send(self, data: bytes) -> None:
         with self._send_lock:
-            try:
-                self.sock.sendall(data)
-            except OSError as exc:
-                raise UnexpectedClose(
-                    "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
-                ) from exc
+            self._sendall_locked(data)
+
+    def _sendall_locked(self, data: bytes) -> None:
+        """``sock.sendall`` with ``_send_lock`` held; a socket that refuses it is the broker's close."""
+        try:
+            self.sock.sendall(data)
+        except OSError as exc:
+            raise UnexpectedClose(
+                "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
+            ) from exc
 
     def send_frame(
         self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat
@@ -276,12 +280,7 @@ class RawConnection:
             if channel in self._closed_channels:
                 return False
             self._traced(trace.SENT, channel, method)
-            try:
-                self.sock.sendall(data)
-            except OSError as exc:
-                raise UnexpectedClose(
-                    "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
-                ) from exc
+            self._sendall_locked(data)
         return True
 
     def discard(self, channel: int, event: Event) -> None:
