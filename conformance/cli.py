@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance import __version__
+from conformance.argparsing import command_parser
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
 
 if TYPE_CHECKING:
@@ -35,10 +36,9 @@ def _err(message: str) -> None:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amqp-conformance run",
-        description="Run the conformance suite and build the report of the run.",
-        allow_abbrev=False,
+    p = command_parser(
+        "run",
+        "Run the conformance suite and build the report of the run.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal "
         "error or the report failed; "
@@ -223,8 +223,7 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
 
 
 def cases_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="amqp-conformance cases", description="List the suite's cases.",
-                                allow_abbrev=False)
+    p = command_parser("cases", "List the suite's cases.")
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--area", default=None, help="only this area")

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance.argparsing import command_parser
 from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record
 from conformance.triage import (
     EMPTY,
@@ -543,16 +544,11 @@ def write_baseline(cand: Side, target: Path) -> int:
 
 
 def gate_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amqp-conformance gate",
-        allow_abbrev=False,
-        description=(
-            "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks "
-            "baseline cases, "
-            "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, "
-            "FAIL → TIMEOUT, "
-            "anything → ERROR) or has untriaged new failures; 0 otherwise; 2 on bad input."
-        ),
+    p = command_parser(
+        "gate",
+        "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks baseline cases, "
+        "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, FAIL → TIMEOUT, "
+        "anything → ERROR) or has untriaged new failures; 0 otherwise; 2 on bad input.",
     )
     p.add_argument(
         "--baseline",

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from conformance.argparsing import command_parser
+
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
@@ -54,12 +56,12 @@ class _Parser(argparse.ArgumentParser):
 def broker_parser() -> argparse.ArgumentParser:
     from conformance.bench.runner import SCENARIOS
 
-    p = _Parser(
-        allow_abbrev=False,
-        prog="amqp-conformance bench broker",
-        description=("Measure brokers side by side: confirmed publish (transient, persistent), no-ack and "
-                     "manual-ack consume, tx with one commit per message, confirm latency; ratios against "
-                     "the first target. Table on stdout, progress on stderr."),
+    p = command_parser(
+        "bench broker",
+        "Measure brokers side by side: confirmed publish (transient, persistent), no-ack and "
+        "manual-ack consume, tx with one commit per message, confirm latency; ratios against "
+        "the first target. Table on stdout, progress on stderr.",
+        cls=_Parser,
     )
     p.add_argument("--broker", dest="targets", action=_Target, metavar="KIND",
                    help="start and measure: reference | local:rabbitmq | local:garagemq (repeatable)")

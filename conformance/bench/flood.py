@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from pamqp import commands as spec
 
+from conformance.argparsing import command_parser
 from conformance.bench.wire import BenchConnection, BenchError, encode, encode_publish
 from conformance.broker.limits import parse_size
 from conformance.clients.raw import URL
@@ -51,9 +52,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(allow_abbrev=False, prog="amqp-conformance bench flood",
-                description="Publisher flood against the reference broker's memory high watermark: resident "
-                            "memory, connection.blocked / unblocked, nothing confirmed lost.")
+    p = command_parser(
+        "bench flood",
+        "Publisher flood against the reference broker's memory high watermark: resident memory, "
+        "connection.blocked / unblocked, nothing confirmed lost.",
+        cls=_Parser,
+    )
     p.add_argument("--total", default="2GB", help="octets of message bodies to publish in all (default 2GB)")
     p.add_argument("--publishers", type=int, default=3, help="publishing connections (default 3)")
     p.add_argument("--body-size", default="64KiB", help="body of each message (default 64KiB)")

@@ -36,15 +36,15 @@ import ssl
 import sys
 import tempfile
 
+from conformance.argparsing import command_parser
+
 from .access import Users
 from .limits import DEFAULT_CHANNEL_MAX, DEFAULT_FRAME_MAX, DEFAULT_MAX_MESSAGE_SIZE, Limits, parse_size
 from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False, prog="amqp-conformance broker", description="AMQP 0-9-1 reference broker"
-    )
+    p = command_parser("broker", "AMQP 0-9-1 reference broker")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5672, help="0 picks a free port")
     p.add_argument("--data-dir", default=None, help="durable state (default: a fresh temp dir)")

@@ -10,7 +10,6 @@ twice.  Works against the reference broker (default) and ``--broker local:rabbit
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import threading
@@ -18,6 +17,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from conformance.argparsing import command_parser
 
 if TYPE_CHECKING:
     from conformance.targets.base import Controller
@@ -102,11 +103,7 @@ def run_cycle(url: str, ctl: Controller, cycle: int, publishers: int, rng: rando
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="amqp-conformance bench crash",
-        description=__doc__.splitlines()[0] if __doc__ else None,
-    )
+    p = command_parser("bench crash", __doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--cycles", type=int, default=5)
     p.add_argument("--publishers", type=int, default=3)
     p.add_argument("--broker", default="reference", help="reference (default) | local:rabbitmq")

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from conformance.argparsing import command_parser
+
 from .mutate import chunks, mutate
 from .sessions import corpus
 
@@ -348,11 +350,7 @@ def _replay_one(rec: Reproducer, target: WireTarget | None, bound: float) -> str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="amqp-conformance fuzz",
-        description="Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.",
-    )
+    p = command_parser("fuzz", "Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     where.add_argument("--broker", default=None, help="reference (default) | local:rabbitmq | local:garagemq")

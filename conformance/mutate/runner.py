@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+from conformance.argparsing import command_parser
 from conformance.clients.handshake import connect
 from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
@@ -108,10 +109,9 @@ class Session:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="amqp-conformance mutate",
-        description="Run the suite through injected broker faults (mutants) and report "
+    p = command_parser(
+        "mutate",
+        "Run the suite through injected broker faults (mutants) and report "
         "which cases kill each one.",
     )
     target = p.add_mutually_exclusive_group()

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from conformance import gate
+from conformance.argparsing import command_parser
 from conformance.extras import missing_extra
 
 EXIT_OK = 0
@@ -31,12 +32,9 @@ def _progress(line: str) -> None:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amqp-conformance report",
-        allow_abbrev=False,
-        description=(
-            "Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL."
-        ),
+    p = command_parser(
+        "report",
+        "Build the compliance report (Parquet tables, summary.json, index.html) from results JSONL.",
     )
     p.add_argument("results", nargs="*", metavar="RESULTS", help="results JSONL files, folders or globs")
     p.add_argument(
@@ -128,12 +126,9 @@ def gate_main(argv: list[str]) -> int:
 
 
 def bench_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="amqp-conformance bench",
-        allow_abbrev=False,
-        description=(
-            "Benchmarks. 'report': generate synthetic results, then build the full report and time it."
-        ),
+    p = command_parser(
+        "bench",
+        "Benchmarks. 'report': generate synthetic results, then build the full report and time it.",
     )
     p.add_argument("what", choices=["report"], help="what to benchmark")
     p.add_argument("--rows", type=int, default=1_000_000, help="synthetic result rows (default 1,000,000)")

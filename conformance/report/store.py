@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from conformance.argparsing import command_parser
 from conformance.report import edges, stages
 from conformance.report.schema import RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
 from conformance.report.session import spark_session
@@ -308,16 +309,11 @@ def load_inputs(spark: SparkSession, files: list[str], stores: list[Path]) -> ed
 
 def ingest_main(argv: list[str]) -> int:
     """``amqp-conformance ingest RESULTS… --store DIR [--master URL]``: 0 done, 2 bad input."""
-    import argparse
     import sys
 
     from conformance.report.session import EnvironmentProblem
 
-    p = argparse.ArgumentParser(
-        allow_abbrev=False,
-        prog="amqp-conformance ingest",
-        description="Append results runs to a Parquet results store, once per run id.",
-    )
+    p = command_parser("ingest", "Append results runs to a Parquet results store, once per run id.")
     p.add_argument("results", nargs="+", metavar="RESULTS", help="results JSONL files, folders or globs")
     p.add_argument("--store", required=True, type=Path, help="the store folder (created if missing)")
     p.add_argument("--master", default=None, help="Spark master URL (default local[*])")

@@ -1,15 +1,23 @@
 """Every argparse parser of the CLI refuses abbreviated options (issue: `run --case` once read as
-`--case-timeout`): an abbreviation must be an error, never a silent match of a longer option."""
+`--case-timeout`): an abbreviation must be an error, never a silent match of a longer option.
+
+Every subcommand builds its parser with ``conformance.argparsing.command_parser``; a parser built
+any other way must say ``allow_abbrev=False`` itself."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
+
+import pytest
+
+from conformance.argparsing import command_parser
 
 PACKAGE = Path(__file__).resolve().parents[2] / "conformance"
 
 
-def _parser_calls() -> list[tuple[str, int, ast.Call]]:
+def _parser_calls() -> list[tuple[str, int, str, ast.Call]]:
     calls = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -17,15 +25,39 @@ def _parser_calls() -> list[tuple[str, int, ast.Call]]:
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if name in ("ArgumentParser", "_Parser"):
-                calls.append((str(path.relative_to(PACKAGE.parent)), node.lineno, node))
+            if name in ("ArgumentParser", "_Parser", "command_parser") or (
+                name == "cls" and path.name == "argparsing.py"
+            ):
+                calls.append((str(path.relative_to(PACKAGE.parent)), node.lineno, name, node))
     return calls
 
 
 def test_every_parser_refuses_abbreviations() -> None:
     calls = _parser_calls()
-    assert len(calls) >= 10, "the scan must see the CLI's parsers"
-    lax = [f"{file}:{line}" for file, line, call in calls
-           if not any(k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
-                      for k in call.keywords)]
+    built = sum(name == "command_parser" for _, _, name, _ in calls)
+    assert built >= 12, "the scan must see the CLI's parsers"
+
+    def strict(call: ast.Call) -> bool:
+        return any(k.arg == "allow_abbrev" and isinstance(k.value, ast.Constant) and k.value.value is False
+                   for k in call.keywords)
+
+    lax = [f"{file}:{line}" for file, line, name, call in calls
+           if name != "command_parser" and not strict(call)]
     assert not lax, f"parsers that accept abbreviations: {lax}"
+
+
+class _Strict(argparse.ArgumentParser):
+    pass
+
+
+@pytest.mark.parametrize("cls", [argparse.ArgumentParser, _Strict])
+def test_command_parser_refuses_a_prefix_and_names_the_command(cls: type[argparse.ArgumentParser],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    p = command_parser("run", "Run.", cls=cls)
+    p.add_argument("--case-timeout", type=float, default=1.0)
+    assert type(p) is cls
+    assert p.parse_args(["--case-timeout", "2"]).case_timeout == 2.0
+    with pytest.raises(SystemExit) as info:
+        p.parse_args(["--case", "2"])
+    assert info.value.code == 2
+    assert "amqp-conformance run: error: unrecognized arguments: --case" in capsys.readouterr().err
