@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, NoReturn
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """A parser whose usage error is one line, ``<prog>: <message>`` on stderr, and exit 2 -- not
+    argparse's usage block (the bench commands, whose output is read by scripts)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message}", file=sys.stderr, flush=True)
+        raise SystemExit(2)
 
 
 def command_parser(
@@ -15,6 +25,6 @@ def command_parser(
 ) -> argparse.ArgumentParser:
     """The parser of ``amqp-conformance <command>``: its program name in usage and errors, and no
     abbreviated options (``run --case`` once read as ``--case-timeout``: a prefix must be an error,
-    never a silent match of a longer option). ``cls``: a parser subclass (one-line errors);
+    never a silent match of a longer option). ``cls``: a parser subclass (:class:`OneLineErrors`);
     ``more``: further ``ArgumentParser`` arguments (``epilog``, ``formatter_class``)."""
     return cls(prog=f"amqp-conformance {command}", description=description, allow_abbrev=False, **more)

@@ -14,9 +14,9 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from conformance.argparsing import command_parser
+from conformance.argparsing import OneLineErrors, command_parser
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
@@ -46,12 +46,6 @@ class _Target(argparse.Action):
         setattr(namespace, self.dest, targets)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line and exit 2, not argparse's usage block.
-        _err(message)
-        raise SystemExit(EXIT_BAD_INPUT)
-
 
 def broker_parser() -> argparse.ArgumentParser:
     from conformance.bench.runner import SCENARIOS
@@ -61,7 +55,7 @@ def broker_parser() -> argparse.ArgumentParser:
         "Measure brokers side by side: confirmed publish (transient, persistent), no-ack and "
         "manual-ack consume, tx with one commit per message, confirm latency; ratios against "
         "the first target. Table on stdout, progress on stderr.",
-        cls=_Parser,
+        cls=OneLineErrors,
     )
     p.add_argument("--broker", dest="targets", action=_Target, metavar="KIND",
                    help="start and measure: reference | local:rabbitmq | local:garagemq (repeatable)")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from pamqp import commands as spec
 
-from conformance.argparsing import command_parser
+from conformance.argparsing import OneLineErrors, command_parser
 from conformance.bench.wire import BenchConnection, BenchError, encode, encode_publish
 from conformance.broker.limits import parse_size
 from conformance.clients.raw import URL
@@ -45,18 +45,13 @@ def _err(message: str) -> None:
     print(f"amqp-conformance bench flood: {message}", file=sys.stderr, flush=True)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        _err(message)
-        raise SystemExit(EXIT_BAD_INPUT)
-
 
 def parser() -> argparse.ArgumentParser:
     p = command_parser(
         "bench flood",
         "Publisher flood against the reference broker's memory high watermark: resident memory, "
         "connection.blocked / unblocked, nothing confirmed lost.",
-        cls=_Parser,
+        cls=OneLineErrors,
     )
     p.add_argument("--total", default="2GB", help="octets of message bodies to publish in all (default 2GB)")
     p.add_argument("--publishers", type=int, default=3, help="publishing connections (default 3)")
