@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from conformance.clients.consuming import consume_published
+from conformance.clients.deadletter import dead_letter_target
 from conformance.clients.expect import expect_get_empty
 from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.libs import aio_pika_settle_then_get, run_async
@@ -60,12 +61,8 @@ def requeue_false_discards(declared_queue: DeclareQueue, amqp: Any, ctx: Any, cl
 
 def declare_dlx(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:
     """A fanout dead-letter exchange with a bound queue, and a source queue dead-lettering to it."""
-    dlx = cleanup.exchange(ctx.name("dlx"))
-    dlq = cleanup.queue(ctx.name("dlq"))
+    dlx, dlq = dead_letter_target(ch, ctx, cleanup)
     src = cleanup.queue(ctx.name("src"))
-    ch.declare_exchange(dlx, "fanout")
-    ch.declare_queue(dlq)
-    ch.bind(dlq, dlx)
     ch.declare_queue(src, **ctx.declare_fields(arguments={"x-dead-letter-exchange": dlx}))
     return src, dlq
 
