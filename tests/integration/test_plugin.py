@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -310,12 +311,10 @@ def test_a_wedged_broker_stops_the_run_without_cascading(
     pytester: pytest.Pytester, workers: list[str]
 ) -> None:
     pytester.makepyfile(test_wedge=WEDGE)
-    t0 = time.monotonic()
     with FakeBroker() as fb:
         res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
                                             "--junitxml", "junit.xml", "--fail-on", "none", "-v", *workers,
                                             timeout=60)
-    took = time.monotonic() - t0
     out = res.stdout.str()
     assert res.ret == 6, out
     recs = _records(pytester.path / "out")
@@ -334,7 +333,14 @@ def test_a_wedged_broker_stops_the_run_without_cascading(
     assert "the broker stopped answering after case" in out and "exit code 6" in out
     junit = (pytester.path / "junit.xml").read_text()
     assert junit.count("<skipped") >= len(not_run)
-    assert took < 25, took
+    # Bounded: from the first case's record to the last NOT_RUN one, the wedge costs its own
+    # TIMEOUT (1 s), the liveness check (at most 2 s here) and nothing per case left. Measured on
+    # the records' own times, not the wall clock around pytest: interpreter and xdist start-up on
+    # a loaded machine took 31-55 s of a 25 s wall-clock bound (the subprocess's timeout=60 stays
+    # the hard bound on the whole run).
+    times = sorted(datetime.fromisoformat(str(r["time"]).replace("Z", "+00:00")) for r in recs.values())
+    span = (times[-1] - times[0]).total_seconds()
+    assert span < 12, (span, verdicts)
 
 
 def test_junit_names_cases_by_id_and_fails_them_whatever_fail_on(pytester: pytest.Pytester) -> None:
