@@ -46,7 +46,6 @@ class _Target(argparse.Action):
         setattr(namespace, self.dest, targets)
 
 
-
 def broker_parser() -> argparse.ArgumentParser:
     from conformance.bench.runner import SCENARIOS
 

@@ -45,7 +45,6 @@ def _err(message: str) -> None:
     print(f"amqp-conformance bench flood: {message}", file=sys.stderr, flush=True)
 
 
-
 def parser() -> argparse.ArgumentParser:
     p = command_parser(
         "bench flood",
