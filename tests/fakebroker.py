@@ -113,6 +113,8 @@ class FakeBroker:
             return self._on_connection_method(client, frm)
         if isinstance(frm, spec.Queue.Declare):
             return self._on_queue_declare(client, channel, frm)
+        if isinstance(frm, spec.Connection.CloseOk):
+            return False  # the client answered our connection.close: the socket ends, as a broker's does
         if isinstance(frm, spec.Channel.Open):
             self._send(client, channel, spec.Channel.OpenOk())
         elif isinstance(frm, spec.Channel.Close):

@@ -48,6 +48,31 @@ def settle_window(limit: float) -> float:
     return min(PROBE_SETTLE, limit / 5)
 
 
+def reply_or_probe(ch: RawChannel, replies: tuple[type, ...], what: str, *,
+                   timeout: float | None = None) -> Event:
+    """The broker's answer to the method just sent on ``ch``: an event of ``replies``, or the
+    answer to a probe (``exchange.declare-ok`` of ``amq.direct``) when that comes first -- the
+    method was ignored. The probe goes out only when no reply came within the settle window (see
+    ``PROBE_SETTLE``), so it is never pipelined behind a method the broker answers by ending the
+    connection; when the reply comes after a probe, the probe's answer is taken too. A close that
+    comes first raises :class:`UnexpectedClose` with that close (also when the probe's send finds
+    the connection already closed by the broker)."""
+    conn = ch.conn
+    limit = conn.timeout if timeout is None else timeout
+    try:
+        return conn.wait_event(ch.id, lambda e: isinstance(e.method, replies), what,
+                               timeout=settle_window(limit))
+    except CaseTimeout:
+        pass
+    ch.barrier_send()
+    ev = conn.wait_event(ch.id, lambda e: isinstance(e.method, (*replies, spec.Exchange.DeclareOk)), what,
+                         timeout=limit)
+    if not isinstance(ev.method, spec.Exchange.DeclareOk):
+        conn.wait_event(ch.id, lambda e: isinstance(e.method, spec.Exchange.DeclareOk),
+                        "the probe's exchange.declare-ok", timeout=limit)
+    return ev
+
+
 # The running case's context, set for every conformance case by ``conformance.clients.fixtures``,
 # so that a bare :func:`check` records what it observed exactly as ``ctx.check`` does.
 ACTIVE_CONTEXT: ContextVar[Any] = ContextVar("amqp_conformance_case_context", default=None)

@@ -252,9 +252,9 @@ class RawConnection:
         try:
             self.sock.sendall(data)
         except OSError as exc:
-            raise UnexpectedClose(
-                "the socket to accept data", self.socket_closed or SocketClosed(str(exc))
-            ) from exc
+            # A connection.close the broker sent before it dropped the socket is what it did.
+            ended = self.closed_by_broker or self.socket_closed or SocketClosed(str(exc))
+            raise UnexpectedClose("the socket to accept data", ended) from exc
 
     def send_frame(
         self, channel: int, frm: Frame | pheader.ContentHeader | ContentBody | pheartbeat.Heartbeat

@@ -178,6 +178,13 @@ class RawChannel:
         Uses a passive declare of ``amq.direct`` (every 0-9-1 broker has it: spec rule
         ``exchange/required-types``); any channel.close that comes first is raised.
         """
+        self.barrier_send(timeout=timeout)
+        self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Exchange.DeclareOk),
+                             "exchange.declare-ok (reply to exchange.declare)", timeout=timeout)
+
+    def barrier_send(self, *, timeout: float | None = None) -> None:
+        """Send the barrier's probe (a passive declare of ``amq.direct``) without waiting for its
+        answer; when the broker has closed this channel already, raise that close instead."""
         probe = spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True)
         if not self.conn.send_if_open(self.id, probe):
             # The broker closed this channel already: report that close (filed right after
@@ -190,8 +197,6 @@ class RawChannel:
                 close_is_error=False,
             )
             raise UnexpectedClose("exchange.declare-ok (barrier)", ev)
-        self.conn.wait_event(self.id, lambda e: isinstance(e.method, spec.Exchange.DeclareOk),
-                             "exchange.declare-ok (reply to exchange.declare)", timeout=timeout)
 
     def close(self, *, timeout: float | None = None) -> None:
         self.send(spec.Channel.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0))

@@ -10,6 +10,7 @@ from pamqp import frame as pframe
 from pamqp.base import Frame
 
 from conformance.clients.confirms import settle_all
+from conformance.clients.expect import reply_or_probe
 from conformance.clients.outcome import short
 from conformance.clients.raw import Event, RawChannel, UnexpectedClose, tags
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
@@ -114,16 +115,12 @@ def bad_name_frame(ch: RawChannel, bad: str, make: Callable[[str], Frame]) -> by
 
 
 def tx_select(ch: RawChannel) -> None:
-    """tx.select, then a probe: a broker that answers the probe but never tx.select-ok ignored the
-    method (a precise FAIL, not a TIMEOUT); 540 NOT_IMPLEMENTED means tx is not offered."""
+    """tx.select, then (without a reply within the settle window) a probe: a broker that answers
+    the probe but never tx.select-ok ignored the method (a precise FAIL, not a TIMEOUT); 540
+    NOT_IMPLEMENTED means tx is not offered (:func:`~conformance.clients.expect.reply_or_probe`)."""
     ch.send(spec.Tx.Select())
-    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
-        ev = ch.conn.wait_event(
-            ch.id,
-            lambda e: isinstance(e.method, (spec.Tx.SelectOk, spec.Exchange.DeclareOk)),
-            "tx.select-ok (reply to tx.select)",
-        )
+        ev = reply_or_probe(ch, (spec.Tx.SelectOk,), "tx.select-ok (reply to tx.select)")
     except UnexpectedClose as exc:
         if exc.reply_code == 540:
             raise Unsupported("tx.select answered 540 NOT_IMPLEMENTED", expected="tx.select-ok",
@@ -133,4 +130,3 @@ def tx_select(ch: RawChannel) -> None:
         raise Mismatch("tx.select", expected="tx.select-ok before the reply to a later probe",
                        observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
                                 "was answered first")
-    ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")

@@ -23,7 +23,7 @@ from pamqp.base import Frame
 
 from conformance.cases import Case, Level, case, param
 from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
-from conformance.clients.expect import check, expect_channel_close, summarize
+from conformance.clients.expect import check, expect_channel_close, reply_or_probe, summarize
 from conformance.clients.fixtures import DeclareQueue
 from conformance.clients.libs import aio_pika_session, pika_session, run_async
 from conformance.clients.pika_steps import pika_queue_channel
@@ -374,16 +374,14 @@ def test_reject_publish_nack(declared_queue, ctx):
 
 
 def tx_mode(ch: RawChannel) -> None:
-    """tx.select, then a probe: a broker that ignores tx.select is a precise FAIL, not a TIMEOUT.
-    steps.tx_select does the same but words its mismatch otherwise (and makes 540 UNSUPPORTED);
-    this keeps the wording and verdicts this case's records have."""
+    """tx.select, then (without a reply) a probe: a broker that ignores tx.select is a precise FAIL,
+    not a TIMEOUT. steps.tx_select does the same but words its mismatch otherwise (and makes 540
+    UNSUPPORTED); this keeps the wording and verdicts this case's records have."""
     ch.send(spec.Tx.Select())
-    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
-    first = ch.wait((spec.Tx.SelectOk, spec.Exchange.DeclareOk), "tx.select-ok (setup)")
+    first = reply_or_probe(ch, (spec.Tx.SelectOk,), "tx.select-ok (setup)")
     if not isinstance(first.method, spec.Tx.SelectOk):
         raise Mismatch("setup tx.select", expected="tx.select-ok",
                        observed="no tx.select-ok: a probe sent after it was answered first")
-    ch.wait(spec.Exchange.DeclareOk, "the probe's exchange.declare-ok")
 
 
 @dataclass(frozen=True)

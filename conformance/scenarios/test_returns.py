@@ -15,7 +15,7 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close
+from conformance.clients.expect import expect_channel_close, reply_or_probe
 from conformance.clients.outcome import short
 from conformance.clients.raw import (
     Event,
@@ -57,11 +57,8 @@ def _returns_after_barrier(ch: RawChannel, within: float) -> list[Event]:
 def _first_answer(ch: RawChannel, within: float) -> str:
     """What the broker does first after a publish: a basic.return, a close, or nothing (the
     probe is answered and no return follows within ``within`` seconds)."""
-    ch.send(spec.Exchange.Declare(exchange="amq.direct", exchange_type="direct", passive=True))
     try:
-        first = ch.conn.wait_event(
-            ch.id, lambda e: isinstance(e.method, (spec.Basic.Return, spec.Exchange.DeclareOk)),
-            "basic.return, a close or the probe's declare-ok")
+        first = reply_or_probe(ch, (spec.Basic.Return,), "basic.return, a close or the probe's declare-ok")
         ev: Event | SocketClosed = first
         if isinstance(first.method, spec.Exchange.DeclareOk):
             ev = ch.conn.wait_event(ch.id, lambda e: isinstance(e.method, spec.Basic.Return),

@@ -4,14 +4,15 @@ the broker's answer, or the client loses the connection.close and reports a sock
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 from pamqp import commands as spec
 
-from conformance.clients.expect import expect_channel_close, expect_connection_close
+from conformance.clients.expect import expect_channel_close, expect_connection_close, reply_or_probe
 from conformance.clients.outcome import outcome
-from conformance.clients.raw import RawChannel, RawConnection
+from conformance.clients.raw import RawChannel, RawConnection, UnexpectedClose
 from conformance.verdicts import Mismatch
 from tests.fakebroker import FakeBroker
 
@@ -72,3 +73,48 @@ def test_expect_channel_close_sees_an_escalation_before_it_probes(fake) -> None:
     with pytest.raises(Mismatch) as exc:
         expect_channel_close(ch, 406, what="declare")
     assert "connection closed instead" in str(exc.value) and "540" in str(exc.value), str(exc.value)
+
+
+# -- reply_or_probe: the same rule for the helpers that wait for one reply --------------------
+
+
+def test_reply_or_probe_sees_the_close_instead_of_losing_it_to_a_reset(fake) -> None:
+    _fb, ch = fake
+    ch.send(_declare("rst540-q"))
+    with pytest.raises(UnexpectedClose) as exc:
+        reply_or_probe(ch, (spec.Queue.DeclareOk,), "queue.declare-ok")
+    assert exc.value.reply_code == 540, exc.value.event.describe()
+
+
+def test_reply_or_probe_sends_no_probe_when_the_reply_comes(fake) -> None:
+    fb, ch = fake
+    ch.send(_declare("plain-q"))
+    ev = reply_or_probe(ch, (spec.Queue.DeclareOk,), "queue.declare-ok")
+    assert isinstance(ev.method, spec.Queue.DeclareOk)
+    assert not [f for f in fb.received if isinstance(f, spec.Exchange.Declare)]
+
+
+def test_reply_or_probe_answers_with_the_probe_when_the_method_is_ignored(fake) -> None:
+    fb, ch = fake
+    ch.send(_declare("silent-q"))
+    ev = reply_or_probe(ch, (spec.Queue.DeclareOk,), "queue.declare-ok", timeout=2.0)
+    assert isinstance(ev.method, spec.Exchange.DeclareOk)
+    assert len([f for f in fb.received if isinstance(f, spec.Exchange.Declare)]) == 1
+
+
+def test_a_send_the_closed_socket_refuses_reports_the_brokers_connection_close(fake) -> None:
+    """After the broker's connection.close and the end of its socket, a send that fails is that
+    close (what the broker did), not a bare socket reset."""
+    _fb, ch = fake
+    ch.send(_declare("rst540-q"))
+    assert ch.conn.wait_connection_close(timeout=5).method.reply_code == 540
+    refused = None
+    for _ in range(100):  # the first sends may still be buffered; a later one meets the reset
+        try:
+            ch.conn.send_frame(ch.id, spec.Basic.Qos(prefetch_count=1))
+        except UnexpectedClose as exc:
+            refused = exc
+            break
+        time.sleep(0.02)
+    assert refused is not None, "the closed socket kept accepting data"
+    assert refused.reply_code == 540, refused.event.describe()
