@@ -64,7 +64,7 @@ def reply_or_probe(ch: RawChannel, replies: tuple[type, ...], what: str, *,
                                timeout=settle_window(limit))
     except CaseTimeout:
         pass
-    ch.barrier_send()
+    ch.barrier_send(timeout=limit)
     ev = conn.wait_event(ch.id, lambda e: isinstance(e.method, (*replies, spec.Exchange.DeclareOk)), what,
                          timeout=limit)
     if not isinstance(ev.method, spec.Exchange.DeclareOk):
