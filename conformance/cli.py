@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from conformance import __version__
 from conformance.argparsing import command_parser
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.targets.kinds import kinds, parse_kind, spellings, tls_capable
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -47,8 +48,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)",
     )
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--broker", default=None,
-                        help="reference (default) | local:rabbitmq | local:garagemq | container:IMAGE")
+    target.add_argument("--broker", default=None, type=parse_kind(), help=spellings())
     target.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     p.add_argument("-n", "--workers", default="0",
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
@@ -69,7 +69,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tls",
         action="store_true",
-        help="--broker reference|local:rabbitmq listen with TLS (certificates made for the run) and "
+        help=f"--broker {'|'.join(k.name for k in kinds(tls_capable))} listen with TLS (certificates made "
+        "for the run) and "
         "the suite connects over amqps",
     )
     p.add_argument("--tls-ca", default=None, help="PEM CA bundle that verifies the broker's certificate")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.argparsing import OneLineErrors, command_parser
+from conformance.targets.kinds import local, parse_kind, spellings
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
@@ -57,7 +58,7 @@ def broker_parser() -> argparse.ArgumentParser:
         cls=OneLineErrors,
     )
     p.add_argument("--broker", dest="targets", action=_Target, metavar="KIND",
-                   help="start and measure: reference | local:rabbitmq | local:garagemq (repeatable)")
+                   help=f"start and measure: {spellings(local, default=None)} (repeatable)")
     p.add_argument("--broker-url", dest="targets", action=_Target, metavar="URL",
                    help="measure a running broker, amqp://user:pass@host:port/vhost")
     p.add_argument(
@@ -84,7 +85,6 @@ def broker_parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> list[str]:
     from conformance.bench.runner import SCENARIOS
     from conformance.clients.raw import URL
-    from conformance.targets.local import LOCAL_BROKERS
 
     if not 0 < args.seconds <= 600:
         raise ValueError("--seconds must be > 0 and <= 600")
@@ -100,8 +100,12 @@ def _check(args: argparse.Namespace) -> list[str]:
     for t in args.targets or []:
         if t.kind == "url":
             URL.parse(t.value)
-        elif t.kind != "reference" and t.kind.removeprefix("local:") not in LOCAL_BROKERS:
-            raise ValueError(f"unknown --broker {t.kind!r} (use reference | local:rabbitmq | local:garagemq)")
+        else:
+            try:
+                parse_kind(local)(t.kind)
+            except argparse.ArgumentTypeError as exc:
+                known = spellings(local, default=None)
+                raise ValueError(f"unknown --broker {t.kind!r} (use {known})") from exc
     if args.json_out is not None and not args.json_out.parent.exists():
         raise ValueError(f"--json-out folder {args.json_out.parent} does not exist")
     return [n for n in SCENARIOS if n in names]  # run order is fixed: consumes drain publishes

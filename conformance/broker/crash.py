@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from conformance.argparsing import command_parser
+from conformance.targets.kinds import controllable, parse_kind, spellings
 
 if TYPE_CHECKING:
     from conformance.targets.base import Controller
@@ -106,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = command_parser("bench crash", __doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--cycles", type=int, default=5)
     p.add_argument("--publishers", type=int, default=3)
-    p.add_argument("--broker", default="reference", help="reference (default) | local:rabbitmq")
+    p.add_argument("--broker", default="reference", type=parse_kind(controllable),
+                   help=spellings(controllable))
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.cycles < 1 or args.publishers < 1:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from conformance.argparsing import command_parser
+from conformance.targets.kinds import parse_kind, spawnable, spellings
 
 from .mutate import chunks, mutate
 from .sessions import corpus
@@ -353,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command_parser("fuzz", "Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
-    where.add_argument("--broker", default=None, help="reference (default) | local:rabbitmq | local:garagemq")
+    where.add_argument("--broker", default=None, type=parse_kind(spawnable), help=spellings(spawnable))
     where.add_argument(
         "--in-process", action="store_true", help="feed the reference broker's sans-IO core directly"
     )

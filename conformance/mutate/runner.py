@@ -35,6 +35,7 @@ from conformance.clients.handshake import connect
 from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import Fault, FaultProxy
+from conformance.targets.kinds import kinds, parse_kind, spawnable, spellings, tls_capable
 from conformance.verdicts import HarnessError
 
 EXIT_SURVIVORS = 1
@@ -118,13 +119,15 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--broker",
         default=None,
-        help="the good broker behind the proxy: reference (default) | local:rabbitmq | local:garagemq",
+        type=parse_kind(spawnable),
+        help=f"the good broker behind the proxy: {spellings(spawnable)}",
     )
     target.add_argument("--broker-url", default=None, help="a running broker behind the proxy: amqp://user:pass@host:port/")
     p.add_argument(
         "--tls",
         action="store_true",
-        help="--broker reference|local:rabbitmq listen with TLS; the proxy connects to it over TLS "
+        help=f"--broker {'|'.join(k.name for k in kinds(tls_capable))} listen with TLS; the proxy connects "
+        "to it over TLS "
         "(it listens plain itself)",
     )
     p.add_argument(

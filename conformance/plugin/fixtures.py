@@ -14,6 +14,7 @@ from conformance.probe import ServerInfo
 from conformance.queue_types import CLASSIC
 from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
+from conformance.targets.kinds import kind_of
 from conformance.verdicts import CaseTimeout, Unsupported
 
 
@@ -130,8 +131,9 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
             return url_target(state.url, state.restart_cmd)
         raise Unsupported("restart cases need a broker the suite controls: use --broker reference|local:* "
                           "or give --restart-cmd with --broker-url")
-    if kind.startswith("container:"):
-        raise Unsupported("restart cases are not available for container targets")
+    k = kind_of(kind)
+    if k is None or not k.restart:
+        raise Unsupported(f"restart cases are not available for {kind.split(':')[0]} targets")
     return _private_broker(state, kind, "restart cases", restricted=False)
 
 
@@ -161,8 +163,11 @@ def alarm_target(conformance_state: SessionState) -> Target:
             return Target(name="url", url=state.url, alarm=shell_alarm(state.settings.alarm_cmd))
         raise Unsupported("the connection.blocked cases need a memory alarm the suite can raise: use "
                           "--broker reference|local:rabbitmq or give --amqp-alarm-cmd with --broker-url")
-    if kind.startswith("container:"):
-        raise Unsupported("the connection.blocked cases are not available for container targets")
+    k = kind_of(kind)
+    if k is None or not k.restart:
+        raise Unsupported(f"the connection.blocked cases are not available for {kind.split(':')[0]} targets")
+    if not k.alarm:
+        raise Unsupported(f"the suite cannot raise the memory alarm of a {kind} broker")
     target = _private_broker(state, kind, "the alarm cases")
     if target.alarm is None:
         raise Unsupported(f"the suite cannot raise the memory alarm of a {kind} broker")

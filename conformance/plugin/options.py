@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.triage import Triage, TriageProblem, load_triage
 from conformance.verdicts import Verdict, parse_fail_on
 
@@ -47,7 +48,7 @@ OPTIONS: tuple[Option, ...] = (
         "broker",
         "AMQP_CONFORMANCE_BROKER",
         None,
-        "target: reference (default) | url | local:rabbitmq | local:garagemq | container:IMAGE",
+        f"target: {spellings()}",
     ),
     # No unprefixed alias: pytest-profiling (and many conftests) define --profile.
     Option(
@@ -146,7 +147,8 @@ OPTIONS: tuple[Option, ...] = (
         "tls",
         "AMQP_CONFORMANCE_TLS",
         None,
-        "spawned targets (reference, local:rabbitmq) listen with TLS and the suite connects over amqps "
+        f"spawned targets ({', '.join(k.name for k in kinds(tls_capable))}) listen with TLS and the suite "
+        "connects over amqps "
         "(certificates made in the target's folder)",
         alias=False,
         switch=True,

@@ -1,18 +1,15 @@
-"""Broker targets: ``reference`` (default), ``url``, ``local:rabbitmq``, ``local:garagemq``,
-``container:IMAGE``."""
+"""Broker targets; the kinds (``reference``, ``url``, ``local:*``, ``container:IMAGE`` ...) are
+declared once in :mod:`conformance.targets.kinds`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from conformance.targets.base import Controller, Target, TargetError, free_port
+from conformance.targets.kinds import kinds, lookup, spawnable, spellings, tls_capable
 
 __all__ = ["Controller", "Target", "TargetError", "free_port", "open_target", "spawn_private"]
 
-KINDS = "reference | url | local:rabbitmq | local:garagemq | container:IMAGE"
-
-
-TLS_KINDS = ("reference", "local:rabbitmq")  # the spawned targets that can listen with TLS
 
 
 def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = None,
@@ -36,33 +33,16 @@ def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = 
 def spawn_private(
     kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True
 ) -> Target:
-    """A broker process of our own (with a controller): reference, local:* or container:*;
-    with ``tls`` one listening with TLS (reference and local:rabbitmq only). ``restricted=False``
-    skips making the access cases' restricted user where that costs time (rabbitmqctl): the
-    restart cases' private brokers do not need it."""
-    if tls and kind not in TLS_KINDS:
-        raise TargetError(f"--tls is available for {' and '.join(TLS_KINDS)}, not {kind}")
-    if kind == "reference":
-        from conformance.targets.reference import start_reference
-
-        return start_reference(workdir, tls=tls)
-    if kind.startswith("local:"):
-        from conformance.targets.local import LOCAL_BROKERS
-
-        name = kind.split(":", 1)[1]
-        if name not in LOCAL_BROKERS:
-            raise TargetError(f"unknown local broker {name!r} (known: {', '.join(sorted(LOCAL_BROKERS))})")
-        if tls:
-            from conformance.targets.local import start_rabbitmq
-
-            return start_rabbitmq(workdir, tls=True, restricted=restricted)
-        if name == "rabbitmq":
-            from conformance.targets.local import start_rabbitmq
-
-            return start_rabbitmq(workdir, restricted=restricted)
-        return LOCAL_BROKERS[name](workdir)
-    if kind.startswith("container:"):
-        from conformance.targets.container import start_container
-
-        return start_container(kind.split(":", 1)[1])
-    raise TargetError(f"unknown --broker {kind!r} (use {KINDS})")
+    """A broker process of our own (with a controller), of a spawned kind of the registry
+    (:mod:`conformance.targets.kinds`); with ``tls`` one listening with TLS (kinds with ``tls``
+    only). ``restricted=False`` skips making the access cases' restricted user where that costs
+    time (rabbitmqctl): the restart cases' private brokers do not need it."""
+    k, arg = lookup(kind)
+    if k.start is None:
+        raise TargetError(f"--broker {kind} is not started by the suite (use {spellings(spawnable)})")
+    if tls and not k.tls:
+        raise TargetError(f"--tls is available for {' and '.join(x.name for x in kinds(tls_capable))}, "
+                          f"not {kind}")
+    if k.prefix and not arg:
+        raise TargetError(f"{k.name} names no {k.metavar or 'argument'} (use --broker {k.spelling})")
+    return k.start(arg, workdir=workdir, tls=tls, restricted=restricted)

@@ -231,4 +231,3 @@ def start_garagemq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> T
                   restricted_unsupported=GARAGEMQ_NO_PERMISSIONS)
 
 
-LOCAL_BROKERS = {"rabbitmq": start_rabbitmq, "garagemq": start_garagemq}

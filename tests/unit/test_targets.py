@@ -13,7 +13,7 @@ from conformance.targets.url import url_target
 def test_unknown_kinds_are_one_clear_error() -> None:
     with pytest.raises(TargetError, match="unknown --broker 'qpid'"):
         open_target("qpid")
-    with pytest.raises(TargetError, match="unknown local broker 'qpid'"):
+    with pytest.raises(TargetError, match="unknown --broker 'local:qpid'"):
         open_target("local:qpid")
     with pytest.raises(TargetError, match="needs --broker-url"):
         open_target("url")
