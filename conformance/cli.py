@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from conformance import __version__
-from conformance.argparsing import command_parser
-from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
-from conformance.targets.kinds import kinds, parse_kind, spellings, tls_capable
+from conformance.argparsing import OneLineErrors, command_parser
+from conformance.plugin.options import BY_NAME, OPTIONS
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -40,6 +39,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p = command_parser(
         "run",
         "Run the conformance suite and build the report of the run.",
+        cls=OneLineErrors,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal "
         "error or the report failed; "
@@ -47,76 +47,169 @@ def _run_parser() -> argparse.ArgumentParser:
         "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
         "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)",
     )
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--broker", default=None, type=parse_kind(), help=spellings())
-    target.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
     p.add_argument("-n", "--workers", default="0",
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
-    p.add_argument(
-        "--profile",
-        default=None,
-        help=" | ".join(f"{n} (default)" if n == DEFAULT_PROFILE else n for n in PROFILE_DESCRIPTIONS),
-    )
-    p.add_argument("--case-timeout", default=None, help="seconds per wait before TIMEOUT (default 10)")
-    p.add_argument("--case-ceiling", default=None,
-                   help="hard ceiling per case, a multiple of --case-timeout (default 6; 0 disables): a case "
-                        "still running then is interrupted and recorded TIMEOUT with where it was stuck")
-    p.add_argument("--fail-on", default=None, help="verdicts that fail the run (default FAIL,TIMEOUT,ERROR)")
-    p.add_argument("--restart-cmd", default=None, help="command that restarts the --broker-url broker")
-    p.add_argument("--restricted-url", default=None,
-                   help="URL of a second user with restricted permissions, for the access area (spawned "
-                        "targets make one; see the scenarios README for the permissions it needs)")
-    p.add_argument(
-        "--tls",
-        action="store_true",
-        help=f"--broker {'|'.join(k.name for k in kinds(tls_capable))} listen with TLS (certificates made "
-        "for the run) and "
-        "the suite connects over amqps",
-    )
-    p.add_argument("--tls-ca", default=None, help="PEM CA bundle that verifies the broker's certificate")
-    p.add_argument("--tls-cert", default=None, help="PEM client certificate sent to the broker")
-    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
-    p.add_argument("--tls-insecure", action="store_true", help="do not verify the broker's certificate")
-    p.add_argument("--queue-type", default=None,
-                   help="queue type(s) the queue-declaring cases declare: classic (default), quorum, or "
-                        "classic,quorum (each such case once per type; other types' ids suffixed [type])")
-    p.add_argument("--results", default="reports/results", help="results folder (default reports/results)")
+    add_table_options(p)
     p.add_argument(
         "--report-out", default="reports", help="where the run's report folder goes (default reports)"
     )
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
     p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
-    p.add_argument(
-        "--case",
-        default=None,
-        help="only the cases whose id matches one of these comma separated globs, e.g. 'confirms.*'",
-    )
-    p.add_argument(
-        "--rule",
-        default=None,
-        help="only the cases checking a spec rule that matches one of these globs, e.g. 'basic.ack/*'",
-    )
-    p.add_argument("--expected-failures", default=None, metavar="TOML",
-                   help="triage file (the gate's format, e.g. fixtures/baselines/garagemq.triage.toml): "
-                        "verdicts it explains are reported as known and do not fail the run; listed cases "
-                        "that pass are reported as fixed")
     p.add_argument("-k", dest="keyword", default=None,
                    help="only cases matching this pytest -k expression (case ids and markers work)")
     p.add_argument("--area", action="append", default=[],
-                   help="only these areas (scenario modules), e.g. --area confirms --area tx")
+                   help="only these areas (scenario modules), e.g. --area confirms --area tx or "
+                        "--area confirms,tx")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return p
 
 
+def add_table_options(p: argparse.ArgumentParser) -> None:
+    """The plugin's options (:data:`conformance.plugin.options.OPTIONS`) as ``run --NAME``: declared
+    there once, with their check; a value left out here falls to the env twin, ini key, default."""
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for opt in OPTIONS:
+        where: argparse._ActionsContainer = p
+        if opt.group is not None:
+            if opt.group not in groups:
+                groups[opt.group] = p.add_mutually_exclusive_group()
+            where = groups[opt.group]
+        if opt.switch:
+            where.add_argument(f"--{opt.name}", dest=opt.dest, action="store_true", default=None,
+                               help=f"{opt.text} [env {opt.env}]")
+        else:
+            where.add_argument(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
+                               help=f"{opt.text} [env {opt.env}]")
+
+
+def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str] = ()) -> list[str]:
+    """The table options given on ``run``'s command line, as the plugin's ``--amqp-NAME``."""
+    out: list[str] = []
+    for opt in OPTIONS:
+        value = getattr(args, opt.dest, None)
+        if opt.name in skip or value is None or value is False:
+            continue
+        out += [opt.flag] if opt.switch else [opt.flag, str(value)]
+    return out
+
+
+def known_areas() -> list[str]:
+    """The areas: one per scenario module (read from the package, nothing imported)."""
+    from importlib.resources import files
+
+    return sorted(f.name[5:-3] for f in files("conformance.scenarios").iterdir()
+                  if f.name.startswith("test_") and f.name.endswith(".py"))
+
+
+def areas_of(given: Sequence[str]) -> list[str]:
+    """``--area`` values (repeatable, each a comma list) checked against the known areas."""
+    names = [a.strip() for item in given for a in item.split(",") if a.strip()]
+    known = known_areas()
+    unknown = [a for a in names if a not in known]
+    if unknown:
+        raise ValueError(f"--area names an unknown area {', '.join(unknown)} (known: {', '.join(known)})")
+    return list(dict.fromkeys(names))
+
+
+def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
+    """An option's value given to ``run`` (else its environment twin) and how the user spelled it."""
+    opt = BY_NAME[name]
+    value = getattr(args, opt.dest, None)
+    if value is not None:
+        return (str(value) if not opt.switch else ("1" if value else None)), f"--{name}"
+    env = os.environ.get(opt.env) or None
+    return env, opt.env
+
+
+def _pytest_table_args(pytest_args: Sequence[str]) -> list[tuple[str, str, str]]:
+    """The plugin's ``--amqp-NAME value`` / ``--amqp-NAME=value`` given after ``--``."""
+    out: list[tuple[str, str, str]] = []
+    for i, token in enumerate(pytest_args):
+        if not token.startswith("--amqp-"):
+            continue
+        flag, eq, value = token.partition("=")
+        opt = BY_NAME.get(flag.removeprefix("--amqp-"))
+        if opt is None or opt.switch:
+            continue
+        if not eq:
+            if i + 1 >= len(pytest_args):
+                raise ValueError(f"{flag} takes a value")
+            value = pytest_args[i + 1]
+        out.append((opt.name, value, flag))
+    return out
+
+
+def bad_run_input(args: argparse.Namespace) -> str | None:
+    """One line naming the first bad option value or combination of a ``run``, else None. Each
+    value goes through the check its option declares (:data:`conformance.plugin.options.OPTIONS`),
+    so nothing starts on input the plugin would refuse later."""
+    try:
+        _check_values(args)
+        _check_combinations(args)
+    except ValueError as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    from conformance.plugin.options import SWITCH_VALUES
+
+    for opt in OPTIONS:
+        value, spelled = _effective(args, opt.name)
+        if value is None:
+            continue
+        if opt.switch:
+            if value.strip().lower() not in SWITCH_VALUES:
+                raise ValueError(f"{spelled} takes 1/0, true/false, yes/no or on/off, not {value!r}")
+            continue
+        opt.check(value, spelled)
+    for name, value, flag in _pytest_table_args(args.pytest_args):
+        BY_NAME[name].check(value, flag)
+    workers = str(args.workers).strip()
+    if workers != "auto" and not (workers.isdigit()):
+        raise ValueError(f"-n takes a number of workers or 'auto', not {workers!r}")
+    parallel = workers not in ("0", "")
+    for name in ("restart-cmd", "alarm-cmd"):
+        if parallel and _effective(args, name)[0]:
+            raise ValueError(f"-n cannot be combined with --{name}: it acts on the one shared broker "
+                             "while other workers' cases run on it")
+    areas_of(args.area)
+
+
+def _check_combinations(args: argparse.Namespace) -> None:
+    kind, _ = _effective(args, "broker")
+    url, _ = _effective(args, "broker-url")
+    tls = _effective(args, "tls")[0] not in (None, "0", "false", "no", "off")
+    if kind == "url" and not url:
+        raise ValueError("--broker url needs --broker-url amqp://user:pass@host:port/vhost")
+    if tls and url and kind in (None, "", "url", "reference"):
+        raise ValueError("--tls spawns a broker with a TLS listener; for --broker-url give an "
+                         "amqps:// URL")
+    if tls and kind:
+        from conformance.targets.kinds import kind_of, kinds, tls_capable
+
+        k = kind_of(kind)
+        if k is not None and not k.tls:
+            able = " and ".join(x.name for x in kinds(tls_capable))
+            raise ValueError(f"--tls is available for {able}, not {kind}")
+
+
 def run_main(argv: Sequence[str]) -> int:
     args = _run_parser().parse_args(list(argv))
+    bad = bad_run_input(args)
+    if bad is not None:
+        _err(bad)
+        return EXIT_BAD_INPUT
     import pytest
 
     from conformance.results import new_run_id
 
     run_id = new_run_id()
     os.environ["AMQP_CONFORMANCE_RUN_ID"] = run_id
-    results_dir = Path(args.results).resolve()
+    results_opt = BY_NAME["results"]
+    results_dir = Path(
+        args.amqp_results or os.environ.get(results_opt.env) or str(results_opt.default)
+    ).resolve()
     from conformance.plugin.session import results_writable
 
     unwritable = results_writable(results_dir) or results_writable(Path(args.report_out).resolve())
@@ -132,30 +225,9 @@ def run_main(argv: Sequence[str]) -> int:
             _err(problem)
             return EXIT_BAD_INPUT
     pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
-    targets = [f"conformance.scenarios.test_{a}" for a in args.area] or ["conformance.scenarios"]
+    targets = [f"conformance.scenarios.test_{a}" for a in areas_of(args.area)] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
-    for name, value in (
-        ("broker", args.broker),
-        ("broker-url", args.broker_url),
-        ("profile", args.profile),
-        ("case-timeout", args.case_timeout),
-        ("case-ceiling", args.case_ceiling),
-        ("fail-on", args.fail_on),
-        ("restart-cmd", args.restart_cmd),
-        ("restricted-url", args.restricted_url),
-        ("case", args.case),
-        ("rule", args.rule),
-        ("expected-failures", args.expected_failures),
-        ("queue-type", args.queue_type),
-        ("tls-ca", args.tls_ca),
-        ("tls-cert", args.tls_cert),
-        ("tls-key", args.tls_key),
-    ):
-        if value is not None:
-            pyargs += [f"--amqp-{name}", str(value)]
-    pyargs += [
-        f"--amqp-{name}" for name, on in (("tls", args.tls), ("tls-insecure", args.tls_insecure)) if on
-    ]
+    pyargs += table_values_as_pytest_args(args, skip=("results",))
     pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
@@ -224,18 +296,24 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
 
 
 def cases_main(argv: Sequence[str]) -> int:
-    p = command_parser("cases", "List the suite's cases.")
+    p = command_parser("cases", "List the suite's cases.", cls=OneLineErrors)
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--area", default=None, help="only this area")
+    p.add_argument("--area", action="append", default=[],
+                   help="only these areas (repeatable, or a comma list)")
     p.add_argument("--invariants", action="store_true",
                    help="the wire invariants checked under every case (a violation makes the case FAIL)")
     args = p.parse_args(list(argv))
+    try:
+        areas = areas_of(args.area)
+    except ValueError as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
     if args.invariants:
         return _print_invariants(as_json=args.json)
     from conformance.cases import all_cases
 
-    cases = [c for c in all_cases() if args.area in (None, c.area)]
+    cases = [c for c in all_cases() if not areas or c.area in areas]
     if args.rules:
         return _print_rule_coverage(cases, as_json=args.json)
     if args.json:
@@ -351,10 +429,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err(f"unknown command {name!r}\n{_usage()}")
         return EXIT_BAD_INPUT
     try:
-        return COMMANDS[name][0](rest)
+        code = COMMANDS[name][0](rest)
+        sys.stdout.flush()  # a closed stdout shows here, inside the handler, not at exit
+        return code
     except KeyboardInterrupt:
         _err("interrupted")
         return 130
+    except BrokenPipeError:
+        # The reader went away (``cases | head``): stop quietly; point stdout at nothing so the
+        # interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,27 +15,151 @@ from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.triage import Triage, TriageProblem, load_triage
 from conformance.verdicts import Verdict, parse_fail_on
 
+# -- value checks: each option declares its own once; a check raises ValueError with the rest of
+# the sentence that follows the option's name ("--case-timeout must be positive").
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ValueError("takes a number of seconds") from exc
+    if not value > 0:
+        raise ValueError("must be positive")
+    return value
+
+
+def _ceiling(text: str) -> float:
+    try:
+        factor = float(text)
+    except ValueError as exc:
+        raise ValueError("takes a multiple of --case-timeout (a number)") from exc
+    if factor != 0 and not factor >= 1:
+        raise ValueError("must be at least 1 (× --case-timeout), or 0 to disable it")
+    return factor
+
+
+def _octets(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise ValueError("takes a number of octets") from exc
+    if value <= 0:
+        raise ValueError("must be positive")
+    return value
+
+
+def _profile(text: str) -> str:
+    if text not in PROFILE_DESCRIPTIONS:
+        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
+    return text
+
+
+def _fail_on(text: str) -> frozenset[Verdict]:
+    try:
+        return parse_fail_on(text)
+    except ValueError as exc:
+        known = ",".join(v.value for v in Verdict)
+        bad = [p.strip() for p in text.split(",") if p.strip().upper().replace("-", "_") not in
+               {v.value for v in Verdict}]
+        raise ValueError(f"names an unknown verdict {', '.join(bad) or text!r} (known: {known}, or none)") \
+            from exc
+
+
+def _url(text: str) -> str:
+    from conformance.clients.wire import URL
+
+    try:
+        URL.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"takes amqp://user:pass@host:port/vhost: {exc}") from exc
+    return text
+
+
+def _kind(text: str) -> str:
+    from conformance.targets.kinds import kind_of
+
+    k = kind_of(text)
+    if k is None:
+        raise ValueError(f"names an unknown target {text!r} (use {spellings()})")
+    if k.prefix and not text[len(k.name):]:
+        raise ValueError(f"names no {k.metavar or 'argument'} (use {k.spelling})")
+    return text
+
+
+def _alarm_cmd(text: str) -> str:
+    if "{state}" not in text:
+        raise ValueError("must contain {state} (replaced by on or off)")
+    return text
+
+
+def _queue_types(text: str) -> tuple[str, ...]:
+    from conformance.queue_types import QUEUE_TYPES
+
+    names = _globs(text.lower())
+    unknown = [n for n in names if n not in QUEUE_TYPES]
+    if unknown or not names:
+        raise ValueError(f"names an unknown queue type {', '.join(unknown) or repr(text)} "
+                         f"(known: {', '.join(QUEUE_TYPES)})")
+    return tuple(dict.fromkeys(names))
+
+
+def _triage_file(text: str) -> Triage:
+    try:
+        return load_triage(Path(text).expanduser())
+    except TriageProblem as exc:
+        raise ValueError(f"cannot be used: {exc}") from exc
+
+
+def _pem_file(text: str) -> str:
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"names no readable file: {path}")
+    return text
+
 
 @dataclass(frozen=True)
 class Option:
     """One setting: ``--amqp-NAME`` on the command line (and ``--NAME`` where that cannot clash with
     another plugin), an environment twin and an ini key ``amqp_NAME``; the command line wins, then
-    the environment, then the ini file, then the default."""
+    the environment, then the ini file, then the default. ``amqp-conformance run`` offers each as
+    ``--NAME`` and forwards it as ``--amqp-NAME``."""
 
     name: str
     env: str
     default: str | None
-    help: str
+    help: str  # "{kinds}" is replaced by the registered target kinds when shown
     alias: bool = True  # also accept the short, unprefixed ``--NAME`` (today's spelling)
     switch: bool = False  # a flag without a value (its env twin and ini key take 1/0, true/false, yes/no)
+    parse: Callable[[str], Any] | None = None  # the value's check and conversion (ValueError: bad)
+    group: str | None = None  # options of one group exclude each other (run's --broker | --broker-url)
+    metavar: str | None = None
 
     @property
     def flag(self) -> str:
         return f"--amqp-{self.name}"
 
     @property
+    def short(self) -> str:
+        """The spelling a message names: ``--NAME`` where that alias exists, else ``--amqp-NAME``."""
+        return f"--{self.name}" if self.alias else self.flag
+
+    @property
     def dest(self) -> str:
         return "amqp_" + self.name.replace("-", "_")
+
+    @property
+    def text(self) -> str:
+        return self.help.replace("{kinds}", spellings())
+
+    def check(self, value: str, spelled: str | None = None) -> Any:
+        """``parse(value)``; a bad value is a ValueError of one line naming the option."""
+        if self.parse is None:
+            return value
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise ValueError(f"{spelled or self.short} {exc}") from exc
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -43,12 +168,18 @@ OPTIONS: tuple[Option, ...] = (
         "AMQP_CONFORMANCE_BROKER_URL",
         None,
         "run against the broker at this URL (amqp://user:pass@host:port/vhost)",
+        parse=_url,
+        group="target",
+        metavar="URL",
     ),
     Option(
         "broker",
         "AMQP_CONFORMANCE_BROKER",
         None,
-        f"target: {spellings()}",
+        "target: {kinds}",
+        parse=_kind,
+        group="target",
+        metavar="KIND",
     ),
     # No unprefixed alias: pytest-profiling (and many conftests) define --profile.
     Option(
@@ -57,12 +188,16 @@ OPTIONS: tuple[Option, ...] = (
         DEFAULT_PROFILE,
         f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})",
         alias=False,
+        parse=_profile,
+        metavar="NAME",
     ),
     Option(
         "case-timeout",
         "AMQP_CONFORMANCE_CASE_TIMEOUT",
         "10",
         "seconds any single wait of a case may take before TIMEOUT (default 10)",
+        parse=_positive_seconds,
+        metavar="SECONDS",
     ),
     Option(
         "case-ceiling",
@@ -71,18 +206,23 @@ OPTIONS: tuple[Option, ...] = (
         "hard ceiling of one case (setup and body; teardown its own) as a multiple of --case-timeout: "
         "a case still running then is interrupted and recorded TIMEOUT with where it was stuck "
         "(default 6; 0 disables)",
+        parse=_ceiling,
+        metavar="FACTOR",
     ),
     Option(
         "results",
         "AMQP_CONFORMANCE_RESULTS",
         "reports/results",
         "folder for the results JSONL (default reports/results)",
+        metavar="DIR",
     ),
     Option(
         "fail-on",
         "AMQP_CONFORMANCE_FAIL_ON",
         "FAIL,TIMEOUT,ERROR",
         "verdicts that make the exit code non-zero (default FAIL,TIMEOUT,ERROR; 'none' for none)",
+        parse=_fail_on,
+        metavar="VERDICTS",
     ),
     Option(
         "restricted-url",
@@ -90,12 +230,15 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "URL of a second user with restricted permissions, for the access cases (the spawned targets "
         "make one; see the scenarios README for the permissions it must have)",
+        parse=_url,
+        metavar="URL",
     ),
     Option(
         "restart-cmd",
         "AMQP_CONFORMANCE_RESTART_CMD",
         None,
         "shell command that restarts the --broker-url broker (enables restart cases for url targets)",
+        metavar="CMD",
     ),
     Option(
         "max-message-size",
@@ -104,6 +247,8 @@ OPTIONS: tuple[Option, ...] = (
         "the --broker-url broker's max message size in octets (RabbitMQ: max_message_size); the "
         "limits.max-message-size-* cases are UNSUPPORTED on a url target without it",
         alias=False,
+        parse=_octets,
+        metavar="OCTETS",
     ),
     Option(
         "alarm-cmd",
@@ -113,12 +258,15 @@ OPTIONS: tuple[Option, ...] = (
         'memory alarm, e.g. "rabbitmqctl set_vm_memory_high_watermark ..." (enables the connection.blocked '
         "cases for url targets; do not combine with -n)",
         alias=False,
+        parse=_alarm_cmd,
+        metavar="CMD",
     ),
     Option(
         "case",
         "AMQP_CONFORMANCE_CASE",
         None,
         "only the cases whose id matches one of these comma separated globs (e.g. 'confirms.*,tx.publish.*')",
+        metavar="GLOBS",
     ),
     Option(
         "rule",
@@ -126,6 +274,7 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "only the cases that check a spec rule matching one of these comma separated globs "
         "(e.g. 'basic.ack/*,tx.*')",
+        metavar="GLOBS",
     ),
     Option(
         "expected-failures",
@@ -133,6 +282,8 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "triage TOML (the gate's format): a verdict it explains is reported as known and does not "
         "count for --fail-on; a listed case that now passes is reported as fixed",
+        parse=_triage_file,
+        metavar="TOML",
     ),
     Option(
         "queue-type",
@@ -141,6 +292,8 @@ OPTIONS: tuple[Option, ...] = (
         "queue type(s) the queue-declaring cases declare: classic (default) | quorum, or several comma "
         "separated (classic,quorum): each case then runs once per type, ids of other types than classic "
         "suffixed [type]",
+        parse=_queue_types,
+        metavar="TYPES",
     ),
     # TLS: no unprefixed aliases (--tls-* names are common enough to clash with other plugins).
     Option(
@@ -159,6 +312,8 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "PEM CA bundle that verifies the broker's certificate (the URL's cacertfile=)",
         alias=False,
+        parse=_pem_file,
+        metavar="PEM",
     ),
     Option(
         "tls-cert",
@@ -166,6 +321,8 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "PEM client certificate sent to the broker (the URL's certfile=)",
         alias=False,
+        parse=_pem_file,
+        metavar="PEM",
     ),
     Option(
         "tls-key",
@@ -173,6 +330,8 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "PEM private key of --amqp-tls-cert (the URL's keyfile=)",
         alias=False,
+        parse=_pem_file,
+        metavar="PEM",
     ),
     Option(
         "tls-insecure",
@@ -195,9 +354,9 @@ def add_options(parser: pytest.Parser) -> None:
             {"action": "store_const", "const": "1"} if opt.switch else {"action": "store"}
         )
         group.addoption(
-            *names, dest=opt.dest, default=None, help=f"{opt.help} [env {opt.env}; ini {opt.dest}]", **kwargs
+            *names, dest=opt.dest, default=None, help=f"{opt.text} [env {opt.env}; ini {opt.dest}]", **kwargs
         )
-        parser.addini(opt.dest, f"{opt.help} (as --amqp-{opt.name})", default=None)
+        parser.addini(opt.dest, f"{opt.text} (as --amqp-{opt.name})", default=None)
 
 
 def option(config: pytest.Config, name: str) -> str | None:
@@ -267,15 +426,16 @@ def _switch(config: pytest.Config, name: str) -> bool:
     return SWITCH_VALUES[text]
 
 
-def _triage(config: pytest.Config) -> Triage | None:
-    """The expected-failures file, read once (a missing or malformed file is one usage line)."""
-    path = _path(config, "expected-failures")
-    if path is None:
+def _checked(config: pytest.Config, name: str) -> Any:
+    """The option's value through its declared check (None when unset); bad → one usage line."""
+    opt = BY_NAME[name]
+    text = option(config, name)
+    if text is None or (text == "" and opt.default is None):
         return None
     try:
-        return load_triage(Path(path))
-    except TriageProblem as exc:
-        raise pytest.UsageError(f"--amqp-expected-failures: {exc}") from exc
+        return opt.check(text)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
 
 
 def _path(config: pytest.Config, name: str) -> str | None:
@@ -287,63 +447,23 @@ def _path(config: pytest.Config, name: str) -> str | None:
     return str(path if path.is_absolute() else Path(config.invocation_params.dir) / path)
 
 
-def _restricted_url(config: pytest.Config) -> str | None:
-    text = option(config, "restricted-url")
-    if not text:
+def _checked_path(config: pytest.Config, name: str) -> Any:
+    path = _path(config, name)
+    if path is None:
         return None
-    from conformance.clients.wire import URL
-
     try:
-        URL.parse(text)
+        return BY_NAME[name].check(path)
     except ValueError as exc:
-        raise pytest.UsageError(f"--amqp-restricted-url: {exc}") from exc
-    return text
-
-
-def _queue_types(text: str | None) -> tuple[str, ...]:
-    from conformance.queue_types import QUEUE_TYPES
-
-    names = _globs((text or "classic").lower())
-    unknown = [n for n in names if n not in QUEUE_TYPES]
-    if unknown or not names:
-        raise pytest.UsageError(f"unknown --amqp-queue-type {', '.join(unknown) or repr(text)} "
-                                f"(known: {', '.join(QUEUE_TYPES)})")
-    return tuple(dict.fromkeys(names))
+        raise pytest.UsageError(str(exc)) from exc
 
 
 def read_settings(config: pytest.Config) -> Settings:
-    """Validate the options; bad input is a ``UsageError`` (one line, exit 4, before any case)."""
-    try:
-        fail_on = parse_fail_on(option(config, "fail-on") or "")
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from exc
-    try:
-        case_timeout = float(option(config, "case-timeout") or "")
-    except ValueError as exc:
-        raise pytest.UsageError("--case-timeout takes a number of seconds") from exc
-    if case_timeout <= 0:
-        raise pytest.UsageError("--case-timeout must be positive")
-    try:
-        factor = float(option(config, "case-ceiling") or "")
-    except ValueError as exc:
-        raise pytest.UsageError("--case-ceiling takes a multiple of --case-timeout (a number)") from exc
-    if factor != 0 and factor < 1:
-        raise pytest.UsageError("--case-ceiling must be at least 1 (× --case-timeout), or 0 to disable it")
-    profile = option(config, "profile") or DEFAULT_PROFILE
-    if profile not in PROFILE_DESCRIPTIONS:
-        raise pytest.UsageError(
-            f"unknown --amqp-profile {profile!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})"
-        )
-    max_size_text = option(config, "max-message-size")
-    try:
-        max_message_size = int(max_size_text) if max_size_text else None
-    except ValueError as exc:
-        raise pytest.UsageError("--amqp-max-message-size takes a number of octets") from exc
-    if max_message_size is not None and max_message_size <= 0:
-        raise pytest.UsageError("--amqp-max-message-size must be positive")
-    alarm_cmd = option(config, "alarm-cmd") or None
-    if alarm_cmd is not None and "{state}" not in alarm_cmd:
-        raise pytest.UsageError("--amqp-alarm-cmd must contain {state} (replaced by on or off)")
+    """Validate the options with the checks the table declares; bad input is a ``UsageError`` (one
+    line, before any case)."""
+    fail_on = _checked(config, "fail-on")
+    case_timeout = _checked(config, "case-timeout")
+    factor = _checked(config, "case-ceiling")
+    profile = _checked(config, "profile") or DEFAULT_PROFILE
     results = Path(option(config, "results") or "reports/results")
     if not results.is_absolute():
         results = Path(config.invocation_params.dir) / results
@@ -351,7 +471,7 @@ def read_settings(config: pytest.Config) -> Settings:
         profile=profile,
         case_timeout=case_timeout,
         case_ceiling=factor * case_timeout,
-        fail_on=fail_on,
+        fail_on=fail_on if fail_on is not None else frozenset(),
         results_dir=results,
         broker_kind=option(config, "broker") or "",
         broker_url=option(config, "broker-url"),
@@ -360,13 +480,13 @@ def read_settings(config: pytest.Config) -> Settings:
         rule_globs=_globs(option(config, "rule")),
         asked=asked(config),
         tls=_switch(config, "tls"),
-        tls_ca=_path(config, "tls-ca"),
-        tls_cert=_path(config, "tls-cert"),
-        tls_key=_path(config, "tls-key"),
+        tls_ca=_checked_path(config, "tls-ca"),
+        tls_cert=_checked_path(config, "tls-cert"),
+        tls_key=_checked_path(config, "tls-key"),
         tls_insecure=_switch(config, "tls-insecure"),
-        expected_failures=_triage(config),
-        restricted_url=_restricted_url(config),
-        max_message_size=max_message_size,
-        alarm_cmd=alarm_cmd,
-        queue_types=_queue_types(option(config, "queue-type")),
+        expected_failures=_checked_path(config, "expected-failures"),
+        restricted_url=_checked(config, "restricted-url"),
+        max_message_size=_checked(config, "max-message-size"),
+        alarm_cmd=_checked(config, "alarm-cmd"),
+        queue_types=_checked(config, "queue-type") or ("classic",),
     )

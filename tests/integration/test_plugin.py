@@ -557,7 +557,8 @@ def test_bad_restricted_url_is_one_line(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_demo=RESTRICTED_CASES)
     res = pytester.runpytest_subprocess("--broker-url", "amqp://127.0.0.1:1/", "--restricted-url", "http://x/")
     assert res.ret == 4
-    assert "--amqp-restricted-url: unsupported URL scheme 'http'" in res.stderr.str()
+    assert "--restricted-url takes amqp://user:pass@host:port/vhost: unsupported URL scheme 'http'" in (
+        res.stderr.str())
 
 
 @pytest.mark.parametrize(
