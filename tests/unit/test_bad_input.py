@@ -1,0 +1,98 @@
+"""The error contract for bad option values: one stderr line naming the option, exit 2, before
+anything starts (no broker is needed: every input here is refused before a target is opened)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance import cli
+
+BAD_RUN = [
+    (["--fail-on", "BOGUS"], "--fail-on"),
+    (["--profile", "bogus"], "--profile"),
+    (["--queue-type", "stream"], "--queue-type"),
+    (["--queue-type", "classic,nosuch"], "--queue-type"),
+    (["--case-timeout", "-1"], "--case-timeout"),
+    (["--case-timeout", "soon"], "--case-timeout"),
+    (["--case-ceiling", "0.5"], "--case-ceiling"),
+    (["-n", "abc"], "-n"),
+    (["-n", "2", "--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--restart-cmd", "true"],
+     "--restart-cmd"),
+    (["-n", "2", "--alarm-cmd", "x {state}"], "--alarm-cmd"),
+    (["--broker-url", "localhost:5672"], "--broker-url"),
+    (["--restricted-url", "http://x/"], "--restricted-url"),
+    (["--broker", "qpid"], "--broker"),
+    (["--broker", "container:"], "--broker"),
+    (["--broker", "url"], "--broker"),
+    (["--broker", "local:garagemq", "--tls"], "--tls"),
+    (["--broker-url", "amqp://guest:guest@127.0.0.1:1/", "--tls"], "--tls"),
+    (["--broker", "reference", "--broker-url", "amqp://h/"], "--broker"),
+    (["--expected-failures", "no-such-file.toml"], "--expected-failures"),
+    (["--tls-ca", "no-such-ca.pem"], "--tls-ca"),
+    (["--max-message-size", "1MiB"], "--max-message-size"),
+    (["--alarm-cmd", "rabbitmqctl set_vm_memory_high_watermark 0"], "--alarm-cmd"),
+    (["--area", "nosuch"], "--area"),
+    (["--area", "confirms,nosuch"], "--area"),
+    (["--", "--amqp-max-message-size", "1MiB"], "--amqp-max-message-size"),
+    (["--", "--amqp-profile=bogus"], "--amqp-profile"),
+    (["--case-timeout"], "--case-timeout"),
+    (["--no-such-option"], "--no-such-option"),
+    (["--cas", "x"], "--cas"),  # no abbreviations
+]
+
+
+@pytest.mark.parametrize(("argv", "option"), BAD_RUN, ids=[" ".join(a) for a, _o in BAD_RUN])
+def test_bad_run_input_is_one_line_and_exit_2(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("AMQP_CONFORMANCE_")]:
+        monkeypatch.delenv(name)
+    try:
+        code = cli.main(["run", "--no-report", *argv])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and option in lines[0], err
+    assert "Traceback" not in err
+    assert not (tmp_path / "reports").exists()  # nothing started, nothing written
+
+
+def test_a_bad_env_twin_is_named(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AMQP_CONFORMANCE_PROFILE", "bogus")
+    assert cli.main(["run", "--no-report"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "amqp-conformance: AMQP_CONFORMANCE_PROFILE names an unknown profile 'bogus' (known: rabbitmq, spec)"
+    ]
+
+
+def test_comma_lists_are_accepted_for_areas() -> None:
+    assert cli.areas_of(["confirms,tx", "tx"]) == ["confirms", "tx"]
+
+
+@pytest.mark.parametrize("argv", [["--area", "nosuch"], ["--area", "tx,nosuch"], ["--bogus"]])
+def test_cases_with_bad_input_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    try:
+        code = cli.main(["cases", *argv])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+
+
+def test_cases_into_a_closed_pipe_is_quiet() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.run(
+        f"{sys.executable} -m conformance.cli cases | head -2", shell=True, capture_output=True, text=True,
+        env=env, timeout=120,
+    )
+    assert len(proc.stdout.splitlines()) == 2
+    assert proc.stderr == "", proc.stderr
