@@ -1,7 +1,5 @@
-"""``amqp-conformance bench broker|report|crash|flood``.
-
-``bench broker`` measures brokers side by side with the load generator; ``bench report`` (the
-report pipeline at scale) lives in :mod:`conformance.report.cli` and is passed through unchanged.
+"""``amqp-conformance bench broker``: brokers measured side by side with the load generator (the
+other ``bench`` subcommands are rows of the one command table in :mod:`conformance.cli`).
 Exit status: 0 measured, 1 a scenario could not be measured on some target, 2 bad input or a
 target that cannot be started or reached.
 """
@@ -22,8 +20,6 @@ from conformance.targets.kinds import local, parse_kind, spellings
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1
 EXIT_BAD_INPUT = 2
-USAGE = ("usage: amqp-conformance bench {broker,report,crash,flood} [options]   "
-         "(bench broker --help, bench report --help, bench crash --help, bench flood --help)")
 
 
 def _err(message: str) -> None:
@@ -144,23 +140,3 @@ def _redacted(argv: Sequence[str]) -> list[str]:
     from conformance.clients.raw import redact
 
     return [redact(a) if a.startswith("amqp://") else a for a in argv]
-
-
-def bench_main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    if argv and argv[0] == "broker":
-        return broker_main(argv[1:])
-    if argv and argv[0] == "crash":  # the reference broker's kill -9 soak
-        from conformance.broker.crash import main as crash_main
-
-        return int(crash_main(argv[1:]) or 0)
-    if argv and argv[0] == "flood":  # the reference broker's memory watermark under a publisher flood
-        from conformance.bench.flood import main as flood_main
-
-        return flood_main(argv[1:])
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return EXIT_OK if argv else EXIT_BAD_INPUT
-    from conformance.report.cli import bench_main as report_bench
-
-    return int(report_bench(argv) or 0)

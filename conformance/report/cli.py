@@ -1,4 +1,4 @@
-"""The ``report``, ``gate`` and ``bench`` commands (``amqp-conformance <command> …``).
+"""The ``report`` command (``amqp-conformance report …``).
 
 Each ``*_main(argv)`` parses its own arguments (argv excludes the command name) and returns the
 exit status: 0 success, 1 the gate found regressions, 2 bad input or an unusable environment.
@@ -116,73 +116,3 @@ def report_main(argv: list[str]) -> int:
 # The gate is plain Python (conformance.gate): no JVM, so it answers in well under a second.
 parse_selector = gate.parse_selector
 Selector = gate.Selector
-
-
-def gate_main(argv: list[str]) -> int:
-    return gate.main(argv)
-
-
-# ------------------------------------------------------------------------------------------ bench
-
-
-def bench_parser() -> argparse.ArgumentParser:
-    p = command_parser(
-        "bench",
-        "Benchmarks. 'report': generate synthetic results, then build the full report and time it.",
-    )
-    p.add_argument("what", choices=["report"], help="what to benchmark")
-    p.add_argument("--rows", type=int, default=1_000_000, help="synthetic result rows (default 1,000,000)")
-    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    p.add_argument(
-        "--work",
-        type=Path,
-        default=None,
-        help="folder for the data and the report (default: a temp folder, removed)",
-    )
-    p.add_argument("--seed", type=int, default=7, help="generator seed")
-    p.add_argument("--store", action="store_true",
-                   help="ingest the generated results into a results store and report from the store")
-    return p
-
-
-def bench_main(argv: list[str]) -> int:
-    args = bench_parser().parse_args(argv)
-    if args.rows < 1:
-        _err("bench", "--rows must be at least 1")
-        return EXIT_BAD_INPUT
-    problem = missing_extra("report", "bench report")
-    if problem is not None:
-        _err("bench", problem)
-        return EXIT_BAD_INPUT
-    from conformance.report.bench import run_bench
-    from conformance.report.session import EnvironmentProblem
-
-    try:
-        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
-                            store=args.store)
-    except EnvironmentProblem as exc:
-        _err("bench", str(exc))
-        return EXIT_BAD_INPUT
-    print(
-        f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, "
-        f"{figures['files']} files) on {figures['master']}"
-    )
-    print(f"  spark startup        {figures['startup_s']:7.1f} s")
-    print(f"  generate             {figures['generate_s']:7.1f} s")
-    if figures.get("ingest_s") is not None:
-        print(f"  ingest into store    {figures['ingest_s']:7.1f} s")
-    for stage, secs in figures["stages"].items():
-        print(f"  {stage:<20} {secs:7.1f} s")
-    print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")
-    print(f"  overall              {figures['total_s']:7.1f} s")
-    return EXIT_OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m conformance.report <report|gate|bench> …``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"report": report_main, "gate": gate_main, "bench": bench_main}
-    if not argv or argv[0] not in commands:
-        print("usage: python -m conformance.report {report,gate,bench} …", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    return commands[argv[0]](argv[1:])

@@ -96,3 +96,13 @@ def test_cases_into_a_closed_pipe_is_quiet() -> None:
     )
     assert len(proc.stdout.splitlines()) == 2
     assert proc.stderr == "", proc.stderr
+
+
+def test_checkout_only_benchmarks_say_so_when_not_in_a_checkout(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(cli, "__file__", str(tmp_path / "site-packages" / "conformance" / "cli.py"))
+    for sub in ("report", "crash", "flood"):
+        assert cli.main(["bench", sub]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "runs from a source checkout only" in err[0], err

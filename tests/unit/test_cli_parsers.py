@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "conformance"
 
 def _parser_calls() -> list[tuple[str, int, str, ast.Call]]:
     calls = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "benchmarks").rglob("*.py")]):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):

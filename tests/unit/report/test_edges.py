@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import edges, synth, tx_table
+from benchmarks import synth
+from conformance.report import edges, tx_table
 from conformance.report.cli import parse_selector
 from conformance.report.schema import RESULT_SCHEMA
 from conformance.report.session import EnvironmentProblem, check_java, local_cores, parse_java_major

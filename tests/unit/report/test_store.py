@@ -120,7 +120,7 @@ def test_ingest_and_report_commands(
 
 
 def test_bench_report_through_the_store(spark: SparkSession, tmp_path: Path) -> None:
-    from conformance.report.bench import run_bench
+    from benchmarks.report import run_bench
 
     figures = run_bench(3000, work=tmp_path, store=True)
     assert figures["ingest_s"] is not None and figures["ingest_s"] > 0

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conformance.report import synth
-from conformance.report.session import spark_session
+from conformance.argparsing import command_parser
+from conformance.extras import missing_extra
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def _err(message: str) -> None:
+    print(f"amqp-conformance bench report: {message}", file=sys.stderr, flush=True)
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_bench(
@@ -27,7 +40,9 @@ def run_bench(
     With ``store``, the generated files are first ingested into a results store (timed as
     ``ingest_s``) and the report reads the store instead of the files.
     """
+    from benchmarks import synth  # pyspark: imported once the [report] extra is known to be there
     from conformance.report.pipeline import run_report
+    from conformance.report.session import spark_session
 
     say = progress or (lambda _: None)
     own_work = work is None
@@ -79,3 +94,57 @@ def run_bench(
         "total_s": time.perf_counter() - t0,
         "summary": summary,
     }
+
+
+
+
+def bench_parser() -> argparse.ArgumentParser:
+    p = command_parser(
+        "bench report",
+        "Generate synthetic results, then build the full report and time it (this project's own "
+        "report pipeline at scale).",
+    )
+    p.add_argument("--rows", type=int, default=1_000_000, help="synthetic result rows (default 1,000,000)")
+    p.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="folder for the data and the report (default: a temp folder, removed)",
+    )
+    p.add_argument("--seed", type=int, default=7, help="generator seed")
+    p.add_argument("--store", action="store_true",
+                   help="ingest the generated results into a results store and report from the store")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = bench_parser().parse_args(argv)
+    if args.rows < 1:
+        _err("--rows must be at least 1")
+        return EXIT_BAD_INPUT
+    problem = missing_extra("report", "bench report")
+    if problem is not None:
+        _err(problem)
+        return EXIT_BAD_INPUT
+    from conformance.report.session import EnvironmentProblem
+
+    try:
+        figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
+                            store=args.store)
+    except EnvironmentProblem as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+    print(
+        f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, "
+        f"{figures['files']} files) on {figures['master']}"
+    )
+    print(f"  spark startup        {figures['startup_s']:7.1f} s")
+    print(f"  generate             {figures['generate_s']:7.1f} s")
+    if figures.get("ingest_s") is not None:
+        print(f"  ingest into store    {figures['ingest_s']:7.1f} s")
+    for stage, secs in figures["stages"].items():
+        print(f"  {stage:<20} {secs:7.1f} s")
+    print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")
+    print(f"  overall              {figures['total_s']:7.1f} s")
+    return EXIT_OK
