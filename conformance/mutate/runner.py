@@ -131,13 +131,15 @@ def _parser() -> argparse.ArgumentParser:
         "(it listens plain itself)",
     )
     p.add_argument(
-        "--mutant", action="append", default=[], help="only mutants whose id matches this glob (repeatable)"
+        "--mutant", action="append", default=[],
+        help="only mutants whose id matches these globs (repeatable, or a comma list)"
     )
     p.add_argument(
         "--area",
         action="append",
         default=[],
-        help="only mutants observed by this area (scenario module) or of this category (repeatable)",
+        help="only mutants observed by these areas (scenario modules) or of these categories (repeatable, "
+        "or a comma list)",
     )
     p.add_argument("-n", "--workers", default="0", help="pytest-xdist workers per mutant run (default 0)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
@@ -156,6 +158,9 @@ def main(argv: Sequence[str]) -> int:
     if args.jobs < 1:
         _err("--jobs must be at least 1")
         return EXIT_BAD_INPUT
+    # repeatable, and each may be a comma list (as everywhere a list is taken)
+    args.mutant = [g.strip() for item in args.mutant for g in item.split(",") if g.strip()]
+    args.area = [a.strip() for item in args.area for a in item.split(",") if a.strip()]
     mutants = select(args.mutant or None, args.area or None)
     if not mutants:
         _err(f"no mutant matches --mutant {args.mutant or '*'} --area {args.area or '*'} "

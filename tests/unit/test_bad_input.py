@@ -3,6 +3,7 @@ anything starts (no broker is needed: every input here is refused before a targe
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -106,3 +107,12 @@ def test_checkout_only_benchmarks_say_so_when_not_in_a_checkout(
         assert cli.main(["bench", sub]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "runs from a source checkout only" in err[0], err
+
+
+def test_mutate_takes_comma_lists_like_run(capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance.mutate.runner import main as mutate_main
+
+    assert mutate_main(["--list", "--json", "--area", "qos,tx"]) == 0
+    both = {m["id"] for m in json.loads(capsys.readouterr().out)}
+    assert mutate_main(["--list", "--json", "--area", "qos", "--area", "tx"]) == 0
+    assert both and both == {m["id"] for m in json.loads(capsys.readouterr().out)}

@@ -53,6 +53,8 @@ def test_a_registered_kind_is_offered_and_accepted_everywhere(
             assert [t.kind for t in args.targets] == [DUMMY]
         else:
             assert DUMMY in vars(args).values(), name
+        if name == "run":
+            assert cli.bad_run_input(args) is None  # run's own checks after parsing
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "--help"])
     assert exc.value.code == 0 and DUMMY in capsys.readouterr().out
