@@ -73,7 +73,7 @@ class Controller(Protocol):
 
 @dataclass
 class Target:
-    name: str  # reference | url | local:rabbitmq | local:garagemq | container:IMAGE
+    name: str  # a kind of the registry (conformance.targets.kinds): reference, url, local:rabbitmq …
     url: str
     controller: Controller | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)

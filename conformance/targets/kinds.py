@@ -163,8 +163,9 @@ def _builtin() -> None:
     register(TargetKind("url", "a running broker given by --broker-url", None))
     register(TargetKind("local:rabbitmq", "rabbitmq-server installed on this machine", _start_rabbitmq,
                         restart=True, alarm=True, tls=True))
+    # garagemq has no memory alarm a client can set off (the connection.blocked cases: UNSUPPORTED)
     register(TargetKind("local:garagemq", "garagemq installed on this machine", _start_garagemq,
-                        restart=True, alarm=True))
+                        restart=True))
     register(TargetKind("container:", "a broker image run with Docker", _start_container, metavar="IMAGE"))
 
 
