@@ -30,11 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
-from conformance.argparsing import command_parser
+from conformance.argparsing import command_parser, workers
 from conformance.clients.handshake import connect
 from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import Fault, FaultProxy
+from conformance.plugin.options import checked_as
 from conformance.targets.kinds import kinds, parse_kind, spawnable, spellings, tls_capable
 from conformance.verdicts import HarnessError
 
@@ -141,9 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         help="only mutants observed by these areas (scenario modules) or of these categories (repeatable, "
         "or a comma list)",
     )
-    p.add_argument("-n", "--workers", default="0", help="pytest-xdist workers per mutant run (default 0)")
+    p.add_argument("-n", "--workers", default="0", type=workers,
+                   help="pytest-xdist workers per mutant run (default 0)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
-    p.add_argument("--case-timeout", default="5", help="seconds per wait before TIMEOUT (default 5)")
+    p.add_argument("--case-timeout", default="5", type=checked_as("case-timeout"),
+                   help="seconds per wait before TIMEOUT (default 5)")
     p.add_argument("--run-timeout", type=float, default=150.0, help="deadline of one mutant's run in seconds")
     p.add_argument("--case", default=None,
                    help="only the cases whose id matches these comma separated globs (the suite's --case)")

@@ -159,7 +159,7 @@ class Option:
         try:
             return self.parse(value)
         except ValueError as exc:
-            raise ValueError(f"{spelled or self.short} {exc}") from exc
+            raise ValueError(f"{self.short if spelled is None else spelled} {exc}") from exc
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -343,6 +343,21 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+
+def checked_as(name: str) -> Callable[[str], str]:
+    """An argparse ``type=`` for a command that forwards the plugin option ``name`` to pytest
+    (``mutate --case-timeout``): the option's own check, the text kept."""
+    import argparse
+
+    def check(text: str) -> str:
+        try:
+            BY_NAME[name].check(text, "")
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from exc
+        return text
+
+    return check
 
 
 def add_options(parser: pytest.Parser) -> None:

@@ -116,3 +116,41 @@ def test_mutate_takes_comma_lists_like_run(capsys: pytest.CaptureFixture[str]) -
     both = {m["id"] for m in json.loads(capsys.readouterr().out)}
     assert mutate_main(["--list", "--json", "--area", "qos", "--area", "tx"]) == 0
     assert both and both == {m["id"] for m in json.loads(capsys.readouterr().out)}
+
+
+BAD_OTHER = [
+    (["mutate", "-n", "abc"], "-n"),
+    (["mutate", "--case-timeout", "-1"], "--case-timeout"),
+    (["mutate", "--broker", "qpid"], "--broker"),
+    (["mutate", "--jobs", "0"], "--jobs"),
+    (["mutate", "--mutant", "no-such-*", "--list"], "--mutant"),
+    (["fuzz", "--inputs", "x"], "--inputs"),
+    (["fuzz", "--broker", "qpid"], "--broker"),
+    (["fuzz", "--in-process", "--bound", "0"], "--bound"),
+    (["bench", "broker", "--seconds", "0"], "--seconds"),
+    (["bench", "broker", "--scenarios", "nosuch"], "scenario"),
+    (["bench", "broker", "--broker", "container:x"], "--broker"),
+    (["bench", "crash", "--broker", "url"], "--broker"),
+    (["bench", "crash", "--cycles", "0"], "--cycles"),
+    (["bench", "report", "--rows", "0"], "--rows"),
+    (["bench", "nosuch"], "bench nosuch"),
+    (["nosuch"], "nosuch"),
+    (["gate", "--baseline"], "--baseline"),
+    (["report"], "--out"),
+    (["broker", "--port", "abc"], "--port"),
+    (["cases", "--area"], "--area"),
+]
+
+
+@pytest.mark.parametrize(("argv", "said"), BAD_OTHER, ids=[" ".join(a) for a, _s in BAD_OTHER])
+def test_bad_input_of_other_commands_is_one_line_and_exit_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and said in lines[0], err
