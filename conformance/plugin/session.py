@@ -213,6 +213,13 @@ def _take_target(state: SessionState, target: Target) -> None:
             state.restricted_url = _with_tls_settings(settings, restricted)
         except ValueError as exc:
             raise _Unusable(f"--amqp-restricted-url: {exc}") from exc
+        if settings.restricted_url:
+            # A user-given restricted user is probed like the target: a wrong password is one line
+            # before any case, not an ERROR in each access case.
+            try:
+                probe(state.restricted_url, timeout=min(8.0, settings.case_timeout))
+            except ProbeError as exc:
+                raise _Unusable(f"--restricted-url: {exc.message}") from exc
     else:
         state.restricted_unsupported = target.restricted_unsupported or "the target offers no restricted user"
     state.limits = dict(target.limits)
