@@ -8,15 +8,18 @@ of the run and exits per ``--fail-on``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from conformance import __version__
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from conformance.cases import Case
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def _err(message: str) -> None:
@@ -46,7 +50,8 @@ def _run_parser() -> argparse.ArgumentParser:
         "error or the report failed; "
         "4 the target "
         "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
-        "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written)",
+        "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written); "
+        "130 interrupted (^C)",
     )
     p.add_argument("-n", "--workers", default="0",
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
@@ -240,16 +245,45 @@ def run_main(argv: Sequence[str]) -> int:
     pyargs += args.pytest_args
     started = time.monotonic()
     threads_before = set(threading.enumerate())
-    code = int(pytest.main(pyargs))
+    with _sigint_seen() as interrupted:
+        code = int(pytest.main(pyargs))
     # Non-daemon threads a case left behind (a client library's, after a timed-out call).
     left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
-    code = _run_rest(args, code, results_dir, run_id, reports, started)
+    if interrupted.is_set():
+        # pytest says 2 for ^C, which is this command's "bad arguments": say 130, as a shell does.
+        _err("interrupted")
+        code = EXIT_INTERRUPTED
+    else:
+        code = _run_rest(args, code, results_dir, run_id, reports, started)
     if any(t.is_alive() for t in left_behind):
         # Python would wait for them at exit: the results and report are written, end here.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+@contextlib.contextmanager
+def _sigint_seen() -> Iterator[threading.Event]:
+    """Notes a ^C (SIGINT) while the suite runs, then lets it interrupt pytest as usual."""
+    seen = threading.Event()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        seen.set()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield seen
+        return
+    signal.signal(signal.SIGINT, note)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: str, reports: Path,
@@ -466,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         _err("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader went away (``cases | head``): stop quietly; point stdout at nothing so the
         # interpreter's own flush at exit does not raise again.
