@@ -23,7 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from conformance import __version__
-from conformance.argparsing import OneLineErrors, command_parser
+from conformance.argparsing import command_parser, workers
 from conformance.plugin.options import BY_NAME, OPTIONS
 
 if TYPE_CHECKING:
@@ -44,7 +44,6 @@ def _run_parser() -> argparse.ArgumentParser:
     p = command_parser(
         "run",
         "Run the conformance suite and build the report of the run.",
-        cls=OneLineErrors,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="exit codes: 0 no verdict listed in --fail-on; 1 some were; 2 bad arguments; 3 internal "
         "error or the report failed; "
@@ -53,7 +52,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written); "
         "130 interrupted (^C)",
     )
-    p.add_argument("-n", "--workers", default="0",
+    p.add_argument("-n", "--workers", default="0", type=workers,
                    help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
     add_table_options(p)
     p.add_argument(
@@ -171,10 +170,7 @@ def _check_values(args: argparse.Namespace) -> None:
         opt.check(value, spelled)
     for name, value, flag in _pytest_table_args(args.pytest_args):
         BY_NAME[name].check(value, flag)
-    workers = str(args.workers).strip()
-    if workers != "auto" and not (workers.isdigit()):
-        raise ValueError(f"-n takes a number of workers or 'auto', not {workers!r}")
-    parallel = workers not in ("0", "")
+    parallel = args.workers not in ("0", "")
     for name in ("restart-cmd", "alarm-cmd"):
         if parallel and _effective(args, name)[0]:
             raise ValueError(f"-n cannot be combined with --{name}: it acts on the one shared broker "
@@ -331,7 +327,7 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
 
 
 def cases_main(argv: Sequence[str]) -> int:
-    p = command_parser("cases", "List the suite's cases.", cls=OneLineErrors)
+    p = command_parser("cases", "List the suite's cases.")
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--area", action="append", default=[],
