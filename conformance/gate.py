@@ -452,26 +452,39 @@ def _escape_property(text: str) -> str:
 
 
 def github_annotations(res: GateResult) -> list[str]:
-    """``::error``/``::warning``/``::notice`` workflow commands pointing at the result record."""
+    """``::error`` workflow commands for what fails the gate, one ``::notice`` line for the rest.
+
+    A reviewer reads annotations one by one: only refusals and failing findings (regressions,
+    untriaged new failures, missing cases not allowed, NON_STRICT under ``--strict``) point at a
+    record; what the gate let through (known, fixed, allowed missing, NON_STRICT without
+    ``--strict``) is counted in one line, and listed in the step summary and ``--json``.
+    """
     out = [f"::error title={_escape_property('gate: ' + r)}::{_escape_data(r)}" for r in res.refusals]
     for f in res.findings:
-        level = "error" if f.failing else ("warning" if f.kind in ("new-non-strict", "missing") else "notice")
+        if not f.failing:
+            continue
         title = f"{f.kind} {f.case_id}"
         change = f"{f.baseline_verdict or '(new)'} → {f.candidate_verdict or '(absent)'}"
         body = f"{f.case_id}: {change}" + (f" ({f.level})" if f.level else "")
-        if f.kind in ("known", "fixed"):
-            body += f"; triage: {f.triage}"
-        else:
-            for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
-                if value:
-                    body += f"\n{label}: {value}"
+        for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
+            if value:
+                body += f"\n{label}: {value}"
         loc = (
             f"file={_escape_property(_relative(f.file))}" + (f",line={f.line}" if f.line else "")
             if f.file
             else ""
         )
         props = ",".join(p for p in (loc, f"title={_escape_property(title)}") if p)
-        out.append(f"::{level} {props}::{_escape_data(body)}")
+        out.append(f"::error {props}::{_escape_data(body)}")
+    # From the counts, not the findings: known failures unchanged since the baseline are only counted.
+    allowed = dict(res.counts)
+    for f in res.findings:
+        if f.failing:
+            allowed[f.kind] -= 1
+    if allowed:
+        parts = ", ".join(f"{n} {kind}" for kind in KIND_ORDER if (n := allowed.get(kind)))
+        title = _escape_property("gate: allowed gaps")
+        out.append(f"::notice title={title}::{_escape_data('not failing the gate: ' + parts)}")
     return out
 
 
@@ -515,6 +528,12 @@ def _one_run(cand: Side) -> None:
         )
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it straight back
+    os.umask(mask)
+    return mask
+
+
 def write_baseline(cand: Side, target: Path) -> int:
     """Write the candidate's records (one run, latest per case, sorted) as the new baseline.
 
@@ -534,6 +553,9 @@ def write_baseline(cand: Side, target: Path) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Replace atomically: an interrupted update never leaves half a baseline.
     fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
+    # mkstemp makes the file 0600; a committed baseline gets the mode open() would give (0644 under
+    # umask 022), or others in the team, and CI, cannot read it.
+    os.fchmod(fd, 0o666 & ~_umask())
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.writelines(text + "\n" for _case, text in sorted(lines))
     os.replace(tmp, target)
