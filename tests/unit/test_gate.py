@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance import gate
+from conformance import gate, gate_github
 from conformance.triage import TriageProblem, load_triage, parse_triage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -261,19 +261,19 @@ def test_annotations_of_allowed_gaps_are_one_line(tmp_path: Path) -> None:
     res = gate.compare(side[0], side[1],
                        load_triage(BASELINE.with_suffix(".triage.toml")), gate.Options(allow_missing=True))
     assert not res.failed and res.counts["missing"] > 100
-    lines = gate.github_annotations(res)
+    lines = gate_github.github_annotations(res)
     assert len(lines) == 1 and lines[0].startswith("::notice ")
     assert f"{res.counts['missing']} missing" in lines[0] and f"{res.counts['known']} known" in lines[0]
     # The same candidate without --allow-missing: each missing case is an error, and nothing else.
     res = gate.compare(res.baseline, res.candidate, load_triage(BASELINE.with_suffix(".triage.toml")),
                        gate.Options())
-    errors = [ln for ln in gate.github_annotations(res) if ln.startswith("::error ")]
+    errors = [ln for ln in gate_github.github_annotations(res) if ln.startswith("::error ")]
     assert len(errors) == res.counts["missing"]
 
 
 def test_annotation_escaping() -> None:
-    assert gate._escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    assert gate._escape_data("a:b,c%\r\n") == "a:b,c%25%0D%0A"
+    assert gate_github._escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert gate_github._escape_data("a:b,c%\r\n") == "a:b,c%25%0D%0A"
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
