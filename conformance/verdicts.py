@@ -176,7 +176,7 @@ class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
 
 @dataclass(frozen=True)
 class InvariantViolation:
-    """A frame that broke a wire invariant (see ``conformance.clients.invariants``)."""
+    """A frame that broke a wire invariant (see ``conformance.protocol.invariants``)."""
 
     invariant: str  # its id, e.g. wire.delivery-tags-consecutive
     text: str  # what always holds

@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import TypedDict
 
 from conformance.argparsing import command_parser
-from conformance.clients.handshake import connect
-from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import Fault, FaultProxy
+from conformance.protocol.handshake import connect
+from conformance.protocol.wire import URL
 from conformance.verdicts import HarnessError
 
 EXIT_SURVIVORS = 1

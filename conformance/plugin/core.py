@@ -15,8 +15,6 @@ import pluggy
 import pytest
 
 from conformance.cases import Case, case_of
-from conformance.clients import invariants, trace
-from conformance.clients.raw import redact
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import RESTRICTED_MARK, mark_allure_description
@@ -50,6 +48,8 @@ from conformance.plugin.session import (
     wants_target,
     worker_input,
 )
+from conformance.protocol import invariants, trace
+from conformance.protocol.raw import redact
 from conformance.results import merge_parts, recorded_case_ids
 from conformance.sources import cite_all
 from conformance.triage import InvariantFacts

@@ -289,7 +289,7 @@ def _restricted_url(config: pytest.Config) -> str | None:
     text = option(config, "restricted-url")
     if not text:
         return None
-    from conformance.clients.wire import URL
+    from conformance.protocol.wire import URL
 
     try:
         URL.parse(text)

@@ -30,13 +30,13 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import expect_channel_close
-from conformance.clients.handshake import Handshake
-from conformance.clients.outcome import short
-from conformance.clients.raw import RawChannel, UnexpectedClose
-from conformance.clients.steps import publish_confirmed
-from conformance.clients.wire import URL, describe
+from conformance.protocol.handshake import Handshake
+from conformance.protocol.raw import RawChannel, UnexpectedClose
+from conformance.protocol.wire import URL, describe
 from conformance.verdicts import Mismatch, Unsupported
+from conformance.verify.expect import expect_channel_close
+from conformance.verify.outcome import short
+from conformance.verify.steps import publish_confirmed
 
 ACL = "rabbitmq-access-control#how-permissions-work"
 VHOST_ACCESS = "rabbitmq-access-control#vhost-access"

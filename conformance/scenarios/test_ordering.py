@@ -26,11 +26,11 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
+from conformance.protocol.raw import Event, RawChannel
 from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verify.libfill import aio_pika_fill, pika_fill
+from conformance.verify.libs import aio_pika_session, pika_session, run_async
+from conformance.verify.steps import body_list, drain, get_n, publish_confirmed
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"

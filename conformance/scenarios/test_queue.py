@@ -14,15 +14,15 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients import declare_rules
-from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.pipeline import pipelined
-from conformance.clients.routing import routed_body
-from conformance.clients.steps import publish_confirmed
-from conformance.clients.wire import method_name
+from conformance.protocol.wire import method_name
 from conformance.verdicts import Mismatch
+from conformance.verify import declare_rules
+from conformance.verify.expect import check
+from conformance.verify.libs import aio_pika_session, pika_session, run_async
+from conformance.verify.outcome import check_outcome, outcome
+from conformance.verify.pipeline import pipelined
+from conformance.verify.routing import routed_body
+from conformance.verify.steps import publish_confirmed
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
@@ -61,7 +61,7 @@ def test_server_named(amqp, ctx, cleanup):
           f"two non-empty distinct generated names (got {names})")
 
 
-# The declare rules exchanges and queues share (clients/declare_rules.py).
+# The declare rules exchanges and queues share (verify/declare_rules.py).
 DECLARE_RULES = declare_rules.cases(declare_rules.QUEUE, passive_rule="queue.declare/passive", measured=RMQ)
 
 

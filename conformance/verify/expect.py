@@ -20,8 +20,7 @@ from typing import Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.clients.confirms import settle_all
-from conformance.clients.raw import (
+from conformance.protocol.raw import (
     Event,
     RawChannel,
     RawConnection,
@@ -31,6 +30,7 @@ from conformance.clients.raw import (
     reply_name,
 )
 from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verify.confirms import settle_all
 
 # How long to keep listening for a late close after the probe has been answered.
 LATE_CLOSE_GRACE = 1.0
@@ -40,7 +40,7 @@ LATE_CLOSE_GRACE = 1.0
 # the connection.close sent before the reset (seen on RabbitMQ 3.10: channel.open beyond
 # channel-max, exchange.declare of an unknown type). The answer normally comes well inside the
 # window, so only a broker that stays silent pays it, once, before the probe tells "ignored" from
-# "slow" (clients/outcome.py uses the same window).
+# "slow" (verify/outcome.py uses the same window).
 PROBE_SETTLE = 1.0
 
 
@@ -73,7 +73,7 @@ def reply_or_probe(ch: RawChannel, replies: tuple[type, ...], what: str, *,
     return ev
 
 
-# The running case's context, set for every conformance case by ``conformance.clients.fixtures``,
+# The running case's context, set for every conformance case by ``conformance.verify.fixtures``,
 # so that a bare :func:`check` records what it observed exactly as ``ctx.check`` does.
 ACTIVE_CONTEXT: ContextVar[Any] = ContextVar("amqp_conformance_case_context", default=None)
 
@@ -282,7 +282,7 @@ def expect_get_empty(ch: RawChannel, queue: str, *, what: str = "queue is empty"
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
     """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled
-    (:class:`~conformance.clients.confirms.Settlement` reads them); the confirm frames."""
+    (:class:`~conformance.verify.confirms.Settlement` reads them); the confirm frames."""
     return settle_all(ch, last_seq, timeout, what=f"confirms of publishes 1..{last_seq}").events
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pamqp import commands as spec
 
-from conformance.clients.raw import RawChannel
+from conformance.protocol.raw import RawChannel
 
 
 def routed_body(ch: RawChannel, exchange: str, routing_key: str, body: bytes, queue: str, *,

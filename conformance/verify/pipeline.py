@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.clients.raw import RawChannel
+from conformance.protocol.raw import RawChannel
 
 
 def pipelined(ch: RawChannel, methods: Sequence[Any], ok: type, what: str) -> int:

@@ -9,11 +9,11 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.base import Frame
 
-from conformance.clients.confirms import settle_all
-from conformance.clients.expect import reply_or_probe
-from conformance.clients.outcome import short
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose, tags
+from conformance.protocol.raw import Event, RawChannel, UnexpectedClose, tags
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verify.confirms import settle_all
+from conformance.verify.expect import reply_or_probe
+from conformance.verify.outcome import short
 
 
 def quiet_window(timeout: float) -> float:
@@ -117,7 +117,7 @@ def bad_name_frame(ch: RawChannel, bad: str, make: Callable[[str], Frame]) -> by
 def tx_select(ch: RawChannel) -> None:
     """tx.select, then (without a reply within the settle window) a probe: a broker that answers
     the probe but never tx.select-ok ignored the method (a precise FAIL, not a TIMEOUT); 540
-    NOT_IMPLEMENTED means tx is not offered (:func:`~conformance.clients.expect.reply_or_probe`)."""
+    NOT_IMPLEMENTED means tx is not offered (:func:`~conformance.verify.expect.reply_or_probe`)."""
     ch.send(spec.Tx.Select())
     try:
         ev = reply_or_probe(ch, (spec.Tx.SelectOk,), "tx.select-ok (reply to tx.select)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.clients.raw import RawChannel
+from conformance.protocol.raw import RawChannel
 
 
 def dead_letter_target(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.clients.expect import expect_channel_close, expect_connection_close
-from conformance.clients.raw import Event, RawChannel, RawConnection
+from conformance.protocol.raw import Event, RawChannel, RawConnection
+from conformance.verify.expect import expect_channel_close, expect_connection_close
 
 
 def expect_passive_missing(ch: RawChannel, declare: Frame, what: str) -> Event:

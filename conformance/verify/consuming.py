@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import publish_confirmed
+from conformance.protocol.raw import Event, RawChannel
+from conformance.verify.fixtures import DeclareQueue
+from conformance.verify.steps import publish_confirmed
 
 
 def consume_published(ch: RawChannel, queue: str, bodies: Sequence[bytes], *, take: int | None = None,

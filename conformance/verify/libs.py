@@ -36,9 +36,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from conformance.clients import trace
-from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
-from conformance.clients.wire import URL, redact
+from conformance.protocol import trace
+from conformance.protocol.uri import aio_pika_connect_kwargs, pika_parameters
+from conformance.protocol.wire import URL, redact
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
 
 T = TypeVar("T")
@@ -404,7 +404,7 @@ def pika_version() -> str:
 
 async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
     """``aio_pika.connect`` to ``url`` as the raw client reaches it (amqps, TLS files, query
-    options: :func:`~conformance.clients.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
+    options: :func:`~conformance.protocol.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
     honour or a TLS file that cannot be loaded is the harness's error, not the broker's."""
     import aio_pika
 

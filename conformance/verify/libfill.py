@@ -1,6 +1,6 @@
 """Fill a queue through a client library: the first steps of most pika / aio-pika cases.
 
-The same as :func:`conformance.clients.steps.fill` for the raw client: declare the queue, then
+The same as :func:`conformance.verify.steps.fill` for the raw client: declare the queue, then
 publish the given bodies to it by the default exchange, in order. Run them inside the case's
 bounded session (``libs.pika_session`` / ``libs.run_async``): every library call here waits on
 the broker.
