@@ -30,13 +30,8 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.cases import Case, Level, case, param
-from conformance.protocol.handshake import Handshake
-from conformance.protocol.raw import RawChannel, UnexpectedClose
-from conformance.protocol.wire import URL, describe
-from conformance.verdicts import Mismatch, Unsupported
-from conformance.verify.expect import expect_channel_close
-from conformance.verify.outcome import short
-from conformance.verify.steps import publish_confirmed
+from conformance.protocol import URL, Handshake, RawChannel, UnexpectedClose, describe
+from conformance.verify import Mismatch, Unsupported, expect_channel_close, publish_confirmed, short
 
 ACL = "rabbitmq-access-control#how-permissions-work"
 VHOST_ACCESS = "rabbitmq-access-control#vhost-access"

@@ -17,11 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.cases import MISSING, Level, case
-from conformance.protocol.raw import RawChannel, UnexpectedClose
-from conformance.verdicts import Mismatch
-from conformance.verify.expect import drain_confirms
-from conformance.verify.restarts import restarted
-from conformance.verify.steps import publish_confirmed
+from conformance.protocol import RawChannel, UnexpectedClose
+from conformance.verify import Mismatch, drain_confirms, publish_confirmed, restarted
 
 CONFIRMS = "000_cd470977c809f5f5.txt"
 ACK_LATENCY = f"{CONFIRMS}#ack-latency-for-persistent-messages"
@@ -157,7 +154,7 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> 
 def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> None:
     import aio_pika
 
-    from conformance.verify.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     url = restartable.url
     q = ctx.name("q")
@@ -196,7 +193,7 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> Non
 def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:
     import pika
 
-    from conformance.verify.libs import pika_session
+    from conformance.verify import pika_session
 
     url = restartable.url
     q = ctx.name("q")

@@ -11,12 +11,18 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.protocol.raw import UnexpectedClose
-from conformance.verdicts import CaseTimeout, Mismatch
-from conformance.verify.expect import check
-from conformance.verify.libs import aio_pika_session, pika_session, run_async
-from conformance.verify.outcome import outcome
-from conformance.verify.provoke import expect_passive_missing, expect_second_open
+from conformance.protocol import UnexpectedClose
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    aio_pika_session,
+    check,
+    expect_passive_missing,
+    expect_second_open,
+    outcome,
+    pika_session,
+    run_async,
+)
 
 SPEC_CONSTANTS = "amqp0-9-1.xml#constants"
 

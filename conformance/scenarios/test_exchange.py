@@ -15,14 +15,20 @@ from pamqp import commands as spec
 from pamqp.common import FieldTable
 
 from conformance.cases import Case, Level, case, param
-from conformance.verdicts import Mismatch, Unsupported
-from conformance.verify import declare_rules
-from conformance.verify.expect import check
-from conformance.verify.libs import aio_pika_session, pika_session, run_async
-from conformance.verify.outcome import check_outcome, outcome
-from conformance.verify.pipeline import pipelined
-from conformance.verify.provoke import expect_passive_missing
-from conformance.verify.routing import routed_body
+from conformance.verify import (
+    Mismatch,
+    Unsupported,
+    aio_pika_session,
+    check,
+    check_outcome,
+    declare_rules,
+    expect_passive_missing,
+    outcome,
+    pika_session,
+    pipelined,
+    routed_body,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 RABBIT_EXT_XML = "amqp0-9-1.stripped.extended.xml#exchange.bind"

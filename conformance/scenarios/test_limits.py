@@ -28,13 +28,20 @@ from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
-from conformance.protocol.raw import Event, RawChannel, RawConnection, default_client_properties
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
-from conformance.verify.confirms import settle_all
-from conformance.verify.deadletter import dead_letter_target
-from conformance.verify.expect import expect_channel_close, expect_connection_close, summarize
-from conformance.verify.outcome import check_outcome, outcome
-from conformance.verify.steps import quiet_window
+from conformance.protocol import Event, RawChannel, RawConnection, default_client_properties
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    Unsupported,
+    check_outcome,
+    dead_letter_target,
+    expect_channel_close,
+    expect_connection_close,
+    outcome,
+    quiet_window,
+    settle_all,
+    summarize,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 TUNE_FRAME_MAX = "amqp0-9-1.xml#connection.tune (frame-max)"

@@ -17,14 +17,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
-from conformance.verdicts import Mismatch, Unsupported
-from conformance.verify import settle
-from conformance.verify.consuming import consume_published
-from conformance.verify.expect import expect_channel_close
-from conformance.verify.libs import pika_session
-from conformance.verify.pika_steps import pika_queue_channel
-from conformance.verify.steps import body_list, drain, get_n, publish_confirmed
+from conformance.protocol import Event, RawChannel, UnexpectedClose
+from conformance.verify import (
+    Mismatch,
+    Unsupported,
+    body_list,
+    consume_published,
+    drain,
+    expect_channel_close,
+    get_n,
+    pika_queue_channel,
+    pika_session,
+    publish_confirmed,
+    settle,
+)
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"

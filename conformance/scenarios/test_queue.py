@@ -14,15 +14,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.protocol.wire import method_name
-from conformance.verdicts import Mismatch
-from conformance.verify import declare_rules
-from conformance.verify.expect import check
-from conformance.verify.libs import aio_pika_session, pika_session, run_async
-from conformance.verify.outcome import check_outcome, outcome
-from conformance.verify.pipeline import pipelined
-from conformance.verify.routing import routed_body
-from conformance.verify.steps import publish_confirmed
+from conformance.protocol import method_name
+from conformance.verify import (
+    Mismatch,
+    aio_pika_session,
+    check,
+    check_outcome,
+    declare_rules,
+    outcome,
+    pika_session,
+    pipelined,
+    publish_confirmed,
+    routed_body,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"

@@ -17,13 +17,17 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.profiles import load_table
-from conformance.queue_types import QUORUM
-from conformance.verify.deadletter import dead_letter_target
-from conformance.verify.expect import expect_connection_close
-from conformance.verify.outcome import check_outcome, outcome
-from conformance.verify.settle import x_death_reason
-from conformance.verify.steps import get_one, publish_confirmed
+from conformance.verify import (
+    QUORUM,
+    check_outcome,
+    dead_letter_target,
+    expect_connection_close,
+    get_one,
+    load_table,
+    outcome,
+    publish_confirmed,
+    x_death_reason,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 QUORUM_ONLY = (QUORUM,)

@@ -24,14 +24,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.protocol.raw import Event, RawChannel
-from conformance.verdicts import CaseTimeout
-from conformance.verify import settle
-from conformance.verify.consuming import competing_consumers, consume_published
-from conformance.verify.expect import expect_channel_close
-from conformance.verify.libs import pika_session
-from conformance.verify.pika_steps import pika_deliveries, pika_queue_channel
-from conformance.verify.steps import get_one, publish_confirmed, quiet_window
+from conformance.protocol import Event, RawChannel
+from conformance.verify import (
+    CaseTimeout,
+    competing_consumers,
+    consume_published,
+    expect_channel_close,
+    get_one,
+    pika_deliveries,
+    pika_queue_channel,
+    pika_session,
+    publish_confirmed,
+    quiet_window,
+    settle,
+)
 
 R002 = "002_4ef6b84472723893.txt"
 R003 = "003_50388870ec53b6aa.txt"

@@ -24,13 +24,25 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
-from conformance.profiles import load_table
-from conformance.protocol.raw import Event, RawChannel, UnexpectedClose, reply_name
-from conformance.verdicts import CaseTimeout, Mismatch
-from conformance.verify.expect import expect_channel_close, expect_no_delivery
-from conformance.verify.libs import aio_pika_session, pika_session, run_async
-from conformance.verify.steps import get_tags, publish_confirmed, quiet_window, tx_select
-from conformance.verify.tx import Env, closes_with, committed_only, counted
+from conformance.protocol import Event, RawChannel, UnexpectedClose, reply_name
+from conformance.verify import (
+    CaseTimeout,
+    Env,
+    Mismatch,
+    aio_pika_session,
+    closes_with,
+    committed_only,
+    counted,
+    expect_channel_close,
+    expect_no_delivery,
+    get_tags,
+    load_table,
+    pika_session,
+    publish_confirmed,
+    quiet_window,
+    run_async,
+    tx_select,
+)
 
 TABLE: dict[str, Any] = load_table("tx")
 UNDEFINED: str = TABLE["undefined"]

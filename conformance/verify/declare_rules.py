@@ -18,9 +18,8 @@ from pamqp.base import Frame
 
 from conformance.cases import Case, Level, param
 from conformance.verdicts import CaseOutcome
-from conformance.verify.expect import expect_channel_close
-from conformance.verify.outcome import check_outcome, outcome
-from conformance.verify.provoke import expect_passive_missing
+from conformance.verify.expect import expect_channel_close, expect_passive_missing
+from conformance.verify.outcomes import check_outcome, outcome
 from conformance.verify.steps import bad_name_frame
 
 

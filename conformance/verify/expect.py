@@ -40,7 +40,7 @@ LATE_CLOSE_GRACE = 1.0
 # the connection.close sent before the reset (seen on RabbitMQ 3.10: channel.open beyond
 # channel-max, exchange.declare of an unknown type). The answer normally comes well inside the
 # window, so only a broker that stays silent pays it, once, before the probe tells "ignored" from
-# "slow" (verify/outcome.py uses the same window).
+# "slow" (verify/outcomes.py uses the same window).
 PROBE_SETTLE = 1.0
 
 
@@ -294,3 +294,35 @@ def summarize(events: Sequence[Event], limit: int = 6) -> str:
 
 def names(events: Sequence[Event]) -> list[str]:
     return [method_name(e.method) for e in events]
+
+
+# --- provoke ---
+# Methods that make a broker raise a known error, written once for the cases that need one.
+#
+# Several areas need "a soft error on this channel" or "a hard error on this connection" as a
+# step before what they actually check (the scope of an error, the class-id/method-id of a close,
+# the close handshake). These helpers send the offending method and expect the close it must
+# cause, recording it like every ``expect_*``:
+#
+# - :func:`expect_passive_missing`: a passive declare of an entity that does not exist — channel.close
+#   404 NOT_FOUND naming the declare (``queue.declare/passive``, ``exchange.declare/not-found``).
+# - :func:`open_again` / :func:`expect_second_open`: channel.open on a channel that is already open —
+#   connection.close 504 CHANNEL_ERROR (``channel.open/state``, a hard error).
+
+
+def expect_passive_missing(ch: RawChannel, declare: Frame, what: str) -> Event:
+    """Send ``declare`` (a passive queue.declare or exchange.declare of an entity that does not
+    exist) and expect channel.close 404 naming it."""
+    ch.send(declare)
+    return expect_channel_close(ch, 404, what=what, method=type(declare))
+
+
+def open_again(conn: RawConnection, ch: RawChannel) -> None:
+    """Send channel.open on ``ch``, which is already open: a 504 connection exception."""
+    conn.send_method(ch.id, spec.Channel.Open())
+
+
+def expect_second_open(conn: RawConnection, ch: RawChannel, what: str = "second channel.open") -> Event:
+    """:func:`open_again`, then expect connection.close 504 (probed on ``ch``)."""
+    open_again(conn, ch)
+    return expect_connection_close(conn, 504, what=what, probe_channel=ch)

@@ -14,12 +14,10 @@ from typing import Any, Literal
 
 from conformance.protocol.raw import Event, RawChannel
 from conformance.verdicts import CaseTimeout, Mismatch
-from conformance.verify.consuming import consume_published
-from conformance.verify.deadletter import dead_letter_target
 from conformance.verify.expect import expect_get_empty
 from conformance.verify.fixtures import DeclareQueue
 from conformance.verify.libs import aio_pika_settle_then_get, run_async
-from conformance.verify.steps import get_one, publish_confirmed
+from conformance.verify.steps import consume_published, dead_letter_target, get_one, publish_confirmed
 
 How = Literal["reject", "nack"]
 Scenario = Callable[[DeclareQueue, Any, Any, Any, How], None]

@@ -13,7 +13,7 @@ from pamqp import commands as spec
 from conformance.protocol.raw import RawChannel, RawConnection, UnexpectedClose
 from conformance.verdicts import Mismatch
 from conformance.verify.expect import expect_channel_close, expect_connection_close, reply_or_probe
-from conformance.verify.outcome import outcome
+from conformance.verify.outcomes import outcome
 from tests.fakebroker import FakeBroker
 
 
