@@ -11,14 +11,20 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
 from conformance.cases import Case, Level
 
-if TYPE_CHECKING:
-    from conformance.plugin.context import CaseContext
+
+class CaseContext(Protocol):
+    """What :func:`decide` reads of a running case's context (the plugin's ``CaseContext``): named
+    here so the verdict model does not import the plugin."""
+
+    profile: str
+    observed: dict[str, Any]
+    informational_note: str | None
 
 
 class Verdict(enum.StrEnum):
