@@ -19,20 +19,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.outcome import answer
-from conformance.clients.raw import (
-    Event,
-    RawChannel,
-    UnexpectedClose,
-    bodies,
-    default_client_properties,
-    tags,
+from conformance.protocol import Event, RawChannel, UnexpectedClose, bodies, default_client_properties, tags
+from conformance.verify import (
+    DeclareQueue,
+    Unsupported,
+    aio_pika_fill,
+    answer,
+    expect_channel_close,
+    expect_no_delivery,
+    fill,
+    get_n,
+    get_one,
+    pika_fill,
+    quiet_window,
 )
-from conformance.clients.steps import fill, get_n, get_one, quiet_window
-from conformance.verdicts import Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
 TAG = f"{DOC}#the-delivery-tag"
@@ -350,7 +350,7 @@ def test_publish_default_exchange(declared_queue, ctx) -> None:
       description="pika: a basic_consume callback loop that basic_acks each of three messages",
       expectation="the callback sees the three bodies in order and, once acked, none is left in the queue")
 def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     q = cleanup.queue(ctx.name("q"))
     seen: list[bytes] = []
@@ -379,7 +379,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
       description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
       expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue")
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
-    from conformance.clients.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     q = cleanup.queue(ctx.name("q"))
 

@@ -20,8 +20,8 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.clients.case_slot import CaseSlot
-from conformance.clients.wire import decoded, describe
+from conformance.protocol.case_slot import CaseSlot
+from conformance.protocol.wire import decoded, describe
 from conformance.verdicts import InvariantViolation
 
 FRAME_OVERHEAD = 8  # type, channel, size, frame-end: frame-max counts the whole frame

@@ -1,6 +1,6 @@
 """The opening handshake driven step by step on a plain socket: the raw client's handshake mode.
 
-:class:`RawConnection.open <conformance.clients.raw.RawConnection.open>` runs every step in a row
+:class:`RawConnection.open <conformance.protocol.raw.RawConnection.open>` runs every step in a row
 (header, start-ok, tune-ok, open); the connection cases use the same :class:`Handshake` one step
 at a time, so they can send a wrong header, a bad mechanism or a frame of an exact size, and see
 what the broker answers and how the socket ends. Reads are bounded by deadlines; the socket's end
@@ -20,8 +20,8 @@ from pamqp import frame as pframe
 from pamqp import heartbeat as pheartbeat
 from pamqp.exceptions import UnmarshalingException
 
-from conformance.clients import trace
-from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
+from conformance.protocol import trace
+from conformance.protocol.wire import PROTOCOL_HEADER, URL, describe
 from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
 
 

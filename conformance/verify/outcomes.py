@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from pamqp import commands as spec
 
 from conformance.cases import Case
-from conformance.clients.expect import LATE_CLOSE_GRACE, PROBE_SETTLE
-from conformance.clients.raw import Event, RawChannel, SocketClosed, UnexpectedClose
-from conformance.clients.wire import method_name, short_method
+from conformance.protocol.raw import Event, RawChannel, SocketClosed, UnexpectedClose
+from conformance.protocol.wire import method_name, short_method
 from conformance.verdicts import CaseTimeout, Mismatch, Verdict
+from conformance.verify.expect import LATE_CLOSE_GRACE, PROBE_SETTLE
 
 # A synchronous probe sent after the method under test: AMQP processes a channel's methods in
 # order, so an answer to the probe *before* any reply proves the method was dropped.

@@ -20,8 +20,7 @@ from typing import Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.clients.confirms import settle_all
-from conformance.clients.raw import (
+from conformance.protocol.raw import (
     Event,
     RawChannel,
     RawConnection,
@@ -31,6 +30,7 @@ from conformance.clients.raw import (
     reply_name,
 )
 from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verify.confirms import settle_all
 
 # How long to keep listening for a late close after the probe has been answered.
 LATE_CLOSE_GRACE = 1.0
@@ -40,7 +40,7 @@ LATE_CLOSE_GRACE = 1.0
 # the connection.close sent before the reset (seen on RabbitMQ 3.10: channel.open beyond
 # channel-max, exchange.declare of an unknown type). The answer normally comes well inside the
 # window, so only a broker that stays silent pays it, once, before the probe tells "ignored" from
-# "slow" (clients/outcome.py uses the same window).
+# "slow" (verify/outcomes.py uses the same window).
 PROBE_SETTLE = 1.0
 
 
@@ -73,7 +73,7 @@ def reply_or_probe(ch: RawChannel, replies: tuple[type, ...], what: str, *,
     return ev
 
 
-# The running case's context, set for every conformance case by ``conformance.clients.fixtures``,
+# The running case's context, set for every conformance case by ``conformance.verify.fixtures``,
 # so that a bare :func:`check` records what it observed exactly as ``ctx.check`` does.
 ACTIVE_CONTEXT: ContextVar[Any] = ContextVar("amqp_conformance_case_context", default=None)
 
@@ -282,7 +282,7 @@ def expect_get_empty(ch: RawChannel, queue: str, *, what: str = "queue is empty"
 
 def drain_confirms(ch: RawChannel, last_seq: int, *, timeout: float | None = None) -> list[Event]:
     """Collect basic.ack / basic.nack until every sequence number 1..``last_seq`` is settled
-    (:class:`~conformance.clients.confirms.Settlement` reads them); the confirm frames."""
+    (:class:`~conformance.verify.confirms.Settlement` reads them); the confirm frames."""
     return settle_all(ch, last_seq, timeout, what=f"confirms of publishes 1..{last_seq}").events
 
 
@@ -294,3 +294,35 @@ def summarize(events: Sequence[Event], limit: int = 6) -> str:
 
 def names(events: Sequence[Event]) -> list[str]:
     return [method_name(e.method) for e in events]
+
+
+# --- provoke ---
+# Methods that make a broker raise a known error, written once for the cases that need one.
+#
+# Several areas need "a soft error on this channel" or "a hard error on this connection" as a
+# step before what they actually check (the scope of an error, the class-id/method-id of a close,
+# the close handshake). These helpers send the offending method and expect the close it must
+# cause, recording it like every ``expect_*``:
+#
+# - :func:`expect_passive_missing`: a passive declare of an entity that does not exist — channel.close
+#   404 NOT_FOUND naming the declare (``queue.declare/passive``, ``exchange.declare/not-found``).
+# - :func:`open_again` / :func:`expect_second_open`: channel.open on a channel that is already open —
+#   connection.close 504 CHANNEL_ERROR (``channel.open/state``, a hard error).
+
+
+def expect_passive_missing(ch: RawChannel, declare: Frame, what: str) -> Event:
+    """Send ``declare`` (a passive queue.declare or exchange.declare of an entity that does not
+    exist) and expect channel.close 404 naming it."""
+    ch.send(declare)
+    return expect_channel_close(ch, 404, what=what, method=type(declare))
+
+
+def open_again(conn: RawConnection, ch: RawChannel) -> None:
+    """Send channel.open on ``ch``, which is already open: a 504 connection exception."""
+    conn.send_method(ch.id, spec.Channel.Open())
+
+
+def expect_second_open(conn: RawConnection, ch: RawChannel, what: str = "second channel.open") -> Event:
+    """:func:`open_again`, then expect connection.close 504 (probed on ``ch``)."""
+    open_again(conn, ch)
+    return expect_connection_close(conn, 504, what=what, probe_channel=ch)

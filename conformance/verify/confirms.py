@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from pamqp import commands as spec
 
-from conformance.clients.raw import Event, RawChannel
+from conformance.protocol.raw import Event, RawChannel
 from conformance.verdicts import CaseTimeout
 
 CONFIRM_TYPES = (spec.Basic.Ack, spec.Basic.Nack)

@@ -1,5 +1,5 @@
 """What a raw connection reports: the events the broker sent, the end of the socket, and the
-close that interrupts a wait (see :mod:`conformance.clients.raw`)."""
+close that interrupts a wait (see :mod:`conformance.protocol.raw`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.clients.wire import describe, method_name
+from conformance.protocol.wire import describe, method_name
 from conformance.verdicts import Mismatch
 
 

@@ -22,8 +22,8 @@ from pamqp import header as pheader
 from pamqp import heartbeat as pheartbeat
 from pamqp.body import ContentBody
 
-from conformance.clients.case_slot import CaseSlot
-from conformance.clients.wire import describe, method_name
+from conformance.protocol.case_slot import CaseSlot
+from conformance.protocol.wire import describe, method_name
 
 MAX_FRAMES = 200  # entries a case keeps (the last ones), across all its connections
 SENT = "C->S"

@@ -4,16 +4,18 @@ queue out, look at a queue, hand-made frames, and how long silence is listened f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.base import Frame
 
-from conformance.clients.confirms import settle_all
-from conformance.clients.expect import reply_or_probe
-from conformance.clients.outcome import short
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose, tags
+from conformance.protocol.raw import Event, RawChannel, UnexpectedClose, tags
 from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verify.confirms import settle_all
+from conformance.verify.expect import reply_or_probe
+from conformance.verify.fixtures import DeclareQueue
+from conformance.verify.outcomes import short
 
 
 def quiet_window(timeout: float) -> float:
@@ -117,7 +119,7 @@ def bad_name_frame(ch: RawChannel, bad: str, make: Callable[[str], Frame]) -> by
 def tx_select(ch: RawChannel) -> None:
     """tx.select, then (without a reply within the settle window) a probe: a broker that answers
     the probe but never tx.select-ok ignored the method (a precise FAIL, not a TIMEOUT); 540
-    NOT_IMPLEMENTED means tx is not offered (:func:`~conformance.clients.expect.reply_or_probe`)."""
+    NOT_IMPLEMENTED means tx is not offered (:func:`~conformance.verify.expect.reply_or_probe`)."""
     ch.send(spec.Tx.Select())
     try:
         ev = reply_or_probe(ch, (spec.Tx.SelectOk,), "tx.select-ok (reply to tx.select)")
@@ -130,3 +132,85 @@ def tx_select(ch: RawChannel) -> None:
         raise Mismatch("tx.select", expected="tx.select-ok before the reply to a later probe",
                        observed="no tx.select-ok: the probe sent after tx.select (exchange.declare passive) "
                                 "was answered first")
+
+
+# --- routing ---
+# Where a published message went: publish it, then take it back from a queue.
+#
+# Routing cases (the default exchange, the exchange types, exchange-to-exchange bindings, a body
+# of frame-min-size) all end the same way: publish one message, make sure the broker has
+# processed the publish (a round trip), and read the queue it should have reached.
+
+
+def routed_body(ch: RawChannel, exchange: str, routing_key: str, body: bytes, queue: str, *,
+                properties: spec.Basic.Properties | None = None) -> bytes | None:
+    """Publish ``body`` to ``exchange`` with ``routing_key`` and return what ``queue`` then holds:
+    the body of its first message (taken with basic.get no-ack), or None when it is empty."""
+    ch.publish(exchange, routing_key, body, properties=properties)
+    ch.barrier()
+    ev = ch.get(queue, no_ack=True)
+    return ev.body if ev is not None else None
+
+# --- pipeline ---
+# Many methods sent at once, their replies counted: the "the server supports at least N"
+# rules (256 queues, 16 exchanges, 16 consumers) are checked this way, without a round trip each.
+
+
+def pipelined(ch: RawChannel, methods: Sequence[Any], ok: type, what: str) -> int:
+    """Send every method of ``methods`` on ``ch``, then wait for one ``ok`` reply each; return
+    how many arrived (each wait is bounded: a missing reply is a timeout naming ``what`` and the
+    count so far)."""
+    for method in methods:
+        ch.send(method)
+    oks = 0
+    for _ in methods:
+        ch.wait(ok, f"{what} (had {oks})")
+        oks += 1
+    return oks
+
+# --- deadletter ---
+# Where dead letters go: the exchange a queue names in ``x-dead-letter-exchange`` and a queue
+# behind it, so a case can read what was dead-lettered (RabbitMQ's dead letter exchanges guide).
+
+
+def dead_letter_target(ch: RawChannel, ctx: Any, cleanup: Any) -> tuple[str, str]:
+    """A fanout exchange ``ctx.name("dlx")`` with the queue ``ctx.name("dlq")`` bound to it,
+    declared on ``ch`` and deleted after the case; returns (exchange, queue). The queue is a
+    plain one whatever ``--amqp-queue-type`` says: it only collects."""
+    dlx = cleanup.exchange(ctx.name("dlx"))
+    dlq = cleanup.queue(ctx.name("dlq"))
+    ch.declare_exchange(dlx, "fanout")
+    ch.declare_queue(dlq)
+    ch.bind(dlq, dlx)
+    return dlx, dlq
+
+# --- consuming ---
+# A consumer that has taken deliveries: the starting point of the cases that settle them later
+# (basic.reject, basic.nack, basic.recover).
+
+
+def consume_published(ch: RawChannel, queue: str, bodies: Sequence[bytes], *, take: int | None = None,
+                      prefetch: int | None = None, no_ack: bool = False) -> tuple[str, list[Event]]:
+    """Publish ``bodies`` to ``queue`` (each confirmed, so all are enqueued), start a consumer on
+    ``ch`` (after basic.qos ``prefetch`` when given; ``no_ack`` as basic.consume's field) and wait
+    for its first ``take`` deliveries (default: one per body), acking none of them.
+
+    Returns (consumer tag, deliveries); fewer deliveries within the case timeout is a TIMEOUT."""
+    publish_confirmed(ch, "", queue, bodies)
+    if prefetch is not None:
+        ch.qos(prefetch)
+    tag = ch.consume(queue, no_ack=no_ack)
+    return tag, ch.deliveries(len(bodies) if take is None else take)
+
+
+def competing_consumers(declared_queue: DeclareQueue, amqp: Any, *,
+                        prefetch: int) -> tuple[RawChannel, RawChannel, str]:
+    """Two consumers of one declared queue, each on a channel of its own connection, both with
+    basic.qos ``prefetch``: (channel A, channel B, queue). A declared the queue."""
+    a, queue = declared_queue()
+    b = amqp.channel()
+    for ch in (a, b):
+        ch.qos(prefetch)
+    for ch in (a, b):
+        ch.consume(queue)
+    return a, b, queue

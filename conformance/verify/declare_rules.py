@@ -17,11 +17,10 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.cases import Case, Level, param
-from conformance.clients.expect import expect_channel_close
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.provoke import expect_passive_missing
-from conformance.clients.steps import bad_name_frame
 from conformance.verdicts import CaseOutcome
+from conformance.verify.expect import expect_channel_close, expect_passive_missing
+from conformance.verify.outcomes import check_outcome, outcome
+from conformance.verify.steps import bad_name_frame
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import pytest
 
 from conformance.cases import case_of
-from conformance.clients.expect import ACTIVE_CONTEXT
-from conformance.clients.raw import RawChannel
+from conformance.protocol.raw import RawChannel
 from conformance.queue_types import declare_fields
+from conformance.verify.expect import ACTIVE_CONTEXT
 
 __all__ = ["DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue"]
 

@@ -33,12 +33,12 @@ import struct
 import threading
 import traceback
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from conformance.clients import trace
-from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
-from conformance.clients.wire import URL, redact
+from conformance.protocol import trace
+from conformance.protocol.uri import aio_pika_connect_kwargs, pika_parameters
+from conformance.protocol.wire import URL, redact
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
 
 T = TypeVar("T")
@@ -404,7 +404,7 @@ def pika_version() -> str:
 
 async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
     """``aio_pika.connect`` to ``url`` as the raw client reaches it (amqps, TLS files, query
-    options: :func:`~conformance.clients.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
+    options: :func:`~conformance.protocol.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
     honour or a TLS file that cannot be loaded is the harness's error, not the broker's."""
     import aio_pika
 
@@ -561,3 +561,61 @@ async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: f
         await getattr(msg, settle)(requeue=False)
         again = await q.get(timeout=timeout, fail=False)
         return "queue empty" if again is None else f"message {again.body!r} redelivered={again.redelivered}"
+
+
+# --- libfill ---
+# Fill a queue through a client library: the first steps of most pika / aio-pika cases.
+#
+# The same as :func:`conformance.verify.steps.fill` for the raw client: declare the queue, then
+# publish the given bodies to it by the default exchange, in order. Run them inside the case's
+# bounded session (``libs.pika_session`` / ``libs.run_async``): every library call here waits on
+# the broker.
+
+
+def pika_fill(ch: Any, queue: str, bodies: Sequence[bytes], *, confirm: bool = False) -> None:
+    """On a pika ``BlockingChannel``: queue_declare(``queue``), confirm_delivery() first when
+    ``confirm`` (each basic_publish then returns once the broker confirmed it), and one
+    basic_publish per body."""
+    ch.queue_declare(queue)
+    if confirm:
+        ch.confirm_delivery()
+    for body in bodies:
+        ch.basic_publish("", queue, body)
+
+
+async def aio_pika_fill(channel: Any, queue: str, bodies: Sequence[bytes], **declare: Any) -> Any:
+    """On an aio-pika channel: declare_queue(``queue``, **``declare``) and one publish per body
+    (a plain aio_pika.Message) by the default exchange; the declared queue object."""
+    import aio_pika
+
+    declared = await channel.declare_queue(queue, **declare)
+    for body in bodies:
+        await channel.default_exchange.publish(aio_pika.Message(body), routing_key=queue)
+    return declared
+
+# --- pika_steps ---
+# Steps the pika (BlockingConnection) cases share: a confirm-mode channel with its queue and
+# messages in place, and a consumer loop whose every wait is bounded.
+
+
+def pika_queue_channel(conn: Any, queue: str, bodies: Sequence[bytes] = ()) -> Any:
+    """A channel of the pika connection ``conn`` with ``queue`` declared, in confirm mode
+    (``confirm_delivery()``), and ``bodies`` published to the queue by the default exchange (each
+    ``basic_publish`` returns once the broker has confirmed it)."""
+    ch = conn.channel()
+    ch.queue_declare(queue)
+    ch.confirm_delivery()
+    for body in bodies:
+        ch.basic_publish("", queue, body)
+    return ch
+
+
+def pika_deliveries(ch: Any, queue: str, timeout: float, seen: Sequence[Any]) -> Iterator[tuple[Any, bytes]]:
+    """(method, body) of each delivery of a pika consumer loop on ``queue``, for as long as the
+    caller goes on; no delivery within ``timeout`` is a TIMEOUT showing ``seen``, the caller's
+    record of the deliveries so far. The caller cancels the consumer (``ch.cancel()``)."""
+    for method, _props, body in ch.consume(queue, inactivity_timeout=timeout):
+        if method is None:
+            raise CaseTimeout("a delivery in the pika consumer loop", timeout,
+                              observed=f"deliveries so far: {seen}")
+        yield method, body

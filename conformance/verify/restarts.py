@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands as spec
 
-from conformance.clients.raw import UnexpectedClose
+from conformance.protocol.raw import UnexpectedClose
 from conformance.verdicts import CaseTimeout
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""One parsed broker URL (:class:`~conformance.clients.wire.URL`) turned into what pika and
+"""One parsed broker URL (:class:`~conformance.protocol.wire.URL`) turned into what pika and
 aio-pika take, so the library cases connect exactly where, and as, the raw client does.
 
 Neither library reads RabbitMQ's URI query parameters: pika's ``URLParameters`` refuses
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conformance.clients.wire import URL
+from conformance.protocol.wire import URL
 
 PIKA_MECHANISMS = ("PLAIN", "EXTERNAL")  # pika's credential classes
 AIORMQ_MECHANISMS = ("PLAIN", "EXTERNAL")  # aiormq.auth.AuthMechanism

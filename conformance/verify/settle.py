@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from conformance.clients.consuming import consume_published
-from conformance.clients.deadletter import dead_letter_target
-from conformance.clients.expect import expect_get_empty
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libs import aio_pika_settle_then_get, run_async
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import get_one, publish_confirmed
+from conformance.protocol.raw import Event, RawChannel
 from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verify.expect import expect_get_empty
+from conformance.verify.fixtures import DeclareQueue
+from conformance.verify.libs import aio_pika_settle_then_get, run_async
+from conformance.verify.steps import consume_published, dead_letter_target, get_one, publish_confirmed
 
 How = Literal["reject", "nack"]
 Scenario = Callable[[DeclareQueue, Any, Any, Any, How], None]

@@ -1,4 +1,4 @@
-"""The channel of a :class:`~conformance.clients.raw.RawConnection`: the primitives (send, wait,
+"""The channel of a :class:`~conformance.protocol.raw.RawConnection`: the primitives (send, wait,
 rpc) and a helper for each common method."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.clients.rawevents import Event, UnexpectedClose
-from conformance.clients.wire import decoded, method_name, method_name_from_text
+from conformance.protocol.rawevents import Event, UnexpectedClose
+from conformance.protocol.wire import decoded, method_name, method_name_from_text
 from conformance.verdicts import CaseTimeout
 
 if TYPE_CHECKING:
-    from conformance.clients.raw import RawConnection
+    from conformance.protocol.raw import RawConnection
 
 
 class RawChannel:

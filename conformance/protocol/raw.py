@@ -34,11 +34,11 @@ from pamqp.body import ContentBody
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
-from conformance.clients import invariants, trace
-from conformance.clients.handshake import Handshake, HandshakeError, choose_mechanism, connect
-from conformance.clients.rawchannel import RawChannel, bodies, tags
-from conformance.clients.rawevents import Event, SocketClosed, UnexpectedClose
-from conformance.clients.wire import (
+from conformance.protocol import invariants, trace
+from conformance.protocol.handshake import Handshake, HandshakeError, choose_mechanism, connect
+from conformance.protocol.rawchannel import RawChannel, bodies, tags
+from conformance.protocol.rawevents import Event, SocketClosed, UnexpectedClose
+from conformance.protocol.wire import (
     CONTENT_METHODS,
     FRAME_END,
     PROTOCOL_HEADER,
@@ -171,7 +171,7 @@ class RawConnection:
         self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None,
         *, deadline: float,
     ) -> None:
-        """Every step of :class:`~conformance.clients.handshake.Handshake` in a row, within one
+        """Every step of :class:`~conformance.protocol.handshake.Handshake` in a row, within one
         deadline; then the reader thread takes over the socket (and, when a heartbeat was
         negotiated, a sender keeps the connection alive)."""
         hs = Handshake(self.sock, self.url, self.timeout, label=self.label or None)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
+from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
 from conformance.verdicts import Mismatch
+from conformance.verify.steps import get_tags, publish_confirmed, quiet_window, tx_select
 
 
 @dataclass
