@@ -36,6 +36,7 @@ from .frames import (
     decode_hot_method,
     decoded,
     marshal_method,
+    unvalidated,
 )
 from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
@@ -588,7 +589,9 @@ class ConnectionCore:
                     )  # RabbitMQ reports class/method 0/0 here
                 ch = ChannelCore(self, number)
                 self.channels[number] = ch
-                ch.send(spec.Channel.OpenOk())
+                # reserved-1 ("channel-id", "must be zero"): the empty long string RabbitMQ sends;
+                # pamqp's default "0" makes clients that skip 4 octets lose frame sync
+                ch.send(unvalidated(spec.Channel.OpenOk, channel_id=""))
                 self.emit(ChannelOpened(number))
                 return
             raise transition_error(ChannelState.CLOSED, method)

@@ -469,3 +469,10 @@ def test_input_after_a_refused_header_is_not_kept(broker: Broker) -> None:
     link.feed(b"AMqP\x00\x00\x09\x01" + bytes(100_000))
     assert link.transport_closed
     assert len(link.core._in) == 0
+
+
+def test_channel_open_ok_reserved_field_is_the_empty_long_string(broker: Broker) -> None:
+    link = Link(broker, channel=None)
+    link.send(spec.Channel.Open(), 1)
+    # the whole frame: type 1, channel 1, size 8, class 20, method 11, reserved-1 = 00000000, end
+    assert link.raw_out.endswith(bytes.fromhex("01 0001 00000008 0014 000b 00000000 ce"))
