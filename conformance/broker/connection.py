@@ -427,6 +427,11 @@ class ConnectionCore:
             self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
         self._close_transport("client closed the connection")
 
+    def _on_update_secret(self, m: spec.Connection.UpdateSecret) -> None:
+        # RabbitMQ 3.10's internal user backend keeps the authenticated user whatever the new
+        # secret is (measured: update-secret-ok for a wrong one too); so do the fixed users here.
+        self.send_method(spec.Connection.UpdateSecretOk())
+
     def _on_close_ok(self, m: spec.Connection.CloseOk) -> None:
         self._close_transport("close handshake complete")
 
@@ -629,6 +634,7 @@ _CONNECTION_HANDLERS: dict[type[base.Frame], Callable[[ConnectionCore, Any], Non
     spec.Connection.Open: ConnectionCore._on_open,
     spec.Connection.Close: ConnectionCore._on_close,
     spec.Connection.CloseOk: ConnectionCore._on_close_ok,
+    spec.Connection.UpdateSecret: ConnectionCore._on_update_secret,
 }
 
 

@@ -476,3 +476,11 @@ def test_channel_open_ok_reserved_field_is_the_empty_long_string(broker: Broker)
     link.send(spec.Channel.Open(), 1)
     # the whole frame: type 1, channel 1, size 8, class 20, method 11, reserved-1 = 00000000, end
     assert link.raw_out.endswith(bytes.fromhex("01 0001 00000008 0014 000b 00000000 ce"))
+
+
+def test_update_secret_is_answered_and_the_connection_stays_open(broker: Broker) -> None:
+    link = Link(broker)
+    link.send(spec.Connection.UpdateSecret(new_secret="guest", reason="rotation"), 0)
+    link.expect(spec.Connection.UpdateSecretOk, 0)
+    link.open(2)  # still usable
+    assert not link.transport_closed
