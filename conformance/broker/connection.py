@@ -17,6 +17,7 @@ from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     _FRAME_HDR,
+    CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     FRAME_BODY,
@@ -167,6 +168,8 @@ class ConnectionCore:
         now = self.broker.clock()
         st = self.state
         if st is ConnectionState.CLOSED:
+            if self.close_deadline is not None and now >= self.close_deadline:
+                self._close_transport("the client kept the socket open after connection.close-ok")
             return
         if st is ConnectionState.CLOSING:
             if self.close_deadline is not None and now >= self.close_deadline:
@@ -423,9 +426,18 @@ class ConnectionCore:
     def _on_close(self, m: spec.Connection.Close) -> None:
         self._cleanup()
         self.send_method(spec.Connection.CloseOk())
-        if self.state is not ConnectionState.CLOSING:
-            self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
-        self._close_transport("client closed the connection")
+        if self.state is ConnectionState.CLOSING:  # a close crossing ours: the handshake is done
+            self._close_transport("client closed the connection")
+            return
+        self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
+        # RabbitMQ (rabbit_reader): close-ok, then the socket stays open for the client to close and
+        # whatever else arrives is discarded; closing at once broke clients that wrote ahead of
+        # their close (their writes failed before they read close-ok). Ended by the client, or
+        # after the heartbeat interval, at most CLIENT_CLOSE_TIMEOUT.
+        self.discard_input = True
+        wait = self.heartbeat if 0 < self.heartbeat < CLIENT_CLOSE_TIMEOUT else CLIENT_CLOSE_TIMEOUT
+        self.close_deadline = self.broker.clock() + wait
+        self.broker.listeners.discard(self)
 
     def _on_update_secret(self, m: spec.Connection.UpdateSecret) -> None:
         # RabbitMQ 3.10's internal user backend keeps the authenticated user whatever the new

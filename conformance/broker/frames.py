@@ -24,6 +24,9 @@ _CONTENT_HDR = struct.Struct(">HHQ")
 MAX_MESSAGE_SIZE = 134217728
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_OK_TIMEOUT = 5.0
+#: after a client's connection.close RabbitMQ sends close-ok and leaves the socket for the client to
+#: close, ending it itself after the heartbeat interval, at most ?CLOSING_TIMEOUT (30 s; rabbit_reader)
+CLIENT_CLOSE_TIMEOUT = 30.0
 FATAL_FRAME_CLOSE_DELAY = 3.0  # RabbitMQ 3.10 keeps the socket about 3 s after a frame error
 
 

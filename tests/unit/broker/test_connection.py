@@ -9,6 +9,7 @@ from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
 from conformance.broker.core import (
+    CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     ChannelClosed,
@@ -207,11 +208,34 @@ def test_content_frame_before_open(broker: Broker) -> None:
     assert link.transport_closed
 
 
-def test_client_close(link: Link) -> None:
+def test_client_close(link: Link, clock: FakeClock) -> None:
     link.send(spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 0)
     link.expect(spec.Connection.CloseOk, 0)
-    assert link.transport_closed
     assert ConnectionClosed(200, "bye", by_peer=True) in link.core_events
+    # RabbitMQ leaves the socket to the client, discarding what else arrives ...
+    assert not link.transport_closed
+    link.send(spec.Queue.Declare(queue="after-close"), 1)
+    link.publish(b"after-close")
+    link.nothing()
+    clock.advance(CLIENT_CLOSE_TIMEOUT - 1)
+    link.core.tick()
+    link.pump()
+    assert not link.transport_closed
+    # ... and ends it itself only when the client never does
+    clock.advance(2)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
+
+
+def test_client_close_with_heartbeat_ends_after_one_interval(broker: Broker, clock: FakeClock) -> None:
+    link = Link(broker, heartbeat=5)
+    link.send(spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 0)
+    link.expect(spec.Connection.CloseOk, 0)
+    clock.advance(5)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
 
 
 def test_close_during_open_state(broker: Broker) -> None:
@@ -484,3 +508,4 @@ def test_update_secret_is_answered_and_the_connection_stays_open(broker: Broker)
     link.expect(spec.Connection.UpdateSecretOk, 0)
     link.open(2)  # still usable
     assert not link.transport_closed
+
