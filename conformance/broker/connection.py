@@ -17,6 +17,7 @@ from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     _FRAME_HDR,
+    ACCEPTED_HEADERS,
     CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
@@ -319,7 +320,7 @@ class ConnectionCore:
             del buf[:pos]
 
     def _on_protocol_header(self, header: bytes) -> None:
-        if header != PROTOCOL_HEADER:
+        if header not in ACCEPTED_HEADERS:
             # spec 4.2.2: "the server MUST reject the protocol header [...] write a valid
             # protocol header to the socket, then close the socket connection"
             self.send_frames([PROTOCOL_HEADER])

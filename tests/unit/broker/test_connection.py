@@ -509,3 +509,10 @@ def test_update_secret_is_answered_and_the_connection_stays_open(broker: Broker)
     link.open(2)  # still usable
     assert not link.transport_closed
 
+
+def test_amqp_0_9_header_is_answered_with_connection_start(broker: Broker) -> None:
+    link = Link(broker, handshake=False)
+    link.feed(b"AMQP\x01\x01\x00\x09")
+    start = link.expect(spec.Connection.Start, 0)
+    assert (start.version_major, start.version_minor) == (0, 9)
+    assert not link.transport_closed
