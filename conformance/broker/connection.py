@@ -44,7 +44,7 @@ from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
-from .version import __version__
+from .version import RABBITMQ_COMPATIBLE, __version__
 
 # Enum members as module constants: on Python 3.11 ``ConnectionState.OPEN`` costs a slow
 # class-attribute lookup, and the framing loop tests the state several times per frame.
@@ -55,10 +55,14 @@ _AWAITING_HEADER, _CH_OPEN = ConnectionState.AWAITING_HEADER, ChannelState.OPEN
 def server_properties() -> dict[str, Any]:
     return {
         "product": "amqp-conformance reference broker",
-        "version": __version__,
+        # what clients compare with RabbitMQ releases; the broker's own version is in "information"
+        "version": RABBITMQ_COMPATIBLE,
         "platform": f"Python {platform.python_version()}",
         "copyright": "amqp-conformance contributors",
-        "information": "Reference broker of the amqp-conformance suite (RabbitMQ 3.x semantics)",
+        "information": (
+            f"amqp-conformance reference broker {__version__}, implementing RabbitMQ "
+            f"{RABBITMQ_COMPATIBLE} semantics"
+        ),
         # advertise only what is implemented (RabbitMQ's capability names); the suite's raw client
         # has a list like it of its own: the broker shares no code with the suite (see __init__)
         "capabilities": {

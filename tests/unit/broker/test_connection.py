@@ -8,6 +8,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
+from conformance import __version__
 from conformance.broker.core import (
     CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
@@ -46,6 +47,8 @@ def test_start_advertises_server_properties(broker: Broker) -> None:
     assert start.mechanisms == "PLAIN AMQPLAIN"
     props = start.server_properties
     assert props["product"] == "amqp-conformance reference broker"
+    assert props["version"] == "3.10.8"  # the RabbitMQ release whose semantics it implements
+    assert f"reference broker {__version__}," in props["information"]  # its own version
     assert props["platform"].startswith("Python 3.")
     caps = props["capabilities"]
     assert caps["publisher_confirms"] and caps["basic.nack"] and caps["exchange_exchange_bindings"]
