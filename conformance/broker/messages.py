@@ -70,6 +70,8 @@ class Message:
     #: routing key followed by the CC and BCC header keys (sender-selected distribution)
     routing_keys: tuple[str, ...] = ()
     headers: dict[str, Any] | None = None
+    #: the priority property (0 without one); only queues with x-max-priority order by it
+    priority: int = 0
     #: the delivery frames' per-message parts, encoded on first delivery (frames.message_wire)
     wire: tuple[bytes, bytes] | None = None
 
@@ -100,6 +102,7 @@ class Message:
             expiration=expiration,
             routing_keys=tuple(keys),
             headers=headers,
+            priority=props.priority or 0,
         )
 
 

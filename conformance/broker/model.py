@@ -443,8 +443,7 @@ class Broker:
                         persisted=True,
                         delivered_logged=delivered,
                     )
-                    q.ready.append(qm)
-                    q.ready_bytes += len(msg.body)
+                    q.restore(qm)
                     if expires_at is not None:
                         self.timed_queues.add(q)
                     q.next_seq = seq + 1
@@ -556,6 +555,7 @@ class Broker:
             expiration=None,
             routing_keys=keys,
             headers=headers,
+            priority=old.priority,
         )
         targets = vh.route(dlx, new)
         cycle_ok = any(d.get("reason") == "rejected" for d in deaths)

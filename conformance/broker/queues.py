@@ -1,4 +1,5 @@
-"""One queue: ready messages in publication order, consumers, limits, TTL and expiry.
+"""One queue: ready messages in publication order (a priority queue: by priority, then publication
+order), consumers, limits, TTL and expiry.
 
 Queues call back into the broker (``vhost.broker``) for the clock, the durable log
 and dead-lettering; they push deliveries into the consumers' channels.
@@ -33,6 +34,8 @@ EQUIVALENCE_ARGS = (
 )
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+#: RabbitMQ's largest x-max-priority (its priority guide: "values between 1 and 255")
+MAX_PRIORITY = 255
 
 
 class Queue:
@@ -76,6 +79,9 @@ class Queue:
         # by reject/nack/recover go to the back, x-delivery-limit dead-letters (DIFFERENCES.md).
         self.quorum = args.get("x-queue-type") == "quorum"
         self.delivery_limit: int | None = args.get("x-delivery-limit") if self.quorum else None
+        # RabbitMQ's priority queues (its priority guide): higher priority first, publication order
+        # within one; no priority property counts as 0, one above the maximum as the maximum.
+        self.max_priority: int | None = args.get("x-max-priority")
 
     @property
     def broker(self) -> Broker:
@@ -123,8 +129,11 @@ class Queue:
         if (msg.persistent or self.quorum) and self.durable:  # a quorum queue keeps every message
             qm.persisted = True
             lsn = broker.log_message(self, qm)
-        self.ready.append(qm)
-        self.ready_bytes += len(msg.body)
+        if self.max_priority is None:
+            self.ready.append(qm)
+            self.ready_bytes += len(msg.body)
+        else:
+            self._insert_sorted(qm)
         if qm.expires_at is not None:
             broker.timed_queues.add(self)
         if self.consumers:  # (without consumers a dispatch has nothing to do)
@@ -286,18 +295,31 @@ class Queue:
         self.expire_head(self.broker.clock())
         self.dispatch()
 
+    def rank(self, qm: QueuedMessage) -> tuple[int, int]:
+        """Where ``qm`` belongs in ``ready``: publication order, behind higher priorities in a
+        priority queue (the message keeps its priority property; only the order is capped)."""
+        if self.max_priority is None:
+            return 0, qm.seq
+        return -min(qm.msg.priority, self.max_priority), qm.seq
+
+    def restore(self, qm: QueuedMessage) -> None:
+        """A recovered message back into ``ready`` at its place."""
+        self._insert_sorted(qm)
+
     def _insert_sorted(self, qm: QueuedMessage) -> None:
         ready = self.ready
         self.ready_bytes += len(qm.msg.body)
-        if not ready or ready[-1].seq < qm.seq:
+        rank = self.rank
+        key = rank(qm)
+        if not ready or rank(ready[-1]) < key:
             ready.append(qm)
-        elif ready[0].seq > qm.seq:
+        elif rank(ready[0]) > key:
             ready.appendleft(qm)
         else:
             lo, hi = 0, len(ready)
             while lo < hi:
                 mid = (lo + hi) // 2
-                if ready[mid].seq < qm.seq:
+                if rank(ready[mid]) < key:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -393,6 +415,9 @@ def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
     integer("x-expires", positive=True)
     integer("x-max-length", positive=False)
     integer("x-max-length-bytes", positive=False)
+    integer("x-max-priority", positive=False)
+    if args.get("x-max-priority", 0) > MAX_PRIORITY:
+        raise bad("x-max-priority", f"{{max_value_exceeded,{args['x-max-priority']}}}")
     if "x-overflow" in args and args["x-overflow"] not in OVERFLOW_MODES:
         raise bad("x-overflow", f"{{invalid_overflow_value,{args['x-overflow']}}}")
     for key in ("x-dead-letter-exchange", "x-dead-letter-routing-key"):
