@@ -42,6 +42,7 @@ from .frames import (
 )
 from .messages import Consumer, Message, QueuedMessage, decode_properties, decode_properties_shared
 from .queues import Queue
+from .replyto import REPLY_QUEUE, ReplyConsumer
 from .settlement import Settlement, Unacked
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
@@ -83,6 +84,7 @@ class ChannelCore(Settlement):
         self.next_tag = 1
         self.unacked: dict[int, Unacked] = {}
         self.consumers: dict[str, Consumer] = {}
+        self.reply: ReplyConsumer | None = None  # the direct reply-to consumer (replyto.py)
         self.prefetch_count = 0  # basic.qos global=false: for consumers created later
         self.global_prefetch = 0  # basic.qos global=true: the whole channel
         self.limited = 0  # unacked deliveries made to consumers (what qos counts)
@@ -124,6 +126,17 @@ class ChannelCore(Settlement):
     def _wire_tag(consumer: Consumer) -> bytes:
         consumer.wire_tag = shortstr(consumer.tag)
         return consumer.wire_tag
+
+    def deliver_reply(self, msg: Message) -> bool:
+        """A reply to a direct reply-to name of this channel: delivered at once, no-ack."""
+        reply = self.reply
+        if reply is None or self.dead or self.state is not _OPEN or self.conn.state is not _CONN_OPEN:
+            return False
+        tag = self.next_tag
+        self.next_tag += 1
+        frames = deliver_bytes(self.number, shortstr(reply.tag), tag, False, msg, self.conn.frame_max)
+        self.conn.send_frames([frames])
+        return True
 
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The queue went away.  RabbitMQ sends basic.cancel only to clients that declared
@@ -251,6 +264,7 @@ class ChannelCore(Settlement):
         for consumer in list(self.consumers.values()):
             self.consumers.pop(consumer.tag, None)
             consumer.queue.remove_consumer(consumer)
+        self._reply_cancel()
         self.confirm_pending.clear()
         self.confirm_ready.clear()
 
@@ -375,6 +389,11 @@ class ChannelCore(Settlement):
 
     def _queue_declare(self, m: spec.Queue.Declare) -> None:
         vh = self.vhost
+        if m.passive and (m.queue == REPLY_QUEUE or m.queue in self.conn.broker.reply_routes):
+            # RabbitMQ: the pseudo-queue (and a live reply name) exists, empty, without consumers
+            if not m.nowait:
+                self.send(unvalidated(spec.Queue.DeclareOk, queue=m.queue, message_count=0, consumer_count=0))
+            return
         if m.passive:
             name = m.queue or self.last_queue
             q = vh.lookup_queue(name)
@@ -490,6 +509,9 @@ class ChannelCore(Settlement):
         self._redispatch()
 
     def _basic_consume(self, m: spec.Basic.Consume) -> None:
+        if m.queue == REPLY_QUEUE:
+            self._reply_consume(m)
+            return
         q = self._queue(m.queue, "basic.consume")
         tag = m.consumer_tag or ("amq.ctag-" + secrets.token_urlsafe(16))
         if tag in self.consumers:
@@ -517,7 +539,28 @@ class ChannelCore(Settlement):
             self.send(unvalidated(spec.Basic.ConsumeOk, consumer_tag=tag))
         q.add_consumer(consumer)
 
+    def _reply_consume(self, m: spec.Basic.Consume) -> None:
+        """basic.consume from amq.rabbitmq.reply-to (RabbitMQ's texts for its two refusals)."""
+        if not m.no_ack:
+            raise precondition("reply consumer cannot acknowledge")
+        if self.reply is not None:
+            raise precondition("reply consumer already set")
+        tag = m.consumer_tag or ("amq.ctag-" + secrets.token_urlsafe(16))
+        self.reply = ReplyConsumer(tag, self.conn.broker.reply_routes.register(self))
+        if not m.nowait:
+            self.send(unvalidated(spec.Basic.ConsumeOk, consumer_tag=tag))
+
+    def _reply_cancel(self) -> None:
+        if self.reply is not None:
+            self.conn.broker.reply_routes.unregister(self.reply.name)
+            self.reply = None
+
     def _basic_cancel(self, m: spec.Basic.Cancel) -> None:
+        if self.reply is not None and decoded(m.consumer_tag) == self.reply.tag:
+            self._reply_cancel()
+            if not m.nowait:
+                self.send(unvalidated(spec.Basic.CancelOk, consumer_tag=m.consumer_tag))
+            return
         consumer = self.consumers.pop(decoded(m.consumer_tag), None)
         if not m.nowait:
             self.send(unvalidated(spec.Basic.CancelOk, consumer_tag=m.consumer_tag))
@@ -557,8 +600,16 @@ class ChannelCore(Settlement):
             raise precondition(
                 f"user_id property set to '{props.user_id}' but authenticated user was '{self.conn.user}'"
             )
+        props_raw = p.props_raw
+        if props.reply_to == REPLY_QUEUE:
+            # a direct reply-to request: the reply-to names this channel's reply consumer
+            if self.reply is None:
+                raise precondition("fast reply consumer does not exist")
+            props = decode_properties(props_raw)  # a private copy (p.props may be shared)
+            props.reply_to = self.reply.name
+            props_raw = props.marshal()
         body = b"".join(p.parts or ())
-        msg = Message.from_publish(m.exchange, m.routing_key, p.props_raw, body, props)
+        msg = Message.from_publish(m.exchange, m.routing_key, props_raw, body, props)
         if self.tx:
             self.tx_publishes.append((x, msg, m.mandatory))
             return

@@ -74,7 +74,7 @@ def server_properties() -> dict[str, Any]:
             "consumer_priorities": False,
             "authentication_failure_close": True,
             "per_consumer_qos": True,
-            "direct_reply_to": False,
+            "direct_reply_to": True,
         },
     }
 

@@ -52,7 +52,7 @@ def test_start_advertises_server_properties(broker: Broker) -> None:
     assert props["platform"].startswith("Python 3.")
     caps = props["capabilities"]
     assert caps["publisher_confirms"] and caps["basic.nack"] and caps["exchange_exchange_bindings"]
-    assert caps["connection.blocked"] is True and caps["direct_reply_to"] is False
+    assert caps["connection.blocked"] is True and caps["direct_reply_to"] is True
     assert server_properties()["capabilities"]["consumer_priorities"] is False
 
 
