@@ -40,8 +40,8 @@ from .frames import (
     shortstr,
     unvalidated,
 )
-from .messages import Consumer, Message, QueuedMessage, decode_properties, decode_properties_shared
-from .queues import Queue
+from .messages import Message, QueuedMessage, decode_properties, decode_properties_shared
+from .queues import Consumer, Queue
 from .replyto import REPLY_QUEUE, ReplyConsumer
 from .settlement import Settlement, Unacked
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition

@@ -518,7 +518,7 @@ class Broker:
         """RabbitMQ dead-lettering: republish to x-dead-letter-exchange with x-death."""
         if q.dlx is None:
             return
-        vh = q.vhost
+        vh = self.vhosts[q.vhost.name]  # the queue knows its vhost only as far as queues need it
         dlx = vh.exchanges.get(q.dlx)
         if dlx is None:
             return  # RabbitMQ silently drops when the DLX does not exist

@@ -8,15 +8,72 @@ and dead-lettering; they push deliveries into the consumers' channels.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
-from .messages import Consumer, Message, QueuedMessage
-from .records import MessageDelivered, MessagesRemoved
+from .messages import Message, QueuedMessage
+from .records import MessageDelivered, MessagesRemoved, Record
 
-if TYPE_CHECKING:
-    from .model import Broker, VHost
+
+class QueueBroker(Protocol):
+    """The broker services a queue calls back into (``model.Broker`` provides them): the clock,
+    the durable log, dead-lettering, timers and the dispatch scheduler."""
+
+    clock: Callable[[], float]
+    timed_queues: set[Queue]
+    dispatch_burst: int
+    dispatch_scheduler: Callable[[], None] | None
+
+    def log(self, rec: Record) -> int: ...
+
+    def log_message(self, q: Queue, qm: QueuedMessage) -> int: ...
+
+    def dead_letter(self, q: Queue, qm: QueuedMessage, reason: str) -> None: ...
+
+    def defer_dispatch(self, q: Queue) -> None: ...
+
+
+class QueueVHost(Protocol):
+    """The virtual host a queue lives in (``model.VHost``)."""
+
+    name: str
+
+    @property
+    def broker(self) -> QueueBroker: ...
+
+    def delete_queue(self, q: Queue) -> int: ...
+
+
+# -- consumers, as queues see them -------------------------------------------------------------
+
+class ConsumerSink(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None: ...
+
+    def cancelled_by_broker(self, consumer: Consumer) -> None: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    tag: str
+    queue: Queue
+    sink: ConsumerSink
+    no_ack: bool
+    exclusive: bool
+    prefetch: int = 0  # 0 = unlimited (basic.qos global=false at consume time)
+    unacked: int = 0
+    arguments: dict[str, Any] = field(default_factory=dict)
+    #: the consumer tag as a shortstr, encoded once (basic.deliver carries it every time)
+    wire_tag: bytes = b""
+
+    def has_credit(self) -> bool:
+        return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch
+
 
 #: queue arguments RabbitMQ compares on redeclaration (rabbit_amqqueue:declare_args/0).
 EQUIVALENCE_ARGS = (
@@ -41,7 +98,7 @@ MAX_PRIORITY = 255
 class Queue:
     def __init__(
         self,
-        vhost: VHost,
+        vhost: QueueVHost,
         name: str,
         *,
         durable: bool,
@@ -84,7 +141,7 @@ class Queue:
         self.max_priority: int | None = args.get("x-max-priority")
 
     @property
-    def broker(self) -> Broker:
+    def broker(self) -> QueueBroker:
         return self.vhost.broker
 
     def __repr__(self) -> str:

@@ -17,8 +17,8 @@ from pamqp import commands as spec
 
 from .errors import AMQPError, ReplyCode, not_transactional, precondition, unknown_delivery_tag
 from .frames import BASIC_ACK, BASIC_NACK, ack_frame, decoded
-from .messages import Consumer, Message, QueuedMessage
-from .queues import Queue
+from .messages import Message, QueuedMessage
+from .queues import Consumer, Queue
 from .states import ChannelState
 
 if TYPE_CHECKING:
