@@ -12,11 +12,12 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pamqp import base
 from pamqp import commands as spec
 
+from .access import Grant
 from .errors import (
     AMQPError,
     ReplyCode,
@@ -27,7 +28,7 @@ from .errors import (
     rs_exchange,
     rs_queue,
 )
-from .events import ChannelClosed
+from .events import ChannelClosed, Event
 from .exchanges import Exchange
 from .frames import (
     _CONTENT_HDR,
@@ -41,13 +42,37 @@ from .frames import (
     unvalidated,
 )
 from .messages import Message, QueuedMessage, decode_properties, decode_properties_shared
+from .model import Broker, VHost
 from .queues import Consumer, Queue
 from .replyto import REPLY_QUEUE, ReplyConsumer
-from .settlement import Settlement, Unacked
+from .settlement import Settlement
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
-if TYPE_CHECKING:
-    from .connection import ConnectionCore
+
+class ChannelConnection(Protocol):
+    """What a channel needs from its connection (``connection.ConnectionCore`` provides it)."""
+
+    broker: Broker
+    state: ConnectionState
+    frame_max: int
+    congested: bool  # the client reads too slowly: no deliveries for now
+    confirms_dirty: bool  # a confirm is due: flushed once the input is handled
+    user: str
+    vhost: VHost | None
+    grant: Grant | None
+    exclusive_queues: set[Queue]
+
+    def send_frames(self, frames: list[bytes]) -> None: ...
+
+    def emit(self, event: Event) -> None: ...
+
+    def capability(self, name: str) -> bool: ...
+
+    def channel_gone(self, ch: ChannelCore, code: int, text: str, *, by_peer: bool) -> None: ...
+
+    def on_publish(self) -> None: ...
+
+    def request_sync(self) -> None: ...
 
 class ContentState(Enum):
     METHOD = "method"
@@ -71,10 +96,10 @@ _OPEN, _CLOSING, _CONN_OPEN = ChannelState.OPEN, ChannelState.CLOSING, Connectio
 _METHOD, _HEADER, _BODY = ContentState.METHOD, ContentState.HEADER, ContentState.BODY
 
 
-class ChannelCore(Settlement):
+class ChannelCore:
     """One channel's protocol state; also the ``ConsumerSink`` for its consumers."""
 
-    def __init__(self, conn: ConnectionCore, number: int) -> None:
+    def __init__(self, conn: ChannelConnection, number: int) -> None:
         self.conn = conn
         self.number = number
         self.state = ChannelState.OPEN
@@ -82,26 +107,40 @@ class ChannelCore(Settlement):
         self.content = ContentState.METHOD
         self.pending: PendingPublish | None = None
         self.next_tag = 1
-        self.unacked: dict[int, Unacked] = {}
         self.consumers: dict[str, Consumer] = {}
         self.reply: ReplyConsumer | None = None  # the direct reply-to consumer (replyto.py)
         self.prefetch_count = 0  # basic.qos global=false: for consumers created later
         self.global_prefetch = 0  # basic.qos global=true: the whole channel
-        self.limited = 0  # unacked deliveries made to consumers (what qos counts)
         self.last_queue = ""
-        # publisher confirms
-        self.confirm = False
-        self.publish_seq = 0
-        self.confirm_pending: dict[int, int] = {}  # seq -> lsn
-        self.confirm_ready: list[tuple[int, bool]] = []  # (seq, ack?)
-        # transactions (RabbitMQ >= 2.8 semantics)
-        self.tx = False
-        self.tx_publishes: list[tuple[Exchange, Message, bool]] = []
-        self.tx_acks: list[tuple[str, list[Unacked]]] = []  # ("ack"|"requeue"|"drop", ...)
+        #: unacked deliveries, transactions, publisher confirms (settlement.py)
+        self.settlement = Settlement(self)
 
-    # -- output ----------------------------------------------------------------------------
+    # -- output, and what settlement needs (settlement.SettlementHost) -------------------------
     def send(self, method: base.Frame) -> None:
         self.conn.send_frames([marshal_method(method, self.number)])
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        self.conn.send_frames(frames)
+
+    @property
+    def vhost(self) -> VHost:
+        assert self.conn.vhost is not None  # channels exist only on an opened connection
+        return self.conn.vhost
+
+    @property
+    def broker(self) -> Broker:
+        return self.conn.broker
+
+    def request_sync(self) -> None:
+        self.conn.request_sync()
+
+    def redispatch(self) -> None:
+        """Every queue this channel consumes from tries to deliver again (credit came back)."""
+        seen: set[int] = set()
+        for c in list(self.consumers.values()):
+            if id(c.queue) not in seen:
+                seen.add(id(c.queue))
+                c.queue.dispatch()
 
     # -- ConsumerSink ---------------------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
@@ -109,15 +148,13 @@ class ChannelCore(Settlement):
             return False
         if consumer.no_ack:
             return True
-        return self.global_prefetch == 0 or self.limited < self.global_prefetch
+        return self.global_prefetch == 0 or self.settlement.limited < self.global_prefetch
 
     def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None:
         tag = self.next_tag
         self.next_tag += 1
         if not consumer.no_ack:
-            self.unacked[tag] = Unacked(tag, consumer.queue, qm, consumer)
-            consumer.unacked += 1
-            self.limited += 1
+            self.settlement.delivered(tag, consumer.queue, qm, consumer)
         ctag = consumer.wire_tag or self._wire_tag(consumer)
         m = quorum_view(consumer.queue, qm, first=False)
         self.conn.send_frames([deliver_bytes(self.number, ctag, tag, qm.redelivered, m, self.conn.frame_max)])
@@ -253,20 +290,11 @@ class ChannelCore(Settlement):
         """Release everything the channel holds: requeue unacked (including those acked
         inside an uncommitted transaction), cancel consumers."""
         self.dead = True
-        if self.tx_acks:
-            for _kind, items in self.tx_acks:
-                for u in items:
-                    self.unacked[u.tag] = u
-            self.tx_acks.clear()
-        self.tx_publishes.clear()
-        self._requeue(list(self.unacked.values()))
-        self.unacked.clear()
+        self.settlement.release()
         for consumer in list(self.consumers.values()):
             self.consumers.pop(consumer.tag, None)
             consumer.queue.remove_consumer(consumer)
         self._reply_cancel()
-        self.confirm_pending.clear()
-        self.confirm_ready.clear()
 
     # -- access control -------------------------------------------------------------------------
     def _authorize(self, operation: str, **names: str) -> None:
@@ -506,7 +534,7 @@ class ChannelCore(Settlement):
         else:
             self.prefetch_count = m.prefetch_count
         self.send(spec.Basic.QosOk())
-        self._redispatch()
+        self.redispatch()
 
     def _basic_consume(self, m: spec.Basic.Consume) -> None:
         if m.queue == REPLY_QUEUE:
@@ -610,26 +638,10 @@ class ChannelCore(Settlement):
             props_raw = props.marshal()
         body = b"".join(p.parts or ())
         msg = Message.from_publish(m.exchange, m.routing_key, props_raw, body, props)
-        if self.tx:
-            self.tx_publishes.append((x, msg, m.mandatory))
-            return
-        seq = 0
-        if self.confirm:
-            self.publish_seq += 1
-            seq = self.publish_seq
-        routed, accepted, lsn = self.conn.broker.publish(vh, x, msg)
-        if not routed and m.mandatory:
-            self._send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
-        if seq:
-            if not accepted:
-                self.confirm_ready.append((seq, False))
-            elif lsn and not self.conn.broker.is_durable(lsn):
-                self.confirm_pending[seq] = lsn
-            else:
-                self.confirm_ready.append((seq, True))
+        if self.settlement.publish(x, msg, m.mandatory):
             self.conn.confirms_dirty = True
 
-    def _send_return(self, msg: Message, code: int, text: str) -> None:
+    def send_return(self, msg: Message, code: int, text: str) -> None:
         frames = [
             marshal_method(
                 unvalidated(spec.Basic.Return, code, text, msg.exchange, msg.routing_key), self.number
@@ -647,7 +659,7 @@ class ChannelCore(Settlement):
         tag = self.next_tag
         self.next_tag += 1
         if not m.no_ack:
-            self.unacked[tag] = Unacked(tag, q, qm, None)
+            self.settlement.delivered(tag, q, qm, None)
         msg = quorum_view(q, qm, first=True)
         frames = [
             marshal_method(
@@ -672,6 +684,11 @@ def quorum_view(q: Queue, qm: QueuedMessage, *, first: bool) -> Message:
     return dataclasses.replace(msg, props=props.marshal(), headers=props.headers, wire=None)
 
 
+def _settling(handler: Callable[[Settlement, Any], None]) -> Callable[[ChannelCore, Any], None]:
+    """A channel-table entry for a method the channel's settlement handles."""
+    return lambda ch, m: handler(ch.settlement, m)
+
+
 _CHANNEL_HANDLERS: dict[type[base.Frame], Callable[[ChannelCore, Any], None]] = {
     spec.Channel.Flow: ChannelCore._channel_flow,
     spec.Channel.Close: ChannelCore._channel_close,
@@ -690,13 +707,13 @@ _CHANNEL_HANDLERS: dict[type[base.Frame], Callable[[ChannelCore, Any], None]] = 
     spec.Basic.Cancel: ChannelCore._basic_cancel,
     spec.Basic.Publish: ChannelCore._basic_publish,
     spec.Basic.Get: ChannelCore._basic_get,
-    spec.Basic.Ack: ChannelCore._basic_ack,
-    spec.Basic.Reject: ChannelCore._basic_reject,
-    spec.Basic.Nack: ChannelCore._basic_nack,
-    spec.Basic.RecoverAsync: ChannelCore._basic_recover_async,
-    spec.Basic.Recover: ChannelCore._basic_recover,
-    spec.Tx.Select: ChannelCore._tx_select,
-    spec.Tx.Commit: ChannelCore._tx_commit,
-    spec.Tx.Rollback: ChannelCore._tx_rollback,
-    spec.Confirm.Select: ChannelCore._confirm_select,
+    spec.Basic.Ack: _settling(Settlement.basic_ack),
+    spec.Basic.Reject: _settling(Settlement.basic_reject),
+    spec.Basic.Nack: _settling(Settlement.basic_nack),
+    spec.Basic.RecoverAsync: _settling(Settlement.basic_recover_async),
+    spec.Basic.Recover: _settling(Settlement.basic_recover),
+    spec.Tx.Select: _settling(Settlement.tx_select),
+    spec.Tx.Commit: _settling(Settlement.tx_commit),
+    spec.Tx.Rollback: _settling(Settlement.tx_rollback),
+    spec.Confirm.Select: _settling(Settlement.confirm_select),
 }

@@ -209,7 +209,7 @@ class ConnectionCore:
         self.congested = congested
         if not congested:
             for ch in list(self.channels.values()):
-                ch._redispatch()
+                ch.redispatch()
 
     def on_alarm(self, active: bool) -> None:
         """The broker's memory alarm changed. Raising it blocks nobody yet (RabbitMQ blocks a
@@ -275,8 +275,8 @@ class ConnectionCore:
         if self.confirms_dirty and self.state is _OPEN:
             self.confirms_dirty = False
             for ch in list(self.channels.values()):
-                if ch.confirm:
-                    ch.flush_confirms()
+                if ch.settlement.confirm:
+                    ch.settlement.flush_confirms()
 
     # -- framing -------------------------------------------------------------------------------
     def _parse(self) -> None:
