@@ -24,6 +24,9 @@ ARGS = "rabbitmq-priority#using-arguments"
 BEHAVIOUR = "rabbitmq-priority#behaviour"
 MAXIMUM = "rabbitmq-priority#maximum"
 RMQ = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
+# RabbitMQ's quorum queues refuse x-max-priority (quorum queue guide, feature matrix)
+CLASSIC = ("classic",)
+PREMISE = "x-max-priority makes a priority queue: classic queues (a quorum queue refuses the argument)"
 
 
 def _publish(ch: RawChannel, q: str, messages: Sequence[tuple[str, int | None]]) -> None:
@@ -45,6 +48,7 @@ def _drain(ch: RawChannel, q: str) -> list[tuple[str, int | None]]:
 ORDERS = [
     param(Case(
         "priority_queue.order", rules=("basic/08",), sources=(BEHAVIOUR, RMQ), level=Level.EXTENSION,
+        queue_types=CLASSIC, premise=PREMISE,
         description="A queue with x-max-priority 10; messages with priorities none, 3, 6, 3, 9, 0 published "
         "in that order, then fetched with basic.get",
         expectation="highest priority first, publication order within a priority, no priority = 0; each "
@@ -53,6 +57,7 @@ ORDERS = [
     ), 10, [("n", None), ("a", 3), ("b", 6), ("c", 3), ("d", 9), ("z", 0)]),
     param(Case(
         "priority_queue.above-maximum", rules=("basic/08",), sources=(BEHAVIOUR, RMQ), level=Level.EXTENSION,
+        queue_types=CLASSIC, premise=PREMISE,
         description="A queue with x-max-priority 5; messages with priorities 7, 5, 9, 2, 5 published in that "
         "order, then fetched with basic.get",
         expectation="priorities above 5 count as 5 (7, 5, 9, 5 in publication order), then 2; each message "
@@ -70,6 +75,7 @@ def test_order(declared_queue, ctx, max_priority: int, messages: list[tuple[str,
 
 
 @case("priority_queue.consumer-order", rules=["basic/08"], sources=[BEHAVIOUR, RMQ], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
       description="A queue with x-max-priority 10 holding messages with priorities 1, 5, 9, 5; then a no-ack "
       "consumer attaches",
       expectation="deliveries in the order 9, 5 (first), 5 (second), 1, delivery tags 1-4")
@@ -83,7 +89,7 @@ def test_consumer_order(declared_queue, ctx):
 
 
 @case("priority_queue.requeue-keeps-position", rules=["basic/08"], sources=[BEHAVIOUR, RMQ],
-      level=Level.EXTENSION,
+      level=Level.EXTENSION, queue_types=CLASSIC, premise=PREMISE,
       description="A queue with x-max-priority 10 holding priorities 5 (b), 1 (a), 5 (c); b is fetched with "
       "basic.get and rejected with requeue",
       expectation="b comes back ahead of c (its original position within priority 5), redelivered; then c, a")

@@ -17,6 +17,7 @@ from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
+from conformance.clients.expect import drain_confirms
 from conformance.clients.outcome import check_outcome, outcome
 
 REPLY_TO = "amq.rabbitmq.reply-to"
@@ -47,7 +48,8 @@ def test_round_trip(declared_queue, amqp, ctx):
     requester = amqp.channel()
     tag = requester.consume(REPLY_TO, no_ack=True, consumer_tag=ctx.name("reply"))
     props = spec.Basic.Properties(reply_to=REPLY_TO, correlation_id="c1")
-    requester.publish("", q, b"request", properties=props)
+    requester.confirm_select()  # confirmed: in the server's queue (of any type) before its basic.get
+    drain_confirms(requester, requester.publish("", q, b"request", properties=props))
     request = server.get(q, no_ack=True)
     ctx.check(request is not None, True, "the request reached the server's queue")
     assert request is not None and request.properties is not None
