@@ -7,7 +7,6 @@ channel, hard ones propagate to the connection.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from .access import Grant
 from .errors import (
     AMQPError,
     ReplyCode,
-    amqp_type_name,
     default_exchange_refused,
     method_frame_expected,
     precondition,
@@ -29,7 +27,7 @@ from .errors import (
     rs_queue,
 )
 from .events import ChannelClosed, Event
-from .exchanges import Exchange
+from .exchanges import Exchange, check_binding_args
 from .frames import (
     _CONTENT_HDR,
     _as_text,
@@ -156,7 +154,7 @@ class ChannelCore:
         if not consumer.no_ack:
             self.settlement.delivered(tag, consumer.queue, qm, consumer)
         ctag = consumer.wire_tag or self._wire_tag(consumer)
-        m = quorum_view(consumer.queue, qm, first=False)
+        m = consumer.queue.view(qm, first=False)
         self.conn.send_frames([deliver_bytes(self.number, ctag, tag, qm.redelivered, m, self.conn.frame_max)])
 
     @staticmethod
@@ -358,24 +356,9 @@ class ChannelCore:
         dst = vh.lookup_exchange(destination)
         return src, dst
 
-    @staticmethod
-    def _check_binding_args(x: Exchange, arguments: dict[str, Any]) -> None:
-        """RabbitMQ rabbit_exchange_type_headers:validate_binding."""
-        if x.type != "headers" or "x-match" not in arguments:
-            return
-        value = arguments["x-match"]
-        if not isinstance(value, str):
-            raise precondition(
-                f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr"
-            )
-        if value not in ("all", "any", "all-with-x", "any-with-x"):
-            raise precondition(
-                f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
-            )
-
     def _exchange_bind(self, m: spec.Exchange.Bind) -> None:
         src, dst = self._exchange_bind_common("exchange.bind", m.destination, m.source)
-        self._check_binding_args(src, m.arguments or {})
+        check_binding_args(src, m.arguments or {})
         self.vhost.add_binding(src, "e", dst.name, m.routing_key, m.arguments or {})
         if not m.nowait:
             self.send(spec.Exchange.BindOk())
@@ -475,7 +458,7 @@ class ChannelCore:
     def _queue_bind(self, m: spec.Queue.Bind) -> None:
         self._authorize("queue.bind", queue=self._queue_name(m.queue), exchange=m.exchange)
         x, q, rk = self._queue_bind_common(m.queue, m.exchange, m.routing_key)
-        self._check_binding_args(x, m.arguments or {})
+        check_binding_args(x, m.arguments or {})
         self.vhost.add_binding(x, "q", q.name, rk, m.arguments or {})
         if not m.nowait:
             self.send(spec.Queue.BindOk())
@@ -660,7 +643,7 @@ class ChannelCore:
         self.next_tag += 1
         if not m.no_ack:
             self.settlement.delivered(tag, q, qm, None)
-        msg = quorum_view(q, qm, first=True)
+        msg = q.view(qm, first=True)
         frames = [
             marshal_method(
                 unvalidated(
@@ -671,18 +654,6 @@ class ChannelCore:
             *content_frames(self.number, msg, self.conn.frame_max),
         ]
         self.conn.send_frames(frames)
-
-def quorum_view(q: Queue, qm: QueuedMessage, *, first: bool) -> Message:
-    """The message as a quorum queue hands it out: with x-delivery-count once it was returned
-    (basic.get-ok carries it from the first delivery on: 0; measured on RabbitMQ 3.10.8)."""
-    msg = qm.msg
-    if not q.quorum or (qm.delivery_count == 0 and not first):
-        return msg
-    props = decode_properties(msg.props)
-    props.headers = {**dict(props.headers or {}), "x-delivery-count": qm.delivery_count}
-    # wire=None: the copy must not carry the original's cached delivery encoding (frames.message_wire)
-    return dataclasses.replace(msg, props=props.marshal(), headers=props.headers, wire=None)
-
 
 def _settling(handler: Callable[[Settlement, Any], None]) -> Callable[[ChannelCore, Any], None]:
     """A channel-table entry for a method the channel's settlement handles."""

@@ -7,13 +7,14 @@ and dead-lettering; they push deliveries into the consumers' channels.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
-from .messages import Message, QueuedMessage
+from .messages import Message, QueuedMessage, decode_properties
 from .records import MessageDelivered, MessagesRemoved, Record
 
 
@@ -381,6 +382,17 @@ class Queue:
                 else:
                     hi = mid
             ready.insert(lo, qm)
+
+    def view(self, qm: QueuedMessage, *, first: bool) -> Message:
+        """The message as this queue hands it out: a quorum queue adds x-delivery-count once it was
+        returned (basic.get-ok carries it from the first delivery on: 0; measured on RabbitMQ 3.10.8)."""
+        msg = qm.msg
+        if not self.quorum or (qm.delivery_count == 0 and not first):
+            return msg
+        props = decode_properties(msg.props)
+        props.headers = {**dict(props.headers or {}), "x-delivery-count": qm.delivery_count}
+        # wire=None: the copy must not carry the original's cached delivery encoding (frames.message_wire)
+        return dataclasses.replace(msg, props=props.marshal(), headers=props.headers, wire=None)
 
     def purge(self) -> int:
         count = len(self.ready)
