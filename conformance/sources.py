@@ -264,6 +264,20 @@ DOCUMENTS: tuple[Document, ...] = (
         "the amq.rabbitmq.reply-to pseudo-queue: no-ack consumer, reply-to rewritten, replies delivered",
     ),
     Document(
+        "rabbitmq-consumer-priority",
+        "Consumer Priorities",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/consumer-priority",
+        {
+            "definition": Section(
+                "Definition: active consumers with higher priority receive messages first; lower priority "
+                "consumers only when the higher ones are blocked (e.g. by their prefetch limit)"
+            ),
+            "how-to-use": Section("How to Use: the x-priority argument of basic.consume (default 0)"),
+        },
+        "x-priority on basic.consume: higher-priority consumers first, lower ones when those are blocked",
+    ),
+    Document(
         "rabbitmq-priority",
         "Classic Queues Support Priorities",
         "RabbitMQ docs",
