@@ -72,6 +72,12 @@ class Consumer:
     #: the consumer tag as a shortstr, encoded once (basic.deliver carries it every time)
     wire_tag: bytes = b""
 
+    @property
+    def priority(self) -> int:
+        """x-priority (RabbitMQ's consumer priorities; 0 without one)."""
+        value = self.arguments.get("x-priority", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
     def has_credit(self) -> bool:
         return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch
 
@@ -118,6 +124,7 @@ class Queue:
         self.unacked: dict[int, QueuedMessage] = {}
         self.unacked_bytes = 0  # bodies of ``unacked`` (the memory alarm counts them)
         self.consumers: deque[Consumer] = deque()
+        self.prioritised = False  # some consumer has a non-zero x-priority
         self.next_seq = 1
         self.deleted = False
         self.had_consumer = False
@@ -262,16 +269,34 @@ class Queue:
             self.expire_head(now, grace=True)
             if not self.ready:
                 return
-            for _ in range(len(self.consumers)):
-                consumer = self.consumers[0]
-                self.consumers.rotate(-1)
-                if consumer.has_credit() and consumer.sink.can_deliver(consumer):
-                    break
-            else:
+            consumer = self._next_consumer()
+            if consumer is None:
                 return
             qm = self._pop_head()
             self.hand_out(qm, no_ack=consumer.no_ack)
             consumer.sink.deliver(consumer, qm)
+
+    def _next_consumer(self) -> Consumer | None:
+        """The consumer the next message goes to: round robin among those that can take it, and
+        with consumer priorities (x-priority) among the highest-priority ones only (RabbitMQ's
+        consumer priority guide: lower priorities get messages while the higher are blocked)."""
+        consumers = self.consumers
+        if not self.prioritised:
+            for _ in range(len(consumers)):
+                consumer = consumers[0]
+                consumers.rotate(-1)
+                if consumer.has_credit() and consumer.sink.can_deliver(consumer):
+                    return consumer
+            return None
+        best: Consumer | None = None
+        for consumer in consumers:  # in turn order: the first of the best priority wins
+            if (best is None or consumer.priority > best.priority) and consumer.has_credit() \
+                    and consumer.sink.can_deliver(consumer):
+                best = consumer
+        if best is not None:
+            consumers.remove(best)
+            consumers.append(best)  # its turn is over
+        return best
 
     def hand_out(self, qm: QueuedMessage, *, no_ack: bool) -> None:
         if no_ack:
@@ -405,6 +430,7 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self.prioritised = any(c.priority for c in self.consumers)
         self.had_consumer = True
         self.touch()
         self.dispatch()
@@ -414,6 +440,7 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        self.prioritised = any(c.priority for c in self.consumers)
         self.touch()
         # spec queue.declare auto-delete: "The server SHOULD allow for a reasonable delay
         # between the point when it determines that a queue is not being used [...]";

@@ -53,7 +53,7 @@ def test_start_advertises_server_properties(broker: Broker) -> None:
     caps = props["capabilities"]
     assert caps["publisher_confirms"] and caps["basic.nack"] and caps["exchange_exchange_bindings"]
     assert caps["connection.blocked"] is True and caps["direct_reply_to"] is True
-    assert server_properties()["capabilities"]["consumer_priorities"] is False
+    assert server_properties()["capabilities"]["consumer_priorities"] is True
 
 
 def test_bad_protocol_header_gets_ours_and_close(broker: Broker) -> None:
