@@ -9,7 +9,7 @@ The names below are its public surface; the modules behind them are ``wire`` (th
 """
 
 from conformance.protocol.frames import content_body, content_header, publish_unsplit
-from conformance.protocol.handshake import Handshake
+from conformance.protocol.handshake import Handshake, HandshakeError
 from conformance.protocol.raw import (
     Event,
     RawChannel,
@@ -23,7 +23,7 @@ from conformance.protocol.raw import (
 from conformance.protocol.wire import PROTOCOL_HEADER, URL, describe, method_name, reply_name
 
 __all__ = [
-    "PROTOCOL_HEADER", "URL", "Event", "Handshake", "RawChannel", "RawConnection", "SocketClosed",
-    "UnexpectedClose", "bodies", "content_body", "content_header", "default_client_properties", "describe",
-    "method_name", "publish_unsplit", "reply_name", "tags",
+    "PROTOCOL_HEADER", "URL", "Event", "Handshake", "HandshakeError", "RawChannel", "RawConnection",
+    "SocketClosed", "UnexpectedClose", "bodies", "content_body", "content_header",
+    "default_client_properties", "describe", "method_name", "publish_unsplit", "reply_name", "tags",
 ]

@@ -9,7 +9,7 @@ turns. Measured on RabbitMQ 3.10.8 with the raw client.
 from __future__ import annotations
 
 from conformance.cases import Level, case
-from conformance.clients.expect import drain_confirms
+from conformance.verify import drain_confirms
 
 DEFINITION = "rabbitmq-consumer-priority#definition"
 HOW = "rabbitmq-consumer-priority#how-to-use"

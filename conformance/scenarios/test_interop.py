@@ -15,41 +15,19 @@ connect; a client tearing down bindings of an auto-deleted exchange ends in an e
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.handshake import Handshake, HandshakeError
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.raw import UnexpectedClose
-from conformance.clients.steps import quiet_window
-from conformance.clients.wire import describe
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.protocol import Handshake, HandshakeError, UnexpectedClose, describe
+from conformance.verify import CaseTimeout, Mismatch, check_outcome, outcome, quiet_window
 
 RMQ = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
 SPEC_XML = "amqp0-9-1.xml"
 EXTENDED_XML = "amqp0-9-1.stripped.extended.xml"
 
-
-@pytest.fixture
-def private_broker(
-    request: pytest.FixtureRequest, broker_url: str
-) -> Iterator[tuple[str, dict[str, bool] | None]]:
-    """(url, health) of a broker private to this worker where the suite can spawn one (restarted
-    after the case unless the case marks it healthy), else the target itself -- for a case that
-    can take a broker down (garagemq 0.1's process ends on connection.update-secret)."""
-    try:
-        target = request.getfixturevalue("restartable")
-    except Unsupported:
-        yield broker_url, None
-        return
-    health = {"healthy": False}
-    yield target.url, health
-    if not health["healthy"]:
-        target.controller.restart()
 
 
 def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:

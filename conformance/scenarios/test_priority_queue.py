@@ -16,9 +16,8 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import drain_confirms
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.raw import RawChannel
+from conformance.protocol import RawChannel
+from conformance.verify import check_outcome, drain_confirms, outcome
 
 ARGS = "rabbitmq-priority#using-arguments"
 BEHAVIOUR = "rabbitmq-priority#behaviour"

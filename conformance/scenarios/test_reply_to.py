@@ -17,8 +17,7 @@ from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import drain_confirms
-from conformance.clients.outcome import check_outcome, outcome
+from conformance.verify import check_outcome, drain_confirms, outcome
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 USE = "rabbitmq-direct-reply-to#use"

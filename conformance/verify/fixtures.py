@@ -19,9 +19,13 @@ import pytest
 from conformance.cases import case_of
 from conformance.protocol.raw import RawChannel
 from conformance.queue_types import declare_fields
+from conformance.verdicts import Unsupported
 from conformance.verify.expect import ACTIVE_CONTEXT
 
-__all__ = ["DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue"]
+__all__ = [
+    "DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue",
+    "private_broker",
+]
 
 
 class DeclareQueue(Protocol):
@@ -86,3 +90,25 @@ def active_case_context(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         ACTIVE_CONTEXT.reset(token)
+
+
+@pytest.fixture
+def private_broker(
+    request: pytest.FixtureRequest, broker_url: str
+) -> Iterator[tuple[str, dict[str, bool] | None]]:
+    """(url, health) of a broker private to this worker where the suite can spawn one, else the target
+    itself. For a case that can take a broker down (garagemq stops answering after a queue is deleted
+    under an active consumer; its process ends on connection.update-secret), so that it does not
+    cascade into other cases: the private broker is restarted after the case unless the case sets
+    ``health["healthy"] = True``."""
+
+
+    try:
+        target = request.getfixturevalue("restartable")
+    except Unsupported:
+        yield broker_url, None
+        return
+    health = {"healthy": False}
+    yield target.url, health
+    if not health["healthy"]:
+        target.controller.restart()
