@@ -102,3 +102,11 @@ def wait_amqp(host: str, port: int, deadline: float, alive: object = None, what:
         if time.monotonic() > deadline:
             raise ClusterError(f"{what} did not answer AMQP on {host}:{port} in time")
         time.sleep(0.2)  # a booting node has no event to wait on
+
+
+def free_port_url(host: str = "127.0.0.1") -> str:
+    """The URL of a port nothing listens on (bound and released): for tests of unreachable nodes."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port = s.getsockname()[1]
+    return f"amqp://guest:guest@{host}:{port}/"

@@ -18,8 +18,10 @@ Records (JSON lines, ``--results``/faults-<run>.jsonl), one ``record`` field nam
   null), verdict (PASS | FAIL).
 - ``faults.bucket``: run_id, queue_type, t (bucket start, s), width_s, published, confirmed, consumed,
   faults (fault actions active in the bucket, e.g. ["kill n1"]).
-- ``faults.event``: run_id, queue_type, t (s since start), action (kill | start | pause | resume |
-  partition | heal | unsupported), node (index or null), node_name, ok, detail.
+- ``faults.event``: run_id, queue_type, phase (schedule | final), t (s since start), action (kill |
+  start | pause | resume | partition | heal | unsupported), node (index or null), node_name, ok, detail.
+- ``faults.client``: run_id, queue_type, t, client (thread name), node, event (connected, or the
+  error that ended its connection: what the client saw meanwhile).
 """
 
 from __future__ import annotations
@@ -386,6 +388,7 @@ def records(result: FaultsResult) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [summary]
     out += [{"record": "faults.bucket", **base, "width_s": cfg.bucket, **row} for row in result.buckets]
     out += [{"record": "faults.event", **base, **e} for e in result.events]
+    out += [{"record": "faults.client", **base, **e} for e in result.client_events]
     return out
 
 

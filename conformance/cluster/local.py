@@ -61,6 +61,8 @@ NET_TICKTIME = 5
 MAX_MESSAGE_SIZE = 1048576
 SECOND_VHOST = "amqpc-second"  # the name conformance.targets.base uses for the vhost cases
 PR_SET_PDEATHSIG = 1
+#: every process a run spawns carries this variable (its run id): tests find leftovers by it
+RUN_ENV = "AMQPC_CLUSTER_RUN"
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
@@ -208,6 +210,7 @@ class LocalCluster:
         cookie = self.home / ".erlang.cookie"
         cookie.write_text(secrets.token_hex(16).upper())
         cookie.chmod(0o400)
+        sweep_stale()
         self._setup_cgroups()
         self._start_epmd()
         for i in range(self.size):
@@ -251,6 +254,7 @@ class LocalCluster:
         env.update(
             {
                 "HOME": str(self.home),
+                RUN_ENV: self.run_id,
                 "ERL_EPMD_PORT": str(self.epmd_port),
                 "ERL_EPMD_ADDRESS": self.host,
                 "RABBITMQ_NODENAME": name,
@@ -301,7 +305,7 @@ class LocalCluster:
         assert self.base is not None
         epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
         self.epmd_port = _free_port(self.host)
-        env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port)}
+        env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port), RUN_ENV: self.run_id}
         self._epmd = self._popen(
             [epmd, "-port", str(self.epmd_port), "-address", self.host],
             env,
@@ -626,6 +630,59 @@ class LocalCluster:
         self._spawner.shutdown(wait=False)
         if self.base is not None:
             shutil.rmtree(self.base, ignore_errors=True)
+
+
+def sweep_stale() -> list[str]:
+    """Remove what a run killed with SIGKILL could not: its iptables chain and cgroups, for every
+    ``amqpc-<run>`` cgroup no process is left in (its nodes died with it: PR_SET_PDEATHSIG).
+    Returns the run ids swept."""
+    root = _cgroup2_root()
+    if root is None or os.geteuid() != 0:
+        return []
+    swept = []
+    for run in root.glob("amqpc-*/"):
+        subs = [p for p in run.iterdir() if p.is_dir()]
+        # a run's cgroups are empty for a moment while it starts: only sweep ones a minute old
+        if time.time() - run.stat().st_mtime < 60 or any(_cgroup_pids(p) for p in [run, *subs]):
+            continue
+        run_id = run.name.removeprefix("amqpc-")
+        chain = f"AMQPC-{run_id}"
+        for args in (["-D", "OUTPUT", "-j", chain], ["-F", chain], ["-X", chain]):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(["iptables", "-w", "5", *args], capture_output=True, timeout=30)
+        for sub in [*subs, run]:
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        swept.append(run_id)
+    return swept
+
+
+def leftovers(run_id: str) -> list[str]:
+    """What of run ``run_id`` still exists: processes (by :data:`RUN_ENV`), its iptables chain,
+    its cgroup — for tests and a final check. Empty when the teardown was complete."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            if f"{RUN_ENV}={run_id}".encode() in env:
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(f"process {proc.name}: {(proc / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    done = (
+        subprocess.run(["iptables", "-w", "5", "-S"], capture_output=True, timeout=30)
+        if shutil.which("iptables") and os.geteuid() == 0
+        else None
+    )
+    if done is not None and f"AMQPC-{run_id}".encode() in done.stdout:
+        found.append(f"iptables chain AMQPC-{run_id}")
+    root = _cgroup2_root()
+    if root is not None and (root / f"amqpc-{run_id}").exists():
+        found.append(f"cgroup {root / f'amqpc-{run_id}'}")
+    return found
 
 
 def _raise_exit(signum: int, frame: FrameType | None) -> None:

@@ -67,10 +67,11 @@ class UserCluster:
         )
 
     def supports(self, action: str) -> str | None:
-        if action in self.templates:
-            return None
+        """A fault needs its recovery too: kill needs start, pause resume, partition heal."""
         need = {"kill": ("kill", "start"), "pause": ("pause", "resume"), "partition": ("partition", "heal")}
         missing = [a for a in need.get(action, (action,)) if a not in self.templates]
+        if not missing:
+            return None
         return f"no node command for {', '.join(missing)} (give --node-cmd-{missing[0]} with {{node}} in it)"
 
     # -- validation ------------------------------------------------------------------------
