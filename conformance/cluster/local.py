@@ -632,18 +632,18 @@ class LocalCluster:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-def sweep_stale() -> list[str]:
+def sweep_stale(run_id: str | None = None, min_age: float = 60.0) -> list[str]:
     """Remove what a run killed with SIGKILL could not: its iptables chain and cgroups, for every
     ``amqpc-<run>`` cgroup no process is left in (its nodes died with it: PR_SET_PDEATHSIG).
-    Returns the run ids swept."""
+    Only run ``run_id`` when given; only cgroups ``min_age`` seconds old. Returns the run ids swept."""
     root = _cgroup2_root()
     if root is None or os.geteuid() != 0:
         return []
     swept = []
-    for run in root.glob("amqpc-*/"):
+    for run in root.glob(f"amqpc-{run_id or '*'}/"):
         subs = [p for p in run.iterdir() if p.is_dir()]
         # a run's cgroups are empty for a moment while it starts: only sweep ones a minute old
-        if time.time() - run.stat().st_mtime < 60 or any(_cgroup_pids(p) for p in [run, *subs]):
+        if time.time() - run.stat().st_mtime < min_age or any(_cgroup_pids(p) for p in [run, *subs]):
             continue
         run_id = run.name.removeprefix("amqpc-")
         chain = f"AMQPC-{run_id}"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cluster.local import RABBITMQ_SERVER, RUN_ENV, leftovers
+from conformance.cluster.local import RABBITMQ_SERVER, RUN_ENV, leftovers, sweep_stale
 
 pytestmark = [
     pytest.mark.integration,
@@ -81,3 +81,5 @@ def test_a_start_stopped_half_way_leaves_nothing(sig: int) -> None:
     else:
         # a SIGKILLed controller cannot remove its (empty) cgroups; the next run sweeps them
         assert [x for x in leftovers(run_id) if x.startswith("process")] == []
+        sweep_stale(run_id, min_age=0)
+        assert leftovers(run_id) == []
