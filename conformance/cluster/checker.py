@@ -13,6 +13,8 @@ redelivered flag). Each message id falls in exactly one of:
 ``duplicated`` counts ids consumed more than once; it overlaps the classes above (a duplicated
 message is also ok or recovered). Duplicates are legal under at-least-once delivery when the
 second delivery carries redelivered=true; ``duplicated_unflagged`` counts the ones that did not.
+``recovered_after_nack`` counts the recovered ones the broker had nacked (a nack says the broker
+did not take responsibility, yet the message was delivered: legal, and worth knowing).
 """
 
 from __future__ import annotations
@@ -24,7 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ACK, NACK, UNKNOWN = "ack", "nack", "unknown"
-CLASSES = ("ok", "lost", "recovered", "unconfirmed", "unexpected", "duplicated", "duplicated_unflagged")
+CLASSES = (
+    "ok",
+    "lost",
+    "recovered",
+    "unconfirmed",
+    "unexpected",
+    "duplicated",
+    "duplicated_unflagged",
+    "recovered_after_nack",
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,8 @@ def check(publishes: Iterable[Publish], deliveries: Iterable[Delivery]) -> Verdi
                 lost.append(msg_id)
         else:
             counts["recovered" if consumed else "unconfirmed"] += 1
+            if consumed and p.outcome == NACK:
+                counts["recovered_after_nack"] += 1
     unexpected = sorted(m for m in seen if m not in pubs)
     counts["unexpected"] = len(unexpected)
     counts["duplicated"] = sum(1 for n in seen.values() if n > 1)

@@ -12,10 +12,10 @@ Records (JSON lines, ``--results``/faults-<run>.jsonl), one ``record`` field nam
 
 - ``faults.summary``: run_id, time, target, cluster_size, queue_type, promise, promise_source,
   nemesis (list), interval_s, hold_s, duration_s, events (nemesis actions), faults (fault actions),
-  published, confirmed, counts {ok, lost, recovered, unconfirmed, unexpected, duplicated,
-  duplicated_unflagged}, fractions (same keys, of published), confirm_latency_ms {p50, p99, max},
-  drain (how the final drain ended), lost_ids (first 50), injected (the injector's description or
-  null), verdict (PASS | FAIL).
+  published, confirmed, outcomes {ack, nack, unknown}, counts {ok, lost, recovered, unconfirmed,
+  unexpected, duplicated, duplicated_unflagged, recovered_after_nack}, fractions (same keys, of
+  published), confirm_latency_ms {p50, p99, max}, drain (how the final drain ended), lost_ids
+  (first 50), injected (the injector's description or null), verdict (PASS | FAIL).
 - ``faults.bucket``: run_id, queue_type, t (bucket start, s), width_s, published, confirmed, consumed,
   faults (fault actions active in the bucket, e.g. ["kill n1"]).
 - ``faults.event``: run_id, queue_type, phase (schedule | final), t (s since start), action (kill |
@@ -276,22 +276,14 @@ def run_faults(
 
 
 def _wait_clustered(cluster: ClusterController, deadline: float, log: Callable[[str], None]) -> None:
-    """Wait until node 0 sees every node running (local clusters; others are trusted)."""
-    running = getattr(cluster, "running_nodes", None)
-    if running is None:
+    """Wait until every node runs again (local clusters; a user's cluster is trusted)."""
+    wait: Callable[[float], None] | None = getattr(cluster, "wait_running", None)
+    if wait is None:
         return
-    want = len(cluster.nodes)
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            nodes = running(0)
-            if len(nodes) == want:
-                return
-            last = nodes
-        except ClusterError as exc:
-            last = exc
-        time.sleep(1)  # cluster membership has no event we can wait on from here
-    log(f"cluster did not report all {want} nodes running before the drain: {last}")
+    try:
+        wait(max(1.0, deadline - time.monotonic()))
+    except ClusterError as exc:
+        log(f"before the drain: {exc}")
 
 
 def _active(events: list[dict[str, Any]], start: float, end: float) -> list[str]:
@@ -425,6 +417,7 @@ def render(result: FaultsResult) -> str:
         "unexpected",
         "duplicated",
         "duplicated_unflagged",
+        "recovered_after_nack",
     ):
         lines.append(f"  {name:<21} {v.counts[name]:>8}  {100 * v.fraction(name):8.4f} %")
     lat = v.latency_ms

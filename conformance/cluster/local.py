@@ -358,6 +358,26 @@ class LocalCluster:
         out = self.ctl(index, "cluster_status", "--formatter", "json")
         return list(json.loads(out).get("running_nodes", []))
 
+    def wait_running(self, timeout: float = 120.0) -> None:
+        """Wait until some answering node sees every node running (after a kill, a partition);
+        ClusterError naming what it last saw when the deadline passes."""
+        deadline = time.monotonic() + timeout
+        last: object = "no node answered"
+        while True:
+            for index in self._answering():
+                try:
+                    nodes = self.running_nodes(index)
+                except ClusterError as exc:
+                    last = exc
+                    continue
+                if len(nodes) == len(self._nodes):
+                    return
+                last = f"node {self._nodes[index].name} sees {nodes} running"
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the cluster did not get all {len(self._nodes)} nodes running: {last}")
+            time.sleep(1)  # membership changes have no event we can wait on from here
+
     def _setup_users(self) -> None:
         """The second vhost and the restricted user the other areas need (as the single-node local
         target makes them; definitions are cluster-wide, so node 0 is enough)."""

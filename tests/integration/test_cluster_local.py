@@ -70,10 +70,7 @@ def test_quorum_leader_and_kill_restart(cluster: LocalCluster) -> None:
     assert cluster.leader("qq-it").leader != leader.leader
     cluster.start(victim)
     assert cluster.answers(victim)
-    deadline = time.monotonic() + 60
-    while len(cluster.running_nodes(survivor.index)) < 3:
-        assert time.monotonic() < deadline, "the restarted node did not rejoin"
-        time.sleep(1)
+    cluster.wait_running(60)  # the restarted node rejoined
 
 
 def test_mirrored_master_is_reported(cluster: LocalCluster) -> None:
@@ -109,9 +106,9 @@ def test_pause_and_partition(cluster: LocalCluster) -> None:
         while cluster.nodes[2].name in cluster.running_nodes(0):
             assert time.monotonic() < deadline, "node 0 still sees the partitioned node"
             time.sleep(1)
+        while cluster.answers(2):  # pause_minority: the node alone stops serving clients
+            assert time.monotonic() < deadline, "the minority node did not pause itself"
+            time.sleep(0.5)
     finally:
         cluster.heal()
-    deadline = time.monotonic() + 90
-    while len(cluster.running_nodes(0)) < 3:
-        assert time.monotonic() < deadline, "the partition did not heal"
-        time.sleep(1)
+    cluster.wait_running(90)  # the partition healed

@@ -44,10 +44,12 @@ def test_every_class_once() -> None:
         "unexpected": 1,
         "duplicated": 2,
         "duplicated_unflagged": 1,
+        "recovered_after_nack": 1,
     }
     assert v.lost_ids == ("lost",)
     assert v.unexpected_ids == ("ghost",)
     assert v.published == 8 and v.confirmed == 4
+    assert v.outcomes == {ACK: 4, NACK: 2, UNKNOWN: 2}
     assert v.fraction("lost") == pytest.approx(1 / 8)
 
 
