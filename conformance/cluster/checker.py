@@ -132,13 +132,19 @@ def _rank(outcome: str) -> int:
 
 
 def buckets(
-    publishes: Iterable[Publish], deliveries: Iterable[Delivery], width: float, end: float
+    publishes: Iterable[Publish],
+    deliveries: Iterable[Delivery],
+    width: float,
+    end: float,
+    lost: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """Throughput over time: per ``width``-second bucket from 0 to ``end``, how many publishes
-    were sent, confirmed (by ack time) and deliveries consumed."""
+    were sent, confirmed (by ack time) and deliveries consumed, and how many of the ``lost``
+    ids were sent in it (where in the timeline the losses come from)."""
     n = max(1, math.ceil(end / width))
+    gone = set(lost)
     rows: list[dict[str, Any]] = [
-        {"t": round(i * width, 3), "published": 0, "confirmed": 0, "consumed": 0} for i in range(n)
+        {"t": round(i * width, 3), "published": 0, "confirmed": 0, "consumed": 0, "lost": 0} for i in range(n)
     ]
 
     def slot(t: float) -> int:
@@ -146,6 +152,8 @@ def buckets(
 
     for p in publishes:
         rows[slot(p.t_sent)]["published"] += 1
+        if p.msg_id in gone:
+            rows[slot(p.t_sent)]["lost"] += 1
         if p.outcome == ACK and p.t_settled is not None:
             rows[slot(p.t_settled)]["confirmed"] += 1
     for d in deliveries:

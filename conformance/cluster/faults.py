@@ -17,7 +17,7 @@ Records (JSON lines, ``--results``/faults-<run>.jsonl), one ``record`` field nam
   published), confirm_latency_ms {p50, p99, max}, drain (how the final drain ended), lost_ids
   (first 50), injected (the injector's description or null), verdict (PASS | FAIL).
 - ``faults.bucket``: run_id, queue_type, t (bucket start, s), width_s, published, confirmed, consumed,
-  faults (fault actions active in the bucket, e.g. ["kill n1"]).
+  lost (lost messages sent in the bucket), faults (fault actions active in the bucket, e.g. ["kill n1"]).
 - ``faults.event``: run_id, queue_type, phase (schedule | final), t (s since start), action (kill |
   start | pause | resume | partition | heal | unsupported), node (index or null), node_name, ok, detail.
 - ``faults.client``: run_id, queue_type, t, client (thread name), node, event (connected, or the
@@ -267,7 +267,7 @@ def run_faults(
         _delete(cluster, queue)
         if config.queue_type == "classic-mirrored":
             cluster.clear_policy(policy)
-    rows = buckets(history.publishes, history.deliveries, config.bucket, history.now())
+    rows = buckets(history.publishes, history.deliveries, config.bucket, history.now(), verdict.lost_ids)
     for row in rows:
         row["faults"] = _active(nemesis.events, float(row["t"]), float(row["t"]) + config.bucket)
     return FaultsResult(
@@ -422,11 +422,12 @@ def render(result: FaultsResult) -> str:
         lines.append(f"  {name:<21} {v.counts[name]:>8}  {100 * v.fraction(name):8.4f} %")
     lat = v.latency_ms
     lines.append(f"confirm latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms")
-    lines.append("throughput (per bucket: t published/confirmed/consumed faults):")
+    lines.append("throughput (per bucket: t published/confirmed/consumed lost faults):")
     for row in result.buckets:
         faults = ",".join(row.get("faults") or []) or "-"
         lines.append(
-            f"  {row['t']:6.0f}s {row['published']:6}/{row['confirmed']:6}/{row['consumed']:6}  {faults}"
+            f"  {row['t']:6.0f}s {row['published']:6}/{row['confirmed']:6}/{row['consumed']:6} "
+            f"{row.get('lost', 0):6}  {faults}"
         )
     lines.append("nemesis timeline:")
     for e in result.events:

@@ -49,6 +49,15 @@ class History:
         self.client_events.append({"t": round(self.now(), 3), "client": who, "node": node, "event": what})
 
 
+def next_node(failed: int, client: int, count: int) -> int:
+    """The node a client tries after ``failed``: one of the others, chosen by the client's number,
+    so the clients of a failed node spread over the survivors instead of all moving to one."""
+    if count == 1:
+        return 0
+    others = [i for i in range(count) if i != failed]
+    return others[client % len(others)]
+
+
 def _close(conn: pika.BlockingConnection | None) -> None:
     if conn is not None:
         with contextlib.suppress(Exception):
@@ -92,7 +101,7 @@ class Publisher(threading.Thread):
                 self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
             finally:
                 _close(conn)
-            node = (node + 1) % len(self.urls)
+            node = next_node(node, self.number, len(self.urls))
             self.stop_event.wait(BACKOFF)
 
     def _publish_loop(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> None:
@@ -159,7 +168,7 @@ class Consumer(threading.Thread):
                 self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
             finally:
                 _close(conn)
-            node = (node + 1) % len(self.urls)
+            node = next_node(node, self.number, len(self.urls))
             self.stop_event.wait(BACKOFF)
 
     def _consume(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:

@@ -8,6 +8,7 @@ import pytest
 
 from conformance.cluster.checker import ACK, NACK, UNKNOWN, Delivery, Publish, buckets, check, percentile
 from conformance.cluster.faults import FaultsConfig, FaultsResult, _active, records, render
+from conformance.cluster.workload import next_node
 
 
 def pub(i: str, outcome: str = ACK, t: float = 0.0, lat: float = 0.01) -> Publish:
@@ -85,11 +86,19 @@ def test_percentile_nearest_rank() -> None:
 
 
 def test_buckets_count_by_time() -> None:
-    rows = buckets([pub("a", t=0.5, lat=5.0), pub("b", t=6.0)], [Delivery("a", 7.0)], width=5.0, end=10.0)
+    rows = buckets(
+        [pub("a", t=0.5, lat=5.0), pub("b", t=6.0)], [Delivery("a", 7.0)], width=5.0, end=10.0, lost=["b"]
+    )
     assert rows == [
-        {"t": 0.0, "published": 1, "confirmed": 0, "consumed": 0},
-        {"t": 5.0, "published": 1, "confirmed": 2, "consumed": 1},
+        {"t": 0.0, "published": 1, "confirmed": 0, "consumed": 0, "lost": 0},
+        {"t": 5.0, "published": 1, "confirmed": 2, "consumed": 1, "lost": 1},
     ]
+
+
+def test_clients_of_a_failed_node_spread_over_the_others() -> None:
+    assert {next_node(0, c, 3) for c in range(4)} == {1, 2}
+    assert all(next_node(2, c, 3) != 2 for c in range(4))
+    assert next_node(0, 5, 1) == 0
 
 
 def test_active_faults_per_bucket() -> None:
