@@ -49,11 +49,15 @@ class History:
         self.client_events.append({"t": round(self.now(), 3), "client": who, "node": node, "event": what})
 
 
-def next_node(failed: int, client: int, count: int) -> int:
-    """The node a client tries after ``failed``: one of the others, chosen by the client's number,
-    so the clients of a failed node spread over the survivors instead of all moving to one."""
+def next_node(failed: int, client: int, count: int, home: int) -> int:
+    """The node a client tries after its connection to ``failed`` ended: back to its home node
+    when it was elsewhere (so clients return where they started once a node is back), else one
+    of the others chosen by the client's number (so the clients of a failed node spread over
+    the survivors instead of all moving to one)."""
     if count == 1:
         return 0
+    if failed != home:
+        return home
     others = [i for i in range(count) if i != failed]
     return others[client % len(others)]
 
@@ -88,7 +92,7 @@ class Publisher(threading.Thread):
         self.seq = 0
 
     def run(self) -> None:
-        node = self.number % len(self.urls)
+        node = home = self.number % len(self.urls)
         while not self.stop_event.is_set():
             conn = None
             try:
@@ -101,7 +105,7 @@ class Publisher(threading.Thread):
                 self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
             finally:
                 _close(conn)
-            node = next_node(node, self.number, len(self.urls))
+            node = next_node(node, self.number, len(self.urls), home)
             self.stop_event.wait(BACKOFF)
 
     def _publish_loop(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> None:
@@ -153,7 +157,7 @@ class Consumer(threading.Thread):
         self.on_idle = on_idle  # returns True to end (the final drain)
 
     def run(self) -> None:
-        node = self.first_node
+        node = home = self.first_node
         while not self.stop_event.is_set():
             conn = None
             try:
@@ -168,7 +172,7 @@ class Consumer(threading.Thread):
                 self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
             finally:
                 _close(conn)
-            node = next_node(node, self.number, len(self.urls))
+            node = next_node(node, self.number, len(self.urls), home)
             self.stop_event.wait(BACKOFF)
 
     def _consume(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:

@@ -95,10 +95,11 @@ def test_buckets_count_by_time() -> None:
     ]
 
 
-def test_clients_of_a_failed_node_spread_over_the_others() -> None:
-    assert {next_node(0, c, 3) for c in range(4)} == {1, 2}
-    assert all(next_node(2, c, 3) != 2 for c in range(4))
-    assert next_node(0, 5, 1) == 0
+def test_clients_of_a_failed_node_spread_over_the_others_and_come_home() -> None:
+    assert {next_node(0, c, 3, home=0) for c in range(4)} == {1, 2}
+    assert all(next_node(2, c, 3, home=2) != 2 for c in range(4))
+    assert next_node(1, 0, 3, home=0) == 0  # away from home: back home next
+    assert next_node(0, 5, 1, home=0) == 0
 
 
 def test_active_faults_per_bucket() -> None:
