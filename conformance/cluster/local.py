@@ -644,9 +644,7 @@ class LocalCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             _wait_empty(self._cgroup_run / "epmd", 5)
-            for sub in [*sorted(self._cgroup_run.glob("*/")), self._cgroup_run]:
-                with contextlib.suppress(OSError):
-                    sub.rmdir()
+            _remove_cgroups(self._cgroup_run, time.monotonic() + 30)
         self._spawner.shutdown(wait=False)
         if self.base is not None:
             shutil.rmtree(self.base, ignore_errors=True)
@@ -673,6 +671,8 @@ def sweep_stale(run_id: str | None = None, min_age: float = 60.0) -> list[str]:
         for sub in [*subs, run]:
             with contextlib.suppress(OSError):
                 sub.rmdir()
+        for data in Path(tempfile.gettempdir()).glob(f"amqpc-cluster-{run_id}-*"):
+            shutil.rmtree(data, ignore_errors=True)  # the data of a run in the default temp folder
         swept.append(run_id)
     return swept
 
@@ -702,6 +702,7 @@ def leftovers(run_id: str) -> list[str]:
     root = _cgroup2_root()
     if root is not None and (root / f"amqpc-{run_id}").exists():
         found.append(f"cgroup {root / f'amqpc-{run_id}'}")
+    found += [f"data {d}" for d in Path(tempfile.gettempdir()).glob(f"amqpc-cluster-{run_id}-*")]
     return found
 
 
@@ -713,6 +714,24 @@ def _pid_node(pid: str) -> str:
     """``<rabbit@host.1.2.3>`` as rabbitmqctl prints a pid -> ``rabbit@host``."""
     text = pid.strip("<>")
     return text.split(".", 1)[0] if "@" in text else text
+
+
+def _remove_cgroups(run: Path, deadline: float) -> None:
+    """rmdir the run's cgroups, retrying until ``deadline``: a killed node's Erlang VM is orphaned
+    when its shell dies first and stays in the cgroup as a zombie until PID 1 reaps it (seconds,
+    where PID 1 is a slow reaper). What is still there at the deadline the next run sweeps."""
+    while True:
+        left = []
+        for sub in [*sorted(run.glob("*/")), run]:
+            try:
+                sub.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(sub)
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)  # zombies are reaped by PID 1, which we cannot wait on
 
 
 def _cgroup_pids(cgroup: Path | None) -> list[int]:
