@@ -34,7 +34,7 @@ from pamqp import commands as spec
 from conformance.argparsing import OneLineErrors, command_parser
 from conformance.bench.wire import BenchConnection, BenchError, encode, encode_publish
 from conformance.broker.limits import parse_size
-from conformance.clients.raw import URL
+from conformance.protocol.raw import URL
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 QUEUE = "amqpc-flood"

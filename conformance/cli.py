@@ -368,7 +368,7 @@ def cases_main(argv: Sequence[str]) -> int:
 def _print_invariants(*, as_json: bool) -> int:
     from dataclasses import asdict
 
-    from conformance.clients.invariants import INVARIANTS
+    from conformance.protocol.invariants import INVARIANTS
 
     if as_json:
         print(json.dumps([asdict(i) for i in INVARIANTS], indent=1))

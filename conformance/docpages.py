@@ -120,9 +120,10 @@ def options_markdown() -> str:
 
 def record_markdown() -> str:
     """The result record's fields, from its JSON Schema (itself made from the dataclass)."""
-    from conformance.record_schema import ENUMS, record_schema
+    from conformance.record_schema import enums, record_schema
 
     schema = record_schema()
+    closed = enums()
     required = set(schema["required"])
     lines = [
         "# The result record",
@@ -162,7 +163,7 @@ def record_markdown() -> str:
         kind = prop["type"] if isinstance(prop["type"], str) else " or ".join(prop["type"])
         if kind == "array":
             kind = f"array of {prop['items']['type']}"
-        meaning = prop["description"] + (f"; one of {', '.join(ENUMS[name])}" if name in ENUMS else "")
+        meaning = prop["description"] + (f"; one of {', '.join(closed[name])}" if name in closed else "")
         lines.append(_row([f"`{name}`", kind, "yes" if name in required else "", _cell(meaning)]))
     lines += ["", "`verdict` is explained in the [README](../README.md#reading-verdicts); `extra.trace` "
               "is shown in JUnit, allure and the HTML report's drill-down.", ""]

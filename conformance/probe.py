@@ -7,8 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.clients.handshake import TLSError
-from conformance.clients.raw import URL, HandshakeError, RawConnection, redact
+from conformance.protocol.handshake import TLSError
+from conformance.protocol.raw import URL, HandshakeError, RawConnection, redact
 from conformance.verdicts import CaseTimeout, HarnessError
 
 

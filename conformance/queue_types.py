@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from conformance.clients.raw import RawChannel
+    from conformance.protocol.raw import RawChannel
 
 CLASSIC = "classic"
 QUORUM = "quorum"
@@ -91,7 +91,7 @@ def queue_arguments(queue_type: str, arguments: Mapping[str, Any] | None = None)
 def offered(url: str, queue_type: str, timeout: float) -> str | None:
     """Does the broker at ``url`` declare a queue of this type? None if it does, else one line with
     what it answered (asked once per run, before any case, on a queue of our own)."""
-    from conformance.clients.fresh_channel import NoConnection, fresh_channel, probe_queue_name
+    from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 
     qt = TYPES[queue_type]
     if qt.argument is None:

@@ -19,9 +19,7 @@ from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any
 
-from conformance.cases import Level
 from conformance.results import REQUIRED_FIELDS, SCHEMA_VERSION, ResultRecord
-from conformance.verdicts import Verdict
 
 SCHEMA_ID = "https://amqp-conformance.invalid/schemas/result-record.schema.json"
 SCHEMA_FILE = "result-record.schema.json"
@@ -56,10 +54,15 @@ DESCRIPTIONS: dict[str, str] = {
     "queue_type": "the queue type the case declared: classic | quorum; null when it declared no typed queue",
 }
 
-ENUMS: dict[str, list[str]] = {
-    "verdict": [v.value for v in Verdict],
-    "level": [level.value for level in Level],
-}
+
+
+def enums() -> dict[str, list[str]]:
+    """The closed value sets. Imported here, not at the top: a reader that only validates files
+    (:func:`shipped_schema`) needs neither the case catalogue nor pytest."""
+    from conformance.cases import Level
+    from conformance.verdicts import Verdict
+
+    return {"verdict": [v.value for v in Verdict], "level": [level.value for level in Level]}
 
 
 def _json_type(hint: Any) -> dict[str, Any]:
@@ -81,11 +84,12 @@ def _json_type(hint: Any) -> dict[str, Any]:
 def record_schema() -> dict[str, Any]:
     """The schema, from the dataclass's fields and type hints."""
     hints = typing.get_type_hints(ResultRecord)
+    closed = enums()
     properties: dict[str, Any] = {}
     for f in fields(ResultRecord):
         prop = {"description": DESCRIPTIONS[f.name], **_json_type(hints[f.name])}
-        if f.name in ENUMS:
-            prop["enum"] = ENUMS[f.name]
+        if f.name in closed:
+            prop["enum"] = closed[f.name]
         if f.name == "schema":
             prop["const"] = SCHEMA_VERSION
         if f.name == "duration_s":

@@ -248,6 +248,51 @@ DOCUMENTS: tuple[Document, ...] = (
         "x-delivery-limit with dead-lettering",
     ),
     Document(
+        "rabbitmq-direct-reply-to",
+        "Direct Reply-to",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/direct-reply-to",
+        {
+            "use": Section(
+                "Use: consume from the amq.rabbitmq.reply-to pseudo-queue in no-ack mode, publish with "
+                "reply-to amq.rabbitmq.reply-to; the server's reply to that name is delivered to the consumer"
+            ),
+            "caveats": Section(
+                "Caveats and Limitations: the reply consumer must use automatic acknowledgement mode"
+            ),
+        },
+        "the amq.rabbitmq.reply-to pseudo-queue: no-ack consumer, reply-to rewritten, replies delivered",
+    ),
+    Document(
+        "rabbitmq-consumer-priority",
+        "Consumer Priorities",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/consumer-priority",
+        {
+            "definition": Section(
+                "Definition: active consumers with higher priority receive messages first; lower priority "
+                "consumers only when the higher ones are blocked (e.g. by their prefetch limit)"
+            ),
+            "how-to-use": Section("How to Use: the x-priority argument of basic.consume (default 0)"),
+        },
+        "x-priority on basic.consume: higher-priority consumers first, lower ones when those are blocked",
+    ),
+    Document(
+        "rabbitmq-priority",
+        "Classic Queues Support Priorities",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/priority",
+        {
+            "using-arguments": Section("Using Optional Queue Arguments: x-max-priority"),
+            "behaviour": Section(
+                "Behaviour: higher priority first; messages without a priority property are treated as "
+                "priority 0; a priority above the maximum is treated as the maximum"
+            ),
+            "maximum": Section("How Many Priorities To Use: values between 1 and 255 are supported"),
+        },
+        "priority queues declared with x-max-priority: delivery order, the maximum, its limit",
+    ),
+    Document(
         "DESIGN.md",
         "amqp-conformance design notes",
         "this project",

@@ -11,14 +11,20 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pytest
 
 from conformance.cases import Case, Level
 
-if TYPE_CHECKING:
-    from conformance.plugin.context import CaseContext
+
+class CaseContext(Protocol):
+    """What :func:`decide` reads of a running case's context (the plugin's ``CaseContext``): named
+    here so the verdict model does not import the plugin."""
+
+    profile: str
+    observed: dict[str, Any]
+    informational_note: str | None
 
 
 class Verdict(enum.StrEnum):
@@ -176,7 +182,7 @@ class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
 
 @dataclass(frozen=True)
 class InvariantViolation:
-    """A frame that broke a wire invariant (see ``conformance.clients.invariants``)."""
+    """A frame that broke a wire invariant (see ``conformance.protocol.invariants``)."""
 
     invariant: str  # its id, e.g. wire.delivery-tags-consecutive
     text: str  # what always holds

@@ -28,8 +28,8 @@ from pamqp import frame as pframe
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader, ProtocolHeader
 
-from conformance.clients.loopback import Listener
-from conformance.clients.wire import split_frames
+from conformance.protocol.loopback import Listener
+from conformance.protocol.wire import split_frames
 
 
 class FakeBroker:

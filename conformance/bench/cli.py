@@ -80,7 +80,7 @@ def broker_parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> list[str]:
     from conformance.bench.runner import SCENARIOS
-    from conformance.clients.raw import URL
+    from conformance.protocol.raw import URL
 
     if not 0 < args.seconds <= 600:
         raise ValueError("--seconds must be > 0 and <= 600")
@@ -137,6 +137,6 @@ def broker_main(argv: Sequence[str]) -> int:
 
 
 def _redacted(argv: Sequence[str]) -> list[str]:
-    from conformance.clients.raw import redact
+    from conformance.protocol.raw import redact
 
     return [redact(a) if a.startswith("amqp://") else a for a in argv]

@@ -22,7 +22,7 @@ from pamqp import commands as spec
 
 from conformance.bench import load
 from conformance.bench.wire import BenchConnection, BenchError
-from conformance.clients.raw import URL, redact
+from conformance.protocol.raw import URL, redact
 
 # name → (what it measures, how). Order is the run order: consume-noack drains what
 # publish-transient queued, so a run measures both without a separate fill.

@@ -27,7 +27,7 @@ from pamqp import header as pheader
 from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
-from conformance.clients.raw import URL, reply_name
+from conformance.protocol.raw import URL, reply_name
 
 FRAME_HEADER = struct.Struct(">BHI")
 CLASS_METHOD = struct.Struct(">I")

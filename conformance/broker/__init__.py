@@ -4,8 +4,8 @@
 conformance.broker`` runs it as a process (see ``cli.py``).
 
 The broker keeps its own wire code (framing, protocol header, capability tables, reply texts)
-and imports nothing from the suite's client (``conformance.clients``), even where the two look
-alike: a broker and the suite that judges it must not share a bug. The duplicate scan's
+and imports nothing from the suite's client (``conformance.protocol``, ``conformance.verify``), even
+where the two look alike: a broker and the suite that judges it must not share a bug. The duplicate scan's
 broker-vs-clients rows are left for that reason.
 """
 

@@ -7,28 +7,27 @@ channel, hard ones propagate to the connection.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pamqp import base
 from pamqp import commands as spec
 
+from .access import Grant
 from .errors import (
     AMQPError,
     ReplyCode,
-    amqp_type_name,
     default_exchange_refused,
     method_frame_expected,
     precondition,
     rs_exchange,
     rs_queue,
 )
-from .events import ChannelClosed
-from .exchanges import Exchange
+from .events import ChannelClosed, Event
+from .exchanges import Exchange, check_binding_args
 from .frames import (
     _CONTENT_HDR,
     _as_text,
@@ -40,13 +39,38 @@ from .frames import (
     shortstr,
     unvalidated,
 )
-from .messages import Consumer, Message, QueuedMessage, decode_properties, decode_properties_shared
-from .queues import Queue
-from .settlement import Settlement, Unacked
+from .messages import Message, QueuedMessage, decode_properties, decode_properties_shared
+from .model import Broker, VHost
+from .queues import Consumer, Queue
+from .replyto import REPLY_QUEUE, ReplyConsumer
+from .settlement import Settlement
 from .states import ChannelState, ConnectionState, Disposition, Signal, step, transition
 
-if TYPE_CHECKING:
-    from .connection import ConnectionCore
+
+class ChannelConnection(Protocol):
+    """What a channel needs from its connection (``connection.ConnectionCore`` provides it)."""
+
+    broker: Broker
+    state: ConnectionState
+    frame_max: int
+    congested: bool  # the client reads too slowly: no deliveries for now
+    confirms_dirty: bool  # a confirm is due: flushed once the input is handled
+    user: str
+    vhost: VHost | None
+    grant: Grant | None
+    exclusive_queues: set[Queue]
+
+    def send_frames(self, frames: list[bytes]) -> None: ...
+
+    def emit(self, event: Event) -> None: ...
+
+    def capability(self, name: str) -> bool: ...
+
+    def channel_gone(self, ch: ChannelCore, code: int, text: str, *, by_peer: bool) -> None: ...
+
+    def on_publish(self) -> None: ...
+
+    def request_sync(self) -> None: ...
 
 class ContentState(Enum):
     METHOD = "method"
@@ -70,10 +94,10 @@ _OPEN, _CLOSING, _CONN_OPEN = ChannelState.OPEN, ChannelState.CLOSING, Connectio
 _METHOD, _HEADER, _BODY = ContentState.METHOD, ContentState.HEADER, ContentState.BODY
 
 
-class ChannelCore(Settlement):
+class ChannelCore:
     """One channel's protocol state; also the ``ConsumerSink`` for its consumers."""
 
-    def __init__(self, conn: ConnectionCore, number: int) -> None:
+    def __init__(self, conn: ChannelConnection, number: int) -> None:
         self.conn = conn
         self.number = number
         self.state = ChannelState.OPEN
@@ -81,25 +105,40 @@ class ChannelCore(Settlement):
         self.content = ContentState.METHOD
         self.pending: PendingPublish | None = None
         self.next_tag = 1
-        self.unacked: dict[int, Unacked] = {}
         self.consumers: dict[str, Consumer] = {}
+        self.reply: ReplyConsumer | None = None  # the direct reply-to consumer (replyto.py)
         self.prefetch_count = 0  # basic.qos global=false: for consumers created later
         self.global_prefetch = 0  # basic.qos global=true: the whole channel
-        self.limited = 0  # unacked deliveries made to consumers (what qos counts)
         self.last_queue = ""
-        # publisher confirms
-        self.confirm = False
-        self.publish_seq = 0
-        self.confirm_pending: dict[int, int] = {}  # seq -> lsn
-        self.confirm_ready: list[tuple[int, bool]] = []  # (seq, ack?)
-        # transactions (RabbitMQ >= 2.8 semantics)
-        self.tx = False
-        self.tx_publishes: list[tuple[Exchange, Message, bool]] = []
-        self.tx_acks: list[tuple[str, list[Unacked]]] = []  # ("ack"|"requeue"|"drop", ...)
+        #: unacked deliveries, transactions, publisher confirms (settlement.py)
+        self.settlement = Settlement(self)
 
-    # -- output ----------------------------------------------------------------------------
+    # -- output, and what settlement needs (settlement.SettlementHost) -------------------------
     def send(self, method: base.Frame) -> None:
         self.conn.send_frames([marshal_method(method, self.number)])
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        self.conn.send_frames(frames)
+
+    @property
+    def vhost(self) -> VHost:
+        assert self.conn.vhost is not None  # channels exist only on an opened connection
+        return self.conn.vhost
+
+    @property
+    def broker(self) -> Broker:
+        return self.conn.broker
+
+    def request_sync(self) -> None:
+        self.conn.request_sync()
+
+    def redispatch(self) -> None:
+        """Every queue this channel consumes from tries to deliver again (credit came back)."""
+        seen: set[int] = set()
+        for c in list(self.consumers.values()):
+            if id(c.queue) not in seen:
+                seen.add(id(c.queue))
+                c.queue.dispatch()
 
     # -- ConsumerSink ---------------------------------------------------------------------
     def can_deliver(self, consumer: Consumer) -> bool:
@@ -107,23 +146,32 @@ class ChannelCore(Settlement):
             return False
         if consumer.no_ack:
             return True
-        return self.global_prefetch == 0 or self.limited < self.global_prefetch
+        return self.global_prefetch == 0 or self.settlement.limited < self.global_prefetch
 
     def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None:
         tag = self.next_tag
         self.next_tag += 1
         if not consumer.no_ack:
-            self.unacked[tag] = Unacked(tag, consumer.queue, qm, consumer)
-            consumer.unacked += 1
-            self.limited += 1
+            self.settlement.delivered(tag, consumer.queue, qm, consumer)
         ctag = consumer.wire_tag or self._wire_tag(consumer)
-        m = quorum_view(consumer.queue, qm, first=False)
+        m = consumer.queue.view(qm, first=False)
         self.conn.send_frames([deliver_bytes(self.number, ctag, tag, qm.redelivered, m, self.conn.frame_max)])
 
     @staticmethod
     def _wire_tag(consumer: Consumer) -> bytes:
         consumer.wire_tag = shortstr(consumer.tag)
         return consumer.wire_tag
+
+    def deliver_reply(self, msg: Message) -> bool:
+        """A reply to a direct reply-to name of this channel: delivered at once, no-ack."""
+        reply = self.reply
+        if reply is None or self.dead or self.state is not _OPEN or self.conn.state is not _CONN_OPEN:
+            return False
+        tag = self.next_tag
+        self.next_tag += 1
+        frames = deliver_bytes(self.number, shortstr(reply.tag), tag, False, msg, self.conn.frame_max)
+        self.conn.send_frames([frames])
+        return True
 
     def cancelled_by_broker(self, consumer: Consumer) -> None:
         """The queue went away.  RabbitMQ sends basic.cancel only to clients that declared
@@ -240,19 +288,11 @@ class ChannelCore(Settlement):
         """Release everything the channel holds: requeue unacked (including those acked
         inside an uncommitted transaction), cancel consumers."""
         self.dead = True
-        if self.tx_acks:
-            for _kind, items in self.tx_acks:
-                for u in items:
-                    self.unacked[u.tag] = u
-            self.tx_acks.clear()
-        self.tx_publishes.clear()
-        self._requeue(list(self.unacked.values()))
-        self.unacked.clear()
+        self.settlement.release()
         for consumer in list(self.consumers.values()):
             self.consumers.pop(consumer.tag, None)
             consumer.queue.remove_consumer(consumer)
-        self.confirm_pending.clear()
-        self.confirm_ready.clear()
+        self._reply_cancel()
 
     # -- access control -------------------------------------------------------------------------
     def _authorize(self, operation: str, **names: str) -> None:
@@ -316,31 +356,25 @@ class ChannelCore(Settlement):
         dst = vh.lookup_exchange(destination)
         return src, dst
 
-    @staticmethod
-    def _check_binding_args(x: Exchange, arguments: dict[str, Any]) -> None:
-        """RabbitMQ rabbit_exchange_type_headers:validate_binding."""
-        if x.type != "headers" or "x-match" not in arguments:
-            return
-        value = arguments["x-match"]
-        if not isinstance(value, str):
-            raise precondition(
-                f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr"
-            )
-        if value not in ("all", "any", "all-with-x", "any-with-x"):
-            raise precondition(
-                f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
-            )
-
     def _exchange_bind(self, m: spec.Exchange.Bind) -> None:
         src, dst = self._exchange_bind_common("exchange.bind", m.destination, m.source)
-        self._check_binding_args(src, m.arguments or {})
+        check_binding_args(src, m.arguments or {})
         self.vhost.add_binding(src, "e", dst.name, m.routing_key, m.arguments or {})
         if not m.nowait:
             self.send(spec.Exchange.BindOk())
 
     def _exchange_unbind(self, m: spec.Exchange.Unbind) -> None:
+        # RabbitMQ 3.10 answers unbind-ok when the source or the destination no longer exists
+        # (measured; an auto-deleted source is the common case), as for queue.unbind; the
+        # extended spec's must-exist rules ask for 404 -- the suite keeps that as spec-profile data.
+        vh = self.vhost
+        if m.source and m.destination and (m.source not in vh.exchanges or m.destination not in vh.exchanges):
+            self._authorize("exchange.unbind", destination=m.destination, source=m.source)
+            if not m.nowait:
+                self.send(spec.Exchange.UnbindOk())
+            return
         src, dst = self._exchange_bind_common("exchange.unbind", m.destination, m.source)
-        self.vhost.remove_binding(src, "e", dst.name, m.routing_key, m.arguments or {})
+        vh.remove_binding(src, "e", dst.name, m.routing_key, m.arguments or {})
         if not m.nowait:
             self.send(spec.Exchange.UnbindOk())
 
@@ -366,6 +400,11 @@ class ChannelCore(Settlement):
 
     def _queue_declare(self, m: spec.Queue.Declare) -> None:
         vh = self.vhost
+        if m.passive and (m.queue == REPLY_QUEUE or m.queue in self.conn.broker.reply_routes):
+            # RabbitMQ: the pseudo-queue (and a live reply name) exists, empty, without consumers
+            if not m.nowait:
+                self.send(unvalidated(spec.Queue.DeclareOk, queue=m.queue, message_count=0, consumer_count=0))
+            return
         if m.passive:
             name = m.queue or self.last_queue
             q = vh.lookup_queue(name)
@@ -419,7 +458,7 @@ class ChannelCore(Settlement):
     def _queue_bind(self, m: spec.Queue.Bind) -> None:
         self._authorize("queue.bind", queue=self._queue_name(m.queue), exchange=m.exchange)
         x, q, rk = self._queue_bind_common(m.queue, m.exchange, m.routing_key)
-        self._check_binding_args(x, m.arguments or {})
+        check_binding_args(x, m.arguments or {})
         self.vhost.add_binding(x, "q", q.name, rk, m.arguments or {})
         if not m.nowait:
             self.send(spec.Queue.BindOk())
@@ -478,9 +517,12 @@ class ChannelCore(Settlement):
         else:
             self.prefetch_count = m.prefetch_count
         self.send(spec.Basic.QosOk())
-        self._redispatch()
+        self.redispatch()
 
     def _basic_consume(self, m: spec.Basic.Consume) -> None:
+        if m.queue == REPLY_QUEUE:
+            self._reply_consume(m)
+            return
         q = self._queue(m.queue, "basic.consume")
         tag = m.consumer_tag or ("amq.ctag-" + secrets.token_urlsafe(16))
         if tag in self.consumers:
@@ -508,7 +550,28 @@ class ChannelCore(Settlement):
             self.send(unvalidated(spec.Basic.ConsumeOk, consumer_tag=tag))
         q.add_consumer(consumer)
 
+    def _reply_consume(self, m: spec.Basic.Consume) -> None:
+        """basic.consume from amq.rabbitmq.reply-to (RabbitMQ's texts for its two refusals)."""
+        if not m.no_ack:
+            raise precondition("reply consumer cannot acknowledge")
+        if self.reply is not None:
+            raise precondition("reply consumer already set")
+        tag = m.consumer_tag or ("amq.ctag-" + secrets.token_urlsafe(16))
+        self.reply = ReplyConsumer(tag, self.conn.broker.reply_routes.register(self))
+        if not m.nowait:
+            self.send(unvalidated(spec.Basic.ConsumeOk, consumer_tag=tag))
+
+    def _reply_cancel(self) -> None:
+        if self.reply is not None:
+            self.conn.broker.reply_routes.unregister(self.reply.name)
+            self.reply = None
+
     def _basic_cancel(self, m: spec.Basic.Cancel) -> None:
+        if self.reply is not None and decoded(m.consumer_tag) == self.reply.tag:
+            self._reply_cancel()
+            if not m.nowait:
+                self.send(unvalidated(spec.Basic.CancelOk, consumer_tag=m.consumer_tag))
+            return
         consumer = self.consumers.pop(decoded(m.consumer_tag), None)
         if not m.nowait:
             self.send(unvalidated(spec.Basic.CancelOk, consumer_tag=m.consumer_tag))
@@ -548,28 +611,20 @@ class ChannelCore(Settlement):
             raise precondition(
                 f"user_id property set to '{props.user_id}' but authenticated user was '{self.conn.user}'"
             )
+        props_raw = p.props_raw
+        if props.reply_to == REPLY_QUEUE:
+            # a direct reply-to request: the reply-to names this channel's reply consumer
+            if self.reply is None:
+                raise precondition("fast reply consumer does not exist")
+            props = decode_properties(props_raw)  # a private copy (p.props may be shared)
+            props.reply_to = self.reply.name
+            props_raw = props.marshal()
         body = b"".join(p.parts or ())
-        msg = Message.from_publish(m.exchange, m.routing_key, p.props_raw, body, props)
-        if self.tx:
-            self.tx_publishes.append((x, msg, m.mandatory))
-            return
-        seq = 0
-        if self.confirm:
-            self.publish_seq += 1
-            seq = self.publish_seq
-        routed, accepted, lsn = self.conn.broker.publish(vh, x, msg)
-        if not routed and m.mandatory:
-            self._send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
-        if seq:
-            if not accepted:
-                self.confirm_ready.append((seq, False))
-            elif lsn and not self.conn.broker.is_durable(lsn):
-                self.confirm_pending[seq] = lsn
-            else:
-                self.confirm_ready.append((seq, True))
+        msg = Message.from_publish(m.exchange, m.routing_key, props_raw, body, props)
+        if self.settlement.publish(x, msg, m.mandatory):
             self.conn.confirms_dirty = True
 
-    def _send_return(self, msg: Message, code: int, text: str) -> None:
+    def send_return(self, msg: Message, code: int, text: str) -> None:
         frames = [
             marshal_method(
                 unvalidated(spec.Basic.Return, code, text, msg.exchange, msg.routing_key), self.number
@@ -587,8 +642,8 @@ class ChannelCore(Settlement):
         tag = self.next_tag
         self.next_tag += 1
         if not m.no_ack:
-            self.unacked[tag] = Unacked(tag, q, qm, None)
-        msg = quorum_view(q, qm, first=True)
+            self.settlement.delivered(tag, q, qm, None)
+        msg = q.view(qm, first=True)
         frames = [
             marshal_method(
                 unvalidated(
@@ -600,16 +655,9 @@ class ChannelCore(Settlement):
         ]
         self.conn.send_frames(frames)
 
-def quorum_view(q: Queue, qm: QueuedMessage, *, first: bool) -> Message:
-    """The message as a quorum queue hands it out: with x-delivery-count once it was returned
-    (basic.get-ok carries it from the first delivery on: 0; measured on RabbitMQ 3.10.8)."""
-    msg = qm.msg
-    if not q.quorum or (qm.delivery_count == 0 and not first):
-        return msg
-    props = decode_properties(msg.props)
-    props.headers = {**dict(props.headers or {}), "x-delivery-count": qm.delivery_count}
-    # wire=None: the copy must not carry the original's cached delivery encoding (frames.message_wire)
-    return dataclasses.replace(msg, props=props.marshal(), headers=props.headers, wire=None)
+def _settling(handler: Callable[[Settlement, Any], None]) -> Callable[[ChannelCore, Any], None]:
+    """A channel-table entry for a method the channel's settlement handles."""
+    return lambda ch, m: handler(ch.settlement, m)
 
 
 _CHANNEL_HANDLERS: dict[type[base.Frame], Callable[[ChannelCore, Any], None]] = {
@@ -630,13 +678,13 @@ _CHANNEL_HANDLERS: dict[type[base.Frame], Callable[[ChannelCore, Any], None]] = 
     spec.Basic.Cancel: ChannelCore._basic_cancel,
     spec.Basic.Publish: ChannelCore._basic_publish,
     spec.Basic.Get: ChannelCore._basic_get,
-    spec.Basic.Ack: ChannelCore._basic_ack,
-    spec.Basic.Reject: ChannelCore._basic_reject,
-    spec.Basic.Nack: ChannelCore._basic_nack,
-    spec.Basic.RecoverAsync: ChannelCore._basic_recover_async,
-    spec.Basic.Recover: ChannelCore._basic_recover,
-    spec.Tx.Select: ChannelCore._tx_select,
-    spec.Tx.Commit: ChannelCore._tx_commit,
-    spec.Tx.Rollback: ChannelCore._tx_rollback,
-    spec.Confirm.Select: ChannelCore._confirm_select,
+    spec.Basic.Ack: _settling(Settlement.basic_ack),
+    spec.Basic.Reject: _settling(Settlement.basic_reject),
+    spec.Basic.Nack: _settling(Settlement.basic_nack),
+    spec.Basic.RecoverAsync: _settling(Settlement.basic_recover_async),
+    spec.Basic.Recover: _settling(Settlement.basic_recover),
+    spec.Tx.Select: _settling(Settlement.tx_select),
+    spec.Tx.Commit: _settling(Settlement.tx_commit),
+    spec.Tx.Rollback: _settling(Settlement.tx_rollback),
+    spec.Confirm.Select: _settling(Settlement.confirm_select),
 }

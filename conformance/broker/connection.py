@@ -17,6 +17,8 @@ from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     _FRAME_HDR,
+    ACCEPTED_HEADERS,
+    CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     FRAME_BODY,
@@ -36,12 +38,13 @@ from .frames import (
     decode_hot_method,
     decoded,
     marshal_method,
+    unvalidated,
 )
 from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
-from .version import __version__
+from .version import RABBITMQ_COMPATIBLE, __version__
 
 # Enum members as module constants: on Python 3.11 ``ConnectionState.OPEN`` costs a slow
 # class-attribute lookup, and the framing loop tests the state several times per frame.
@@ -52,10 +55,14 @@ _AWAITING_HEADER, _CH_OPEN = ConnectionState.AWAITING_HEADER, ChannelState.OPEN
 def server_properties() -> dict[str, Any]:
     return {
         "product": "amqp-conformance reference broker",
-        "version": __version__,
+        # what clients compare with RabbitMQ releases; the broker's own version is in "information"
+        "version": RABBITMQ_COMPATIBLE,
         "platform": f"Python {platform.python_version()}",
         "copyright": "amqp-conformance contributors",
-        "information": "Reference broker of the amqp-conformance suite (RabbitMQ 3.x semantics)",
+        "information": (
+            f"amqp-conformance reference broker {__version__}, implementing RabbitMQ "
+            f"{RABBITMQ_COMPATIBLE} semantics"
+        ),
         # advertise only what is implemented (RabbitMQ's capability names); the suite's raw client
         # has a list like it of its own: the broker shares no code with the suite (see __init__)
         "capabilities": {
@@ -64,10 +71,10 @@ def server_properties() -> dict[str, Any]:
             "basic.nack": True,
             "consumer_cancel_notify": True,
             "connection.blocked": True,
-            "consumer_priorities": False,
+            "consumer_priorities": True,
             "authentication_failure_close": True,
             "per_consumer_qos": True,
-            "direct_reply_to": False,
+            "direct_reply_to": True,
         },
     }
 
@@ -166,6 +173,8 @@ class ConnectionCore:
         now = self.broker.clock()
         st = self.state
         if st is ConnectionState.CLOSED:
+            if self.close_deadline is not None and now >= self.close_deadline:
+                self._close_transport("the client kept the socket open after connection.close-ok")
             return
         if st is ConnectionState.CLOSING:
             if self.close_deadline is not None and now >= self.close_deadline:
@@ -200,7 +209,7 @@ class ConnectionCore:
         self.congested = congested
         if not congested:
             for ch in list(self.channels.values()):
-                ch._redispatch()
+                ch.redispatch()
 
     def on_alarm(self, active: bool) -> None:
         """The broker's memory alarm changed. Raising it blocks nobody yet (RabbitMQ blocks a
@@ -266,8 +275,8 @@ class ConnectionCore:
         if self.confirms_dirty and self.state is _OPEN:
             self.confirms_dirty = False
             for ch in list(self.channels.values()):
-                if ch.confirm:
-                    ch.flush_confirms()
+                if ch.settlement.confirm:
+                    ch.settlement.flush_confirms()
 
     # -- framing -------------------------------------------------------------------------------
     def _parse(self) -> None:
@@ -315,7 +324,7 @@ class ConnectionCore:
             del buf[:pos]
 
     def _on_protocol_header(self, header: bytes) -> None:
-        if header != PROTOCOL_HEADER:
+        if header not in ACCEPTED_HEADERS:
             # spec 4.2.2: "the server MUST reject the protocol header [...] write a valid
             # protocol header to the socket, then close the socket connection"
             self.send_frames([PROTOCOL_HEADER])
@@ -422,9 +431,23 @@ class ConnectionCore:
     def _on_close(self, m: spec.Connection.Close) -> None:
         self._cleanup()
         self.send_method(spec.Connection.CloseOk())
-        if self.state is not ConnectionState.CLOSING:
-            self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
-        self._close_transport("client closed the connection")
+        if self.state is ConnectionState.CLOSING:  # a close crossing ours: the handshake is done
+            self._close_transport("client closed the connection")
+            return
+        self.emit(ConnectionClosed(decoded(m.reply_code), _as_text(m.reply_text), by_peer=True))
+        # RabbitMQ (rabbit_reader): close-ok, then the socket stays open for the client to close and
+        # whatever else arrives is discarded; closing at once broke clients that wrote ahead of
+        # their close (their writes failed before they read close-ok). Ended by the client, or
+        # after the heartbeat interval, at most CLIENT_CLOSE_TIMEOUT.
+        self.discard_input = True
+        wait = self.heartbeat if 0 < self.heartbeat < CLIENT_CLOSE_TIMEOUT else CLIENT_CLOSE_TIMEOUT
+        self.close_deadline = self.broker.clock() + wait
+        self.broker.listeners.discard(self)
+
+    def _on_update_secret(self, m: spec.Connection.UpdateSecret) -> None:
+        # RabbitMQ 3.10's internal user backend keeps the authenticated user whatever the new
+        # secret is (measured: update-secret-ok for a wrong one too); so do the fixed users here.
+        self.send_method(spec.Connection.UpdateSecretOk())
 
     def _on_close_ok(self, m: spec.Connection.CloseOk) -> None:
         self._close_transport("close handshake complete")
@@ -588,7 +611,9 @@ class ConnectionCore:
                     )  # RabbitMQ reports class/method 0/0 here
                 ch = ChannelCore(self, number)
                 self.channels[number] = ch
-                ch.send(spec.Channel.OpenOk())
+                # reserved-1 ("channel-id", "must be zero"): the empty long string RabbitMQ sends;
+                # pamqp's default "0" makes clients that skip 4 octets lose frame sync
+                ch.send(unvalidated(spec.Channel.OpenOk, channel_id=""))
                 self.emit(ChannelOpened(number))
                 return
             raise transition_error(ChannelState.CLOSED, method)
@@ -626,6 +651,7 @@ _CONNECTION_HANDLERS: dict[type[base.Frame], Callable[[ConnectionCore, Any], Non
     spec.Connection.Open: ConnectionCore._on_open,
     spec.Connection.Close: ConnectionCore._on_close,
     spec.Connection.CloseOk: ConnectionCore._on_close_ok,
+    spec.Connection.UpdateSecret: ConnectionCore._on_update_secret,
 }
 
 

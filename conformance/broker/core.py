@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from .connection import ConnectionCore, server_properties
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
-from .frames import CLOSE_OK_TIMEOUT, FATAL_FRAME_CLOSE_DELAY, HANDSHAKE_TIMEOUT, marshal_method
+from .frames import (
+    CLIENT_CLOSE_TIMEOUT,
+    CLOSE_OK_TIMEOUT,
+    FATAL_FRAME_CLOSE_DELAY,
+    HANDSHAKE_TIMEOUT,
+    marshal_method,
+)
 
 __all__ = [
+    "CLIENT_CLOSE_TIMEOUT",
     "CLOSE_OK_TIMEOUT",
     "FATAL_FRAME_CLOSE_DELAY",
     "HANDSHAKE_TIMEOUT",

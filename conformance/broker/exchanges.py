@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import amqp_type_name, precondition
+
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 
 #: RabbitMQ pre-declares these in every vhost ("amq.match" is a headers exchange).
@@ -107,3 +109,18 @@ class Exchange:
             for b in self.bindings.values():
                 if headers_match(b.arguments, headers):
                     yield b
+
+
+def check_binding_args(x: Exchange, arguments: dict[str, Any]) -> None:
+    """406 for a headers binding with a bad x-match (RabbitMQ: rabbit_exchange_type_headers)."""
+    if x.type != "headers" or "x-match" not in arguments:
+        return
+    value = arguments["x-match"]
+    if not isinstance(value, str):
+        raise precondition(
+            f"Invalid x-match field type {amqp_type_name(value)} (value {value}); expected longstr"
+        )
+    if value not in ("all", "any", "all-with-x", "any-with-x"):
+        raise precondition(
+            f'Invalid x-match field value <<"{value}">>; expected all, any, all-with-x, or any-with-x'
+        )

@@ -14,6 +14,9 @@ from pamqp import commands as spec
 from .messages import Message
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
+#: headers answered with connection.start and spoken to in 0-9-1: ours, and AMQP 0-9's (class 1,
+#: instance 1, version 0-9), which RabbitMQ 3.10 (rabbit_reader) serves with its 0-9-1 framing
+ACCEPTED_HEADERS = frozenset({PROTOCOL_HEADER, b"AMQP\x01\x01\x00\x09"})
 FRAME_METHOD, FRAME_HEADER, FRAME_BODY, FRAME_HEARTBEAT = 1, 2, 3, 8
 FRAME_END = 0xCE
 FRAME_MIN_SIZE = 4096  # spec: frame-max "MUST accept frames of up to frame-min-size"
@@ -24,6 +27,9 @@ _CONTENT_HDR = struct.Struct(">HHQ")
 MAX_MESSAGE_SIZE = 134217728
 HANDSHAKE_TIMEOUT = 10.0
 CLOSE_OK_TIMEOUT = 5.0
+#: after a client's connection.close RabbitMQ sends close-ok and leaves the socket for the client to
+#: close, ending it itself after the heartbeat interval, at most ?CLOSING_TIMEOUT (30 s; rabbit_reader)
+CLIENT_CLOSE_TIMEOUT = 30.0
 FATAL_FRAME_CLOSE_DELAY = 3.0  # RabbitMQ 3.10 keeps the socket about 3 s after a frame error
 
 

@@ -1,21 +1,18 @@
-"""Messages as the broker holds them, and consumers as queues see them.
+"""Messages as the broker holds them.
 
 ``Message`` is one publication (shared by every queue it was routed to);
-``QueuedMessage`` is one queue's copy of it; a ``Consumer`` delivers through the
-``ConsumerSink`` its channel implements.
+``QueuedMessage`` is one queue's copy of it. (Consumers are what queues hand messages to:
+``queues.py``.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from pamqp import commands as spec
 
 from .errors import precondition
-
-if TYPE_CHECKING:
-    from .queues import Queue
 
 
 def decode_properties(raw: bytes) -> spec.Basic.Properties:
@@ -70,6 +67,8 @@ class Message:
     #: routing key followed by the CC and BCC header keys (sender-selected distribution)
     routing_keys: tuple[str, ...] = ()
     headers: dict[str, Any] | None = None
+    #: the priority property (0 without one); only queues with x-max-priority order by it
+    priority: int = 0
     #: the delivery frames' per-message parts, encoded on first delivery (frames.message_wire)
     wire: tuple[bytes, bytes] | None = None
 
@@ -100,6 +99,7 @@ class Message:
             expiration=expiration,
             routing_keys=tuple(keys),
             headers=headers,
+            priority=props.priority or 0,
         )
 
 
@@ -114,30 +114,3 @@ class QueuedMessage:
     persisted: bool = False
     delivered_logged: bool = False
     delivery_count: int = 0  # quorum queues: earlier deliveries returned to the queue (x-delivery-count)
-
-
-class ConsumerSink(Protocol):
-    """What a queue needs from the channel a consumer lives on."""
-
-    def can_deliver(self, consumer: Consumer) -> bool: ...
-
-    def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None: ...
-
-    def cancelled_by_broker(self, consumer: Consumer) -> None: ...
-
-
-@dataclass(eq=False)
-class Consumer:
-    tag: str
-    queue: Queue
-    sink: ConsumerSink
-    no_ack: bool
-    exclusive: bool
-    prefetch: int = 0  # 0 = unlimited (basic.qos global=false at consume time)
-    unacked: int = 0
-    arguments: dict[str, Any] = field(default_factory=dict)
-    #: the consumer tag as a shortstr, encoded once (basic.deliver carries it every time)
-    wire_tag: bytes = b""
-
-    def has_credit(self) -> bool:
-        return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch

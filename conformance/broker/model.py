@@ -33,6 +33,7 @@ from .records import (
     QueueDeleted,
     Record,
 )
+from .replyto import REPLY_PREFIX, ReplyRoutes
 from .store import MemoryStore, Recovered, Store
 
 
@@ -318,6 +319,7 @@ class Broker:
         self.clock = clock
         self.wallclock = wallclock
         self.timed_queues: set[Queue] = set()
+        self.reply_routes = ReplyRoutes()  # direct reply-to names -> their reply consumers
         self.listeners: set[SyncListener] = set()
         self._ids = itertools.count(1)
         self._recovering = False
@@ -443,8 +445,7 @@ class Broker:
                         persisted=True,
                         delivered_logged=delivered,
                     )
-                    q.ready.append(qm)
-                    q.ready_bytes += len(msg.body)
+                    q.restore(qm)
                     if expires_at is not None:
                         self.timed_queues.add(q)
                     q.next_seq = seq + 1
@@ -501,6 +502,10 @@ class Broker:
     # -- publishing --------------------------------------------------------------------------
     def publish(self, vh: VHost, x: Exchange, msg: Message) -> tuple[bool, bool, int]:
         """Route and enqueue; returns (routed, all accepted, lsn to wait for)."""
+        if not x.name and msg.routing_key.startswith(REPLY_PREFIX):
+            # a reply to a direct reply-to request: straight to its consumer (no queue can have
+            # such a name: "amq." is reserved)
+            return self.reply_routes.deliver(msg.routing_key, msg), True, 0
         queues = vh.route(x, msg)
         accepted, lsn = True, 0
         for q in queues:
@@ -513,7 +518,7 @@ class Broker:
         """RabbitMQ dead-lettering: republish to x-dead-letter-exchange with x-death."""
         if q.dlx is None:
             return
-        vh = q.vhost
+        vh = self.vhosts[q.vhost.name]  # the queue knows its vhost only as far as queues need it
         dlx = vh.exchanges.get(q.dlx)
         if dlx is None:
             return  # RabbitMQ silently drops when the DLX does not exist
@@ -556,6 +561,7 @@ class Broker:
             expiration=None,
             routing_keys=keys,
             headers=headers,
+            priority=old.priority,
         )
         targets = vh.route(dlx, new)
         cycle_ok = any(d.get("reason") == "rejected" for d in deaths)

@@ -1,4 +1,5 @@
-"""One queue: ready messages in publication order, consumers, limits, TTL and expiry.
+"""One queue: ready messages in publication order (a priority queue: by priority, then publication
+order), consumers, limits, TTL and expiry.
 
 Queues call back into the broker (``vhost.broker``) for the clock, the durable log
 and dead-lettering; they push deliveries into the consumers' channels.
@@ -6,16 +7,80 @@ and dead-lettering; they push deliveries into the consumers' channels.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
-from .messages import Consumer, Message, QueuedMessage
-from .records import MessageDelivered, MessagesRemoved
+from .messages import Message, QueuedMessage, decode_properties
+from .records import MessageDelivered, MessagesRemoved, Record
 
-if TYPE_CHECKING:
-    from .model import Broker, VHost
+
+class QueueBroker(Protocol):
+    """The broker services a queue calls back into (``model.Broker`` provides them): the clock,
+    the durable log, dead-lettering, timers and the dispatch scheduler."""
+
+    clock: Callable[[], float]
+    timed_queues: set[Queue]
+    dispatch_burst: int
+    dispatch_scheduler: Callable[[], None] | None
+
+    def log(self, rec: Record) -> int: ...
+
+    def log_message(self, q: Queue, qm: QueuedMessage) -> int: ...
+
+    def dead_letter(self, q: Queue, qm: QueuedMessage, reason: str) -> None: ...
+
+    def defer_dispatch(self, q: Queue) -> None: ...
+
+
+class QueueVHost(Protocol):
+    """The virtual host a queue lives in (``model.VHost``)."""
+
+    name: str
+
+    @property
+    def broker(self) -> QueueBroker: ...
+
+    def delete_queue(self, q: Queue) -> int: ...
+
+
+# -- consumers, as queues see them -------------------------------------------------------------
+
+class ConsumerSink(Protocol):
+    """What a queue needs from the channel a consumer lives on."""
+
+    def can_deliver(self, consumer: Consumer) -> bool: ...
+
+    def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None: ...
+
+    def cancelled_by_broker(self, consumer: Consumer) -> None: ...
+
+
+@dataclass(eq=False)
+class Consumer:
+    tag: str
+    queue: Queue
+    sink: ConsumerSink
+    no_ack: bool
+    exclusive: bool
+    prefetch: int = 0  # 0 = unlimited (basic.qos global=false at consume time)
+    unacked: int = 0
+    arguments: dict[str, Any] = field(default_factory=dict)
+    #: the consumer tag as a shortstr, encoded once (basic.deliver carries it every time)
+    wire_tag: bytes = b""
+
+    @property
+    def priority(self) -> int:
+        """x-priority (RabbitMQ's consumer priorities; 0 without one)."""
+        value = self.arguments.get("x-priority", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def has_credit(self) -> bool:
+        return self.no_ack or self.prefetch == 0 or self.unacked < self.prefetch
+
 
 #: queue arguments RabbitMQ compares on redeclaration (rabbit_amqqueue:declare_args/0).
 EQUIVALENCE_ARGS = (
@@ -33,12 +98,14 @@ EQUIVALENCE_ARGS = (
 )
 
 OVERFLOW_MODES = ("drop-head", "reject-publish", "reject-publish-dlx")
+#: RabbitMQ's largest x-max-priority (its priority guide: "values between 1 and 255")
+MAX_PRIORITY = 255
 
 
 class Queue:
     def __init__(
         self,
-        vhost: VHost,
+        vhost: QueueVHost,
         name: str,
         *,
         durable: bool,
@@ -57,6 +124,7 @@ class Queue:
         self.unacked: dict[int, QueuedMessage] = {}
         self.unacked_bytes = 0  # bodies of ``unacked`` (the memory alarm counts them)
         self.consumers: deque[Consumer] = deque()
+        self.prioritised = False  # some consumer has a non-zero x-priority
         self.next_seq = 1
         self.deleted = False
         self.had_consumer = False
@@ -76,9 +144,12 @@ class Queue:
         # by reject/nack/recover go to the back, x-delivery-limit dead-letters (DIFFERENCES.md).
         self.quorum = args.get("x-queue-type") == "quorum"
         self.delivery_limit: int | None = args.get("x-delivery-limit") if self.quorum else None
+        # RabbitMQ's priority queues (its priority guide): higher priority first, publication order
+        # within one; no priority property counts as 0, one above the maximum as the maximum.
+        self.max_priority: int | None = args.get("x-max-priority")
 
     @property
-    def broker(self) -> Broker:
+    def broker(self) -> QueueBroker:
         return self.vhost.broker
 
     def __repr__(self) -> str:
@@ -123,8 +194,11 @@ class Queue:
         if (msg.persistent or self.quorum) and self.durable:  # a quorum queue keeps every message
             qm.persisted = True
             lsn = broker.log_message(self, qm)
-        self.ready.append(qm)
-        self.ready_bytes += len(msg.body)
+        if self.max_priority is None:
+            self.ready.append(qm)
+            self.ready_bytes += len(msg.body)
+        else:
+            self._insert_sorted(qm)
         if qm.expires_at is not None:
             broker.timed_queues.add(self)
         if self.consumers:  # (without consumers a dispatch has nothing to do)
@@ -195,16 +269,34 @@ class Queue:
             self.expire_head(now, grace=True)
             if not self.ready:
                 return
-            for _ in range(len(self.consumers)):
-                consumer = self.consumers[0]
-                self.consumers.rotate(-1)
-                if consumer.has_credit() and consumer.sink.can_deliver(consumer):
-                    break
-            else:
+            consumer = self._next_consumer()
+            if consumer is None:
                 return
             qm = self._pop_head()
             self.hand_out(qm, no_ack=consumer.no_ack)
             consumer.sink.deliver(consumer, qm)
+
+    def _next_consumer(self) -> Consumer | None:
+        """The consumer the next message goes to: round robin among those that can take it, and
+        with consumer priorities (x-priority) among the highest-priority ones only (RabbitMQ's
+        consumer priority guide: lower priorities get messages while the higher are blocked)."""
+        consumers = self.consumers
+        if not self.prioritised:
+            for _ in range(len(consumers)):
+                consumer = consumers[0]
+                consumers.rotate(-1)
+                if consumer.has_credit() and consumer.sink.can_deliver(consumer):
+                    return consumer
+            return None
+        best: Consumer | None = None
+        for consumer in consumers:  # in turn order: the first of the best priority wins
+            if (best is None or consumer.priority > best.priority) and consumer.has_credit() \
+                    and consumer.sink.can_deliver(consumer):
+                best = consumer
+        if best is not None:
+            consumers.remove(best)
+            consumers.append(best)  # its turn is over
+        return best
 
     def hand_out(self, qm: QueuedMessage, *, no_ack: bool) -> None:
         if no_ack:
@@ -286,22 +378,46 @@ class Queue:
         self.expire_head(self.broker.clock())
         self.dispatch()
 
+    def rank(self, qm: QueuedMessage) -> tuple[int, int]:
+        """Where ``qm`` belongs in ``ready``: publication order, behind higher priorities in a
+        priority queue (the message keeps its priority property; only the order is capped)."""
+        if self.max_priority is None:
+            return 0, qm.seq
+        return -min(qm.msg.priority, self.max_priority), qm.seq
+
+    def restore(self, qm: QueuedMessage) -> None:
+        """A recovered message back into ``ready`` at its place."""
+        self._insert_sorted(qm)
+
     def _insert_sorted(self, qm: QueuedMessage) -> None:
         ready = self.ready
         self.ready_bytes += len(qm.msg.body)
-        if not ready or ready[-1].seq < qm.seq:
+        rank = self.rank
+        key = rank(qm)
+        if not ready or rank(ready[-1]) < key:
             ready.append(qm)
-        elif ready[0].seq > qm.seq:
+        elif rank(ready[0]) > key:
             ready.appendleft(qm)
         else:
             lo, hi = 0, len(ready)
             while lo < hi:
                 mid = (lo + hi) // 2
-                if ready[mid].seq < qm.seq:
+                if rank(ready[mid]) < key:
                     lo = mid + 1
                 else:
                     hi = mid
             ready.insert(lo, qm)
+
+    def view(self, qm: QueuedMessage, *, first: bool) -> Message:
+        """The message as this queue hands it out: a quorum queue adds x-delivery-count once it was
+        returned (basic.get-ok carries it from the first delivery on: 0; measured on RabbitMQ 3.10.8)."""
+        msg = qm.msg
+        if not self.quorum or (qm.delivery_count == 0 and not first):
+            return msg
+        props = decode_properties(msg.props)
+        props.headers = {**dict(props.headers or {}), "x-delivery-count": qm.delivery_count}
+        # wire=None: the copy must not carry the original's cached delivery encoding (frames.message_wire)
+        return dataclasses.replace(msg, props=props.marshal(), headers=props.headers, wire=None)
 
     def purge(self) -> int:
         count = len(self.ready)
@@ -314,6 +430,7 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self.prioritised = any(c.priority for c in self.consumers)
         self.had_consumer = True
         self.touch()
         self.dispatch()
@@ -323,6 +440,7 @@ class Queue:
             self.consumers.remove(consumer)
         except ValueError:
             return
+        self.prioritised = any(c.priority for c in self.consumers)
         self.touch()
         # spec queue.declare auto-delete: "The server SHOULD allow for a reasonable delay
         # between the point when it determines that a queue is not being used [...]";
@@ -393,6 +511,9 @@ def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
     integer("x-expires", positive=True)
     integer("x-max-length", positive=False)
     integer("x-max-length-bytes", positive=False)
+    integer("x-max-priority", positive=False)
+    if args.get("x-max-priority", 0) > MAX_PRIORITY:
+        raise bad("x-max-priority", f"{{max_value_exceeded,{args['x-max-priority']}}}")
     if "x-overflow" in args and args["x-overflow"] not in OVERFLOW_MODES:
         raise bad("x-overflow", f"{{invalid_overflow_value,{args['x-overflow']}}}")
     for key in ("x-dead-letter-exchange", "x-dead-letter-routing-key"):

@@ -38,7 +38,7 @@ WRITE_HIGH_WATER = 512 * 1024
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     try:
-        import uvloop
+        import uvloop  # type: ignore[import-not-found, unused-ignore]  # optional dependency
     except ImportError:  # pragma: no cover - uvloop is optional
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()

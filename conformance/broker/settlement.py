@@ -1,30 +1,27 @@
 """What a channel settles after the fact: consumer acks/rejects/nacks and recover,
 transactions (RabbitMQ >= 2.8 semantics) and publisher confirms.
 
-``Settlement`` is the base of ``ChannelCore``: it owns the unacked-delivery and
-confirm bookkeeping, while the channel owns framing, entities and publishing.
+``Settlement`` is a component each ``ChannelCore`` holds: it owns the unacknowledged deliveries,
+the transaction's buffered work and the confirm bookkeeping; the channel owns framing, entities,
+consumers and publishing, and is reached through the small ``SettlementHost`` protocol.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pamqp import base
 from pamqp import commands as spec
 
 from .errors import AMQPError, ReplyCode, not_transactional, precondition, unknown_delivery_tag
+from .exchanges import Exchange
 from .frames import BASIC_ACK, BASIC_NACK, ack_frame, decoded
-from .messages import Consumer, Message, QueuedMessage
-from .queues import Queue
+from .messages import Message, QueuedMessage
+from .model import Broker, VHost
+from .queues import Consumer, Queue
 from .states import ChannelState
-
-if TYPE_CHECKING:
-    from .connection import ConnectionCore
-    from .exchanges import Exchange
-    from .model import VHost
 
 
 @dataclass(eq=False, slots=True)
@@ -43,36 +40,99 @@ def _coalesce(seqs: list[int], *limits: int | None) -> tuple[list[int], list[int
     return seqs[:n], seqs[n:]
 
 
-class Settlement:
-    """Acks, tx and confirms of one channel (the state lives on the channel)."""
+class SettlementHost(Protocol):
+    """What settlement needs from its channel (``channel.ChannelCore`` provides it)."""
 
-    conn: ConnectionCore
     number: int
     state: ChannelState
-    unacked: dict[int, Unacked]
-    consumers: dict[str, Consumer]
-    limited: int
-    confirm: bool
-    confirm_pending: dict[int, int]
-    confirm_ready: list[tuple[int, bool]]
-    tx: bool
-    tx_publishes: list[tuple[Exchange, Message, bool]]
-    tx_acks: list[tuple[str, list[Unacked]]]
-    # provided by ChannelCore
-    send: Callable[[base.Frame], None]
-    _send_return: Callable[[Message, int, str], None]
 
     @property
-    def vhost(self) -> VHost:
-        assert self.conn.vhost is not None
-        return self.conn.vhost
+    def vhost(self) -> VHost: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    def send(self, method: base.Frame) -> None: ...
+
+    def send_frames(self, frames: list[bytes]) -> None: ...
+
+    def send_return(self, msg: Message, code: int, text: str) -> None: ...
+
+    def request_sync(self) -> None: ...
+
+    def redispatch(self) -> None: ...
+
+
+class Settlement:
+    """Acks, tx and confirms of one channel."""
+
+    def __init__(self, channel: SettlementHost) -> None:
+        self.channel = channel
+        self.unacked: dict[int, Unacked] = {}
+        self.limited = 0  # unacked deliveries made to consumers (what qos counts)
+        # publisher confirms
+        self.confirm = False
+        self.publish_seq = 0
+        self.confirm_pending: dict[int, int] = {}  # seq -> lsn
+        self.confirm_ready: list[tuple[int, bool]] = []  # (seq, ack?)
+        # transactions (RabbitMQ >= 2.8 semantics)
+        self.tx = False
+        self.tx_publishes: list[tuple[Exchange, Message, bool]] = []
+        self.tx_acks: list[tuple[str, list[Unacked]]] = []  # ("ack"|"requeue"|"drop", ...)
+
+    # -- what the channel reports -------------------------------------------------------------
+    def delivered(self, tag: int, queue: Queue, qm: QueuedMessage, consumer: Consumer | None) -> None:
+        """A delivery (basic.deliver to ``consumer``, or basic.get-ok) that awaits its ack."""
+        self.unacked[tag] = Unacked(tag, queue, qm, consumer)
+        if consumer is not None:
+            consumer.unacked += 1
+            self.limited += 1
+
+    def publish(self, x: Exchange, msg: Message, mandatory: bool) -> bool:
+        """Route a complete publish (or hold it in the transaction); True when a confirm is
+        now due (the connection flushes confirms once its input is handled)."""
+        if self.tx:
+            self.tx_publishes.append((x, msg, mandatory))
+            return False
+        seq = 0
+        if self.confirm:
+            self.publish_seq += 1
+            seq = self.publish_seq
+        ch = self.channel
+        broker = ch.broker
+        routed, accepted, lsn = broker.publish(ch.vhost, x, msg)
+        if not routed and mandatory:
+            ch.send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
+        if not seq:
+            return False
+        if not accepted:
+            self.confirm_ready.append((seq, False))
+        elif lsn and not broker.is_durable(lsn):
+            self.confirm_pending[seq] = lsn
+        else:
+            self.confirm_ready.append((seq, True))
+        return True
+
+    def release(self) -> None:
+        """The channel is torn down: requeue every unacked delivery (including those acked
+        inside an uncommitted transaction); forget the transaction and pending confirms."""
+        if self.tx_acks:
+            for _kind, items in self.tx_acks:
+                for u in items:
+                    self.unacked[u.tag] = u
+            self.tx_acks.clear()
+        self.tx_publishes.clear()
+        self._requeue(list(self.unacked.values()))
+        self.unacked.clear()
+        self.confirm_pending.clear()
+        self.confirm_ready.clear()
 
     def flush_confirms(self) -> None:
         """Send basic.ack/nack for every publish whose fate is settled.
 
         Like RabbitMQ's coalesce_and_send: acks first, then nacks; everything below the
         lowest still-unconfirmed sequence number goes out as one ``multiple`` frame."""
-        if not self.confirm or self.state is not ChannelState.OPEN:
+        if not self.confirm or self.channel.state is not ChannelState.OPEN:
             return
         self._release_durable()
         if not self.confirm_ready:
@@ -81,7 +141,7 @@ class Settlement:
         nacks = sorted(seq for seq, ok in self.confirm_ready if not ok)
         self.confirm_ready.clear()
         pending_low = min(self.confirm_pending) if self.confirm_pending else None
-        ch = self.number
+        ch = self.channel.number
         frames: list[bytes] = []
         if acks:
             below, rest = _coalesce(acks, pending_low, nacks[0] if nacks else None)
@@ -93,13 +153,13 @@ class Settlement:
             if below:
                 frames.append(ack_frame(ch, BASIC_NACK, below[-1], 1))  # multiple, requeue=false
             frames += [ack_frame(ch, BASIC_NACK, seq, 0) for seq in rest]
-        self.conn.send_frames(frames)
+        self.channel.send_frames(frames)
 
     def _release_durable(self) -> None:
         """Publishes waiting for an fsync that has now happened become ready to ack."""
         if not self.confirm_pending:
             return
-        broker = self.conn.broker
+        broker = self.channel.broker
         for seq, lsn in list(self.confirm_pending.items()):
             if broker.is_durable(lsn):
                 del self.confirm_pending[seq]
@@ -121,14 +181,14 @@ class Settlement:
             del self.unacked[u.tag]
         return items
 
-    def _basic_ack(self, m: spec.Basic.Ack) -> None:
+    def basic_ack(self, m: spec.Basic.Ack) -> None:
         items = self._collect(m.delivery_tag, m.multiple)
         if self.tx:
             self.tx_acks.append(("ack", items))
         else:
             self._settle("ack", items)
 
-    def _basic_reject(self, m: spec.Basic.Reject) -> None:
+    def basic_reject(self, m: spec.Basic.Reject) -> None:
         items = self._collect(decoded(m.delivery_tag), False)
         kind = "requeue" if m.requeue else "drop"
         if self.tx:
@@ -136,7 +196,7 @@ class Settlement:
         else:
             self._settle(kind, items)
 
-    def _basic_nack(self, m: spec.Basic.Nack) -> None:
+    def basic_nack(self, m: spec.Basic.Nack) -> None:
         items = self._collect(m.delivery_tag, m.multiple)
         kind = "requeue" if m.requeue else "drop"
         if self.tx:
@@ -160,7 +220,7 @@ class Settlement:
                     u.queue.settle(u.qm)
                 else:
                     u.queue.reject(u.qm)
-        self._redispatch()
+        self.channel.redispatch()
 
     def _requeue(self, items: list[Unacked], *, release: bool = True, returned: bool = False) -> None:
         """``returned``: by the client (reject/nack/recover), not by a closing channel (quorum
@@ -173,42 +233,36 @@ class Settlement:
         for q, qms in by_queue.values():
             q.requeue(qms, returned=returned)
 
-    def _redispatch(self) -> None:
-        seen: set[int] = set()
-        for c in list(self.consumers.values()):
-            if id(c.queue) not in seen:
-                seen.add(id(c.queue))
-                c.queue.dispatch()
-
-    def _basic_recover_async(self, m: spec.Basic.RecoverAsync) -> None:
+    def basic_recover_async(self, m: spec.Basic.RecoverAsync) -> None:
         if not m.requeue:
             raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
         items = list(self.unacked.values())
         self.unacked.clear()
         self._requeue(items, returned=True)
 
-    def _basic_recover(self, m: spec.Basic.Recover) -> None:
+    def basic_recover(self, m: spec.Basic.Recover) -> None:
         if not m.requeue:
             # RabbitMQ 3.x: basic.recover with requeue=false is not implemented.
             raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "requeue=false")
         items = list(self.unacked.values())
         self.unacked.clear()
         # spec: recover-ok; RabbitMQ sends it before the redeliveries
-        self.send(spec.Basic.RecoverOk())
+        self.channel.send(spec.Basic.RecoverOk())
         self._requeue(items, returned=True)
 
     # -- tx / confirm ---------------------------------------------------------------------------
-    def _tx_select(self, m: spec.Tx.Select) -> None:
+    def tx_select(self, m: spec.Tx.Select) -> None:
         if self.confirm:
             raise precondition("cannot switch from confirm to tx mode")
         self.tx = True
-        self.send(spec.Tx.SelectOk())
+        self.channel.send(spec.Tx.SelectOk())
 
-    def _tx_commit(self, m: spec.Tx.Commit) -> None:
+    def tx_commit(self, m: spec.Tx.Commit) -> None:
         if not self.tx:
             raise not_transactional()
-        broker = self.conn.broker
-        vh = self.vhost
+        ch = self.channel
+        broker = ch.broker
+        vh = ch.vhost
         publishes, self.tx_publishes = self.tx_publishes, []
         acks, self.tx_acks = self.tx_acks, []
         lsn = 0
@@ -219,16 +273,16 @@ class Settlement:
             lsn = max(lsn, q_lsn)
             if not routed and mandatory:
                 # 001 (>= 2.6): no_route basic.return is sent on commit, before commit-ok
-                self._send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
+                ch.send_return(msg, ReplyCode.NO_ROUTE, "NO_ROUTE")
         for kind, items in acks:
             self._settle(kind, items)
         # 001: "tx.commit-ok indicates that all transaction effects are visible and that
         # the broker has accepted responsibility for all the messages" -> fsync first.
         if lsn and not broker.is_durable(lsn):
-            self.conn.request_sync()
-        self.send(spec.Tx.CommitOk())
+            ch.request_sync()
+        ch.send(spec.Tx.CommitOk())
 
-    def _tx_rollback(self, m: spec.Tx.Rollback) -> None:
+    def tx_rollback(self, m: spec.Tx.Rollback) -> None:
         if not self.tx:
             raise not_transactional()
         self.tx_publishes.clear()
@@ -239,11 +293,11 @@ class Settlement:
                 self.unacked[u.tag] = u
         self.tx_acks.clear()
         self.unacked = dict(sorted(self.unacked.items()))
-        self.send(spec.Tx.RollbackOk())
+        self.channel.send(spec.Tx.RollbackOk())
 
-    def _confirm_select(self, m: spec.Confirm.Select) -> None:
+    def confirm_select(self, m: spec.Confirm.Select) -> None:
         if self.tx:
             raise precondition("cannot switch from tx to confirm mode")
         self.confirm = True
         if not m.nowait:
-            self.send(spec.Confirm.SelectOk())
+            self.channel.send(spec.Confirm.SelectOk())

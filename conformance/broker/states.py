@@ -97,6 +97,8 @@ TRANSITIONS: dict[tuple[Enum, type[base.Frame] | Signal], Enum] = {
     (C.AWAITING_OPEN, spec.Connection.Open): C.OPEN,
     (C.AWAITING_OPEN, spec.Connection.Close): C.CLOSED,
     (C.OPEN, spec.Connection.Close): C.CLOSED,
+    # RabbitMQ's extension (OAuth 2 token refresh): the connection stays open
+    (C.OPEN, spec.Connection.UpdateSecret): C.OPEN,
     # spec connection.close: "After sending this method, any received methods except
     # Close and Close-OK MUST be discarded."  A crossing close counts as close-ok.
     (C.CLOSING, spec.Connection.CloseOk): C.CLOSED,

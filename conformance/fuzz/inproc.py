@@ -38,7 +38,8 @@ CHANNEL_CLOSE = spec.Channel.Close.index
 #: a single receive_data that takes longer than this counts as stuck
 FEED_LIMIT = 5.0
 _LONGEST_TIMER = (
-    max(broker_core.HANDSHAKE_TIMEOUT, broker_core.CLOSE_OK_TIMEOUT, broker_core.FATAL_FRAME_CLOSE_DELAY)
+    max(broker_core.HANDSHAKE_TIMEOUT, broker_core.CLOSE_OK_TIMEOUT, broker_core.FATAL_FRAME_CLOSE_DELAY,
+        broker_core.CLIENT_CLOSE_TIMEOUT)
     + 1.0
 )
 _CLIENT_CLOSE = method(

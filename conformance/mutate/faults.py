@@ -15,8 +15,8 @@ from pamqp import commands as spec
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from conformance.clients.wire import CONTENT_METHODS
 from conformance.mutate.proxy import TO_CLIENT, Fault, Frame, assemble, replace
+from conformance.protocol.wire import CONTENT_METHODS
 
 Change = Callable[[Any], dict[str, Any]]
 When = Callable[[dict[str, Any], int, Any], bool]

@@ -19,9 +19,9 @@ from pamqp import frame as pframe
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from conformance.clients.handshake import connect
-from conformance.clients.loopback import Listener
-from conformance.clients.wire import URL, split_frames
+from conformance.protocol.handshake import connect
+from conformance.protocol.loopback import Listener
+from conformance.protocol.wire import URL, split_frames
 from conformance.verdicts import HarnessError
 
 Frame = tuple[int, Any]  # (channel, pamqp frame)

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import TypedDict
 
 from conformance.argparsing import command_parser, workers
-from conformance.clients.handshake import connect
-from conformance.clients.wire import URL
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
 from conformance.mutate.proxy import Fault, FaultProxy
 from conformance.plugin.options import checked_as
+from conformance.protocol.handshake import connect
+from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, parse_kind, spawnable, spellings, tls_capable
 from conformance.verdicts import HarnessError
 

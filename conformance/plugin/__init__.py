@@ -38,7 +38,7 @@ PLUGIN_NAME = "amqp-conformance"
 
 # Modules whose fixtures every suite session gets (registered as plugins, in this order). A new
 # fixture module goes here.
-FIXTURE_MODULES: tuple[str, ...] = ("conformance.plugin.fixtures", "conformance.clients.fixtures")
+FIXTURE_MODULES: tuple[str, ...] = ("conformance.plugin.fixtures", "conformance.verify.fixtures")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Case
-from conformance.clients.raw import RawChannel, RawConnection
+from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.sources import cite_text
 from conformance.verdicts import CaseOutcome, Mismatch, Verdict
 

@@ -15,8 +15,6 @@ import pluggy
 import pytest
 
 from conformance.cases import Case, case_of
-from conformance.clients import invariants, trace
-from conformance.clients.raw import redact
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import RESTRICTED_MARK, mark_allure_description
@@ -50,6 +48,8 @@ from conformance.plugin.session import (
     wants_target,
     worker_input,
 )
+from conformance.protocol import invariants, trace
+from conformance.protocol.raw import redact
 from conformance.results import merge_parts, recorded_case_ids
 from conformance.sources import cite_all
 from conformance.triage import InvariantFacts
@@ -369,10 +369,33 @@ class ConformancePlugin:
                 self._after_timeout(self._run_id(item, c))
             return
         ctx = item.stash.get(CTX, None)
+        decision, extra = self._decide(c, call, ctx)
+        run_id = self._run_id(item, c)
+        self._annotate(item, rep, c, run_id, decision, extra)
+        write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
+                     extra, queue_type=self._queue_type(item))
+        if decision.verdict is Verdict.TIMEOUT:
+            self._after_timeout(run_id)
+
+    @staticmethod
+    def _decide(c: Case, call: pytest.CallInfo[None], ctx: Any) -> tuple[Decision, dict[str, Any]]:
+        """The case's verdict, and what its record carries beside it (``extra``): the stack of a
+        case stuck past its ceiling, the wire invariants it broke and its own checks' verdict."""
         monitor = invariants.current()
         violations = list(monitor.violations) if monitor is not None else []
         decision = decide(c, call.excinfo, ctx, call.when, violations)
-        run_id = self._run_id(item, c)
+        extra: dict[str, Any] = {}
+        if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
+            extra["stuck_stack"] = list(call.excinfo.value.stack)
+        if violations:
+            extra["invariants"] = sorted({v.invariant for v in violations})
+            # What the case's own checks concluded, so a triage entry can excuse the invariant alone.
+            extra["case_verdict"] = decide(c, call.excinfo, ctx, call.when).verdict.value
+        return decision, extra
+
+    def _annotate(self, item: pytest.Item, rep: pytest.TestReport, c: Case, run_id: str, decision: Decision,
+                  extra: dict[str, Any]) -> None:
+        """Make pytest's report say the verdict: outcome, text, properties (JUnit, allure, xdist), trace."""
         if decision.verdict is Verdict.UNSUPPORTED:
             rep.outcome = "skipped"
             rep.longrepr = (str(item.path), item.location[1] or 0, f"UNSUPPORTED: {decision.message}")
@@ -390,22 +413,12 @@ class ConformancePlugin:
         rep.user_properties.extend(self._properties(run_id, c.area, decision))
         # JUnit writes a test case's properties from its teardown report, made from the item's.
         item.user_properties.extend(self._properties(run_id, c.area, decision))
-        extra: dict[str, Any] = {}
-        if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
-            extra["stuck_stack"] = list(call.excinfo.value.stack)
-        if violations:
-            extra["invariants"] = sorted({v.invariant for v in violations})
-            # What the case's own checks concluded, so a triage entry can excuse the invariant alone.
-            extra["case_verdict"] = decide(c, call.excinfo, ctx, call.when).verdict.value
+        if "invariants" in extra:
             # The controller (xdist) learns them through the report, for --amqp-expected-failures.
             rep.user_properties.extend([(INVARIANTS_KEY, ",".join(extra["invariants"])),
                                         (CASE_VERDICT_KEY, extra["case_verdict"])])
         if decision.verdict is not Verdict.PASS:
             self._attach_trace(rep, extra)
-        write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
-                     extra, queue_type=self._queue_type(item))
-        if decision.verdict is Verdict.TIMEOUT:
-            self._after_timeout(run_id)
 
     @staticmethod
     def _attach_trace(rep: pytest.TestReport, extra: dict[str, Any]) -> None:

@@ -15,8 +15,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from conformance.clients.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError
+from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 
 # The exit code of a run whose target stopped answering (pytest's own codes are 0–5).
 EXIT_UNRESPONSIVE = 6

@@ -67,7 +67,7 @@ def _fail_on(text: str) -> frozenset[Verdict]:
 
 
 def _url(text: str) -> str:
-    from conformance.clients.wire import URL
+    from conformance.protocol.wire import URL
 
     try:
         URL.parse(text)

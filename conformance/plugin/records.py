@@ -8,10 +8,10 @@ from typing import Any
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.clients.raw import redact
 from conformance.plugin.context import CaseContext
 from conformance.plugin.session import SessionState
 from conformance.probe import ServerInfo
+from conformance.protocol.raw import redact
 from conformance.queue_types import run_case_id
 from conformance.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
 from conformance.verdicts import Decision, Verdict
@@ -32,11 +32,11 @@ STATUS: dict[Verdict, tuple[str, str, str]] = {
 def client_version(client: str) -> str:
     try:
         if client == "pika":
-            from conformance.clients.libs import pika_version
+            from conformance.verify.libs import pika_version
 
             return pika_version()
         if client == "aio-pika":
-            from conformance.clients.libs import aio_pika_version
+            from conformance.verify.libs import aio_pika_version
 
             return aio_pika_version()
     except ImportError:

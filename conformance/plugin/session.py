@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conformance.clients.uri import with_tls_options
 from conformance.plugin.options import Settings
 from conformance.probe import ProbeError, ServerInfo, probe
+from conformance.protocol.uri import with_tls_options
 from conformance.queue_types import offered
 from conformance.results import ResultsWriter, new_run_id
 from conformance.targets import Target, TargetError, open_target

@@ -9,9 +9,38 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["build_report"]
+if TYPE_CHECKING:
+    from conformance.report.session import EarlySession
+
+__all__ = ["build_report", "check_inputs", "start_session_early"]
+
+
+def start_session_early(master: str | None = None) -> EarlySession:
+    """Start the report's SparkSession in a background thread (JVM start-up overlapping the suite).
+
+    ``run`` calls this when the report will be built (never under ``--no-report``) and hands the
+    handle to :func:`build_report`; the caller stops it with ``.stop()`` if no report follows.
+    """
+    from conformance.report.session import EarlySession
+
+    return EarlySession(master)
+
+
+def check_inputs(inputs: list[str]) -> None:
+    """Raise InputProblem for inputs no report can use (missing, empty, no record at all, not a
+    store): plain Python, no pyspark import, no JVM."""
+    from conformance.report.inputs import check_contents, resolve_inputs, split_inputs
+
+    plain, stores = split_inputs(inputs)
+    if plain or not stores:
+        check_contents(resolve_inputs(plain))
+    if stores:
+        from conformance.report.store import read_manifest
+
+        for s in stores:
+            read_manifest(s)
 
 
 def build_report(
@@ -21,8 +50,11 @@ def build_report(
     master: str | None = None,
     name: str | None = None,
     progress: Callable[[str], None] | None = None,
+    session: EarlySession | None = None,
 ) -> dict[str, Any]:
     """Build the report for ``inputs`` (files, folders, globs) into ``out_dir``; return the summary.
+
+    ``session``: a session started early (:func:`start_session_early`); it is used and stopped.
 
     Raises :class:`conformance.report.edges.InputProblem` for unusable inputs and
     :class:`conformance.report.session.EnvironmentProblem` when Java 17+ is missing.
@@ -34,17 +66,17 @@ def build_report(
     if problem is not None:
         # `run` prints this line and keeps the results; `run --no-report` needs no extra.
         raise EnvironmentProblem(problem)
-    from conformance.report.edges import resolve_inputs
-    from conformance.report.pipeline import run_report
-    from conformance.report.session import spark_session
-    from conformance.report.store import read_manifest, split_inputs
+    try:
+        check_inputs(inputs)  # fail on bad inputs before paying for a JVM
+        from conformance.report.pipeline import run_report
+        from conformance.report.session import spark_session
 
-    plain, stores = split_inputs(inputs)
-    if plain or not stores:
-        resolve_inputs(plain)  # fail on bad inputs before paying for a JVM
-    for s in stores:
-        read_manifest(s)
-    if progress is not None:
-        progress("report: starting Spark")
-    with spark_session(master) as spark:
-        return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
+        if session is not None:
+            return run_report(session.get(), inputs, Path(out_dir), name=name, progress=progress)
+        if progress is not None:
+            progress("report: starting Spark")
+        with spark_session(master) as spark:
+            return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
+    finally:
+        if session is not None:
+            session.stop()

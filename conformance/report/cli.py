@@ -66,7 +66,7 @@ def report_main(argv: list[str]) -> int:
     args = report_parser().parse_args(argv)
     problem = missing_extra("report", "the compliance report")
     if problem is None:
-        from conformance.report.store import is_store
+        from conformance.report.inputs import is_store
 
         not_stores = [d for d in args.store if not is_store(d)]
         if not_stores:
@@ -79,7 +79,7 @@ def report_main(argv: list[str]) -> int:
         _err("report", problem)
         return EXIT_BAD_INPUT
     from conformance.report import build_report
-    from conformance.report.edges import InputProblem
+    from conformance.report.inputs import InputProblem
     from conformance.report.session import EnvironmentProblem
 
     try:

@@ -1,10 +1,10 @@
-"""The pipeline's edges: which files to read, reading them, the reference frames, writing tables."""
+"""The pipeline's edges: reading the inputs, the reference frames, writing tables.
+
+Which files to read is decided without Spark, in :mod:`conformance.report.inputs`.
+"""
 
 from __future__ import annotations
 
-import glob
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,56 +13,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conformance.report import stages, tx_table
+
+# Re-exported: callers that already use Spark name them here.
+from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
+from conformance.report.inputs import InputProblem as InputProblem
+from conformance.report.inputs import resolve_inputs as resolve_inputs
 from conformance.report.schema import MUTANTS_SCHEMA, RULES_SCHEMA, TX_SEED_SCHEMA
-from conformance.results import MUTATE_SUMMARY_SUFFIX, mutate_results_of
 from conformance.spec import Rule, load_rules
 
-RESULT_SUFFIXES: tuple[str, ...] = (".jsonl", ".jsonl.gz", ".json")
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 MALFORMED_EXAMPLES = 50
-
-
-class InputProblem(ValueError):
-    """The inputs cannot be used (nothing matched, not a results file, …); one line to print."""
-
-
-def resolve_inputs(inputs: Iterable[str]) -> list[str]:
-    """Files to read: each input is a file, a folder (its ``*.jsonl`` files, recursively), a glob,
-    or a URI Spark reads itself (``hdfs://``, ``s3a://`` … on a cluster)."""
-    out: list[str] = []
-    given = list(inputs)
-    if not given:
-        raise InputProblem("no results inputs given (pass files, folders or globs)")
-    for item in given:
-        if _URI.match(item) and not item.startswith("file://"):
-            out.append(item)
-            continue
-        local = item.removeprefix("file://")
-        path = Path(local)
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(RESULT_SUFFIXES)
-                           and not p.name.endswith(MUTATE_SUMMARY_SUFFIX))
-            if not files:
-                raise InputProblem(f"no results files (*.jsonl) in folder {item}")
-        elif path.is_file() and path.name.endswith(MUTATE_SUMMARY_SUFFIX):
-            # A mutate session's summary stands for the records of that session beside it.
-            records = mutate_results_of(path)
-            if not records.is_file():
-                raise InputProblem(
-                    f"{item} is a mutate summary, but its results file {records.name} is not beside it"
-                )
-            files = [records]
-        elif path.is_file():
-            files = [path]
-        elif glob.has_magic(local):
-            files = sorted(Path(p) for p in glob.glob(local, recursive=True)
-                           if Path(p).is_file() and not p.endswith(MUTATE_SUMMARY_SUFFIX))
-            if not files:
-                raise InputProblem(f"no results file matches {item}")
-        else:
-            raise InputProblem(f"no such results file or folder: {item}")
-        out.extend(str(p.resolve()) for p in files)
-    return list(dict.fromkeys(out))
 
 
 def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
@@ -150,6 +109,11 @@ def rules_frame(spark: SparkSession, rules: list[Rule] | None = None) -> DataFra
     rules = rules if rules is not None else load_rules()
     rows = [(r.id, r.class_name or r.domain, r.method, r.field, r.name, r.level, r.on_failure) for r in rules]
     return spark.createDataFrame(rows, RULES_SCHEMA)
+
+
+def write_only(df: DataFrame, out_dir: Path, name: str) -> None:
+    """Write ``df`` as ``<out_dir>/tables/<name>`` (Parquet): one Spark job, no count."""
+    df.write.mode("overwrite").parquet(str(out_dir / "tables" / name))
 
 
 def write_table(df: DataFrame, out_dir: Path, name: str) -> int:

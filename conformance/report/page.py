@@ -1,23 +1,27 @@
 """The self-contained ``index.html``: inline CSS, inline SVG charts, one small inline script (the
 matrix filters), nothing loaded from the network (links to public sources only).
 
-Rendering is pure Python over the bounded view :func:`conformance.report.pipeline.collect_view`
-builds, plus the suite's own catalogue (case descriptions, spec rule text, the sources registry)
-for the drill-down; every value is escaped.
+Rendered with Jinja2 (``report/templates``, autoescaped) over the bounded view the pipeline
+collects, plus the suite's own catalogue (case descriptions, spec rule text, the sources registry)
+for the drill-down. One template per section, ``sections/<id>.html.j2``, in the order of
+:data:`conformance.report.tables.TABLES`; a section's context function (:data:`CONTEXTS`) shapes
+its data where the template needs more than the view.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+
 from conformance import sources
-from conformance.report import tx_table
-from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar, table, td, verdict_chip
-from conformance.report.page_power import section_power
+from conformance.report import page_power, tables, tx_table
+from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar
 from conformance.report.schema import LEVELS, VERDICTS
 
 MAX_TRACE_LINES = 200
@@ -100,26 +104,12 @@ def render_trace(trace: str | None) -> str:
 
 
 def case_drilldown(case_id: str) -> str:
-    """Description, expectation, spec rule text and sources (as links) of one case."""
+    """The case's own expectation first, its description, spec rule text and sources (as links)."""
     case = case_catalogue().get(case_id)
-    if case is None:
-        return '<div class="drill"><p class="note">Not a case of this version of the suite.</p></div>'
-    parts = [f"<p>{e(case['description'])}</p>" if case.get("description") else ""]
-    if case.get("expectation"):
-        parts.append(f"<p><b>Expected:</b> {e(case['expectation'])}</p>")
     rules = spec_rules()
-    for rid in case.get("rules", []):
-        found = rules.get(rid)
-        if found:
-            r = found[0]
-            parts.append(f'<p class="rule"><code>{e(rid)}</code> <small>{e(r.level)}</small> {e(r.doc)}'
-                         + (f'<br><small>Scenario: {e(r.scenario)}</small>' if r.scenario else "") + "</p>")
-        else:
-            parts.append(f'<p class="rule"><code>{e(rid)}</code> <small>(not in the spec XML)</small></p>')
-    cites = [sources.resolve(src).html() for src in case.get("sources", [])]
-    if cites:
-        parts.append("<p><b>Sources:</b> " + " · ".join(cites) + "</p>")
-    return f'<div class="drill">{"".join(parts)}</div>'
+    return render("drilldown.html.j2", case=case,
+                  rules=[(rid, (rules.get(rid) or [None])[0]) for rid in (case or {}).get("rules", [])],
+                  cites=[Markup(sources.resolve(src).html()) for src in (case or {}).get("sources", [])])
 
 
 FILTER_SCRIPT = """
@@ -149,83 +139,7 @@ FILTER_SCRIPT = """
 """
 
 
-def filter_bar(areas: Sequence[str], levels: Sequence[str], brokers: Sequence[str]) -> str:
-    def select(name: str, label: str, options: Sequence[tuple[str, str]]) -> str:
-        opts = "".join(f'<option value="{e(v)}">{e(t)}</option>' for v, t in options)
-        return f'<label>{label} <select name="{name}"><option value="">all</option>{opts}</select></label>'
-
-    return (
-        '<div id="filters">'
-        + select("verdict", "Verdict", [(v, v) for v in VERDICTS])
-        + select("area", "Area", [(a, a) for a in areas])
-        + select("level", "Level", [(lv, lv) for lv in levels])
-        + select("broker", "Broker", [(str(i), b) for i, b in enumerate(brokers)])
-        + '<label>Search <input name="q" type="search" placeholder="case id or words"></label>'
-        + '<span id="shown"></span></div>'
-    )
-
-
 # ------------------------------------------------------------------------------------ sections
-
-
-def section_summary(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
-    brokers = view["brokers"]
-    best = {p["broker"]: p for p in view["profile"] if p["best"]}
-    body = []
-    for b in brokers:
-        p = best.get(b["broker"])
-        prof = "–" if p is None else f'{e(tx_table.COLUMN_LABELS.get(p["column"], p["column"]))}' + (
-            f' <small>(profile {e(p["profile"])})</small>' if p["profile"] else ""
-        ) + f" {pct(p['score'])}"
-        counts = " ".join(
-            f'<span class="v v-{v}" title="{v}">{SHORT[v]} {b[f"n_{v.lower()}"]}</span>'
-            for v in VERDICTS
-            if b[f"n_{v.lower()}"]
-        )
-        body.append(
-            "<tr>"
-            + td(f"<b>{e(b['broker'])}</b>")
-            + td(b["n_runs"], "num")
-            + td(f"{b['n_executions']:,}", "num")
-            + td(b["n_cases"], "num")
-            + td(counts)
-            + td(score_bar(b["score"]))
-            + td(b["n_must_failures"], "num")
-            + td(prof)
-            + td(e(b["clients"]))
-            + td(e(str(b["last_ts"])[:19]))
-            + "</tr>"
-        )
-    more = ""
-    if view["n_brokers"] > len(brokers):
-        more = (
-            f'<p class="note">Showing the {len(brokers)} most recent of {view["n_brokers"]} broker '
-            "versions; all are in tables/brokers.</p>"
-        )
-    legend = " ".join(f'<span class="v v-{v}">{SHORT[v]}</span> {v}' for v in VERDICTS)
-    return (
-        '<section id="summary"><h2>Summary per broker</h2>'
-        '<p class="note">Latest verdict per case. Score = PASS / (PASS + FAIL + NON_STRICT + '
-        f"TIMEOUT). {legend}</p>"
-        + more
-        + table(
-            [
-                "Broker",
-                "Runs",
-                "Executions",
-                "Cases",
-                "Latest verdicts",
-                "Score",
-                "MUST failures",
-                "tx profile (best column)",
-                "Clients",
-                "Last run (UTC)",
-            ],
-            body,
-            num=(1, 2, 3, 6),
-        )
-        + "</section>"
-    )
 
 
 def svg_area_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
@@ -237,252 +151,6 @@ def svg_area_chart(broker: str, scores: Sequence[Mapping[str, Any]]) -> str:
         segments = [(n / total, COLORS[v], f"{s['area']}: {n} {v}") for v, n in counts if n]
         rows.append((s["area"], segments, str(int(s["n_cases"]))))
     return hbar_chart(broker, f"verdicts per area for {broker}", rows, label_w=96, bar_w=260, right_w=50)
-
-
-def section_chart(view: Mapping[str, Any]) -> str:
-    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for s in view["scores_area"]:
-        by_broker[s["broker"]].append(s)
-    charts = "".join(
-        f'<div class="chart">{svg_area_chart(b, by_broker[b])}</div>'
-        for b in view["chart_brokers"]
-        if b in by_broker
-    )
-    legend = "".join(
-        (
-            '<span><svg width="10" height="10"><rect width="10" height="10" '
-            f'fill="{COLORS[v]}"/></svg> {v}</span>'
-        )
-        for v in VERDICTS
-    )
-    levels = _level_table(view)
-    return (
-        '<section id="plot"><h2>Verdicts per area per broker</h2>'
-        f'<p class="legend">{legend}</p><div class="charts">{charts}</div>'
-        f"<h3>Score per level</h3>{levels}</section>"
-    )
-
-
-def _level_table(view: Mapping[str, Any]) -> str:
-    cell: dict[tuple[str, str], Mapping[str, Any]] = {
-        (s["broker"], s["level"]): s for s in view["scores_level"]
-    }
-    levels = [lv for lv in LEVELS if any(k[1] == lv for k in cell)]
-    body = []
-    for b in view["chart_brokers"]:
-        tds = []
-        for lv in levels:
-            s = cell.get((b, lv))
-            tds.append(
-                td(
-                    "" if s is None else f"{pct(s['score'])} <small>({s['n_pass']}/{s['n_scored']})</small>",
-                    "num",
-                )
-            )
-        body.append(f"<tr>{td(e(b))}{''.join(tds)}</tr>")
-    return table(["Broker", *levels], body)
-
-
-def _cell(m: Mapping[str, Any], broker: str, index: int) -> str:
-    v = m["verdict"]
-    duration = m.get("duration_s")
-    lines = [
-        f"<b>{e(v)}</b> on {e(broker)}"
-        + (f" · {duration:.3f} s" if isinstance(duration, (int, float)) else "")
-        + (f" · run {e(m['run_id'])}" if m.get("run_id") else ""),
-        f"expected: {e(m['expected'])}",
-        f"observed: {e(m['observed'])}",
-    ]
-    if m["message"]:
-        lines.append(e(m["message"]))
-    trace = render_trace(m.get("trace"))
-    return (
-        f'<td class="cell c-{e(v)}" data-b="{index}" data-v="{e(v)}"><details><summary '
-        f'title="{e(v)}">{SHORT.get(v, e(v))}'
-        f'</summary><div class="detail">{chr(10).join(lines)}{trace}</div></details></td>'
-    )
-
-
-def section_matrix(view: Mapping[str, Any]) -> str:
-    brokers: list[str] = [b for b in view["matrix_brokers"]]
-    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
-    meta: dict[str, tuple[str, str]] = {}
-    for m in view["matrix"]:
-        cells[(m["case_id"], m["broker"])] = m
-        meta[m["case_id"]] = (m["area"], m["level"])
-    cases = sorted(meta, key=lambda c: (meta[c][0], c))
-    catalogue = case_catalogue()
-    body = []
-    for c in cases:
-        tds = []
-        for i, b in enumerate(brokers):
-            m = cells.get((c, b))
-            tds.append(
-                f'<td class="cell c-none" data-b="{i}" data-v=""></td>' if m is None else _cell(m, b, i)
-            )
-        area, level = meta[c]
-        info = catalogue.get(c, {})
-        text = " ".join([c, info.get("description", ""), info.get("expectation", "")]).lower()
-        case_cell = (
-            f'<details class="case"><summary><code>{e(c)}</code></summary>{case_drilldown(c)}</details>'
-        )
-        body.append(f'<tr data-area="{e(area)}" data-level="{e(level)}" data-text="{e(text)}">'
-                    f"{td(case_cell)}{td(e(area))}{td(e(level))}{''.join(tds)}</tr>")
-    shown = len(cases)
-    note = (
-        f"{shown} of {view['n_matrix_cases']} cases (cases with any non-PASS verdict first) × the "
-        f"{len(brokers)} most recent broker versions; "
-        "click a case for its description, expectation, spec rule and sources, a cell for "
-        "expected vs observed, "
-        "duration and frame trace. The full matrix is tables/matrix."
-    )
-    heads = ["Case", "Area", "Level", *[f'<small>{e(b)}</small>' for b in brokers]]
-    head_html = "".join(
-        f"<th>{h}</th>" if i < 3 else f'<th data-b="{i - 3}">{h}</th>' for i, h in enumerate(heads))
-    areas = sorted({a for a, _ in meta.values()})
-    levels = [lv for lv in LEVELS if any(lv == x for _, x in meta.values())]
-    return (
-        '<section id="matrix"><h2>Compliance matrix</h2><p '
-        f'class="note">{note}</p>{filter_bar(areas, levels, brokers)}'
-        "<div "
-        f'class="scroll"><table><thead><tr>{head_html}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-        "</section>"
-    )
-
-
-def section_tx(view: Mapping[str, Any]) -> str:
-    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in view["tx"]:
-        by_broker[r["broker"]].append(r)
-    if not by_broker:
-        return (
-            '<section id="tx"><h2>tx table</h2><p class="note">No tx case observations (extra.tx_row '
-            "/ extra.tx_observed) in the inputs.</p></section>"
-        )
-    out = [
-        '<section id="tx"><h2>tx table per broker</h2><p class="note">Observed values from the '
-        "tx cases beside the "
-        "seed's columns (RabbitMQ “Broker Semantics”, Semantics of tx). Green: the column agrees "
-        "(its “undefined” agrees with anything); red: it does not.</p>"
-    ]
-    heads = ["Feature", "Observed", "Cases", *[e(tx_table.COLUMN_LABELS[c]) for c in tx_table.COLUMNS]]
-    for b, rows in by_broker.items():
-        body = []
-        for r in sorted(rows, key=lambda r: r["row_order"]):
-            tds = []
-            for c in tx_table.COLUMNS:
-                f = tx_table.COLUMN_FIELD[c]
-                ok = r[f"{f}_match"]
-                cls = "unknown" if ok is None else ("match" if ok else "mismatch")
-                tds.append(td(e(r[f]), cls))
-            observed = r["observed"] if r["observed"] is not None else "not observed"
-            body.append(
-                f"<tr>{td(e(tx_table.ROW_LABELS.get(r['tx_row'], r['tx_row'])))}{td(f'<b>{e(observed)}</b>')}"
-                f"{td(r['n_cases'], 'num')}{''.join(tds)}</tr>"
-            )
-        out.append(f"<h3>{e(b)}</h3>{table(heads, body)}")
-    out.append("</section>")
-    return "".join(out)
-
-
-def section_profile(view: Mapping[str, Any]) -> str:
-    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for p in view["profile"]:
-        by_broker[p["broker"]].append(p)
-    body = []
-    for b, ps in by_broker.items():
-        ps = sorted(ps, key=lambda p: p["rank"])
-        best = ps[0]
-        scores = " · ".join(
-            (
-                f'<span class="{"best" if p["best"] else ""}">{e(tx_table.COLUMN_LABELS[p["column"]])} '
-                f"{p['n_match']}/{p['n_compared']}</span>"
-            )
-            for p in sorted(ps, key=lambda p: p["column_order"])
-        )
-        dis = "<br>".join(e(d) for d in best["disagreements"]) or "none"
-        body.append(
-            "<tr>"
-            + td(f"<b>{e(b)}</b>")
-            + td(f'<span class="best">{e(tx_table.COLUMN_LABELS[best["column"]])}</span>')
-            + td(e(best["profile"] or "—"))
-            + td(pct(best["score"]), "num")
-            + td(scores)
-            + td(dis)
-            + "</tr>"
-        )
-    note = (
-        "Which column of the tx table each broker behaves like, from its tx cases' observations. "
-        "A column's “undefined” matches anything; unobservable rows are not compared; ties go to "
-        "more exact matches."
-    )
-    return (
-        f'<section id="profile"><h2>Profile inference</h2><p class="note">{note}</p>'
-        + table(
-            [
-                "Broker",
-                "Best column",
-                "Profile",
-                "Match",
-                "All columns (matched/compared)",
-                "Rows that disagree with the best column",
-            ],
-            body,
-        )
-        + "</section>"
-    )
-
-
-def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
-    cov = summary["rule_coverage"]
-    # Rules some case of the suite cites but no case in these inputs ran: a subset run, not a gap.
-    cited_by_suite = {rid for c in case_catalogue().values() for rid in c.get("rules", [])}
-    body = []
-    n_not_run = 0
-    for r in view["rules"]:
-        if r["n_brokers"]:
-            status = verdict_chip(r["worst_verdict"])
-        elif r["rule_id"] in cited_by_suite:
-            n_not_run += 1
-            status = '<span class="v v-NOT_RUN">not run here</span>'
-        else:
-            status = '<span class="v v-UNSUPPORTED">not covered</span>'
-        rid = f"<code>{e(r['rule_id'])}</code>" + (
-            "" if r["in_spec"] else " <small>(not in the spec XML)</small>"
-        )
-        body.append(
-            "<tr>"
-            + td(rid)
-            + td(e(r["rule_level"] or ""))
-            + td(r["n_elements"], "num")
-            + td(r["n_brokers"], "num")
-            + td(status)
-            + td(f'{r["n_pass"]} / {r["n_pass"] + r["n_other"]}', "num")
-            + td(f"<small>{e(r['cases'])}</small>")
-            + "</tr>"
-        )
-    note = (
-        f"{cov['covered']} of {cov['rule_ids']} rule ids ({cov['rule_elements']} &lt;rule&gt; "
-        "elements) are cited by at least one case; "
-        "status is the worst latest verdict over all brokers."
-        + (
-            (
-                f" {n_not_run} rule id(s) are checked by cases of the suite that these inputs did not run "
-                "(“not run here”)."
-            )
-            if n_not_run
-            else ""
-        )
-    )
-    return (
-        f'<section id="rules"><h2>Spec-rule coverage</h2><p class="note">{note}</p>'
-        + table(
-            ["Rule", "Level", "Elements", "Brokers", "Worst verdict", "PASS / executions", "Cases"],
-            body,
-            num=(2, 3, 5),
-        )
-        + "</section>"
-    )
 
 
 def svg_trend(product: str, points: Sequence[Mapping[str, Any]]) -> str:
@@ -525,170 +193,176 @@ def svg_trend(product: str, points: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
-def section_trend(view: Mapping[str, Any]) -> str:
+# ------------------------------------------------------------------------------------ sections
+
+# The nav's name of a section (a section not listed here is named after its id).
+NAV_TITLES: dict[str, str] = {
+    "summary": "Summary", "plot": "Plot", "trend": "Trend", "matrix": "Matrix", "queue-types": "Queue types",
+    "tx": "tx table", "profile": "Profiles", "rules": "Rule coverage", "flaky": "Flaky",
+    "regressions": "Regressions", "power": "Suite power", "malformed": "Malformed lines",
+}
+# Sections that compare runs: a report of one run leaves them out.
+NEEDS_RUNS: frozenset[str] = frozenset({"trend", "flaky", "regressions"})
+NOT_IN_NAV: frozenset[str] = frozenset({"malformed"})
+
+Context = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def summary_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    return {"best": {p["broker"]: p for p in view["profile"] if p["best"]}}
+
+
+def plot_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for s in view["scores_area"]:
+        by_broker[s["broker"]].append(s)
+    cells = {(s["broker"], s["level"]): s for s in view["scores_level"]}
+    return {
+        "charts": [Markup(svg_area_chart(b, by_broker[b])) for b in view["chart_brokers"] if b in by_broker],
+        "level_cells": cells,
+        "levels": [lv for lv in LEVELS if any(k[1] == lv for k in cells)],
+    }
+
+
+def trend_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
     by_product: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in view.get("scores_run", []):
         if r["score"] is not None:
             by_product[r["broker_product"]].append(r)
-    if not by_product:
-        return '<section id="trend"><h2>Score trend</h2><p class="note">No scored runs.</p></section>'
-    charts = "".join(
-        f'<div class="chart">{svg_trend(p, sorted(rs, key=lambda r: (str(r["ts"]), r["run_id"])))}</div>'
-        for p, rs in sorted(by_product.items())
-    )
-    note = (
-        "Score of each run (PASS / (PASS + FAIL + NON_STRICT + TIMEOUT) over the cases it ran), "
-        "oldest first, "
-        "per broker product; labels mark where a release starts. A run of a subset of the cases "
-        "scores that subset."
-    )
-    return (
-        '<section id="trend"><h2>Score trend over runs and releases</h2><p '
-        f'class="note">{note}</p><div class="charts">{charts}</div></section>'
-    )
+    return {"charts": [Markup(svg_trend(p, sorted(rs, key=lambda r: (str(r["ts"]), r["run_id"]))))
+                       for p, rs in sorted(by_product.items())]}
 
 
-def section_queue_types(view: Mapping[str, Any]) -> str:
-    """Classic vs quorum: one row per case and broker version that ran on more than one queue type."""
-    found = view.get("queue_types") or []  # absent in a view made before queue types
-    if not found:
-        return ""
-
-    def cell(r: Mapping[str, Any], qt: str) -> str:
-        v = r.get(f"verdict_{qt}")
-        if v is None:
-            return td("—")
-        return f'<td title="{e(r.get(f"observed_{qt}") or "")}">{verdict_chip(v)}</td>'
-
-    body = [
-        "<tr>" + td(f"<code>{e(r['base_id'])}</code>") + td(e(r["area"])) + td(e(r["broker"]))
-        + cell(r, "classic") + cell(r, "quorum") + td("differs" if r["differs"] else "") + "</tr>"
-        for r in found
+def matrix_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    """Rows in the view's order (cases with a non-PASS verdict first, as the caption says)."""
+    brokers: list[str] = list(view["matrix_brokers"])
+    cells: dict[tuple[str, str], Mapping[str, Any]] = {}
+    meta: dict[str, tuple[str, str]] = {}
+    for m in view["matrix"]:
+        cells[(m["case_id"], m["broker"])] = {**m, "trace_html": Markup(render_trace(m.get("trace")))}
+        meta.setdefault(m["case_id"], (m["area"], m["level"]))
+    catalogue = case_catalogue()
+    rows = []
+    for c, (area, level) in meta.items():
+        info = catalogue.get(c, {})
+        rows.append({
+            "case_id": c, "area": area, "level": level, "expectation": info.get("expectation", ""),
+            "text": " ".join([c, info.get("description", ""), info.get("expectation", "")]).lower(),
+            "drill": Markup(case_drilldown(c)),
+            "cells": [cells.get((c, b)) for b in brokers],
+        })
+    areas = sorted({a for a, _ in meta.values()})
+    levels = [lv for lv in LEVELS if any(lv == x for _, x in meta.values())]
+    filters = [
+        ("verdict", "Verdict", [(v, v) for v in VERDICTS]),
+        ("area", "Area", [(a, a) for a in areas]),
+        ("level", "Level", [(lv, lv) for lv in levels]),
+        ("broker", "Broker", [(str(i), b) for i, b in enumerate(brokers)]),
     ]
-    n_diff = sum(1 for r in found if r["differs"])
-    note = (
-        f"{len(found)} case × broker row(s) run on more than one queue type ({n_diff} with different "
-        "verdicts, first); hover a verdict for what was observed. Ids: classic plain, others suffixed [type]."
-    )
-    return (f'<section id="queue-types"><h2>Queue types: classic vs quorum</h2><p class="note">{note}</p>'
-            + table(["Case", "Area", "Broker", "classic", "quorum", ""], body) + "</section>")
+    return {"brokers": brokers, "rows": rows, "filters": filters}
 
 
-def section_flaky(view: Mapping[str, Any]) -> str:
-    body = [
-        "<tr>"
-        + td(e(f["broker"]))
-        + td(e(f["broker_platform"]))
-        + td(f"<code>{e(f['case_id'])}</code>")
-        + td(f["n_runs"], "num")
-        + td(
-            " ".join(f"{verdict_chip(v)}&nbsp;{f[f'n_{v.lower()}']}" for v in VERDICTS if f[f"n_{v.lower()}"])
-        )
-        + "</tr>"
-        for f in view["flaky"]
-    ]
-    note = f"{view['n_flaky']} case × broker build pair(s) with different verdicts across runs" + (
-        f"; the first {len(body)} shown." if view["n_flaky"] > len(body) else "."
-    )
-    return f'<section id="flaky"><h2>Flaky cases</h2><p class="note">{note}</p>' + (
-        table(["Broker", "Platform", "Case", "Runs", "Verdicts"], body) if body else ""
-    ) + "</section>"
+def tx_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    by_broker: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in view["tx"]:
+        cells = []
+        for c in tx_table.COLUMNS:
+            f = tx_table.COLUMN_FIELD[c]
+            ok = r[f"{f}_match"]
+            cells.append((r[f], "unknown" if ok is None else ("match" if ok else "mismatch")))
+        by_broker[r["broker"]].append({
+            "row_order": r["row_order"], "label": tx_table.ROW_LABELS.get(r["tx_row"], r["tx_row"]),
+            "observed": r["observed"] if r["observed"] is not None else "not observed",
+            "n_cases": r["n_cases"], "cells": cells,
+        })
+    return {
+        "by_broker": [(b, sorted(rows, key=lambda r: r["row_order"])) for b, rows in by_broker.items()],
+        "column_heads": [tx_table.COLUMN_LABELS[c] for c in tx_table.COLUMNS],
+    }
 
 
-def section_regressions(view: Mapping[str, Any]) -> str:
-    body = [
-        "<tr>"
-        + td(e(r["baseline"]))
-        + td(e(r["candidate"]))
-        + td(f"<code>{e(r['case_id'])}</code>")
-        + td(e(r["kind"]))
-        + td(verdict_chip(r["baseline_verdict"]) or "new case")
-        + td(verdict_chip(r["candidate_verdict"]))
-        + td(f"<small>expected: {e(r['expected'])}<br>observed: {e(r['observed'])}</small>")
-        + "</tr>"
-        for r in view["regressions"]
-    ]
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(view["regression_kinds"].items())) or "none"
-    note = (
-        "Between consecutive versions of each product: PASS → FAIL/TIMEOUT/ERROR, and new "
-        f"NON_STRICT. {kinds}."
-    )
-    return (
-        f'<section id="regressions"><h2>Regressions</h2><p class="note">{note}</p>'
-        + (
-            table(["Baseline", "Candidate", "Case", "Kind", "Was", "Now", "Expected vs observed"], body)
-            if body
-            else ""
-        )
-        + "</section>"
-    )
+def profile_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    by_broker: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for p in view["profile"]:
+        by_broker[p["broker"]].append(p)
+    rows = []
+    for b, ps in by_broker.items():
+        best = sorted(ps, key=lambda p: p["rank"])[0]
+        rows.append((b, best, sorted(ps, key=lambda p: p["column_order"])))
+    return {"rows": rows}
 
 
-def section_malformed(view: Mapping[str, Any]) -> str:
-    if not view["n_malformed"]:
-        return ""
-    body = [
-        f"<tr>{td(e(m['file']))}{td(m['line'], 'num')}{td(e(m['reason']))}"
-        f"{td('<code>' + e(m['value']) + '</code>')}</tr>"
-        for m in view["malformed"]
-    ]
-    return (
-        (
-            '<section id="malformed"><h2>Malformed input lines</h2><p '
-            f'class="note">{view["n_malformed"]} line(s) skipped.</p>'
-        )
-        + table(["File", "Line", "Problem", "Text (first 200 chars)"], body, num=(1,))
-        + "</section>"
-    )
+def rules_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    # Rules some case of the suite cites but no case in these inputs ran: a subset run, not a gap.
+    cited_by_suite = {rid for c in case_catalogue().values() for rid in c.get("rules", [])}
+    rows = []
+    for r in view["rules"]:
+        status = "run" if r["n_brokers"] else ("not-run" if r["rule_id"] in cited_by_suite else "uncovered")
+        rows.append((r, status))
+    n_not_run = sum(1 for _, s in rows if s == "not-run")
+    return {"cov": summary["rule_coverage"], "rows": rows, "n_not_run": n_not_run}
+
+
+def power_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
+    return page_power.power_context(view)
+
+
+CONTEXTS: dict[str, Context] = {
+    "summary": summary_context, "plot": plot_context, "trend": trend_context, "matrix": matrix_context,
+    "tx": tx_context, "profile": profile_context, "rules": rules_context, "power": power_context,
+}
+
+
+def render_section(section: str, summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    """``sections/<section>.html.j2`` over the view (and what its context function adds)."""
+    context = CONTEXTS.get(section)
+    extra = context(summary, view) if context is not None else {}
+    return render(f"sections/{section}.html.j2", summary=summary, view=view, **extra)
+
+
+def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    return render_section("rules", summary, view)
+
+
+def section_power(view: Mapping[str, Any]) -> str:
+    return render_section("power", {}, view)
+
+
+def single_run(view: Mapping[str, Any]) -> bool:
+    return sum(int(b.get("n_runs") or 0) for b in view.get("brokers", [])) <= 1
 
 
 def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
-    inputs = summary["inputs"]
-    brokers = broker_title(view) or "no broker"
-    sub = (
-        f"{inputs['n_rows']:,} case executions from {inputs['n_files']} file(s) · "
-        f"{summary['n_brokers']} broker versions · "
-        f"{summary['n_cases']} cases · {inputs['n_malformed']} malformed line(s) · generated "
-        f"{e(summary['generated_at'])}"
+    one = single_run(view)
+    shown = [s for s in tables.sections() if not (one and s in NEEDS_RUNS)]
+    bodies = [Markup(render_section(s, summary, view)) for s in shown]
+    nav = [(s, NAV_TITLES.get(s, s.replace("-", " ").capitalize()))
+           for s, body in zip(shown, bodies, strict=True) if body.strip() and s not in NOT_IN_NAV]
+    return render("report.html.j2", summary=summary, brokers=broker_title(view) or "no broker", nav=nav,
+                  sections=bodies, single_run=one, css=Markup(css()), script=Markup(FILTER_SCRIPT)) + "\n"
+
+
+# --------------------------------------------------------------------------------------- jinja2
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    """Templates shipped in the package (``report/templates``); every value escaped unless the
+    Python side marked it safe (the SVG charts, the drill-down, source links)."""
+    env = Environment(
+        loader=PackageLoader("conformance.report", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
     )
-    nav = "".join(
-        f'<a href="#{i}">{t}</a>'
-        for i, t in (
-            ("summary", "Summary"),
-            ("plot", "Plot"),
-            ("trend", "Trend"),
-            ("matrix", "Matrix"),
-            ("queue-types", "Queue types"),
-            ("tx", "tx table"),
-            ("profile", "Profiles"),
-            ("rules", "Rule coverage"),
-            ("flaky", "Flaky"),
-            ("regressions", "Regressions"),
-            ("power", "Suite power"),
-        )
-    )
-    body = "".join(
-        [
-            section_summary(summary, view),
-            section_chart(view),
-            section_trend(view),
-            section_matrix(view),
-            section_queue_types(view),
-            section_tx(view),
-            section_profile(view),
-            section_rules(summary, view),
-            section_flaky(view),
-            section_regressions(view),
-            section_power(view),
-            section_malformed(view),
-        ]
-    )
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>AMQP 0-9-1 conformance — {e(brokers)} — "
-        f"{e(summary['name'])}</title><style>{css()}</style></head>"
-        f"<body><header><h1>AMQP 0-9-1 conformance — {e(brokers)}</h1><p>report "
-        f"{e(summary['name'])} · {sub}</p></header>"
-        f"<nav>{nav}</nav><main>{body}</main><script>{FILTER_SCRIPT}</script></body></html>\n"
-    )
+    env.filters["pct"] = pct
+    env.filters["score_bar"] = lambda score: Markup(score_bar(score))
+    env.globals.update(VERDICTS=VERDICTS, SHORT=SHORT, COLORS=COLORS, LEVELS=LEVELS,
+                       column_labels=tx_table.COLUMN_LABELS)
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)

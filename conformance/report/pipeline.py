@@ -8,35 +8,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from conformance.report import edges, page, power, stages, store, tx_table
+from conformance.report import edges, page, store
 from conformance.report.schema import VERDICTS
-from conformance.spec import load_rules
+from conformance.report.tables import TABLES, Collect, Frames, count_of
 
 Progress = Callable[[str], None]
-
-# Bounds on what the page and the summary show (the Parquet tables hold everything).
-MAX_BROKERS = 200  # broker versions in the summary table / summary.json
-MAX_MATRIX_BROKERS = 30  # most recent broker versions shown as matrix columns
-MAX_MATRIX_CASES = 400
-MAX_CHART_BROKERS = 24
-MAX_TX_BROKERS = 24
-MAX_ROWS = 200  # flaky cases, regressions, malformed lines
-MAX_TREND_RUNS = 300  # runs on the score trend
-MAX_MUTATION_BROKERS = 6  # most recent targets of mutation runs on the suite-power section
-MAX_MUTANTS = 500  # per target
-MAX_KILLS_SHOWN = 12  # killing cases listed per mutant (the table holds all)
-MAX_TRACE_CHARS = 20_000  # of one cell's frame trace on the page (the table keeps it whole)
-
 
 def _noop(_: str) -> None:
     pass
@@ -81,7 +66,13 @@ def run_report(
     name: str | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Build the whole report with ``spark``; return the summary (also written as summary.json)."""
+    """Build the whole report with ``spark``; return the summary (also written as summary.json).
+
+    A handful of Spark jobs: read and parse once (cached), then every table of
+    :data:`~conformance.report.tables.TABLES` derived from the cached frames and written (the
+    writes run side by side), then the page's bounded views and every table's row count read from
+    the cached tables (side by side too).
+    """
     say = progress or _noop
     timer = Timer(say)
     plain, stores = store.split_inputs(inputs)
@@ -90,6 +81,7 @@ def run_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or out_dir.name
     tables: dict[str, int] = {}
+    view: dict[str, Any] = {}
 
     holder: dict[str, edges.Loaded] = {}
 
@@ -102,58 +94,31 @@ def run_report(
     if loaded.n_malformed:
         say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
             + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
+    frames = Frames(spark, loaded)
+    restore = tune_for_size(spark, files, stores)
     try:
-        # Mutation runs are another kind of run: compliance, flaky cases and regressions leave
-        # them out; only the suite-power tables read them.
-        results = stages.normal_runs(loaded.results)
-        latest = stages.latest_verdicts(results).persist(StorageLevel.MEMORY_AND_DISK)
+        built = {t.name: frames[t.name] for t in TABLES}
 
-        def write(table: str, df: DataFrame) -> Callable[[], int]:
-            def go() -> int:
-                tables[table] = edges.write_table(df, out_dir, table)
-                return tables[table]
+        def write_all() -> int:
+            # Each write is its own Spark job; side by side they overlap each job's fixed costs.
+            with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+                list(pool.map(lambda n: edges.write_only(built[n], out_dir, n), built))
+            return len(built)
 
-            return go
+        def collect() -> int:
+            found = collect_all(page_collects(frames, built))
+            tables.update({n: int(found.pop(f"{COUNT_PREFIX}{n}")) for n in built})
+            view.update(found)
+            return sum(len(v) for v in view.values() if isinstance(v, list))
 
-        timer.stage("latest verdicts", write("latest", latest))
-        history = stages.case_history(results)
-        timer.stage("case history", write("history", history))
-        timer.stage("compliance matrix", write("matrix", stages.compliance_matrix(latest)))
-        timer.stage("queue types", write("queue_types", stages.queue_type_matrix(latest)))
-        timer.stage("broker summary", write("brokers", stages.broker_summary(results, latest)))
-        timer.stage("scores per area", write("scores_area", stages.scores(latest, "area")))
-        timer.stage("scores per level", write("scores_level", stages.scores(latest, "level")))
-        timer.stage("scores per run", write("scores_run", stages.run_scores(results)))
-        seed = edges.tx_seed_frame(spark)
-        tx_obs = stages.tx_observations(latest)
-        timer.stage("tx table", write("tx_table", stages.tx_comparison(tx_obs, seed)))
-        timer.stage("profile inference", write("profile_inference", stages.profile_inference(tx_obs, seed)))
-        timer.stage(
-            "flaky cases",
-            write("flaky", stages.flaky_cases(spark.read.parquet(str(out_dir / "tables" / "history")))),
-        )
-        timer.stage("regressions", write("regressions", stages.release_regressions(latest)))
-        rules = load_rules()
-        coverage = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
-        timer.stage("rule coverage", write("rule_coverage", coverage))
-        timer.stage("malformed lines", write("malformed", loaded.malformed))
-        mutation = power.mutation_cases(power.mutation_runs(loaded.results), edges.mutants_frame(spark))
-        timer.stage("mutation cases", write("mutation_cases", mutation))
-        outcomes = power.mutant_outcomes(spark.read.parquet(str(out_dir / "tables" / "mutation_cases")))
-        timer.stage("mutants", write("mutants", outcomes))
-        scores_m = power.mutation_scores(spark.read.parquet(str(out_dir / "tables" / "mutants")))
-        timer.stage("mutation scores", write("mutation_scores", scores_m))
-        latest.unpersist()
+        timer.stage("tables", write_all, "tables")
+        timer.stage("collect", collect, "rows for the page")
     finally:
+        frames.unpersist()
         loaded.close()
-
-    view: dict[str, Any] = {}
-
-    def collect() -> int:
-        view.update(collect_view(spark, out_dir))
-        return sum(len(v) for v in view.values() if isinstance(v, list))
-
-    timer.stage("collect top-N", collect, "rows for the page")
+        for key, value in restore.items():
+            spark.conf.set(key, value)
+    rules = frames.rules
     summary = make_summary(
         name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
     )
@@ -177,107 +142,52 @@ def run_report(
     return _jsonable(summary)
 
 
-def collect_view(spark: SparkSession, out_dir: Path) -> dict[str, Any]:
-    """The bounded data the page shows, read back from the written tables."""
-
-    def t(name: str) -> DataFrame:
-        return spark.read.parquet(str(out_dir / "tables" / name))
-
-    brokers_df = t("brokers").orderBy(F.col("last_ts").desc(), "broker")
-    brokers = rows(brokers_df, MAX_BROKERS)
-    recent = [b["broker"] for b in brokers]
-    chart_brokers = recent[:MAX_CHART_BROKERS]
-    matrix_brokers = recent[:MAX_MATRIX_BROKERS]
-    # Cases with a non-PASS verdict somewhere come first, so a bounded matrix shows the news.
-    matrix = t("matrix").where(F.col("broker").isin(matrix_brokers))
-    case_rank = (
-        matrix.groupBy("case_id")
-        .agg(F.count(F.when(F.col("verdict") != "PASS", 1)).alias("bad"))
-        .orderBy(F.col("bad").desc(), "case_id")
-        .limit(MAX_MATRIX_CASES)
-    )
-    matrix_rows = rows(
-        matrix.join(case_rank.select("case_id"), "case_id").select(
-            "case_id", "area", "level", "broker", "verdict", "expected", "observed", "message", "rules",
-            "duration_s", "run_id",
-            # Traces of non-PASS cells only, cut: the page stays small enough to open.
-            F.when(F.col("verdict") != "PASS", F.substring("trace", 1, MAX_TRACE_CHARS)).alias("trace"),
-        ),
-        MAX_MATRIX_CASES * MAX_MATRIX_BROKERS,
-    )
-    n_matrix_cases = t("matrix").select("case_id").distinct().count()
-    profile = t("profile_inference").orderBy("broker", "rank")
-    return {
-        "brokers": brokers,
-        "n_brokers": t("brokers").count(),
-        "scores_area": rows(
-            t("scores_area").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "area"), 10_000
-        ),
-        "scores_level": rows(
-            t("scores_level").where(F.col("broker").isin(chart_brokers)).orderBy("broker", "level"), 10_000
-        ),
-        "chart_brokers": chart_brokers,
-        # The trend: the most recent runs of every broker version, oldest first on the page.
-        "scores_run": rows(t("scores_run").orderBy(F.col("ts").desc()), MAX_TREND_RUNS),
-        "matrix_brokers": matrix_brokers,
-        "matrix": matrix_rows,
-        "n_matrix_cases": n_matrix_cases,
-        "tx": rows(
-            t("tx_table").where(F.col("broker").isin(recent[:MAX_TX_BROKERS])).orderBy("broker", "row_order"),
-            10_000,
-        ),
-        "profile": rows(profile.where(F.col("broker").isin(recent)), MAX_BROKERS * len(tx_table.COLUMNS)),
-        "rules": rows(stages.rules_summary(t("rule_coverage")).orderBy("rule_id"), 1_000),
-        "flaky": rows(t("flaky").orderBy(F.col("n_runs").desc(), "broker", "case_id"), MAX_ROWS),
-        "n_flaky": t("flaky").count(),
-        "regressions": rows(t("regressions").orderBy("kind", "candidate", "case_id"), MAX_ROWS),
-        "regression_kinds": {
-            r["kind"]: r["count"] for r in t("regressions").groupBy("kind").count().collect()
-        },
-        "malformed": rows(t("malformed").orderBy("file", "line"), MAX_ROWS),
-        # classic vs quorum side by side: differences first
-        "queue_types": rows(
-            t("queue_types")
-            .where(F.col("broker").isin(matrix_brokers))
-            .orderBy(F.col("differs").desc(), "base_id", "broker"),
-            MAX_ROWS,
-        ),
-        "n_malformed": t("malformed").count(),
-        **mutation_view(t),
-    }
+WRITERS = 4
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
+# For a small input (one run, a few hundred rows) the fixed costs of each stage dominate: one
+# shuffle partition, and no whole-stage code generation (compiling each plan costs more than
+# running it interpreted). Large inputs keep the session's settings.
+SMALL_INPUT_CONF: dict[str, str] = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.codegen.wholeStage": "false",
+}
 
 
-def mutation_view(t: Callable[[str], DataFrame]) -> dict[str, Any]:
-    """The suite-power section's data: each broker's latest outcome per mutant, scores per area."""
-    mutants = t("mutants").where(F.col("latest"))
-    brokers = [r["broker"] for r in mutants.groupBy("broker").agg(F.max("ts").alias("ts"))
-               .orderBy(F.col("ts").desc(), "broker").limit(MAX_MUTATION_BROKERS).collect()]
-    mine = mutants.where(F.col("broker").isin(brokers))
-    return {
-        "mutation_brokers": brokers,
-        "mutants": rows(
-            mine.select(
-                "broker",
-                "mutate_session",
-                "mutant",
-                "category",
-                "should",
-                "equivalent",
-                "outcome",
-                "n_cases",
-                "n_kills",
-                F.slice("kills", 1, MAX_KILLS_SHOWN).alias("kills"),
-                "errors",
-                "problem",
-                "ts",
-            ).orderBy("broker", "category", "mutant"),
-            MAX_MUTANTS * MAX_MUTATION_BROKERS,
-        ),
-        "mutation_scores": rows(
-            t("mutation_scores").where(F.col("broker").isin(brokers)).orderBy("broker", "category"), 10_000
-        ),
-        "n_mutation_cases": t("mutation_cases").count(),
-    }
+def tune_for_size(spark: SparkSession, files: list[str], stores: list[Path]) -> dict[str, str]:
+    """Apply :data:`SMALL_INPUT_CONF` when the input is small local files; return what to restore."""
+    if stores or not (spark.sparkContext.master or "").startswith("local"):
+        return {}
+    try:
+        size = sum(Path(f).stat().st_size for f in files)
+    except OSError:  # not a local path (hdfs://, s3a://): leave the session as it is
+        return {}
+    if size > SMALL_INPUT_BYTES:
+        return {}
+    restore = {k: str(spark.conf.get(k)) for k in SMALL_INPUT_CONF}
+    for k, v in SMALL_INPUT_CONF.items():
+        spark.conf.set(k, v)
+    return restore
+COUNT_PREFIX = "#rows:"
+
+
+def page_collects(frames: Frames, built: dict[str, DataFrame]) -> dict[str, Collect]:
+    """Every table's row count and the page's bounded views, keyed as the page reads them."""
+    out: dict[str, Collect] = {f"{COUNT_PREFIX}{n}": count_of(df) for n, df in built.items()}
+    for t in TABLES:
+        if t.view is not None:
+            out.update(t.view(built[t.name], frames))
+    return out
+
+
+def collect_all(collects: Mapping[str, Collect]) -> dict[str, Any]:
+    """Gather every bounded frame: small collects over cached tables, run side by side."""
+
+    def one(key: str) -> Any:
+        c = collects[key]
+        return c.finish([r.asDict(recursive=True) for r in c.frame.limit(c.limit).collect()])
+
+    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+        return dict(zip(collects, pool.map(one, collects), strict=True))
 
 
 def make_summary(

@@ -39,11 +39,13 @@ from pyspark.sql import types as T
 
 from conformance.argparsing import command_parser
 from conformance.report import edges, stages
+from conformance.report.inputs import MANIFEST as MANIFEST
+from conformance.report.inputs import is_store as is_store
+from conformance.report.inputs import split_inputs as split_inputs
 from conformance.report.schema import RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
 from conformance.report.session import spark_session
 
 FORMAT = 1
-MANIFEST = "store.json"
 PARTITION = "ingest"
 
 
@@ -60,10 +62,6 @@ class IngestSummary:
     runs_skipped: tuple[str, ...]  # already in the store
     malformed_added: int
     seconds: float
-
-
-def is_store(path: str | Path) -> bool:
-    return (Path(str(path).removeprefix("file://")) / MANIFEST).is_file()
 
 
 def read_manifest(store: Path) -> dict[str, Any]:
@@ -286,13 +284,6 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
         malformed=malformed,
         examples=[e for p in parts for e in p.examples][: edges.MALFORMED_EXAMPLES],
     )
-
-
-def split_inputs(inputs: list[str]) -> tuple[list[str], list[Path]]:
-    """(results files/folders/globs, stores) from a report's inputs."""
-    stores = [Path(i.removeprefix("file://")) for i in inputs if is_store(i)]
-    plain = [i for i in inputs if not is_store(i)]
-    return plain, stores
 
 
 def load_inputs(spark: SparkSession, files: list[str], stores: list[Path]) -> edges.Loaded:

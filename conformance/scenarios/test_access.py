@@ -30,13 +30,8 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import expect_channel_close
-from conformance.clients.handshake import Handshake
-from conformance.clients.outcome import short
-from conformance.clients.raw import RawChannel, UnexpectedClose
-from conformance.clients.steps import publish_confirmed
-from conformance.clients.wire import URL, describe
-from conformance.verdicts import Mismatch, Unsupported
+from conformance.protocol import URL, Handshake, RawChannel, UnexpectedClose, describe
+from conformance.verify import Mismatch, Unsupported, expect_channel_close, publish_confirmed, short
 
 ACL = "rabbitmq-access-control#how-permissions-work"
 VHOST_ACCESS = "rabbitmq-access-control#vhost-access"

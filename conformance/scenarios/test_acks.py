@@ -12,27 +12,24 @@ messages, consumer cancellation) and DESIGN.md's facts measured on RabbitMQ 3.10
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.outcome import answer
-from conformance.clients.raw import (
-    Event,
-    RawChannel,
-    UnexpectedClose,
-    bodies,
-    default_client_properties,
-    tags,
+from conformance.protocol import Event, RawChannel, UnexpectedClose, bodies, default_client_properties, tags
+from conformance.verify import (
+    DeclareQueue,
+    aio_pika_fill,
+    answer,
+    expect_channel_close,
+    expect_no_delivery,
+    fill,
+    get_n,
+    get_one,
+    pika_fill,
+    quiet_window,
 )
-from conformance.clients.steps import fill, get_n, get_one, quiet_window
-from conformance.verdicts import Unsupported
 
 DOC = "003_50388870ec53b6aa.txt"
 TAG = f"{DOC}#the-delivery-tag"
@@ -42,22 +39,6 @@ AUTO = f"{DOC}#auto-acknowledgment-mode"
 CANCEL = f"{DOC}#consumer-cancellation"
 MEASURED = "DESIGN.md#facts-measured-on-rabbitmq-3.10.8"
 
-
-@pytest.fixture
-def isolated(request: pytest.FixtureRequest, broker_url: str) -> Iterator[tuple[str, Any]]:
-    """(url, controller) of a broker private to this worker where the suite can spawn one, else
-    the target itself. For cases that delete a queue under an active consumer: some brokers
-    (garagemq) stop answering everything afterwards, which must not cascade into other cases.
-    A private broker left unresponsive is restarted after the case."""
-    try:
-        target = request.getfixturevalue("restartable")
-    except Unsupported:
-        yield broker_url, None
-        return
-    state: dict[str, bool] = {"healthy": False}
-    yield target.url, state
-    if not state["healthy"]:
-        target.controller.restart()
 
 
 # -- delivery tags -------------------------------------------------------------------------------
@@ -275,8 +256,8 @@ def test_cancel_stops_deliveries(declared_queue, ctx) -> None:
 @case("acks.cancel-after-queue-deleted", wedges=True, rules=["basic.cancel/01"], level=Level.MUST,
       description="A client without consumer_cancel_notify cancels its consumer after the queue was deleted",
       expectation="the broker ignores the missing queue and answers basic.cancel-ok")
-def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
-    url, health = isolated
+def test_cancel_after_queue_deleted(amqp, ctx, private_broker, queue_type) -> None:
+    url, health = private_broker
     props = default_client_properties()
     props["capabilities"] = {k: v for k, v in props["capabilities"].items() if k != "consumer_cancel_notify"}
     ch = amqp(url, client_properties=props).channel()
@@ -294,8 +275,8 @@ def test_cancel_after_queue_deleted(amqp, ctx, isolated, queue_type) -> None:
     description="A client advertising consumer_cancel_notify consumes; another connection deletes the queue",
     expectation="the broker sends basic.cancel with the consumer's tag",
 )
-def test_broker_cancel_on_queue_delete(amqp, ctx, isolated, queue_type) -> None:
-    url, health = isolated
+def test_broker_cancel_on_queue_delete(amqp, ctx, private_broker, queue_type) -> None:
+    url, health = private_broker
     ch = amqp.channel(url)  # the raw client advertises consumer_cancel_notify
     tag = _consume_then_delete_queue(amqp, ch, url, ctx)
     ev = ch.wait(spec.Basic.Cancel, "basic.cancel from the broker")
@@ -350,7 +331,7 @@ def test_publish_default_exchange(declared_queue, ctx) -> None:
       description="pika: a basic_consume callback loop that basic_acks each of three messages",
       expectation="the callback sees the three bodies in order and, once acked, none is left in the queue")
 def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     q = cleanup.queue(ctx.name("q"))
     seen: list[bytes] = []
@@ -379,7 +360,7 @@ def test_pika_consume_ack_loop(amqp, broker_url, ctx, cleanup) -> None:
       description="aio-pika: queue.iterator() over three messages, message.ack() each, then close",
       expectation="the iterator yields the three bodies in order and, once acked, none is left in the queue")
 def test_aio_pika_iterator_ack(amqp, broker_url, ctx, cleanup, queue_type) -> None:
-    from conformance.clients.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     q = cleanup.queue(ctx.name("q"))
 

@@ -15,12 +15,18 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check, expect_connection_close
-from conformance.clients.frames import content_body, content_header
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.provoke import expect_second_open
-from conformance.verdicts import CaseTimeout
+from conformance.protocol import content_body, content_header
+from conformance.verify import (
+    CaseTimeout,
+    aio_pika_session,
+    check,
+    check_outcome,
+    expect_connection_close,
+    expect_second_open,
+    outcome,
+    pika_session,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 CONSTANTS = "amqp0-9-1.xml#constants"

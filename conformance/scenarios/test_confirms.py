@@ -22,14 +22,25 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
-from conformance.clients.expect import check, expect_channel_close, reply_or_probe, summarize
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.pika_steps import pika_queue_channel
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import quiet_window
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.protocol import Event, RawChannel, UnexpectedClose
+from conformance.verify import (
+    CONFIRM_TYPES,
+    CaseTimeout,
+    DeclareQueue,
+    Mismatch,
+    Settlement,
+    aio_pika_session,
+    check,
+    expect_channel_close,
+    pika_queue_channel,
+    pika_session,
+    quiet_window,
+    reply_or_probe,
+    run_async,
+    settle_all,
+    short_seqs,
+    summarize,
+)
 
 DOC = "000_cd470977c809f5f5.txt"
 CONFIRMS = f"{DOC}#confirms"

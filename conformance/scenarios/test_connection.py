@@ -23,14 +23,20 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import check
-from conformance.clients.frames import publish_unsplit
-from conformance.clients.handshake import Handshake
-from conformance.clients.libs import aio_pika_connect, run_async
-from conformance.clients.outcome import expected_patterns, matches, outcome
-from conformance.clients.provoke import expect_passive_missing, open_again
-from conformance.clients.wire import PROTOCOL_HEADER, URL, describe
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.protocol import PROTOCOL_HEADER, URL, Handshake, describe, publish_unsplit
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    Unsupported,
+    aio_pika_connect,
+    check,
+    expect_passive_missing,
+    expected_patterns,
+    matches,
+    open_again,
+    outcome,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with a hand-driven handshake"
 FRAME_MIN_SIZE = 4096
@@ -281,7 +287,7 @@ def test_close_stability(amqp, ctx, cleanup):
 def test_pika_wrong_password(broker_url, ctx):
     from pika import exceptions as pex
 
-    from conformance.clients.libs import pika_bound, tls_failure
+    from conformance.verify import pika_bound, tls_failure
 
     # The broker's URL (amqps and TLS files included) with only the password wrong.
     wrong = str(URL.parse(broker_url).with_(password="amqpc-wrong-password"))
@@ -313,7 +319,7 @@ def test_pika_wrong_password(broker_url, ctx):
 def test_aio_pika_unknown_vhost(broker_url, ctx):
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import received_connection_closes
+    from conformance.verify import received_connection_closes
 
     # The broker's URL (amqps and TLS files included) with only the vhost changed.
     url = URL.parse(broker_url).with_(vhost="amqpc-no-such-vhost")

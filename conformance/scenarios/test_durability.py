@@ -9,7 +9,7 @@ be sent after persisting the message to disk"; "Confirms and Guaranteed Delivery
 
 Every case restarts a broker private to the worker (the ``restartable`` fixture: UNSUPPORTED
 where the suite cannot restart the target), so the cases are few and each checks one thing; the
-restart and the clean-up of what the case made durable are ``clients.restarts.restarted``.
+restart and the clean-up of what the case made durable are ``verify.restarts.restarted``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.cases import MISSING, Level, case
-from conformance.clients.expect import drain_confirms
-from conformance.clients.raw import RawChannel, UnexpectedClose
-from conformance.clients.restarts import restarted
-from conformance.clients.steps import publish_confirmed
-from conformance.verdicts import Mismatch
+from conformance.protocol import RawChannel, UnexpectedClose
+from conformance.verify import Mismatch, drain_confirms, publish_confirmed, restarted
 
 CONFIRMS = "000_cd470977c809f5f5.txt"
 ACK_LATENCY = f"{CONFIRMS}#ack-latency-for-persistent-messages"
@@ -157,7 +154,7 @@ def test_non_persistent_on_durable_queue(amqp, ctx, restartable, queue_type) -> 
 def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> None:
     import aio_pika
 
-    from conformance.clients.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     url = restartable.url
     q = ctx.name("q")
@@ -196,7 +193,7 @@ def test_aio_pika_persistent_survives(amqp, ctx, restartable, queue_type) -> Non
 def test_pika_confirmed_survives_kill(amqp, ctx, restartable) -> None:
     import pika
 
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     url = restartable.url
     q = ctx.name("q")

@@ -11,12 +11,18 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.outcome import outcome
-from conformance.clients.provoke import expect_passive_missing, expect_second_open
-from conformance.clients.raw import UnexpectedClose
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.protocol import UnexpectedClose
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    aio_pika_session,
+    check,
+    expect_passive_missing,
+    expect_second_open,
+    outcome,
+    pika_session,
+    run_async,
+)
 
 SPEC_CONSTANTS = "amqp0-9-1.xml#constants"
 

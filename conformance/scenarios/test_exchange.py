@@ -15,14 +15,20 @@ from pamqp import commands as spec
 from pamqp.common import FieldTable
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients import declare_rules
-from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.pipeline import pipelined
-from conformance.clients.provoke import expect_passive_missing
-from conformance.clients.routing import routed_body
-from conformance.verdicts import Mismatch, Unsupported
+from conformance.verify import (
+    Mismatch,
+    Unsupported,
+    aio_pika_session,
+    check,
+    check_outcome,
+    declare_rules,
+    expect_passive_missing,
+    outcome,
+    pika_session,
+    pipelined,
+    routed_body,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 RABBIT_EXT_XML = "amqp0-9-1.stripped.extended.xml#exchange.bind"
@@ -165,7 +171,7 @@ def test_default_access(amqp, ctx, method, ok):
 # -- declare rules -------------------------------------------------------------------------------
 
 
-# The declare rules exchanges and queues share (clients/declare_rules.py).
+# The declare rules exchanges and queues share (verify/declare_rules.py).
 DECLARE_RULES = declare_rules.cases(
     declare_rules.EXCHANGE, passive_rule="exchange.declare/not-found", measured=RMQ
 )

@@ -23,12 +23,8 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import expect_ok
-from conformance.clients.outcome import answer
-from conformance.clients.raw import RawChannel
-from conformance.clients.restarts import restarted
-from conformance.clients.steps import passive_answer
-from conformance.verdicts import Mismatch
+from conformance.protocol import RawChannel
+from conformance.verify import Mismatch, answer, expect_ok, passive_answer, restarted
 
 EXCL = "001_27f7ea2622bbc99f.txt#exclusive-durable"
 LOCKED = "channel.close 405 RESOURCE_LOCKED"
@@ -213,7 +209,7 @@ def test_exclusive_consumer_conflict(declared_queue, amqp, ctx, first_exclusive:
 def test_pika_other_connection_locked(broker_url, ctx, cleanup) -> None:
     from pika import exceptions as pex
 
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     q = cleanup.queue(ctx.name("q"))
     with pika_session(broker_url, ctx.timeout, "pika owner") as owner, \
@@ -237,7 +233,7 @@ def test_pika_other_connection_locked(broker_url, ctx, cleanup) -> None:
 def test_aio_pika_server_named_locked(broker_url, ctx) -> None:
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import aio_pika_connect, run_async
+    from conformance.verify import aio_pika_connect, run_async
 
     async def scenario() -> tuple[str, str]:
         owner = await aio_pika_connect(broker_url, ctx.timeout)

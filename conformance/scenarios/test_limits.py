@@ -28,13 +28,20 @@ from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.confirms import settle_all
-from conformance.clients.deadletter import dead_letter_target
-from conformance.clients.expect import expect_channel_close, expect_connection_close, summarize
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.raw import Event, RawChannel, RawConnection, default_client_properties
-from conformance.clients.steps import quiet_window
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.protocol import Event, RawChannel, RawConnection, default_client_properties
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    Unsupported,
+    check_outcome,
+    dead_letter_target,
+    expect_channel_close,
+    expect_connection_close,
+    outcome,
+    quiet_window,
+    settle_all,
+    summarize,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 TUNE_FRAME_MAX = "amqp0-9-1.xml#connection.tune (frame-max)"

@@ -17,14 +17,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients import settle
-from conformance.clients.consuming import consume_published
-from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import pika_session
-from conformance.clients.pika_steps import pika_queue_channel
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose
-from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
-from conformance.verdicts import Mismatch, Unsupported
+from conformance.protocol import Event, RawChannel, UnexpectedClose
+from conformance.verify import (
+    Mismatch,
+    Unsupported,
+    body_list,
+    consume_published,
+    drain,
+    expect_channel_close,
+    get_n,
+    pika_queue_channel,
+    pika_session,
+    publish_confirmed,
+    settle,
+)
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"
@@ -67,7 +73,7 @@ def test_capability_advertised(declared_queue, ctx):
     ctx.check(bool(caps.get("basic.nack", False)), True, "server-properties capabilities['basic.nack']")
 
 
-# -- the scenarios nack shares with reject (clients/settle.py) -------------------------------------
+# -- the scenarios nack shares with reject (verify/settle.py) -------------------------------------
 
 TWINS = [
     param(Case(

@@ -26,11 +26,20 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import body_list, drain, get_n, publish_confirmed
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.protocol import Event, RawChannel
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    aio_pika_fill,
+    aio_pika_session,
+    body_list,
+    drain,
+    get_n,
+    pika_fill,
+    pika_session,
+    publish_confirmed,
+    run_async,
+)
 
 R001 = "001_27f7ea2622bbc99f.txt"
 R003 = "003_50388870ec53b6aa.txt"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import drain_confirms
-from conformance.clients.raw import RawChannel
+from conformance.protocol import RawChannel
+from conformance.verify import drain_confirms
 
 LOW_HIGH = ((b"low-0", 0), (b"low-1", 1), (b"high-9", 9), (b"high-5", 5))
 

@@ -20,13 +20,17 @@ from typing import Any
 import pytest
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.expect import expect_no_delivery
-from conformance.clients.fixtures import DeclareQueue
-from conformance.clients.libfill import aio_pika_fill, pika_fill
-from conformance.clients.outcome import short
-from conformance.clients.raw import RawChannel, UnexpectedClose, bodies
-from conformance.clients.steps import fill, quiet_window
-from conformance.verdicts import CaseTimeout
+from conformance.protocol import RawChannel, UnexpectedClose, bodies
+from conformance.verify import (
+    CaseTimeout,
+    DeclareQueue,
+    aio_pika_fill,
+    expect_no_delivery,
+    fill,
+    pika_fill,
+    quiet_window,
+    short,
+)
 
 PREFETCH = "basic.qos.prefetch-count/01"
 PUSH = "003_50388870ec53b6aa.txt#basic-consume-push-delivery"
@@ -172,7 +176,7 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
       description="pika: basic_qos(prefetch_count=1), basic_consume without acking, three messages queued",
       expectation="the callback is called once; after basic_ack of it, exactly once more")
 def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     q = cleanup.queue(ctx.name("q"))
     seen: list[Any] = []
@@ -197,7 +201,7 @@ def test_pika_basic_qos(broker_url, ctx, cleanup) -> None:
           "two messages arrive and no third while both are unacked; after message.ack() of one, a third"
       ))
 def test_aio_pika_set_qos(broker_url, ctx, cleanup, queue_type) -> None:
-    from conformance.clients.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     q = cleanup.queue(ctx.name("q"))
     quiet = quiet_window(ctx.timeout)

@@ -14,15 +14,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients import declare_rules
-from conformance.clients.expect import check
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.pipeline import pipelined
-from conformance.clients.routing import routed_body
-from conformance.clients.steps import publish_confirmed
-from conformance.clients.wire import method_name
-from conformance.verdicts import Mismatch
+from conformance.protocol import method_name
+from conformance.verify import (
+    Mismatch,
+    aio_pika_session,
+    check,
+    check_outcome,
+    declare_rules,
+    outcome,
+    pika_session,
+    pipelined,
+    publish_confirmed,
+    routed_body,
+    run_async,
+)
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 PASSIVE_DOC = "004_ba6059c7056f3c65.txt#resurfacing-messages-in-limbo"
@@ -61,7 +66,7 @@ def test_server_named(amqp, ctx, cleanup):
           f"two non-empty distinct generated names (got {names})")
 
 
-# The declare rules exchanges and queues share (clients/declare_rules.py).
+# The declare rules exchanges and queues share (verify/declare_rules.py).
 DECLARE_RULES = declare_rules.cases(declare_rules.QUEUE, passive_rule="queue.declare/passive", measured=RMQ)
 
 

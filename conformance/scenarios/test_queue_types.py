@@ -17,13 +17,17 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients.deadletter import dead_letter_target
-from conformance.clients.expect import expect_connection_close
-from conformance.clients.outcome import check_outcome, outcome
-from conformance.clients.settle import x_death_reason
-from conformance.clients.steps import get_one, publish_confirmed
-from conformance.profiles import load_table
-from conformance.queue_types import QUORUM
+from conformance.verify import (
+    QUORUM,
+    check_outcome,
+    dead_letter_target,
+    expect_connection_close,
+    get_one,
+    load_table,
+    outcome,
+    publish_confirmed,
+    x_death_reason,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 QUORUM_ONLY = (QUORUM,)

@@ -17,13 +17,21 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.consuming import consume_published
-from conformance.clients.expect import expect_no_delivery
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose, method_name, reply_name
-from conformance.clients.steps import publish_confirmed, quiet_window
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.protocol import Event, RawChannel, UnexpectedClose, method_name, reply_name
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    Unsupported,
+    aio_pika_session,
+    consume_published,
+    expect_no_delivery,
+    pika_deliveries,
+    pika_queue_channel,
+    pika_session,
+    publish_confirmed,
+    quiet_window,
+    run_async,
+)
 
 R003 = "003_50388870ec53b6aa.txt"
 R004 = "004_ba6059c7056f3c65.txt"

@@ -24,14 +24,20 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, case, param
-from conformance.clients import settle
-from conformance.clients.consuming import competing_consumers, consume_published
-from conformance.clients.expect import expect_channel_close
-from conformance.clients.libs import pika_session
-from conformance.clients.pika_steps import pika_deliveries, pika_queue_channel
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import get_one, publish_confirmed, quiet_window
-from conformance.verdicts import CaseTimeout
+from conformance.protocol import Event, RawChannel
+from conformance.verify import (
+    CaseTimeout,
+    competing_consumers,
+    consume_published,
+    expect_channel_close,
+    get_one,
+    pika_deliveries,
+    pika_queue_channel,
+    pika_session,
+    publish_confirmed,
+    quiet_window,
+    settle,
+)
 
 R002 = "002_4ef6b84472723893.txt"
 R003 = "003_50388870ec53b6aa.txt"
@@ -128,7 +134,7 @@ def test_requeue_two_consumers(declared_queue, amqp, ctx):
 # -- requeue=false ---------------------------------------------------------------------------------
 
 
-# -- the scenarios reject shares with nack (clients/settle.py) -------------------------------------
+# -- the scenarios reject shares with nack (verify/settle.py) -------------------------------------
 
 TWINS = [
     param(Case(

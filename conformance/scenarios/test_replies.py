@@ -24,9 +24,8 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.raw import Event, RawChannel
-from conformance.clients.steps import fill, publish_confirmed
-from conformance.verdicts import Mismatch
+from conformance.protocol import Event, RawChannel
+from conformance.verify import Mismatch, fill, publish_confirmed
 
 FIELDS = "amqp0-9-1.xml#basic.deliver/get-ok/return field definitions (exchange, routing-key, redelivered)"
 COUNTS = "amqp0-9-1.xml#*-ok message-count / consumer-count field definitions"

@@ -15,16 +15,15 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Level, case
-from conformance.clients.expect import expect_channel_close, reply_or_probe
-from conformance.clients.outcome import short
-from conformance.clients.raw import (
-    Event,
-    RawChannel,
-    SocketClosed,
-    UnexpectedClose,
+from conformance.protocol import Event, RawChannel, SocketClosed, UnexpectedClose
+from conformance.verify import (
+    CaseTimeout,
+    Mismatch,
+    expect_channel_close,
+    quiet_window,
+    reply_or_probe,
+    short,
 )
-from conformance.clients.steps import quiet_window
-from conformance.verdicts import CaseTimeout, Mismatch
 
 MANDATORY = "basic.publish.mandatory/01"
 IMMEDIATE_540 = ("measured on RabbitMQ 3.10.8: connection.close 540 NOT_IMPLEMENTED 'NOT_IMPLEMENTED - "
@@ -157,7 +156,7 @@ def test_internal_exchange(declared_exchange, ctx) -> None:
 def test_pika_mandatory_unroutable(broker_url, ctx, cleanup) -> None:
     from pika import exceptions as pex
 
-    from conformance.clients.libs import pika_session
+    from conformance.verify import pika_session
 
     ex = cleanup.exchange(ctx.name("x"))
     with pika_session(broker_url, ctx.timeout, "pika mandatory publish") as conn:
@@ -180,7 +179,7 @@ def test_aio_pika_mandatory(broker_url, ctx) -> None:
     import aio_pika
     from aiormq import exceptions as aex
 
-    from conformance.clients.libs import aio_pika_session, run_async
+    from conformance.verify import aio_pika_session, run_async
 
     key = ctx.name("no-queue")
 

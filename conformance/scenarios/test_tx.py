@@ -24,13 +24,25 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.cases import case as case_decorator
-from conformance.clients.expect import expect_channel_close, expect_no_delivery
-from conformance.clients.libs import aio_pika_session, pika_session, run_async
-from conformance.clients.raw import Event, RawChannel, UnexpectedClose, reply_name
-from conformance.clients.steps import get_tags, publish_confirmed, quiet_window, tx_select
-from conformance.clients.tx import Env, closes_with, committed_only, counted
-from conformance.profiles import load_table
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.protocol import Event, RawChannel, UnexpectedClose, reply_name
+from conformance.verify import (
+    CaseTimeout,
+    Env,
+    Mismatch,
+    aio_pika_session,
+    closes_with,
+    committed_only,
+    counted,
+    expect_channel_close,
+    expect_no_delivery,
+    get_tags,
+    load_table,
+    pika_session,
+    publish_confirmed,
+    quiet_window,
+    run_async,
+    tx_select,
+)
 
 TABLE: dict[str, Any] = load_table("tx")
 UNDEFINED: str = TABLE["undefined"]

@@ -8,7 +8,7 @@ from conformance.targets.base import TargetError
 
 
 def amqp_ready(url: str, deadline: float, what: str) -> None:
-    from conformance.clients.raw import RawConnection
+    from conformance.protocol.raw import RawConnection
     from conformance.verdicts import CaseOutcome
 
     last = "no attempt"

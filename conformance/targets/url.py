@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import time
 
-from conformance.clients.raw import redact
+from conformance.protocol.raw import redact
 from conformance.targets.base import RESTRICTED, Target, TargetError
 from conformance.targets.readiness import amqp_ready
 

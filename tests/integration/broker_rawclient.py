@@ -1,5 +1,5 @@
 """The reference broker's integration tests drive it with the suite's raw client in its
-step-by-step mode (:class:`~conformance.clients.handshake.Handshake`: pamqp codec, deadline-
+step-by-step mode (:class:`~conformance.protocol.handshake.Handshake`: pamqp codec, deadline-
 bounded reads), not with the broker's own codec. :class:`RawClient` adds what these tests
 need on top: content assembled into one event, close-ok answered as a peer must, publish,
 expect/rpc, and the describer whose text ``broker_rabbitmq_3_10_golden.json`` was recorded in."""
@@ -17,8 +17,8 @@ from pamqp import header as pheader
 from pamqp.base import Frame
 from pamqp.body import ContentBody
 
-from conformance.clients.handshake import Handshake, connect
-from conformance.clients.wire import CONTENT_METHODS, URL
+from conformance.protocol.handshake import Handshake, connect
+from conformance.protocol.wire import CONTENT_METHODS, URL
 from conformance.verdicts import CaseTimeout
 
 CAPABILITIES = {"authentication_failure_close": True, "consumer_cancel_notify": True, "basic.nack": True}
@@ -143,7 +143,7 @@ class RawClient(Handshake):
 
 def describe(ev: Any) -> str:
     """A stable, comparable one-line description of an event: the golden file's text (not the
-    suite's :func:`conformance.clients.wire.describe`; changing it means re-recording)."""
+    suite's :func:`conformance.protocol.wire.describe`; changing it means re-recording)."""
     if ev is None:
         return "timeout"
     if isinstance(ev, Content):

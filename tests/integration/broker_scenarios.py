@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from pamqp import commands as spec
 
-from conformance.clients.wire import pack_frame
+from conformance.protocol.wire import pack_frame
 
 from .broker_rawclient import Closed, RawClient, describe, drain
 

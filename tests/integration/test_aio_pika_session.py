@@ -1,4 +1,4 @@
-"""clients.libs.aio_pika_session against the reference broker: the connection is closed after the
+"""verify.libs.aio_pika_session against the reference broker: the connection is closed after the
 block, and a broker error inside it is the library's exception or, with ``what``, our Mismatch."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from conformance.broker import EmbeddedBroker
-from conformance.clients.libs import aio_pika_session, run_async
 from conformance.verdicts import Mismatch
+from conformance.verify.libs import aio_pika_session, run_async
 
 
 @pytest.fixture(scope="module")

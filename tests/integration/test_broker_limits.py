@@ -14,7 +14,7 @@ from pamqp import commands as spec
 
 from conformance.broker import EmbeddedBroker
 from conformance.broker.limits import Limits
-from conformance.clients.raw import RawConnection
+from conformance.protocol.raw import RawConnection
 from conformance.verdicts import CaseTimeout
 
 

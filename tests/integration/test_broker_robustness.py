@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pamqp import commands as spec
 
-from conformance.clients.wire import PROTOCOL_HEADER, pack_frame
+from conformance.protocol.wire import PROTOCOL_HEADER, pack_frame
 
 from .broker_process import ROOT, BrokerProcess
 from .broker_rawclient import RawClient

@@ -15,7 +15,7 @@ from tests.fakebroker import FakeBroker
 CASES = '''
 from pamqp import commands as spec
 from conformance.cases import case, Level
-from conformance.clients.expect import expect_channel_close
+from conformance.verify.expect import expect_channel_close
 from conformance.verdicts import Unsupported
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]

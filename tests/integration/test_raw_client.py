@@ -7,11 +7,11 @@ import time
 import pytest
 from pamqp import commands as spec
 
-from conformance.clients.expect import expect_channel_close, expect_connection_close
-from conformance.clients.raw import URL, RawConnection, UnexpectedClose, redact
 from conformance.probe import ProbeError, probe
+from conformance.protocol.raw import URL, RawConnection, UnexpectedClose, redact
 from conformance.targets.base import free_port
 from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.verify.expect import expect_channel_close, expect_connection_close
 from tests.fakebroker import FakeBroker
 
 
@@ -124,9 +124,9 @@ def test_the_invariant_monitor_watches_every_raw_connection_of_a_case(mutant_id:
     """End to end: a real broker behind the mutation proxy; the case's monitor sees a broken
     invariant on the raw client's frames although no check of the scenario looks at them."""
     from conformance.broker import EmbeddedBroker
-    from conformance.clients import invariants
     from conformance.mutate.catalogue import CATALOGUE
     from conformance.mutate.proxy import Fault, FaultProxy
+    from conformance.protocol import invariants
 
     fault = next(m for m in CATALOGUE if m.id == mutant_id).make() if mutant_id else Fault()
     broker = EmbeddedBroker()

@@ -8,7 +8,7 @@ import time
 import pytest
 from pamqp import commands as spec
 
-from conformance.clients.raw import RawConnection
+from conformance.protocol.raw import RawConnection
 from conformance.targets import spawn_private
 
 

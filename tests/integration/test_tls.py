@@ -21,9 +21,9 @@ import pytest
 
 from conformance.broker.cli import main as broker_main
 from conformance.broker.server import EmbeddedBroker, tls_context
-from conformance.clients.raw import RawConnection
-from conformance.clients.wire import URL
 from conformance.probe import ProbeError, probe
+from conformance.protocol.raw import RawConnection
+from conformance.protocol.wire import URL
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 pytestmark = pytest.mark.integration
@@ -303,7 +303,7 @@ def test_rabbitmq_over_amqps(rmq: object, stranger: TLSFiles) -> None:
     assert err.kind == "tls" and "is it a TLS port" in err.message
 
 
-# -- pika and aio-pika from the same URL (clients/uri.py, for libs.py) ---------------------------
+# -- pika and aio-pika from the same URL (protocol/uri.py, for libs.py) ---------------------------
 
 
 def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles) -> None:
@@ -312,7 +312,7 @@ def test_pika_and_aio_pika_over_amqps(ref: EmbeddedBroker, certs: TLSFiles, stra
     import aio_pika
     import pika
 
-    from conformance.clients.uri import aio_pika_connect_kwargs, pika_parameters
+    from conformance.protocol.uri import aio_pika_connect_kwargs, pika_parameters
 
     url = _tls_url(ref, certs)
     conn = pika.BlockingConnection(pika_parameters(url, 5.0))
@@ -343,8 +343,8 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
                                                          stranger: TLSFiles) -> None:
     """libs.py connects pika and aio-pika from the full URL; an untrusted certificate or a URL a
     library cannot honour is a one-line ERROR (HarnessError), never a broker verdict."""
-    from conformance.clients.libs import aio_pika_connect, pika_session, run_async
     from conformance.verdicts import HarnessError
+    from conformance.verify.libs import aio_pika_connect, pika_session, run_async
 
     url = _tls_url(ref, certs)
     with pika_session(str(url), 5.0) as conn:

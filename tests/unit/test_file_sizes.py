@@ -1,6 +1,6 @@
 """No module of the package grows past a size a newcomer can read in one go.
 
-The cap is 700 lines; a module that outgrows it is split along a seam (as ``clients/raw.py``
+The cap is 700 lines; a module that outgrows it is split along a seam (as ``protocol/raw.py``
 was into ``raw``, ``rawchannel`` and ``rawevents``), not raised here.
 """
 

@@ -10,8 +10,8 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.clients import invariants
-from conformance.clients.invariants import INVARIANTS, CaseMonitor, WireMonitor
+from conformance.protocol import invariants
+from conformance.protocol.invariants import INVARIANTS, CaseMonitor, WireMonitor
 
 
 def _monitor(*open_channels: int, frame_max: int = 4096) -> tuple[CaseMonitor, WireMonitor]:

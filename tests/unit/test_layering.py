@@ -1,4 +1,4 @@
-"""The scenario modules hold cases only: every shared helper lives in ``conformance.clients``.
+"""The scenario modules hold cases only: every shared helper lives in ``conformance.verify``.
 
 A scenario module importing from another scenario module (or any other module importing from
 ``conformance.scenarios``) turns a test module into a library, and its helpers start to drift
@@ -65,7 +65,7 @@ def test_the_guard_sees_an_offending_import(tmp_path: Path) -> None:
 
 def test_the_broker_shares_no_code_with_the_suite_that_judges_it() -> None:
     """The reference broker keeps its own wire code (conformance/broker/__init__.py says why)."""
-    suite = ("conformance.clients", "conformance.plugin", "conformance.scenarios")
+    suite = ("conformance.protocol", "conformance.verify", "conformance.plugin", "conformance.scenarios")
     used = [
         f"{path.name}:{line} imports {module}"
         for path in sorted((PACKAGE / "broker").rglob("*.py"))

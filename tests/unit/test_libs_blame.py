@@ -1,4 +1,4 @@
-"""conformance.clients.libs without sockets: who is blamed for a library exception, and the evidence."""
+"""conformance.verify.libs without sockets: who is blamed for a library exception, and the evidence."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 from pika import exceptions as pex
 
-from conformance.clients.libs import CLOSE_GRACE, Bound, FrameTap, pika_bound, run_async
 from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+from conformance.verify.libs import CLOSE_GRACE, Bound, FrameTap, pika_bound, run_async
 
 
 def raised_in_pika() -> AssertionError:

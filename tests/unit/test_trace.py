@@ -6,7 +6,7 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.clients import trace
+from conformance.protocol import trace
 
 
 def test_the_trace_keeps_the_last_frames_of_all_connections() -> None:

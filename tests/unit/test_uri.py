@@ -13,8 +13,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from conformance.clients.handshake import HandshakeError, choose_mechanism, sasl_response
-from conformance.clients.wire import URL, redact
+from conformance.protocol.handshake import HandshakeError, choose_mechanism, sasl_response
+from conformance.protocol.wire import URL, redact
 
 # (URI, user, password, host, port, vhost): the spec's table, with its "absent" parts as the
 # client's defaults (guest, guest, localhost, 5672, "/").
@@ -169,7 +169,7 @@ def test_tls_files_are_a_ca_chain(tmp_path: Path) -> None:
 
 
 def test_command_line_tls_options_fold_into_the_url(tmp_path: Path) -> None:
-    from conformance.clients.uri import with_tls_options
+    from conformance.protocol.uri import with_tls_options
 
     ca = tmp_path / "ca.pem"
     ca.write_text("x")

@@ -8,7 +8,7 @@ from pathlib import Path
 from pamqp import commands as spec
 
 import conformance
-from conformance.clients.wire import PROTOCOL_HEADER, REPLY_NAMES, describe, reply_name, short_method
+from conformance.protocol.wire import PROTOCOL_HEADER, REPLY_NAMES, describe, reply_name, short_method
 
 SPEC_XML = Path(conformance.__file__).parent / "data" / "amqp0-9-1.xml"
 

@@ -66,7 +66,7 @@ def test_reject_publish_overflow_nacks(link: Link) -> None:
 
 
 def test_nack_and_ack_runs(link: Link) -> None:
-    ch = link.core.channels[1]
+    ch = link.core.channels[1].settlement
     ch.confirm = True
     ch.confirm_ready = [(1, True), (2, True), (3, False), (4, True)]
     ch.flush_confirms()

@@ -8,7 +8,9 @@ import pytest
 from pamqp import commands as spec
 from pamqp.heartbeat import Heartbeat
 
+from conformance import __version__
 from conformance.broker.core import (
+    CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
     FATAL_FRAME_CLOSE_DELAY,
     ChannelClosed,
@@ -45,11 +47,13 @@ def test_start_advertises_server_properties(broker: Broker) -> None:
     assert start.mechanisms == "PLAIN AMQPLAIN"
     props = start.server_properties
     assert props["product"] == "amqp-conformance reference broker"
+    assert props["version"] == "3.10.8"  # the RabbitMQ release whose semantics it implements
+    assert f"reference broker {__version__}," in props["information"]  # its own version
     assert props["platform"].startswith("Python 3.")
     caps = props["capabilities"]
     assert caps["publisher_confirms"] and caps["basic.nack"] and caps["exchange_exchange_bindings"]
-    assert caps["connection.blocked"] is True and caps["direct_reply_to"] is False
-    assert server_properties()["capabilities"]["consumer_priorities"] is False
+    assert caps["connection.blocked"] is True and caps["direct_reply_to"] is True
+    assert server_properties()["capabilities"]["consumer_priorities"] is True
 
 
 def test_bad_protocol_header_gets_ours_and_close(broker: Broker) -> None:
@@ -207,11 +211,34 @@ def test_content_frame_before_open(broker: Broker) -> None:
     assert link.transport_closed
 
 
-def test_client_close(link: Link) -> None:
+def test_client_close(link: Link, clock: FakeClock) -> None:
     link.send(spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 0)
     link.expect(spec.Connection.CloseOk, 0)
-    assert link.transport_closed
     assert ConnectionClosed(200, "bye", by_peer=True) in link.core_events
+    # RabbitMQ leaves the socket to the client, discarding what else arrives ...
+    assert not link.transport_closed
+    link.send(spec.Queue.Declare(queue="after-close"), 1)
+    link.publish(b"after-close")
+    link.nothing()
+    clock.advance(CLIENT_CLOSE_TIMEOUT - 1)
+    link.core.tick()
+    link.pump()
+    assert not link.transport_closed
+    # ... and ends it itself only when the client never does
+    clock.advance(2)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
+
+
+def test_client_close_with_heartbeat_ends_after_one_interval(broker: Broker, clock: FakeClock) -> None:
+    link = Link(broker, heartbeat=5)
+    link.send(spec.Connection.Close(reply_code=200, reply_text="bye", class_id=0, method_id=0), 0)
+    link.expect(spec.Connection.CloseOk, 0)
+    clock.advance(5)
+    link.core.tick()
+    link.pump()
+    assert link.transport_closed
 
 
 def test_close_during_open_state(broker: Broker) -> None:
@@ -469,3 +496,26 @@ def test_input_after_a_refused_header_is_not_kept(broker: Broker) -> None:
     link.feed(b"AMqP\x00\x00\x09\x01" + bytes(100_000))
     assert link.transport_closed
     assert len(link.core._in) == 0
+
+
+def test_channel_open_ok_reserved_field_is_the_empty_long_string(broker: Broker) -> None:
+    link = Link(broker, channel=None)
+    link.send(spec.Channel.Open(), 1)
+    # the whole frame: type 1, channel 1, size 8, class 20, method 11, reserved-1 = 00000000, end
+    assert link.raw_out.endswith(bytes.fromhex("01 0001 00000008 0014 000b 00000000 ce"))
+
+
+def test_update_secret_is_answered_and_the_connection_stays_open(broker: Broker) -> None:
+    link = Link(broker)
+    link.send(spec.Connection.UpdateSecret(new_secret="guest", reason="rotation"), 0)
+    link.expect(spec.Connection.UpdateSecretOk, 0)
+    link.open(2)  # still usable
+    assert not link.transport_closed
+
+
+def test_amqp_0_9_header_is_answered_with_connection_start(broker: Broker) -> None:
+    link = Link(broker, handshake=False)
+    link.feed(b"AMQP\x01\x01\x00\x09")
+    start = link.expect(spec.Connection.Start, 0)
+    assert (start.version_major, start.version_minor) == (0, 9)
+    assert not link.transport_closed

@@ -471,3 +471,15 @@ def test_deliver_after_transport_close_is_dropped_but_requeued(broker: Broker) -
     a.core.transport_closing = True
     a.core.send_frames([b"ignored"])
     assert a.core.data_to_send() == b""
+
+
+def test_consumer_priorities_higher_first_until_blocked(link: Link) -> None:
+    link.declare("cp")
+    link.rpc(spec.Basic.Qos(prefetch_count=2), spec.Basic.QosOk)
+    for tag, prio in (("low", 1), ("high", 5)):
+        link.rpc(spec.Basic.Consume(queue="cp", consumer_tag=tag, arguments={"x-priority": prio}),
+                 spec.Basic.ConsumeOk)
+    for i in range(1, 6):
+        link.publish(f"m{i}".encode(), routing_key="cp")
+    got = [(c.method.consumer_tag, c.body) for c in link.take_objs() if isinstance(c, Content)]
+    assert got == [("high", b"m1"), ("high", b"m2"), ("low", b"m3"), ("low", b"m4")]

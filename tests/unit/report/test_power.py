@@ -175,20 +175,20 @@ def test_parsed_rows_have_the_store_schema(spark: SparkSession) -> None:
     )
 
 
-def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession, tmp_path: Path) -> None:
-    from conformance.report.pipeline import mutation_summary, mutation_view
+def test_power_section_renders_outcomes_kills_and_the_chart(spark: SparkSession) -> None:
+    from conformance.report.pipeline import collect_all, mutation_summary
+    from conformance.report.tables import BY_NAME, Frames
 
     results = results_frame(spark, RECORDS)
-    cases = power.mutation_cases(power.mutation_runs(results), edges.mutants_frame(spark))
-    for name, df in (("mutation_cases", cases),):
-        edges.write_table(df, tmp_path, name)
-
-    def t(name: str) -> Any:
-        return spark.read.parquet(str(tmp_path / "tables" / name))
-
-    edges.write_table(power.mutant_outcomes(t("mutation_cases")), tmp_path, "mutants")
-    edges.write_table(power.mutation_scores(t("mutants")), tmp_path, "mutation_scores")
-    view = mutation_view(t)
+    loaded = edges.Loaded(parsed=results, results=results, files=[], n_valid=len(RECORDS), n_malformed=0,
+                          malformed=results.limit(0))
+    frames = Frames(spark, loaded)
+    collects: dict[str, Any] = {}
+    for name in ("mutation_cases", "mutants", "mutation_scores"):
+        view_of = BY_NAME[name].view
+        assert view_of is not None
+        collects.update(view_of(frames[name], frames))
+    view = collect_all(collects)
     html = page.section_power(view)
     assert 'id="power"' in html and "<svg" in html and "mutation score per area" in html
     assert (

@@ -1,0 +1,759 @@
+"""A local RabbitMQ cluster: N nodes of the installed rabbitmq-server, joined, torn down on any exit.
+
+Each node has its own node name (``amqpc<run>n<i>@localhost``), AMQP and distribution ports,
+data, log and pid files and config; all share one Erlang cookie in a HOME made for the run and
+one epmd the run starts on a free port (``ERL_EPMD_PORT``, nodes run with ``-start_epmd false``),
+so nothing the run starts is shared with anybody else's RabbitMQ and all of it is stopped at the end.
+
+Configuration (stated, because verdicts depend on it):
+
+- ``cluster_partition_handling = pause_minority`` (RabbitMQ's clustering guide recommends it for
+  3+ nodes): a node that finds itself in a minority stops serving until the partition heals;
+- ``net_ticktime = 5`` (kernel) so a partition or a paused node is noticed in ~4-6 s, not ~60 s;
+- every listener binds 127.0.0.1 (AMQP listener; ``inet_dist_use_interface`` for distribution).
+
+Node actions: ``kill`` = SIGKILL of the node's process group; ``start`` = spawn again on the same
+data and ports; ``pause`` / ``resume`` = SIGSTOP / SIGCONT of the group; ``partition`` = packet
+filtering: each node runs in its own cgroup v2 (``<unified>/amqpc-<run>/n<i>``) and an iptables
+chain of the run (``AMQPC-<run>``, jumped to from OUTPUT) marks every TCP connection between the
+isolated node and the others' distribution ports (``-m cgroup --path``, ``CONNMARK``) and drops
+marked packets, both directions; clients (AMQP) and rabbitmqctl are not cut off. ``heal`` flushes
+the chain. Without root, iptables or cgroup v2 the partition nemesis is UNSUPPORTED (one line).
+
+Teardown (``close``, also from ``atexit``, a SIGTERM while inside ``with`` and a failed start):
+resume paused nodes, remove the iptables chain, SIGKILL every node's process group and every
+process left in the run's cgroups, stop the run's epmd, remove cgroups and the data folder.
+Every spawned process also has PR_SET_PDEATHSIG set (spawned from one long-lived thread of the
+controller), so a SIGKILLed controller still takes its nodes with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from conformance.cluster.base import ClusterError, Leader, Node, Unsupported, answers_amqp, wait_amqp
+
+RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+CGROUP2_ROOT = Path("/sys/fs/cgroup/unified")
+CGROUP2_FALLBACK = Path("/sys/fs/cgroup")
+PARTITION_HANDLING = "pause_minority"
+NET_TICKTIME = 5
+#: as the single-node local target: small, so the limits cases can cross it
+MAX_MESSAGE_SIZE = 1048576
+SECOND_VHOST = "amqpc-second"  # the name conformance.targets.base uses for the vhost cases
+PR_SET_PDEATHSIG = 1
+#: every process a run spawns carries this variable (its run id): tests find leftovers by it
+RUN_ENV = "AMQPC_CLUSTER_RUN"
+
+
+def _free_port(host: str = "127.0.0.1") -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _cgroup2_root() -> Path | None:
+    for root in (CGROUP2_ROOT, CGROUP2_FALLBACK):
+        if (root / "cgroup.procs").exists() and (root / "cgroup.subtree_control").exists():
+            return root
+    return None
+
+
+def _preexec(cgroup: Path | None, parent: int) -> Callable[[], None]:
+    """Runs in the child before exec: join the node's cgroup (so the partition rules see its
+    sockets), and have the kernel send SIGTERM when the spawning thread dies (rabbitmq-server's
+    script forwards TERM to the Erlang VM, which then shuts down)."""
+    try:
+        prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        prctl = None
+
+    def run() -> None:
+        if cgroup is not None:
+            with open(cgroup / "cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    return run
+
+
+@dataclass
+class _LocalNode:
+    index: int
+    name: str
+    port: int
+    dist_port: int
+    base: Path
+    env: dict[str, str]
+    cgroup: Path | None
+    proc: subprocess.Popen[bytes] | None = None
+    paused: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class LocalCluster:
+    """``size`` local RabbitMQ nodes, started and joined by :meth:`start` (use as a context manager).
+
+    ``workdir``: parent folder of the run's data (a temp folder by default). ``on_log``: where
+    progress lines go (``print`` to stderr by default in the CLI; silent here)."""
+
+    size: int = 3
+    workdir: Path | None = None
+    host: str = "127.0.0.1"
+    start_timeout: float = 180.0
+    on_log: Callable[[str], None] | None = None
+    run_id: str = field(default_factory=lambda: secrets.token_hex(3))
+    partition_handling: str = PARTITION_HANDLING
+    net_ticktime: int = NET_TICKTIME
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ClusterError(f"--cluster-size must be at least 1, not {self.size}")
+        self._nodes: list[_LocalNode] = []
+        self.base: Path | None = None
+        self.home: Path | None = None
+        self.epmd_port = 0
+        self._epmd: subprocess.Popen[bytes] | None = None
+        self._cgroup_run: Path | None = None
+        self._chain: str | None = None
+        self._partition_reason: str | None = None
+        self._mark = 0
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix=f"amqpc-cluster-{self.run_id}")
+        self._closed = False
+        self._lock = threading.Lock()
+        self.second_vhost: str | None = None
+        self.restricted_problem: str | None = None
+
+    # -- public view -------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return tuple(Node(n.index, n.name, n.url) for n in self._nodes)
+
+    @property
+    def urls(self) -> list[str]:
+        return [n.url for n in self._nodes]
+
+    def supports(self, action: str) -> str | None:
+        if action in ("partition", "heal"):
+            return self._partition_reason
+        return None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalCluster:
+        self._old_term = None
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM's default ends the process without unwinding: turn it into SystemExit so
+            # ``with`` and atexit tear the nodes down. Only when nobody else handles SIGTERM.
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+                self._old_term = signal.signal(signal.SIGTERM, _raise_exit)
+        try:
+            self.start_cluster()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+
+    def _log(self, line: str) -> None:
+        if self.on_log is not None:
+            self.on_log(line)
+
+    def start_cluster(self) -> None:
+        """Start all nodes in parallel, join them to node 0, add users and vhosts, check clustering."""
+        server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else shutil.which("rabbitmq-server")
+        if not server or not Path(server).exists():
+            raise ClusterError(
+                "rabbitmq-server is not installed; install it with: apt-get install -y rabbitmq-server"
+            )
+        atexit.register(self.close)
+        t0 = time.monotonic()
+        self.base = Path(tempfile.mkdtemp(prefix=f"amqpc-cluster-{self.run_id}-", dir=self.workdir))
+        self.home = self.base / "home"
+        self.home.mkdir()
+        cookie = self.home / ".erlang.cookie"
+        cookie.write_text(secrets.token_hex(16).upper())
+        cookie.chmod(0o400)
+        sweep_stale()
+        self._setup_cgroups()
+        self._start_epmd()
+        for i in range(self.size):
+            self._nodes.append(self._make_node(i))
+        for node in self._nodes:
+            self._spawn(node)
+        deadline = time.monotonic() + self.start_timeout
+        for node in self._nodes:
+            wait_amqp(self.host, node.port, deadline, node.alive, f"node {node.name}")
+        self._log(f"cluster {self.run_id}: {self.size} nodes up in {time.monotonic() - t0:.0f} s")
+        first = self._nodes[0].name
+        for node in self._nodes[1:]:
+            for args in (("stop_app",), ("join_cluster", first), ("start_app",)):
+                self.ctl(node.index, *args)
+        running = self.running_nodes(0)
+        if sorted(running) != sorted(n.name for n in self._nodes):
+            raise ClusterError(f"nodes did not cluster: node 0 sees {running}")
+        self._setup_users()
+        self._setup_partitions()
+        self._log(f"cluster {self.run_id}: joined in {time.monotonic() - t0:.0f} s total")
+
+    def _make_node(self, i: int) -> _LocalNode:
+        assert self.base is not None and self.home is not None
+        port, dist = _free_port(self.host), _free_port(self.host)
+        name = f"amqpc{self.run_id}n{i}@localhost"
+        base = self.base / f"n{i}"
+        base.mkdir()
+        (base / "enabled_plugins").write_text("[].\n")
+        (base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.1 = {self.host}:{port}\n"
+            "loopback_users.guest = true\n"
+            f"max_message_size = {MAX_MESSAGE_SIZE}\n"
+            f"cluster_partition_handling = {self.partition_handling}\n"
+        )
+        octets = ",".join(self.host.split("."))
+        (base / "advanced.config").write_text(
+            f"[{{kernel, [{{net_ticktime, {self.net_ticktime}}},\n"
+            f"            {{inet_dist_use_interface, {{{octets}}}}}]}}].\n"
+        )
+        env = dict(os.environ)
+        env.update(
+            {
+                "HOME": str(self.home),
+                RUN_ENV: self.run_id,
+                "ERL_EPMD_PORT": str(self.epmd_port),
+                "ERL_EPMD_ADDRESS": self.host,
+                "RABBITMQ_NODENAME": name,
+                "RABBITMQ_NODE_IP_ADDRESS": self.host,
+                "RABBITMQ_NODE_PORT": str(port),
+                "RABBITMQ_DIST_PORT": str(dist),
+                "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+                "RABBITMQ_LOG_BASE": str(base / "log"),
+                "RABBITMQ_LOGS": str(base / "log" / "rabbit.log"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+                "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
+                "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-start_epmd false",
+            }
+        )
+        cgroup = None
+        if self._cgroup_run is not None:
+            cgroup = self._cgroup_run / f"n{i}"
+            cgroup.mkdir(exist_ok=True)
+        return _LocalNode(i, name, port, dist, base, env, cgroup)
+
+    def _popen(
+        self, argv: list[str], env: dict[str, str], log: Path, cgroup: Path | None
+    ) -> subprocess.Popen[bytes]:
+        """Spawn from the controller's one long-lived thread, so PR_SET_PDEATHSIG (which follows
+        the spawning *thread*) fires only when the controller's process dies."""
+
+        def spawn() -> subprocess.Popen[bytes]:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as out:
+                return subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_preexec(cgroup, os.getpid()),
+                )
+
+        try:
+            return self._spawner.submit(spawn).result()
+        except OSError as exc:
+            raise ClusterError(f"cannot start {argv[0]}: {exc}") from exc
+
+    def _start_epmd(self) -> None:
+        assert self.base is not None
+        epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
+        self.epmd_port = _free_port(self.host)
+        env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port), RUN_ENV: self.run_id}
+        self._epmd = self._popen(
+            [epmd, "-port", str(self.epmd_port), "-address", self.host],
+            env,
+            self.base / "epmd.log",
+            self._cgroup_run / "epmd" if self._cgroup_run else None,
+        )
+        deadline = time.monotonic() + 10
+        import socket
+
+        while True:
+            try:
+                with socket.create_connection((self.host, self.epmd_port), timeout=0.5):
+                    return
+            except OSError:
+                if self._epmd.poll() is not None or time.monotonic() > deadline:
+                    raise ClusterError(f"epmd did not listen on {self.host}:{self.epmd_port}") from None
+                time.sleep(0.05)  # epmd binds within milliseconds; no event to wait on
+
+    def _spawn(self, node: _LocalNode) -> None:
+        server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else str(shutil.which("rabbitmq-server"))
+        node.proc = self._popen([server], node.env, node.base / "stdout.log", node.cgroup)
+
+    # -- rabbitmqctl -------------------------------------------------------------------------
+
+    def ctl(self, index: int, *args: str, timeout: float = 90.0) -> str:
+        """``rabbitmqctl -n NODE args`` with that node's environment; its stdout, or ClusterError."""
+        node = self._nodes[index]
+        ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
+        if not ctl:
+            raise ClusterError("rabbitmqctl is not installed")
+        try:
+            done = subprocess.run(
+                [ctl, "-n", node.name, *args],
+                env=node.env,
+                capture_output=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ClusterError(f"rabbitmqctl -n {node.name} {args[0]} failed: {exc}") from exc
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
+            raise ClusterError(
+                f"rabbitmqctl -n {node.name} {args[0]} exited with {done.returncode}: {' '.join(tail)}"
+            )
+        return done.stdout.decode(errors="replace")
+
+    def running_nodes(self, index: int) -> list[str]:
+        """The running nodes node ``index`` sees (``cluster_status --formatter json``)."""
+        out = self.ctl(index, "cluster_status", "--formatter", "json")
+        return list(json.loads(out).get("running_nodes", []))
+
+    def wait_running(self, timeout: float = 120.0) -> None:
+        """Wait until some answering node sees every node running (after a kill, a partition);
+        ClusterError naming what it last saw when the deadline passes."""
+        deadline = time.monotonic() + timeout
+        last: object = "no node answered"
+        while True:
+            for index in self._answering():
+                try:
+                    nodes = self.running_nodes(index)
+                except ClusterError as exc:
+                    last = exc
+                    continue
+                if len(nodes) == len(self._nodes):
+                    return
+                last = f"node {self._nodes[index].name} sees {nodes} running"
+                break
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the cluster did not get all {len(self._nodes)} nodes running: {last}")
+            time.sleep(1)  # membership changes have no event we can wait on from here
+
+    def _setup_users(self) -> None:
+        """The second vhost and the restricted user the other areas need (as the single-node local
+        target makes them; definitions are cluster-wide, so node 0 is enough)."""
+        from conformance.targets.base import RESTRICTED
+
+        try:
+            self.ctl(0, "add_vhost", SECOND_VHOST)
+            self.ctl(0, "set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*")
+            self.second_vhost = SECOND_VHOST
+        except ClusterError as exc:
+            self.restricted_problem = str(exc)
+        try:
+            self.ctl(0, "add_user", RESTRICTED.name, RESTRICTED.password)
+            self.ctl(
+                0,
+                "set_permissions",
+                "-p",
+                "/",
+                RESTRICTED.name,
+                RESTRICTED.configure,
+                RESTRICTED.write,
+                RESTRICTED.read,
+            )
+        except ClusterError as exc:
+            self.restricted_problem = f"the restricted user could not be created: {exc}"
+
+    # -- node actions --------------------------------------------------------------------------
+
+    def _signal(self, node: _LocalNode, sig: int) -> None:
+        if node.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(node.proc.pid, sig)
+        for pid in _cgroup_pids(node.cgroup):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def kill(self, index: int) -> None:
+        node = self._nodes[index]
+        self._signal(node, signal.SIGKILL)
+        node.paused = False
+        if node.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.proc.wait(timeout=10)
+        _wait_empty(node.cgroup, 10)
+
+    def start(self, index: int, timeout: float | None = None) -> None:
+        node = self._nodes[index]
+        if node.alive():
+            return
+        self._spawn(node)
+        wait_amqp(
+            self.host,
+            node.port,
+            time.monotonic() + (timeout or self.start_timeout),
+            node.alive,
+            f"node {node.name}",
+        )
+
+    def pause(self, index: int) -> None:
+        node = self._nodes[index]
+        self._signal(node, signal.SIGSTOP)
+        node.paused = True
+
+    def resume(self, index: int) -> None:
+        node = self._nodes[index]
+        self._signal(node, signal.SIGCONT)
+        node.paused = False
+
+    def alive(self, index: int) -> bool:
+        return self._nodes[index].alive() and not self._nodes[index].paused
+
+    def answers(self, index: int) -> bool:
+        return answers_amqp(self.host, self._nodes[index].port)
+
+    # -- partitions --------------------------------------------------------------------------
+
+    def _setup_cgroups(self) -> None:
+        if os.geteuid() != 0:
+            self._partition_reason = "partition needs root (iptables and cgroups); this run is not root"
+            return
+        if not shutil.which("iptables"):
+            self._partition_reason = "partition needs iptables, which is not installed"
+            return
+        root = _cgroup2_root()
+        if root is None:
+            self._partition_reason = (
+                "partition needs a cgroup v2 hierarchy (for iptables -m cgroup); none is mounted"
+            )
+            return
+        try:
+            run = root / f"amqpc-{self.run_id}"
+            run.mkdir()
+            self._cgroup_run = run
+            (run / "epmd").mkdir()
+        except OSError as exc:
+            self._partition_reason = f"partition: cannot create a cgroup under {root}: {exc}"
+
+    def _iptables(self, *args: str) -> None:
+        done = subprocess.run(["iptables", "-w", "5", *args], capture_output=True, timeout=30)
+        if done.returncode != 0:
+            raise ClusterError(f"iptables {' '.join(args)}: {done.stderr.decode(errors='replace').strip()}")
+
+    def _setup_partitions(self) -> None:
+        if self._partition_reason is not None or self._cgroup_run is None:
+            return
+        chain = f"AMQPC-{self.run_id}"
+        try:
+            self._iptables("-N", chain)
+            self._chain = chain
+            self._iptables("-I", "OUTPUT", "-j", chain)
+            # probe: is the cgroup match usable here?
+            self._iptables(
+                "-A", chain, "-p", "tcp", "-m", "cgroup", "--path", self._cgpath(0), "-j", "RETURN"
+            )
+            self._iptables("-F", chain)
+        except (ClusterError, OSError, subprocess.TimeoutExpired) as exc:
+            self._partition_reason = f"partition: iptables cannot filter by cgroup here ({exc})"
+
+    def _cgpath(self, index: int) -> str:
+        return f"amqpc-{self.run_id}/n{index}"
+
+    def partition(self, index: int) -> None:
+        """Cut node ``index`` off from every other node (distribution traffic only)."""
+        if self._partition_reason is not None or self._chain is None:
+            raise Unsupported(self._partition_reason or "partition is not set up")
+        node = self._nodes[index]
+        others = [n for n in self._nodes if n.index != index]
+        # a new mark per partition, so connections marked by an earlier one are not dropped again
+        self._mark += 1
+        mark = hex(0x0A3C0000 + self._mark)
+        chain = self._chain
+        for rule in [
+            [
+                "-p",
+                "tcp",
+                "-m",
+                "cgroup",
+                "--path",
+                self._cgpath(index),
+                "-m",
+                "multiport",
+                "--dports",
+                ",".join(str(n.dist_port) for n in others),
+            ],
+            *[
+                ["-p", "tcp", "-m", "cgroup", "--path", self._cgpath(n.index), "--dport", str(node.dist_port)]
+                for n in others
+            ],
+        ]:
+            self._iptables("-A", chain, *rule, "-j", "CONNMARK", "--set-mark", mark)
+        self._iptables("-A", chain, "-m", "connmark", "--mark", mark, "-j", "DROP")
+
+    def heal(self) -> None:
+        if self._chain is not None:
+            self._iptables("-F", self._chain)
+
+    # -- queues and policies ---------------------------------------------------------------
+
+    def _answering(self) -> list[int]:
+        return [n.index for n in self._nodes if n.alive() and not n.paused]
+
+    def leader(self, queue: str, vhost: str = "/") -> Leader:
+        """Ask a running node with ``rabbitmqctl list_queues`` (quorum: ``leader members``;
+        classic: ``pid slave_pids``, the master being the node of ``pid``)."""
+        last = "no node running"
+        for index in self._answering():
+            node = self._nodes[index]
+            try:
+                out = self.ctl(
+                    index,
+                    "list_queues",
+                    "-p",
+                    vhost,
+                    "name",
+                    "type",
+                    "leader",
+                    "members",
+                    "pid",
+                    "slave_pids",
+                    "--formatter",
+                    "json",
+                    timeout=30,
+                )
+            except ClusterError as exc:
+                last = str(exc)
+                continue
+            for row in json.loads(out or "[]"):
+                if row.get("name") != queue:
+                    continue
+                how = f"rabbitmqctl -n {node.name} list_queues name type leader members pid slave_pids"
+                qtype = str(row.get("type", "classic"))
+                if qtype in ("quorum", "stream") and row.get("leader"):
+                    return Leader(
+                        queue, qtype, str(row["leader"]), tuple(map(str, row.get("members") or ())), how
+                    )
+                # the JSON formatter prints pids without their node; the plain one keeps it
+                plain = self.ctl(
+                    index,
+                    "list_queues",
+                    "-p",
+                    vhost,
+                    "name",
+                    "pid",
+                    "slave_pids",
+                    "--no-table-headers",
+                    "--silent",
+                    timeout=30,
+                )
+                for line in plain.splitlines():
+                    cols = line.split("\t")
+                    if cols[0] == queue and len(cols) >= 2:
+                        master = _pid_node(cols[1])
+                        mirrors = tuple(_pid_node(p) for p in re.findall(r"<[^>]+>", " ".join(cols[2:])))
+                        return Leader(
+                            queue,
+                            qtype,
+                            master,
+                            (master, *mirrors),
+                            f"rabbitmqctl -n {node.name} list_queues name pid slave_pids",
+                        )
+            last = f"node {node.name} does not list queue {queue!r}"
+        raise ClusterError(f"cannot say where {queue!r} leads: {last}")
+
+    def set_policy(self, name: str, pattern: str, definition: str, vhost: str = "/") -> None:
+        index = self._answering()[0]
+        self.ctl(index, "set_policy", "-p", vhost, "--apply-to", "queues", name, pattern, definition)
+
+    def clear_policy(self, name: str, vhost: str = "/") -> None:
+        index = self._answering()[0]
+        self.ctl(index, "clear_policy", "-p", vhost, name)
+
+    # -- teardown ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        if self._chain is not None:
+            with contextlib.suppress(Exception):
+                self._iptables("-D", "OUTPUT", "-j", self._chain)
+            with contextlib.suppress(Exception):
+                self._iptables("-F", self._chain)
+            with contextlib.suppress(Exception):
+                self._iptables("-X", self._chain)
+        for node in self._nodes:
+            # SIGCONT first: a stopped process does not act on signals other than SIGKILL/SIGCONT
+            self._signal(node, signal.SIGCONT)
+            self._signal(node, signal.SIGKILL)
+        for node in self._nodes:
+            if node.proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    node.proc.wait(timeout=10)
+            _wait_empty(node.cgroup, 10)
+        if self._epmd is not None:
+            self._epmd.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._epmd.wait(timeout=10)
+        if self._cgroup_run is not None:
+            for pid in _cgroup_pids(self._cgroup_run / "epmd"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            _wait_empty(self._cgroup_run / "epmd", 5)
+            _remove_cgroups(self._cgroup_run, time.monotonic() + 30)
+        self._spawner.shutdown(wait=False)
+        if self.base is not None:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def sweep_stale(run_id: str | None = None, min_age: float = 60.0) -> list[str]:
+    """Remove what a run killed with SIGKILL could not: its iptables chain and cgroups, for every
+    ``amqpc-<run>`` cgroup no process is left in (its nodes died with it: PR_SET_PDEATHSIG).
+    Only run ``run_id`` when given; only cgroups ``min_age`` seconds old. Returns the run ids swept."""
+    root = _cgroup2_root()
+    if root is None or os.geteuid() != 0:
+        return []
+    swept = []
+    for run in root.glob(f"amqpc-{run_id or '*'}/"):
+        subs = [p for p in run.iterdir() if p.is_dir()]
+        # a run's cgroups are empty for a moment while it starts: only sweep ones a minute old
+        if time.time() - run.stat().st_mtime < min_age or any(_cgroup_pids(p) for p in [run, *subs]):
+            continue
+        run_id = run.name.removeprefix("amqpc-")
+        chain = f"AMQPC-{run_id}"
+        for args in (["-D", "OUTPUT", "-j", chain], ["-F", chain], ["-X", chain]):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                subprocess.run(["iptables", "-w", "5", *args], capture_output=True, timeout=30)
+        for sub in [*subs, run]:
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        for data in Path(tempfile.gettempdir()).glob(f"amqpc-cluster-{run_id}-*"):
+            shutil.rmtree(data, ignore_errors=True)  # the data of a run in the default temp folder
+        swept.append(run_id)
+    return swept
+
+
+def leftovers(run_id: str) -> list[str]:
+    """What of run ``run_id`` still exists: processes (by :data:`RUN_ENV`), its iptables chain,
+    its cgroup — for tests and a final check. Empty when the teardown was complete."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            if f"{RUN_ENV}={run_id}".encode() in env:
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(f"process {proc.name}: {(proc / 'cmdline').read_bytes()[:80]!r}")
+        except OSError:
+            continue
+    done = (
+        subprocess.run(["iptables", "-w", "5", "-S"], capture_output=True, timeout=30)
+        if shutil.which("iptables") and os.geteuid() == 0
+        else None
+    )
+    if done is not None and f"AMQPC-{run_id}".encode() in done.stdout:
+        found.append(f"iptables chain AMQPC-{run_id}")
+    root = _cgroup2_root()
+    if root is not None and (root / f"amqpc-{run_id}").exists():
+        found.append(f"cgroup {root / f'amqpc-{run_id}'}")
+    found += [f"data {d}" for d in Path(tempfile.gettempdir()).glob(f"amqpc-cluster-{run_id}-*")]
+    return found
+
+
+def _raise_exit(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _pid_node(pid: str) -> str:
+    """``<rabbit@host.1.2.3>`` as rabbitmqctl prints a pid -> ``rabbit@host``."""
+    text = pid.strip("<>")
+    return text.split(".", 1)[0] if "@" in text else text
+
+
+def _remove_cgroups(run: Path, deadline: float) -> None:
+    """rmdir the run's cgroups, retrying until ``deadline``: a killed node's Erlang VM is orphaned
+    when its shell dies first and stays in the cgroup as a zombie until PID 1 reaps it (seconds,
+    where PID 1 is a slow reaper). What is still there at the deadline the next run sweeps."""
+    while True:
+        left = []
+        for sub in [*sorted(run.glob("*/")), run]:
+            try:
+                sub.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                left.append(sub)
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.2)  # zombies are reaped by PID 1, which we cannot wait on
+
+
+def _cgroup_pids(cgroup: Path | None) -> list[int]:
+    if cgroup is None:
+        return []
+    try:
+        return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
+
+
+def _wait_empty(cgroup: Path | None, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _cgroup_pids(cgroup) and time.monotonic() < deadline:
+        for pid in _cgroup_pids(cgroup):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)  # the kernel empties cgroup.procs as the processes are reaped
+
+
+@contextlib.contextmanager
+def local_cluster(size: int = 3, **kwargs: Any) -> Iterator[LocalCluster]:
+    """``with local_cluster(3) as c:`` — started, joined, torn down on any exit."""
+    with LocalCluster(size=size, **kwargs) as cluster:
+        yield cluster

@@ -1,0 +1,71 @@
+"""Cluster controllers as suite targets: ``--broker local:rabbitmq-cluster`` and ``--cluster-url``.
+
+A :class:`ClusterTarget` is a :class:`conformance.targets.base.Target` whose ``url`` is node 0's
+and whose ``cluster`` is the controller the cluster cases act through. ``controller`` (the
+single-broker stop/kill/start of the durability cases) is None: restarting "the broker" has no
+single meaning on a cluster, so those cases say UNSUPPORTED as on a plain URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.cluster.base import ClusterController, ClusterError
+from conformance.targets.base import RESTRICTED, Target, TargetError
+
+#: why every cluster case is UNSUPPORTED on a single-node target (one line)
+SINGLE_NODE = "needs a cluster target (--broker local:rabbitmq-cluster or --cluster-url, one per node)"
+
+
+@dataclass
+class ClusterTarget(Target):
+    cluster: ClusterController | None = None
+
+
+def start_local_cluster_target(
+    size: int = 3, workdir: Path | None = None, on_log: Callable[[str], None] | None = None
+) -> ClusterTarget:
+    """Start a local cluster (see :class:`conformance.cluster.local.LocalCluster`) as a target;
+    ``close()`` tears it down. TargetError (one line) when it cannot be started."""
+    from conformance.cluster.local import MAX_MESSAGE_SIZE, LocalCluster
+
+    cluster = LocalCluster(size, workdir=workdir, on_log=on_log)
+    try:
+        cluster.__enter__()
+    except ClusterError as exc:
+        raise TargetError(f"local:rabbitmq-cluster: {exc}") from exc
+    target = ClusterTarget(
+        name="local:rabbitmq-cluster",
+        url=cluster.nodes[0].url,
+        cleanup=[cluster.close],
+        second_vhost=cluster.second_vhost,
+        limits={"max_message_size": MAX_MESSAGE_SIZE},
+        cluster=cluster,
+    )
+    if cluster.restricted_problem is None:
+        target.restricted_url = RESTRICTED.url(target.url)
+    else:
+        target.restricted_unsupported = cluster.restricted_problem
+    return target
+
+
+def user_cluster_target(
+    urls: Sequence[str], names: Sequence[str] | None = None, templates: Mapping[str, str] | None = None
+) -> ClusterTarget:
+    """A cluster someone runs, validated before any case (TargetError, one line, when not usable)."""
+    from conformance.cluster.user import UserCluster
+
+    try:
+        cluster = UserCluster.from_options(urls, names, templates or {})
+        cluster.validate()
+    except ClusterError as exc:
+        raise TargetError(str(exc)) from exc
+    return ClusterTarget(
+        name="cluster-url",
+        url=cluster.nodes[0].url,
+        cleanup=[cluster.close],
+        cluster=cluster,
+        restricted_unsupported="a --cluster-url target has no restricted user made for it",
+    )

@@ -1,0 +1,221 @@
+"""The faults workload's clients: publishers with confirms and consumers with manual acks that
+record what they saw and reconnect (bounded) through the cluster's nodes when a node fails."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pika
+import pika.exceptions
+
+from conformance.cluster.checker import ACK, NACK, UNKNOWN, Delivery, Publish
+
+#: pika's heartbeat (s): a paused node's connection is seen dead after about two of these
+HEARTBEAT = 4
+#: a connection attempt's socket and handshake deadline (s)
+CONNECT_TIMEOUT = 5.0
+#: wait after a failed connection attempt before trying the next node (s)
+BACKOFF = 0.5
+
+
+def params(url: str) -> pika.URLParameters:
+    p = pika.URLParameters(url)
+    p.heartbeat = HEARTBEAT
+    p.socket_timeout = CONNECT_TIMEOUT
+    p.stack_timeout = CONNECT_TIMEOUT * 2
+    p.blocked_connection_timeout = 30
+    p.connection_attempts = 1
+    return p
+
+
+@dataclass
+class History:
+    """What all clients saw, appended from their threads (list.append is atomic under the GIL)."""
+
+    t0: float = field(default_factory=time.monotonic)
+    publishes: list[Publish] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    client_events: list[dict[str, object]] = field(default_factory=list)  # reconnects, errors
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def note(self, who: str, node: int, what: str) -> None:
+        self.client_events.append({"t": round(self.now(), 3), "client": who, "node": node, "event": what})
+
+
+def next_node(failed: int, client: int, count: int, home: int) -> int:
+    """The node a client tries after its connection to ``failed`` ended: back to its home node
+    when it was elsewhere (so clients return where they started once a node is back), else one
+    of the others chosen by the client's number (so the clients of a failed node spread over
+    the survivors instead of all moving to one)."""
+    if count == 1:
+        return 0
+    if failed != home:
+        return home
+    others = [i for i in range(count) if i != failed]
+    return others[client % len(others)]
+
+
+def _close(conn: pika.BlockingConnection | None) -> None:
+    if conn is not None:
+        with contextlib.suppress(Exception):
+            conn.close()
+
+
+class Publisher(threading.Thread):
+    """Publishes persistent messages with unique ids, one at a time, each waiting for its confirm."""
+
+    def __init__(
+        self,
+        number: int,
+        urls: Sequence[str],
+        queue: str,
+        history: History,
+        stop: threading.Event,
+        run_id: str,
+        rate: float,
+    ) -> None:
+        super().__init__(name=f"faults-pub-{number}", daemon=True)
+        self.number = number
+        self.urls = list(urls)
+        self.queue = queue
+        self.history = history
+        self.stop_event = stop
+        self.run_id = run_id
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.seq = 0
+
+    def run(self) -> None:
+        node = home = self.number % len(self.urls)
+        while not self.stop_event.is_set():
+            conn = None
+            try:
+                conn = pika.BlockingConnection(params(self.urls[node]))
+                ch = conn.channel()
+                ch.confirm_delivery()
+                self.history.note(self.name, node, "connected")
+                self._publish_loop(ch, node)
+            except Exception as exc:  # noqa: BLE001 - any client failure means: try the next node
+                self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
+            finally:
+                _close(conn)
+            node = next_node(node, self.number, len(self.urls), home)
+            self.stop_event.wait(BACKOFF)
+
+    def _publish_loop(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> None:
+        next_at = time.monotonic()
+        while not self.stop_event.is_set():
+            if self.interval:
+                delay = next_at - time.monotonic()
+                if delay > 0 and self.stop_event.wait(delay):
+                    return
+                next_at = max(next_at + self.interval, time.monotonic() - 1.0)
+            self.seq += 1
+            msg_id = f"{self.run_id}-p{self.number}-{self.seq}"
+            sent = self.history.now()
+            props = pika.BasicProperties(message_id=msg_id, delivery_mode=2)
+            try:
+                ch.basic_publish("", self.queue, msg_id.encode(), props)
+            except pika.exceptions.NackError:
+                self.history.publishes.append(Publish(msg_id, sent, NACK, self.history.now(), node))
+                continue
+            except BaseException:
+                # no answer: the broker may or may not have the message, it promised nothing
+                self.history.publishes.append(Publish(msg_id, sent, UNKNOWN, None, node))
+                raise
+            self.history.publishes.append(Publish(msg_id, sent, ACK, self.history.now(), node))
+
+
+class Consumer(threading.Thread):
+    """Consumes with manual acks; records each delivery before acking it."""
+
+    def __init__(
+        self,
+        number: int,
+        urls: Sequence[str],
+        queue: str,
+        history: History,
+        stop: threading.Event,
+        prefetch: int = 100,
+        first_node: int | None = None,
+        on_idle: Callable[[pika.adapters.blocking_connection.BlockingChannel], bool] | None = None,
+    ) -> None:
+        super().__init__(name=f"faults-con-{number}", daemon=True)
+        self.number = number
+        self.urls = list(urls)
+        self.queue = queue
+        self.history = history
+        self.stop_event = stop
+        self.prefetch = prefetch
+        self.first_node = (number + 1) % len(urls) if first_node is None else first_node
+        self.on_idle = on_idle  # returns True to end (the final drain)
+
+    def run(self) -> None:
+        node = home = self.first_node
+        while not self.stop_event.is_set():
+            conn = None
+            try:
+                conn = pika.BlockingConnection(params(self.urls[node]))
+                ch = conn.channel()
+                ch.basic_qos(prefetch_count=self.prefetch)
+                self.history.note(self.name, node, "connected")
+                if self._consume(ch, node):
+                    return
+                self.history.note(self.name, node, "consumer cancelled by the broker")
+            except Exception as exc:  # noqa: BLE001 - any client failure means: try the next node
+                self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
+            finally:
+                _close(conn)
+            node = next_node(node, self.number, len(self.urls), home)
+            self.stop_event.wait(BACKOFF)
+
+    def _consume(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:
+        """True when done (stopped, or the drain found the queue empty); False when cancelled."""
+        for method, props, _body in ch.consume(self.queue, auto_ack=False, inactivity_timeout=1.0):
+            if self.stop_event.is_set():
+                return True
+            if method is None:
+                if self.on_idle is not None and self.on_idle(ch):
+                    return True
+                continue
+            msg_id = props.message_id or f"<no message-id, body {_body[:40]!r}>"
+            self.history.deliveries.append(
+                Delivery(msg_id, self.history.now(), bool(method.redelivered), node)
+            )
+            ch.basic_ack(method.delivery_tag)
+        return False
+
+
+def drain(urls: Sequence[str], queue: str, history: History, deadline: float, quiet: float = 3.0) -> str:
+    """Consume what is left until the queue reports no ready message after ``quiet`` seconds
+    without a delivery (or the deadline). Returns how it ended, for the summary."""
+    stop = threading.Event()
+    state: dict[str, Any] = {"last": time.monotonic(), "count": len(history.deliveries), "why": "deadline"}
+
+    def idle(ch: pika.adapters.blocking_connection.BlockingChannel) -> bool:
+        now = time.monotonic()
+        if len(history.deliveries) != state["count"]:
+            state["count"], state["last"] = len(history.deliveries), now
+        if now > deadline:
+            state["why"] = "deadline"
+            return True
+        if now - float(state["last"]) < quiet:
+            return False
+        ready = ch.queue_declare(queue, passive=True).method.message_count
+        if ready == 0:
+            state["why"] = "queue empty"
+            return True
+        return False
+
+    c = Consumer(99, urls, queue, history, stop, prefetch=500, first_node=0, on_idle=idle)
+    c.start()
+    c.join(max(0.0, deadline - time.monotonic()) + 10)
+    stop.set()
+    c.join(10)
+    return str(state["why"])

@@ -1,0 +1,274 @@
+"""The report's tables, declared once: a new table is one build function and one row of :data:`TABLES`.
+
+A :class:`Table` row names the Parquet table (``tables/<name>``), the function that builds it from
+the cached inputs (:class:`Frames`, a ``DataFrame -> DataFrame`` plan, no action), what the page
+collects of it (``view``: bounded frames, gathered by the pipeline in one collect) and the page
+section that shows it. The page's sections come in the order of the first table naming them.
+
+Builds reach other tables through ``frames[name]`` (memoised and cached, so a table several
+others derive from is planned and computed once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from conformance.report import edges, power, stages, tx_table
+from conformance.spec import Rule, load_rules
+
+# Bounds on what the page and the summary show (the Parquet tables hold everything).
+MAX_BROKERS = 200  # broker versions in the summary table / summary.json
+MAX_MATRIX_BROKERS = 30  # most recent broker versions shown as matrix columns
+MAX_MATRIX_CASES = 400
+MAX_CHART_BROKERS = 24
+MAX_TX_BROKERS = 24
+MAX_ROWS = 200  # flaky cases, regressions, malformed lines
+MAX_TREND_RUNS = 300  # runs on the score trend
+MAX_MUTATION_BROKERS = 6  # most recent targets of mutation runs on the suite-power section
+MAX_MUTANTS = 500  # per target
+MAX_KILLS_SHOWN = 12  # killing cases listed per mutant (the table holds all)
+MAX_TRACE_CHARS = 20_000  # of one cell's frame trace on the page (the table keeps it whole)
+
+
+def _rows(found: list[dict[str, Any]]) -> Any:
+    return found
+
+
+@dataclass(frozen=True)
+class Collect:
+    """A bounded frame the page needs: at most ``limit`` rows, turned into the view's value by
+    ``finish`` (default: the rows as dicts, in the frame's order)."""
+
+    frame: DataFrame
+    limit: int
+    finish: Callable[[list[dict[str, Any]]], Any] = _rows
+
+
+def count_of(df: DataFrame) -> Collect:
+    return Collect(df.agg(F.count(F.lit(1)).alias("n")), 1, lambda rs: int(rs[0]["n"]))
+
+
+def column_of(df: DataFrame, column: str, limit: int) -> Collect:
+    return Collect(df.select(column), limit, lambda rs: [r[column] for r in rs])
+
+
+class Frames:
+    """The inputs every table is built from, and the tables built so far (by name)."""
+
+    def __init__(self, spark: SparkSession, loaded: edges.Loaded) -> None:
+        self.spark = spark
+        self.loaded = loaded
+        # Mutation runs are another kind of run: compliance, flaky cases and regressions leave
+        # them out; only the suite-power tables read them.
+        self.all_results = loaded.results
+        self.results = stages.normal_runs(loaded.results)
+        self._built: dict[str, DataFrame] = {}
+
+    def __getitem__(self, name: str) -> DataFrame:
+        if name not in self._built:
+            # Every table is cached: its write computes it once, and the tables derived from it
+            # and the page's views read it from memory.
+            self._built[name] = BY_NAME[name].build(self).persist(StorageLevel.MEMORY_AND_DISK)
+        return self._built[name]
+
+    def unpersist(self) -> None:
+        for df in self._built.values():
+            df.unpersist()
+
+    @cached_property
+    def rules(self) -> list[Rule]:
+        return load_rules()
+
+    @cached_property
+    def tx_seed(self) -> DataFrame:
+        return edges.tx_seed_frame(self.spark)
+
+    @cached_property
+    def tx_obs(self) -> DataFrame:
+        return stages.tx_observations(self["latest"])
+
+    def recent_brokers(self, n: int) -> DataFrame:
+        """The ``n`` broker versions that ran last (one column, ``broker``)."""
+        return self["brokers"].orderBy(F.col("last_ts").desc(), "broker").limit(n).select("broker")
+
+    def among_recent(self, df: DataFrame, n: int) -> DataFrame:
+        """Rows of ``df`` whose broker is one of the ``n`` most recent."""
+        return df.join(F.broadcast(self.recent_brokers(n)), "broker", "left_semi")
+
+
+View = Callable[[DataFrame, Frames], Mapping[str, Collect]]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str  # tables/<name> (Parquet) and the key of its row count in summary.json
+    label: str  # what progress lines call it
+    build: Callable[[Frames], DataFrame]
+    view: View | None = None  # what the page shows of it; None: the table only
+    section: str | None = None  # the page section (and template) that shows it
+
+
+# ------------------------------------------------------------------------------------------ views
+
+
+def brokers_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    ordered = df.orderBy(F.col("last_ts").desc(), "broker")
+    return {
+        "brokers": Collect(ordered, MAX_BROKERS),
+        "n_brokers": count_of(df),
+        "chart_brokers": column_of(ordered, "broker", MAX_CHART_BROKERS),
+        "matrix_brokers": column_of(ordered, "broker", MAX_MATRIX_BROKERS),
+    }
+
+
+def scores_view(key: str, by: str) -> View:
+    def view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+        return {key: Collect(f.among_recent(df, MAX_CHART_BROKERS).orderBy("broker", by), 10_000)}
+
+    return view
+
+
+def trend_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    # The trend: the most recent runs of every broker version, oldest first on the page.
+    return {"scores_run": Collect(df.orderBy(F.col("ts").desc()), MAX_TREND_RUNS)}
+
+
+def matrix_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    matrix = f.among_recent(df, MAX_MATRIX_BROKERS)
+    # Cases with a non-PASS verdict somewhere come first, so a bounded matrix shows the news.
+    case_rank = (
+        matrix.groupBy("case_id")
+        .agg(F.count(F.when(F.col("verdict") != "PASS", 1)).alias("bad"))
+        .orderBy(F.col("bad").desc(), "case_id")
+        .limit(MAX_MATRIX_CASES)
+    )
+    shown = matrix.join(case_rank, "case_id").orderBy(F.col("bad").desc(), "case_id", "broker").select(
+        "case_id", "area", "level", "broker", "verdict", "expected", "observed", "message", "rules",
+        "duration_s", "run_id",
+        # Traces of non-PASS cells only, cut: the page stays small enough to open.
+        F.when(F.col("verdict") != "PASS", F.substring("trace", 1, MAX_TRACE_CHARS)).alias("trace"),
+    )
+    return {
+        "matrix": Collect(shown, MAX_MATRIX_CASES * MAX_MATRIX_BROKERS),
+        "n_matrix_cases": count_of(df.select("case_id").distinct()),
+    }
+
+
+def queue_types_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    # classic vs quorum side by side: differences first
+    mine = f.among_recent(df, MAX_MATRIX_BROKERS)
+    return {"queue_types": Collect(mine.orderBy(F.col("differs").desc(), "base_id", "broker"), MAX_ROWS)}
+
+
+def tx_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {"tx": Collect(f.among_recent(df, MAX_TX_BROKERS).orderBy("broker", "row_order"), 10_000)}
+
+
+def profile_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    mine = f.among_recent(df, MAX_BROKERS).orderBy("broker", "rank")
+    return {"profile": Collect(mine, MAX_BROKERS * len(tx_table.COLUMNS))}
+
+
+def rules_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {"rules": Collect(stages.rules_summary(df).orderBy("rule_id"), 1_000)}
+
+
+def flaky_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {
+        "flaky": Collect(df.orderBy(F.col("n_runs").desc(), "broker", "case_id"), MAX_ROWS),
+        "n_flaky": count_of(df),
+    }
+
+
+def regressions_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {
+        "regressions": Collect(df.orderBy("kind", "candidate", "case_id"), MAX_ROWS),
+        "regression_kinds": Collect(
+            df.groupBy("kind").count(), 1_000, lambda rs: {r["kind"]: r["count"] for r in rs}
+        ),
+    }
+
+
+def malformed_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {"malformed": Collect(df.orderBy("file", "line"), MAX_ROWS), "n_malformed": count_of(df)}
+
+
+def _mutation_brokers(f: Frames) -> DataFrame:
+    mutants = f["mutants"].where(F.col("latest"))
+    return (
+        mutants.groupBy("broker").agg(F.max("ts").alias("ts"))
+        .orderBy(F.col("ts").desc(), "broker").limit(MAX_MUTATION_BROKERS)
+    )
+
+
+def mutants_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    """The suite-power section's data: each broker's latest outcome per mutant."""
+    brokers = _mutation_brokers(f)
+    mine = df.where(F.col("latest")).join(F.broadcast(brokers.select("broker")), "broker", "left_semi")
+    shown = mine.select(
+        "broker", "mutate_session", "mutant", "category", "should", "equivalent", "outcome", "n_cases",
+        "n_kills", F.slice("kills", 1, MAX_KILLS_SHOWN).alias("kills"), "errors", "problem", "ts",
+    ).orderBy("broker", "category", "mutant")
+    return {
+        "mutation_brokers": column_of(brokers, "broker", MAX_MUTATION_BROKERS),
+        "mutants": Collect(shown, MAX_MUTANTS * MAX_MUTATION_BROKERS),
+    }
+
+
+def mutation_scores_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    brokers = _mutation_brokers(f).select("broker")
+    mine = df.join(F.broadcast(brokers), "broker", "left_semi").orderBy("broker", "category")
+    return {"mutation_scores": Collect(mine, 10_000)}
+
+
+def mutation_cases_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {"n_mutation_cases": count_of(df)}
+
+
+# --------------------------------------------------------------------------------------- registry
+
+TABLES: tuple[Table, ...] = (
+    Table("latest", "latest verdicts", lambda f: stages.latest_verdicts(f.results)),
+    Table("history", "case history", lambda f: stages.case_history(f.results)),
+    Table("brokers", "broker summary", lambda f: stages.broker_summary(f.results, f["latest"]),
+          brokers_view, "summary"),
+    Table("scores_area", "scores per area", lambda f: stages.scores(f["latest"], "area"),
+          scores_view("scores_area", "area"), "plot"),
+    Table("scores_level", "scores per level", lambda f: stages.scores(f["latest"], "level"),
+          scores_view("scores_level", "level"), "plot"),
+    Table("scores_run", "scores per run", lambda f: stages.run_scores(f.results), trend_view, "trend"),
+    Table("matrix", "compliance matrix", lambda f: stages.compliance_matrix(f["latest"]),
+          matrix_view, "matrix"),
+    Table("queue_types", "queue types", lambda f: stages.queue_type_matrix(f["latest"]),
+          queue_types_view, "queue-types"),
+    Table("tx_table", "tx table", lambda f: stages.tx_comparison(f.tx_obs, f.tx_seed), tx_view, "tx"),
+    Table("profile_inference", "profile inference", lambda f: stages.profile_inference(f.tx_obs, f.tx_seed),
+          profile_view, "profile"),
+    Table("rule_coverage", "rule coverage",
+          lambda f: stages.rule_coverage(edges.rules_frame(f.spark, f.rules), f["latest"]),
+          rules_view, "rules"),
+    Table("flaky", "flaky cases", lambda f: stages.flaky_cases(f["history"]), flaky_view, "flaky"),
+    Table("regressions", "regressions", lambda f: stages.release_regressions(f["latest"]),
+          regressions_view, "regressions"),
+    Table("mutation_cases", "mutation cases",
+          lambda f: power.mutation_cases(power.mutation_runs(f.all_results), edges.mutants_frame(f.spark)),
+          mutation_cases_view, "power"),
+    Table("mutants", "mutants", lambda f: power.mutant_outcomes(f["mutation_cases"]), mutants_view, "power"),
+    Table("mutation_scores", "mutation scores", lambda f: power.mutation_scores(f["mutants"]),
+          mutation_scores_view, "power"),
+    Table("malformed", "malformed lines", lambda f: f.loaded.malformed, malformed_view, "malformed"),
+)
+
+BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+
+def sections() -> list[str]:
+    """The page's sections in order: the first table naming each section places it."""
+    return list(dict.fromkeys(t.section for t in TABLES if t.section is not None))

@@ -1,0 +1,114 @@
+"""Fixtures for scenario modules (registered with the plugin, which imports this module).
+
+``declared_queue`` does in one call what most cases begin with: open a channel on a new
+connection, give a queue a unique name, declare it and register its deletion after the case::
+
+    def test_double_ack(declared_queue, ctx):
+        ch, q = declared_queue()
+
+``declared_exchange`` does the same for an exchange: ``ch, x = declared_exchange("fanout")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pytest
+
+from conformance.cases import case_of
+from conformance.protocol.raw import RawChannel
+from conformance.queue_types import declare_fields
+from conformance.verdicts import Unsupported
+from conformance.verify.expect import ACTIVE_CONTEXT
+
+__all__ = [
+    "DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue",
+    "private_broker",
+]
+
+
+class DeclareQueue(Protocol):
+    def __call__(self, suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+                 **declare: Any) -> tuple[RawChannel, str]:
+        """A channel and a declared queue named ``ctx.name(suffix)``, deleted after the case.
+
+        ``ch``: declare on this channel instead of a new connection's; ``confirm``: put the new
+        channel in confirm mode first; ``declare``: queue.declare fields (durable, exclusive,
+        auto_delete, arguments).
+        """
+        ...
+
+
+@pytest.fixture
+def declared_queue(amqp: Any, ctx: Any, cleanup: Any, queue_type: str) -> DeclareQueue:
+    # ``queue_type``: the queue is of the selected type (--amqp-queue-type); asking for it here
+    # makes every case that uses this fixture run once per selected type.
+    # ``amqp`` depends on ``cleanup``: connections close before the queues are deleted.
+    def make(suffix: str = "q", *, ch: RawChannel | None = None, confirm: bool = False,
+             **declare: Any) -> tuple[RawChannel, str]:
+        channel = ch if ch is not None else amqp.channel()
+        if confirm:
+            channel.confirm_select()
+        queue = cleanup.queue(ctx.name(suffix))
+        channel.declare_queue(queue, **declare_fields(queue_type, declare))
+        return channel, queue
+
+    return make
+
+
+class DeclareExchange(Protocol):
+    def __call__(self, type_: str = "direct", suffix: str = "x", *, ch: RawChannel | None = None,
+                 **declare: Any) -> tuple[RawChannel, str]:
+        """A channel and a declared exchange of ``type_`` named ``ctx.name(suffix)``, deleted
+        after the case. ``ch``: declare on this channel instead of a new connection's;
+        ``declare``: exchange.declare fields (durable, auto_delete, internal, arguments).
+        """
+        ...
+
+
+@pytest.fixture
+def declared_exchange(amqp: Any, ctx: Any, cleanup: Any) -> DeclareExchange:
+    def make(type_: str = "direct", suffix: str = "x", *, ch: RawChannel | None = None,
+             **declare: Any) -> tuple[RawChannel, str]:
+        channel = ch if ch is not None else amqp.channel()
+        exchange = cleanup.exchange(ctx.name(suffix))
+        channel.declare_exchange(exchange, type_, **declare)
+        return channel, exchange
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def active_case_context(request: pytest.FixtureRequest) -> Iterator[None]:
+    """While a conformance case runs, its ``ctx`` is the one ``expect.check`` records into."""
+    if case_of(request.node) is None:
+        yield  # not a conformance case (the project's own tests): no context, nothing started
+        return
+    token = ACTIVE_CONTEXT.set(request.getfixturevalue("ctx"))
+    try:
+        yield
+    finally:
+        ACTIVE_CONTEXT.reset(token)
+
+
+@pytest.fixture
+def private_broker(
+    request: pytest.FixtureRequest, broker_url: str
+) -> Iterator[tuple[str, dict[str, bool] | None]]:
+    """(url, health) of a broker private to this worker where the suite can spawn one, else the target
+    itself. For a case that can take a broker down (garagemq stops answering after a queue is deleted
+    under an active consumer; its process ends on connection.update-secret), so that it does not
+    cascade into other cases: the private broker is restarted after the case unless the case sets
+    ``health["healthy"] = True``."""
+
+
+    try:
+        target = request.getfixturevalue("restartable")
+    except Unsupported:
+        yield broker_url, None
+        return
+    health = {"healthy": False}
+    yield target.url, health
+    if not health["healthy"]:
+        target.controller.restart()

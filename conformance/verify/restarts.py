@@ -1,0 +1,55 @@
+"""Restart steps: restart a case's private broker, look at it afterwards, and leave it clean.
+
+A restart case (``needs_restart=True``, the ``restartable`` fixture) makes something durable on a
+broker private to its worker, restarts that broker and looks at what survived::
+
+    ch = amqp.channel(restartable.url)
+    ch.declare_queue(q, durable=True)
+    ...
+    with restarted(amqp, restartable, queues=(q,)) as url:
+        ev = amqp.channel(url).get(q, no_ack=True)
+        ctx.check(...)
+
+What the case made durable outlives the case on that broker, and the next restart case of the
+worker shares it: :func:`restarted` deletes it after the block, whatever the block concluded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pamqp import commands as spec
+
+from conformance.protocol.raw import UnexpectedClose
+from conformance.verdicts import CaseTimeout
+
+if TYPE_CHECKING:
+    from conformance.targets.base import Target
+
+
+def forget(amqp: Any, url: str, queues: Sequence[str] = (), exchanges: Sequence[str] = ()) -> None:
+    """Delete what a case made durable on the private broker (best effort, bounded)."""
+    with contextlib.suppress(Exception):
+        ch = amqp.channel(url)
+        for q in queues:
+            with contextlib.suppress(UnexpectedClose, CaseTimeout):
+                ch.delete_queue(q)
+        for x in exchanges:
+            with contextlib.suppress(UnexpectedClose, CaseTimeout):
+                ch.rpc(spec.Exchange.Delete(exchange=x))
+
+
+@contextlib.contextmanager
+def restarted(amqp: Any, target: Target, *, queues: Sequence[str] = (), exchanges: Sequence[str] = (),
+              kill: bool = False) -> Iterator[str]:
+    """Restart ``target``'s broker (cleanly, or by SIGKILL with ``kill``) and give the block its
+    URL; afterwards :func:`forget` ``queues`` and ``exchanges`` there."""
+    if target.controller is None:
+        raise RuntimeError(f"target {target.name} has no controller: not a restartable target")
+    target.controller.restart(kill=kill)
+    try:
+        yield target.url
+    finally:
+        forget(amqp, target.url, queues, exchanges)
