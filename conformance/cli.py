@@ -225,7 +225,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ValueError(f"--tls is available for {able}, not {kind}")
 
 
-def run_main(argv: Sequence[str]) -> int:
+def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> int:
+    """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     args = _run_parser().parse_args(list(argv))
     _resolve_workers(args)
     bad = bad_run_input(args)
@@ -274,6 +275,9 @@ def run_main(argv: Sequence[str]) -> int:
     try:
         with _sigint_seen() as interrupted:
             code = int(pytest.main(pyargs, plugins=[early] if early is not None else None))
+        suite_end = time.monotonic()
+        if phases is not None:
+            phases["suite"] = suite_end - started
         # Non-daemon threads a case left behind (a client library's, after a timed-out call).
         left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
         if interrupted.is_set():
@@ -281,10 +285,13 @@ def run_main(argv: Sequence[str]) -> int:
             _err("interrupted")
             code = EXIT_INTERRUPTED
         else:
-            code = _run_rest(args, code, results_dir, run_id, reports, started, early)
+            code = _run_rest(args, code, results_dir, run_id, reports, started, early, phases)
     finally:
         if early is not None:
             early.stop()  # every path: failure, ^C, no case selected (build_report stops it too)
+    if phases is not None and early is not None and early.started_at is not None and early.ready_at:
+        phases["jvm start (overlapping the suite)"] = early.ready_at - early.started_at
+        phases["jvm start not hidden by the suite"] = max(0.0, early.ready_at - suite_end)
     if any(t.is_alive() for t in left_behind):
         # Python would wait for them at exit: the results and report are written, end here.
         sys.stdout.flush()
@@ -327,12 +334,23 @@ class EarlyReport:
     def __init__(self, master: str | None) -> None:
         self.master = master
         self.session: Any = None  # conformance.report.session.EarlySession, once started
+        self.started_at: float | None = None  # monotonic clock: asked to start, and ready
+        self.ready_at: float | None = None
 
     def start(self) -> None:
         if self.session is None:
             from conformance.report import start_session_early
 
+            self.started_at = time.monotonic()
             self.session = start_session_early(self.master)
+            threading.Thread(target=self._note_ready, args=(self.session,), name="spark-ready",
+                             daemon=True).start()
+
+    def _note_ready(self, session: Any) -> None:
+        """When the JVM is up (for ``bench run``'s phases); a failed start is the report's to say."""
+        with contextlib.suppress(BaseException):
+            session.get()
+            self.ready_at = time.monotonic()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if session.items and not session.config.getoption("collectonly", False):  # in-process run
@@ -355,7 +373,8 @@ class EarlyReport:
 
 
 def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: str, reports: Path,
-              started: float, early: EarlyReport | None = None) -> int:
+              started: float, early: EarlyReport | None = None,
+              phases: dict[str, float] | None = None) -> int:
     """After the suite: the exit code and, unless --no-report, the run's report."""
     results_file = results_dir / f"{run_id}.jsonl"
     if code in (2, 3, 4) or not results_file.exists():
@@ -366,13 +385,15 @@ def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: st
     print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
     if not args.no_report:
         session = early.take() if early is not None else None
-        rc = _build_run_report(results_file, reports / run_id, args.master, session)
+        rc = _build_run_report(results_file, reports / run_id, args.master, session, phases)
         if rc != 0:
             return rc
     return code
 
 
-def _build_run_report(results_file: Path, out: Path, master: str | None, session: Any = None) -> int:
+def _build_run_report(results_file: Path, out: Path, master: str | None, session: Any = None,
+                      phases: dict[str, float] | None = None) -> int:
+    began = time.monotonic()
     try:
         report = importlib.import_module("conformance.report")
     except ImportError as exc:
@@ -389,6 +410,10 @@ def _build_run_report(results_file: Path, out: Path, master: str | None, session
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         _err(f"report failed: {first}; results kept in {results_file}")
         return 3
+    if phases is not None:
+        phases["report (wall, from the suite's end)"] = time.monotonic() - began
+        for stage, secs in (summary.get("timings_s") or {}).items() if isinstance(summary, dict) else ():
+            phases[f"report: {stage}"] = float(secs)
     html = out / "index.html"
     print(f"report: {html if html.exists() else out}", file=sys.stderr)
     if isinstance(summary, dict) and summary.get("brokers"):
@@ -492,10 +517,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate:main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
-    Command("bench", "benchmarks: broker (load generator), report (pipeline at scale), crash (kill -9 soak), "
-            "flood (memory watermark)", "", sub=(
+    Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "
+            "at scale), crash (kill -9 soak), flood (memory watermark)", "", sub=(
                 Command("broker", "measure brokers side by side (load generator)",
                         "conformance.bench.cli:broker_main"),
+                Command("run", "time the main job's phases: suite, JVM start, report compute, writes",
+                        "conformance.bench.phases:main"),
                 # These three measure this project's own code: benchmarks/ of a source checkout.
                 Command("report", "the report pipeline at scale on synthetic results",
                         "benchmarks.report:main", extra="report", checkout_only=True),

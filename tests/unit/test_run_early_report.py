@@ -22,6 +22,9 @@ class FakeEarly:
     def stop(self) -> None:
         self.stops += 1
 
+    def get(self) -> None:
+        return None
+
 
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -55,7 +58,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen["built"].append(kw.get("session"))
         if kw.get("session") is not None:
             kw["session"].stop()  # as the real build_report does
-        return {}
+        return {"timings_s": {"read+parse": 0.5, "tables": 0.25}}
 
     monkeypatch.setattr(pytest, "main", fake_main)
     monkeypatch.setattr(report, "start_session_early", start)
@@ -113,3 +116,15 @@ def test_run_no_report_never_imports_pyspark(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=300, stdin=subprocess.DEVNULL)
     assert "RC 0 PYSPARK False" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+
+
+def test_bench_run_prints_every_phase(tmp_path: Path, fakes: dict[str, Any],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    fakes["outcome"] = ("collect-and-write", 0)
+    assert cli.main(["bench", "run", "--json", "-n", "0", "--results", str(tmp_path / "r"),
+                     "--report-out", str(tmp_path / "rep")]) == 0
+    phases = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert {"suite", "jvm start (overlapping the suite)", "jvm start not hidden by the suite",
+            "report (wall, from the suite's end)", "report: read+parse", "report: tables",
+            "total"} <= set(phases), phases
+    assert phases["report: read+parse"] == 0.5 and all(v >= 0 for v in phases.values())
