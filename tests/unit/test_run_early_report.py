@@ -128,3 +128,27 @@ def test_bench_run_prints_every_phase(tmp_path: Path, fakes: dict[str, Any],
             "report (wall, from the suite's end)", "report: read+parse", "report: tables",
             "total"} <= set(phases), phases
     assert phases["report: read+parse"] == 0.5 and all(v >= 0 for v in phases.values())
+
+
+@pytest.mark.parametrize(("cores", "n"), [(1, 2), (2, 4), (3, 4), (16, 4)])
+def test_default_workers_is_twice_the_cores_between_2_and_4(cores: int, n: int) -> None:
+    assert cli.default_workers(cores) == n
+
+
+@pytest.mark.parametrize(("argv", "workers"), [
+    ([], str(cli.default_workers())),
+    (["-n", "3"], "3"),
+    (["--restart-cmd", "true"], "0"),  # acts on the one shared broker: in-process
+    (["--alarm-cmd", "true {state}"], "0"),
+    (["--", "--amqp-restart-cmd=true"], "0"),
+])
+def test_run_workers_default(argv: list[str], workers: str) -> None:
+    args = cli._run_parser().parse_args(argv)
+    cli._resolve_workers(args)
+    assert args.workers == workers
+
+
+def test_explicit_workers_with_restart_cmd_is_still_refused() -> None:
+    args = cli._run_parser().parse_args(["-n", "2", "--restart-cmd", "true"])
+    cli._resolve_workers(args)
+    assert "-n cannot be combined with --restart-cmd" in (cli.bad_run_input(args) or "")
