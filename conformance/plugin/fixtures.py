@@ -11,7 +11,7 @@ from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.qtypes import item_queue_type
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
 from conformance.probe import ServerInfo
-from conformance.queue_types import CLASSIC
+from conformance.queue_types import CLASSIC, run_case_id
 from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import kind_of
@@ -174,6 +174,21 @@ def alarm_target(conformance_state: SessionState) -> Target:
     return target
 
 
+# The id a case's record carries (with its queue type): allure's title, set after allure-pytest's own.
+RECORD_ID = pytest.StashKey[str]()
+
+
+def allure_title(item: pytest.Item) -> None:
+    record_id = item.stash.get(RECORD_ID, None)
+    if record_id is None:
+        return
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.dynamic.title(record_id)
+
+
 @pytest.fixture(autouse=True)
 def _conformance_case(request: pytest.FixtureRequest) -> None:
     """Every case: its context, its allure labels, and UNSUPPORTED for a capability not offered."""
@@ -182,9 +197,10 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
         return
     state: SessionState = request.getfixturevalue("conformance_state")
     request.getfixturevalue("ctx")
-    _allure_labels(c)
-    assert state.server is not None
     qt = item_queue_type(request.node, state.settings.queue_types)
+    request.node.stash[RECORD_ID] = run_case_id(c.id, qt)
+    _allure_labels(c, request.node.stash[RECORD_ID])
+    assert state.server is not None
     if qt is not None and qt in state.unoffered:
         raise Unsupported(f"the broker does not offer {qt} queues (asked once, before any case: "
                           f"{state.unoffered[qt]})", expected=f"a {qt} queue declared",
@@ -199,11 +215,19 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
 SPEC_URL = "https://www.rabbitmq.com/resources/specs/amqp0-9-1.xml"
 
 
-def _allure_labels(c: Case) -> None:
+def _allure_labels(c: Case, record_id: str) -> None:
+    """Labels, and the case id (the record's, with its queue type) as a parameter: allure derives
+    historyId from the test's name and parameters, so two functions of the same name in two modules
+    (``channel.close-stability``, ``connection.close-stability``) stay two tests."""
     try:
         import allure
     except ImportError:
         return
+    allure.dynamic.parameter("case_id", record_id)
+    allure.dynamic.label("area", c.area)
+    allure.dynamic.label("level", c.level.value)
+    for rule_id in c.rules:
+        allure.dynamic.label("rule", rule_id)
     severity = {Level.MUST: "critical", Level.SHOULD: "normal", Level.MAY: "minor",
                 Level.EXTENSION: "normal", Level.INFO: "trivial"}[c.level]
     allure.dynamic.epic(c.area)
