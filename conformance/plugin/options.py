@@ -115,6 +115,16 @@ def _cluster_urls(text: str) -> tuple[str, ...]:
     return urls
 
 
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)") from exc
+    if not 0 < value < 1:
+        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)")
+    return value
+
+
 def _node_template(text: str) -> str:
     if "{node}" not in text:
         raise ValueError("must contain {node} (replaced by the node's name)")
@@ -389,6 +399,16 @@ OPTIONS: tuple[Option, ...] = (
         repeat=True,
         metavar="URLS",
     ),
+    Option(
+        "cluster-inject-loss",
+        "AMQP_CONFORMANCE_CLUSTER_INJECT_LOSS",
+        None,
+        "local:rabbitmq-cluster only, to prove the cluster cases can fail: the cluster cases reach every "
+        "node through a proxy that drops this share of confirmed publishes and acks them itself",
+        alias=False,
+        parse=_share,
+        metavar="SHARE",
+    ),
     *(
         Option(
             f"cluster-cmd-{action}",
@@ -493,6 +513,7 @@ class Settings:
     cluster_size: int = 3  # --amqp-cluster-size (local:rabbitmq-cluster)
     cluster_urls: tuple[str, ...] = ()  # --amqp-cluster-url: one per node of a user's cluster
     cluster_templates: tuple[tuple[str, str], ...] = ()  # (action, --amqp-cluster-cmd-ACTION)
+    cluster_inject_loss: float | None = None  # --amqp-cluster-inject-loss (the proof the cases can fail)
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -591,7 +612,7 @@ def _cluster_settings(config: pytest.Config) -> dict[str, Any]:
     if problem is not None:
         raise pytest.UsageError(problem)
     return {"cluster_size": _checked(config, "cluster-size") or 3, "cluster_urls": urls,
-            "cluster_templates": templates}
+            "cluster_templates": templates, "cluster_inject_loss": _checked(config, "cluster-inject-loss")}
 
 
 def cluster_combination_problem(kind: str, broker_url: str | None, urls: tuple[str, ...],

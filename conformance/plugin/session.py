@@ -171,7 +171,8 @@ def start_target(state: SessionState) -> None:
     try:
         target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd,
                              tls=settings.tls, cluster_size=settings.cluster_size,
-                             cluster_urls=settings.cluster_urls, cluster_templates=settings.cluster_templates)
+                             cluster_urls=settings.cluster_urls, cluster_templates=settings.cluster_templates,
+                             cluster_inject_loss=settings.cluster_inject_loss)
     except TargetError as exc:
         state.failed_to_start = (
             f"amqp-conformance: cannot start target "

@@ -159,12 +159,13 @@ def _start_container(arg: str, *, workdir: Path | None = None, tls: bool = False
 
 
 def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                         restricted: bool = True, cluster_size: int = 3, **_: object) -> Target:
+                         restricted: bool = True, cluster_size: int = 3,
+                         cluster_inject_loss: float | None = None, **_: object) -> Target:
     from conformance.cluster.target import start_local_cluster_target
 
     if tls:
         raise TargetError("--tls is not available for local:rabbitmq-cluster")
-    return start_local_cluster_target(cluster_size, workdir=workdir)
+    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss)
 
 
 def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,

@@ -19,6 +19,7 @@ BAD = [
     (["--cluster-url", "http://node1/"], "--cluster-url"),
     (["--cluster-url", "amqp://h1/,amqp://h1/"], "--cluster-url"),
     (["--cluster-cmd-kill", "docker kill"], "--cluster-cmd-kill"),
+    (["--cluster-inject-loss", "2"], "--cluster-inject-loss"),
     (["--cluster-cmd-pause", "docker pause node1"], "--cluster-cmd-pause"),
     (["--", "--amqp-cluster-cmd-start=systemctl start rabbitmq"], "--amqp-cluster-cmd-start"),
 ]
