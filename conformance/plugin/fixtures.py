@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -135,6 +136,56 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
     if k is None or not k.restart:
         raise Unsupported(f"restart cases are not available for {kind.split(':')[0]} targets")
     return _private_broker(state, kind, "restart cases", restricted=False)
+
+
+CLUSTER_NODES = 3  # the cluster cases kill one node and need a majority left: three nodes
+
+
+@pytest.fixture
+def cluster(conformance_state: SessionState, cleanup: Cleanup) -> Iterator[Any]:
+    """The target's cluster controller (``conformance.cluster.base.ClusterController``) for the
+    cluster cases; UNSUPPORTED with one reason on a single-node target. After the case every node
+    is brought back (resumed, started) and seen running, so the next case starts whole. Depends on
+    ``cleanup``: the nodes are back before the case's queues and policies are deleted."""
+    from conformance.cluster.target import SINGLE_NODE
+
+    state = conformance_state
+    handle = getattr(state.target, "cluster", None)
+    if handle is None:
+        k = kind_of(state.target_name or "")
+        if k is not None and k.cluster:
+            # xdist workers get the target's URL, not its controller (it lives in the main process)
+            raise Unsupported("the cluster cases run in the process that started the cluster: use -n 0",
+                              expected="the cluster controller", observed=f"worker {state.worker}")
+        raise Unsupported(SINGLE_NODE, expected="a cluster target", observed=f"{state.target_name}: one node")
+    size = len(handle.nodes)
+    if size < CLUSTER_NODES:
+        raise Unsupported(f"the cluster cases need {CLUSTER_NODES} nodes; the target has {size} "
+                          "(--cluster-size, or one --cluster-url per node)",
+                          expected=f"{CLUSTER_NODES} nodes", observed=f"{size}")
+    yield handle
+    _restore_nodes(handle, state.case_timeout)
+
+
+def _restore_nodes(handle: Any, case_timeout: float) -> None:
+    """Resume and start every node that does not answer, then wait until all run (a case's fault
+    must not leak into the next case)."""
+    from conformance.cluster.base import ClusterError
+
+    down = [n.index for n in handle.nodes if not handle.answers(n.index)]
+    for index in down:
+        for action in ("resume", "start"):
+            if handle.supports(action) is None:
+                try:
+                    getattr(handle, action)(index)
+                except ClusterError as exc:
+                    raise CaseTimeout(f"node {index + 1} back after the case", case_timeout,
+                                      observed=str(exc)) from exc
+    if down and hasattr(handle, "wait_running"):
+        try:
+            handle.wait_running(timeout=max(60.0, 6 * case_timeout))
+        except ClusterError as exc:
+            raise CaseTimeout("every node running after the case", case_timeout, observed=str(exc)) from exc
 
 
 @pytest.fixture
