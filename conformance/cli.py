@@ -26,7 +26,7 @@ import pytest
 
 from conformance import __version__
 from conformance.argparsing import command_parser, workers
-from conformance.plugin.options import BY_NAME, OPTIONS
+from conformance.plugin.options import BY_NAME, OPTIONS, cluster_combination_problem
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -88,6 +88,7 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
                                help=f"{opt.text} [env {opt.env}]")
         else:
             where.add_argument(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
+                               action="append" if opt.repeat else "store",
                                help=f"{opt.text} [env {opt.env}]")
 
 
@@ -98,6 +99,8 @@ def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str]
         value = getattr(args, opt.dest, None)
         if opt.name in skip or value is None or value is False:
             continue
+        if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
+            value = ",".join(value)
         out += [opt.flag] if opt.switch else [opt.flag, str(value)]
     return out
 
@@ -124,6 +127,8 @@ def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
     """An option's value given to ``run`` (else its environment twin) and how the user spelled it."""
     opt = BY_NAME[name]
     value = getattr(args, opt.dest, None)
+    if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
+        value = ",".join(value)
     if value is not None:
         return (str(value) if not opt.switch else ("1" if value else None)), f"--{name}"
     env = os.environ.get(opt.env) or None
@@ -216,6 +221,13 @@ def _check_combinations(args: argparse.Namespace) -> None:
     if tls and url and kind in (None, "", "url", "reference"):
         raise ValueError("--tls spawns a broker with a TLS listener; for --broker-url give an "
                          "amqps:// URL")
+    urls = _effective(args, "cluster-url")[0]
+    actions = tuple(a for a in ("kill", "start", "pause", "resume")
+                    if _effective(args, f"cluster-cmd-{a}")[0])
+    problem = cluster_combination_problem(kind or "", url, tuple(u for u in str(urls or "").split(",") if u),
+                                          actions)
+    if problem is not None:
+        raise ValueError(problem)
     if tls and kind:
         from conformance.targets.kinds import kind_of, kinds, tls_capable
 
