@@ -268,7 +268,8 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
         if problem is not None:
             _err(problem)
             return EXIT_BAD_INPUT
-    pyargs = ["-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN"]
+    # pytest-benchmark (a dev tool, when installed) warns on every worker under xdist; no case uses it.
+    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN"]
     targets = [f"conformance.scenarios.test_{a}" for a in areas_of(args.area)] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
     pyargs += table_values_as_pytest_args(args, skip=("results",))
