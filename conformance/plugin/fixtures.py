@@ -112,7 +112,17 @@ def _private_broker(state: SessionState, kind: str, purpose: str, *, restricted:
         except TargetError as exc:
             raise CaseTimeout(f"a private {kind} broker for {purpose}", state.case_timeout,
                               observed=str(exc)) from exc
-    return state.private[kind]
+    target = state.private[kind]
+    if getattr(target.controller, "running", True) is False:
+        # An earlier case left it down (its ceiling interrupted a restart, which kills the half-started
+        # broker): start it again here, so that case's fault costs that case only.
+        assert target.controller is not None
+        try:
+            target.controller.start()
+        except TargetError as exc:
+            raise CaseTimeout(f"the private {kind} broker for {purpose}, started again", state.case_timeout,
+                              observed=str(exc)) from exc
+    return target
 
 
 @pytest.fixture
