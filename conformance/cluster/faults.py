@@ -484,7 +484,9 @@ def render(result: FaultsResult) -> str:
         node = "" if e["node"] is None else f" n{e['node']}"
         lines.append(f"  {e['t']:8.1f}s {e['action']}{node}{'' if e['ok'] else ' FAILED: ' + e['detail']}")
     promise, source = PROMISES[cfg.queue_type]
-    if result.failed:
+    if result.aborted is not None:
+        lines.append(f"ABORTED: {result.aborted} (no verdict, no records)")
+    elif result.failed:
         lines.append(
             f"FAIL: {v.counts['lost']} confirmed message(s) lost; {cfg.queue_type} promises "
             f"{promise} ({source}); first: {', '.join(v.lost_ids[:5])}"
