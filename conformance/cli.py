@@ -330,6 +330,8 @@ def cases_main(argv: Sequence[str]) -> int:
     p = command_parser("cases", "List the suite's cases.")
     p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--markdown", action="store_true",
+                   help="case and area counts as the docs page docs/cases.md")
     p.add_argument("--area", action="append", default=[],
                    help="only these areas (repeatable, or a comma list)")
     p.add_argument("--invariants", action="store_true",
@@ -347,6 +349,11 @@ def cases_main(argv: Sequence[str]) -> int:
     cases = [c for c in all_cases() if not areas or c.area in areas]
     if args.rules:
         return _print_rule_coverage(cases, as_json=args.json)
+    if args.markdown:
+        from conformance.docpages import cases_markdown
+
+        print(cases_markdown(cases), end="")
+        return 0
     if args.json:
         print(json.dumps([c.as_dict() for c in cases], indent=1))
         return 0

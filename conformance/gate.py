@@ -448,68 +448,6 @@ def to_json(res: GateResult, strict: bool) -> dict[str, Any]:
     }
 
 
-def _escape_data(text: str) -> str:
-    # GitHub workflow commands: the message is data (%, CR, LF escaped); properties also escape : and ,.
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def github_annotations(res: GateResult) -> list[str]:
-    """``::error``/``::warning``/``::notice`` workflow commands pointing at the result record."""
-    out = [f"::error title={_escape_property('gate: ' + r)}::{_escape_data(r)}" for r in res.refusals]
-    for f in res.findings:
-        level = "error" if f.failing else ("warning" if f.kind in ("new-non-strict", "missing") else "notice")
-        title = f"{f.kind} {f.case_id}"
-        change = f"{f.baseline_verdict or '(new)'} → {f.candidate_verdict or '(absent)'}"
-        body = f"{f.case_id}: {change}" + (f" ({f.level})" if f.level else "")
-        if f.kind in ("known", "fixed"):
-            body += f"; triage: {f.triage}"
-        else:
-            for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
-                if value:
-                    body += f"\n{label}: {value}"
-        loc = (
-            f"file={_escape_property(_relative(f.file))}" + (f",line={f.line}" if f.line else "")
-            if f.file
-            else ""
-        )
-        props = ",".join(p for p in (loc, f"title={_escape_property(title)}") if p)
-        out.append(f"::{level} {props}::{_escape_data(body)}")
-    return out
-
-
-def step_summary(res: GateResult, strict: bool) -> str:
-    """Markdown for ``$GITHUB_STEP_SUMMARY``: the verdict line and the findings that matter."""
-    lines = [
-        f"### AMQP conformance gate: {'FAIL' if res.failed else 'PASS'}",
-        "",
-        summary_line(res, strict),
-        "",
-    ]
-    lines += [f"- {r}" for r in res.refusals]
-    shown = [f for f in res.findings if f.kind != "known" or f.change][:TABLE_LIMIT]
-    if shown:
-        lines += ["", "| kind | case | baseline | candidate | note |", "|---|---|---|---|---|"]
-        for f in shown:
-            note = _note(f).replace("|", "\\|")
-            lines.append(f"| {f.kind} | `{f.case_id}` | {f.baseline_verdict or '(new)'} | "
-                         f"{f.candidate_verdict or '(absent)'} | {note} |")
-        hidden = sum(1 for f in res.findings if f.kind != "known" or f.change) - len(shown)
-        if hidden > 0:
-            lines.append(f"\n… and {hidden} more (all of them in the gate's --json)")
-    return "\n".join(lines) + "\n"
-
-
-def _relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-
-
 # -------------------------------------------------------------------------------- update baseline
 
 
@@ -519,6 +457,12 @@ def _one_run(cand: Side) -> None:
         raise GateInputError(
             f"a baseline is one run; the candidate holds {len(runs)} runs ({', '.join(runs[:3])} …)"
         )
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it straight back
+    os.umask(mask)
+    return mask
 
 
 def write_baseline(cand: Side, target: Path) -> int:
@@ -540,6 +484,9 @@ def write_baseline(cand: Side, target: Path) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Replace atomically: an interrupted update never leaves half a baseline.
     fd, tmp = tempfile.mkstemp(prefix=target.name, suffix=".tmp", dir=target.parent)
+    # mkstemp makes the file 0600; a committed baseline gets the mode open() would give (0644 under
+    # umask 022), or others in the team, and CI, cannot read it.
+    os.fchmod(fd, 0o666 & ~_umask())
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.writelines(text + "\n" for _case, text in sorted(lines))
     os.replace(tmp, target)
@@ -619,7 +566,9 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
     options = Options(args.allow_missing, args.allow_product_change, args.allow_profile_change, args.strict)
     res = compare(base, cand, triage, options)
     _print_result(args, res, out)
-    _github_outputs(args, res, out)
+    from conformance.gate_github import github_outputs  # only under GitHub Actions does it act
+
+    github_outputs(args.json, args.strict, res, out)
     print(
         f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
         + (f" (triage {triage.path})" if triage.path else ""),
@@ -664,26 +613,6 @@ def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> Non
         if shown:
             format_table(shown, out)
         print(summary_line(res, args.strict), file=out)
-
-
-def _github_outputs(args: argparse.Namespace, res: GateResult, out: TextIO) -> None:
-    """Under GitHub Actions: annotations for the findings and the job's step summary."""
-    if os.environ.get("GITHUB_ACTIONS") != "true":
-        return
-    # Workflow commands are read from stdout; with --json on stdout they go to stderr to keep it JSON.
-    dest = sys.stderr if args.json == "-" else out
-    for line in github_annotations(res):
-        print(line, file=dest)
-    summary_file = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary_file:
-        try:
-            with open(summary_file, "a", encoding="utf-8") as fh:
-                fh.write(step_summary(res, args.strict))
-        except OSError as exc:  # the job summary is a courtesy: the verdict stands without it
-            print(
-                f"gate: cannot write GITHUB_STEP_SUMMARY {summary_file}: {exc.strerror or exc}",
-                file=sys.stderr,
-            )
 
 
 def _triage(args: argparse.Namespace, base_sel: Selector) -> Triage:

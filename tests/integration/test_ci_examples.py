@@ -77,10 +77,15 @@ def test_github_recipe_shape() -> None:
 def test_github_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: Path) -> None:
     steps = github_steps()
     baseline = tmp_path / "repo" / "conformance" / "baseline.jsonl"
+    results = yaml.safe_load(GITHUB.read_text(encoding="utf-8"))["env"]["RESULTS"]
     env = {"AMQP_URL": broker.url, "BASELINE": str(baseline), "SUITE_ARGS": SUITE_ARGS}
     first, second = tmp_path / "job1", tmp_path / "job2"
-    for job, final in ((first, "Record a new baseline"), (second, "Gate against the committed baseline")):
+    for n, (job, final) in enumerate(((first, "Record a new baseline"),
+                                      (second, "Gate against the committed baseline"))):
         job.mkdir()
+        # GitHub substitutes ${{ … }} before the shell runs.
+        env["RESULTS"] = results.replace("${{ github.run_id }}", str(n)).replace(
+            "${{ github.run_attempt }}", "1")
         for name in ("Run the suite", final):
             proc = run_script(steps[name]["run"], job, env, shim)
             assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
@@ -111,6 +116,8 @@ def test_gitlab_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
             "BASELINE": str(baseline),
             "SUITE_ARGS": SUITE_ARGS,
             "UPDATE_BASELINE": update,
+            # GitLab expands predefined variables inside variables: values.
+            "RESULTS": job["variables"]["RESULTS"].replace("$CI_JOB_ID", str(n)),
         }
         for line in job["script"]:
             proc = run_script(line, cwd, env, shim)

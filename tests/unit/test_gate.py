@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance import gate
+from conformance import gate, gate_github
 from conformance.triage import TriageProblem, load_triage, parse_triage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +230,14 @@ def test_json_to_stdout_and_github_annotations(tmp_path: Path, capsys: pytest.Ca
     props, _, message = error[len("::error "):].partition("::")
     assert props.startswith("file=") and ",line=" in props and "title=regression acks.double-ack-406" in props
     assert message.startswith("acks.double-ack-406: PASS → FAIL (MUST)%0Aexpected: ")
-    assert any(ln.startswith("::warning ") and "reject.requeue-head" in ln for ln in err.splitlines())
+    # Only what fails the gate is annotated; what it let through is one notice line of counts.
+    commands = [ln for ln in err.splitlines() if ln.startswith("::")]
+    assert not any(ln.startswith("::warning ") for ln in commands)
+    assert "reject.requeue-head" not in "\n".join(commands)
+    notices = [ln for ln in commands if ln.startswith("::notice ")]
+    assert len(notices) == 1 and notices[0].startswith("::notice title=gate%3A allowed gaps::not failing")
+    assert len([ln for ln in commands if ln.startswith("::error ")]) == doc["counts"]["regression"] + sum(
+        1 for f in doc["findings"] if f["failing"] and f["kind"] != "regression")
     # The job summary gets the verdict and the table.
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -245,9 +252,28 @@ def test_json_to_stdout_and_github_annotations(tmp_path: Path, capsys: pytest.Ca
     assert "::" not in out + err
 
 
+def test_annotations_of_allowed_gaps_are_one_line(tmp_path: Path) -> None:
+    # 250 allowed findings (known failures, allowed missing cases) must not become 250 annotations.
+    base = records(BASELINE)
+    cand = write(tmp_path / "cand.jsonl", base[: len(base) // 2])
+    side = [gate.load_side(gate.parse_selector(str(f)), gate.resolve_inputs([str(f)]))
+            for f in (BASELINE, cand)]
+    res = gate.compare(side[0], side[1],
+                       load_triage(BASELINE.with_suffix(".triage.toml")), gate.Options(allow_missing=True))
+    assert not res.failed and res.counts["missing"] > 100
+    lines = gate_github.github_annotations(res)
+    assert len(lines) == 1 and lines[0].startswith("::notice ")
+    assert f"{res.counts['missing']} missing" in lines[0] and f"{res.counts['known']} known" in lines[0]
+    # The same candidate without --allow-missing: each missing case is an error, and nothing else.
+    res = gate.compare(res.baseline, res.candidate, load_triage(BASELINE.with_suffix(".triage.toml")),
+                       gate.Options())
+    errors = [ln for ln in gate_github.github_annotations(res) if ln.startswith("::error ")]
+    assert len(errors) == res.counts["missing"]
+
+
 def test_annotation_escaping() -> None:
-    assert gate._escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
-    assert gate._escape_data("a:b,c%\r\n") == "a:b,c%25%0D%0A"
+    assert gate_github._escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+    assert gate_github._escape_data("a:b,c%\r\n") == "a:b,c%25%0D%0A"
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -314,6 +340,22 @@ def test_update_baseline_writes_one_run_deliberately(
     # Two runs are not one baseline.
     rc, _, err = run_gate(capsys, "--baseline", str(target), "--candidate", str(R12), "--update-baseline")
     assert rc == 2 and "a baseline is one run; the candidate holds 2 runs" in err
+
+
+def test_update_baseline_writes_a_readable_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A baseline is committed and read by CI and colleagues: 0644 under umask 022, not mkstemp's 0600.
+    import os
+    import stat
+
+    target = tmp_path / "rabbitmq.jsonl"
+    old_mask = os.umask(0o022)
+    try:
+        rc, _, _ = run_gate(capsys, "--baseline", str(target), "--candidate", str(R13), "--update-baseline")
+    finally:
+        os.umask(old_mask)
+    assert rc == 0 and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert os.umask(old_mask) == old_mask  # the gate left the process's umask as it found it
+    assert not list(tmp_path.glob("*.tmp"))
 
 
 def _synthetic(n_cases: int, run: str, fail_every: int) -> str:

@@ -1,4 +1,4 @@
-"""The README's layout section names only paths that exist: every entry of its name column, and
+"""The layout page (docs/layout.md) names only paths that exist: every entry of its name column, and
 every ``*.py`` / ``*.toml`` file its descriptions mention (e.g. a ``rules.py`` that is not there)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ FILE = re.compile(r"(?<![\w/.-])([\w/-]+\.(?:py|toml|xml))\b")
 
 
 def _layout_lines() -> list[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
     section = text.split("\n## Layout\n", 1)[1]
     block = section.split("```", 2)[1]
     return [line for line in block.splitlines()[1:] if line.strip()]
@@ -49,7 +49,7 @@ def test_every_path_the_layout_section_names_exists() -> None:
             found = (folder / name).exists() or any(folder.rglob(name.rsplit("/", 1)[-1]))
             if not found:
                 missing.append(f"{name} (in {folder.relative_to(ROOT)}/): {line.strip()[:60]}")
-    assert not missing, "README layout names paths that do not exist:\n" + "\n".join(missing)
+    assert not missing, "docs/layout.md names paths that do not exist:\n" + "\n".join(missing)
 
 
 def test_the_check_can_fail(tmp_path: Path) -> None:
