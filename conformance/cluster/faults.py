@@ -50,7 +50,7 @@ import pika.exceptions
 from conformance.argparsing import command_parser
 from conformance.cluster.base import ACTIONS, ClusterController, ClusterError, Unsupported
 from conformance.cluster.checker import Verdict, buckets, check
-from conformance.cluster.workload import Consumer, History, Publisher, drain, params
+from conformance.cluster.workload import Consumer, History, Progress, Publisher, drain, params
 
 QUEUE_TYPES = ("quorum", "classic-mirrored")
 NEMESES = ("kill", "pause", "partition")
@@ -276,7 +276,7 @@ def run_faults(
     ]
     cons = [Consumer(i, client_urls, queue, history, stop_clients) for i in range(config.consumers)]
     nemesis = Nemesis(cluster, config, history, log)
-    progress = _Progress(history, nemesis, log, status=status)
+    progress = Progress(history, nemesis, log, status=status)
     try:
         for t in (*cons, *pubs):
             t.start()
@@ -345,44 +345,6 @@ def _active(events: list[dict[str, Any]], start: float, end: float) -> list[str]
                 del open_[key]
     out.extend(k for k, t in open_.items() if t < end)
     return sorted(set(out))
-
-
-class _Progress:
-    """A progress line every few seconds: to ``status`` (a live line on a terminal) if given, else
-    as a plain line to ``log`` (it also goes to logs and pipes)."""
-
-    def __init__(
-        self,
-        history: History,
-        nemesis: Nemesis,
-        log: Callable[[str], None],
-        every: float = 5.0,
-        status: Callable[[str], None] | None = None,
-    ) -> None:
-        self.history, self.nemesis, self.log, self.every = history, nemesis, log, every
-        self.status = status
-        if status is not None:
-            self.every = 1.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="faults-progress", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            h = self.history
-            confirmed = sum(1 for p in list(h.publishes) if p.outcome == "ack")
-            line = (
-                f"[{h.now():6.0f}s] sent {len(h.publishes)} confirmed {confirmed} consumed "
-                f"{len(h.deliveries)} | nemesis events {len(self.nemesis.events)} | "
-                f"now: {self.nemesis.active or '-'}"
-            )
-            (self.status or self.log)(line)
 
 
 # -- output ---------------------------------------------------------------------------------

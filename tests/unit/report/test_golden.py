@@ -35,7 +35,7 @@ def report(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tup
     out = tmp_path_factory.mktemp("golden") / "golden"
     lines: list[str] = []
     summary = run_report(spark, [str(GOLDEN)], out, progress=lines.append)
-    assert any(line.startswith("report: tables: 17 tables") for line in lines), lines
+    assert any(line.startswith("report: tables: 22 tables") for line in lines), lines
     assert summary["tables"]["latest"]["rows"] == 34
     return out, summary
 
