@@ -20,11 +20,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from conformance import __version__
 from conformance.argparsing import command_parser, workers
-from conformance.plugin.options import BY_NAME, OPTIONS
+from conformance.plugin.options import BY_NAME, OPTIONS, cluster_combination_problem
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -52,8 +54,10 @@ def _run_parser() -> argparse.ArgumentParser:
         "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written); "
         "130 interrupted (^C)",
     )
-    p.add_argument("-n", "--workers", default="0", type=workers,
-                   help="parallel workers (pytest-xdist): a number or 'auto' (default 0: in-process)")
+    p.add_argument("-n", "--workers", default=None, type=workers,
+                   help="parallel workers (pytest-xdist): a number, 'auto' or 0 (in-process); default "
+                        f"{default_workers()} here: twice the cores, at least 2, at most 4 (0 with "
+                        "--restart-cmd / --alarm-cmd)")
     add_table_options(p)
     p.add_argument(
         "--report-out", default="reports", help="where the run's report folder goes (default reports)"
@@ -84,6 +88,7 @@ def add_table_options(p: argparse.ArgumentParser) -> None:
                                help=f"{opt.text} [env {opt.env}]")
         else:
             where.add_argument(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
+                               action="append" if opt.repeat else "store",
                                help=f"{opt.text} [env {opt.env}]")
 
 
@@ -94,6 +99,8 @@ def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str]
         value = getattr(args, opt.dest, None)
         if opt.name in skip or value is None or value is False:
             continue
+        if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
+            value = ",".join(value)
         out += [opt.flag] if opt.switch else [opt.flag, str(value)]
     return out
 
@@ -120,6 +127,8 @@ def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
     """An option's value given to ``run`` (else its environment twin) and how the user spelled it."""
     opt = BY_NAME[name]
     value = getattr(args, opt.dest, None)
+    if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
+        value = ",".join(value)
     if value is not None:
         return (str(value) if not opt.switch else ("1" if value else None)), f"--{name}"
     env = os.environ.get(opt.env) or None
@@ -142,6 +151,31 @@ def _pytest_table_args(pytest_args: Sequence[str]) -> list[tuple[str, str, str]]
             value = pytest_args[i + 1]
         out.append((opt.name, value, flag))
     return out
+
+
+def default_workers(cores: int | None = None) -> int:
+    """``run``'s default ``-n``: twice the cores, at least 2, at most 4.
+
+    Most of a case's time is waiting (for a confirm, a delivery, a quiet window proving that
+    nothing more arrives), not computing, so workers beyond the cores still shorten the run: on
+    2 cores -n 4 was measured faster than -n 2. Beyond 4 the workers' start-up (each imports the
+    suite and connects) and the broker's one core eat the gain.
+    """
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(4, max(2, 2 * cores))
+
+
+def _resolve_workers(args: argparse.Namespace) -> None:
+    """Fill in ``-n`` when not given: in-process when a command acts on the one shared broker
+    (``--restart-cmd`` / ``--alarm-cmd``: other workers' cases would run while it restarts or
+    alarms it), else :func:`default_workers`. An explicit ``-n`` is kept (and refused with them)."""
+    if args.workers is not None:
+        return
+    given = [t.partition("=")[0] for t in args.pytest_args]
+    shared_commands = any(_effective(args, name)[0] or f"--amqp-{name}" in given
+                          for name in ("restart-cmd", "alarm-cmd"))
+    args.workers = "0" if shared_commands or "-n" in given else str(default_workers())
 
 
 def bad_run_input(args: argparse.Namespace) -> str | None:
@@ -187,6 +221,13 @@ def _check_combinations(args: argparse.Namespace) -> None:
     if tls and url and kind in (None, "", "url", "reference"):
         raise ValueError("--tls spawns a broker with a TLS listener; for --broker-url give an "
                          "amqps:// URL")
+    urls = _effective(args, "cluster-url")[0]
+    actions = tuple(a for a in ("kill", "start", "pause", "resume")
+                    if _effective(args, f"cluster-cmd-{a}")[0])
+    problem = cluster_combination_problem(kind or "", url, tuple(u for u in str(urls or "").split(",") if u),
+                                          actions)
+    if problem is not None:
+        raise ValueError(problem)
     if tls and kind:
         from conformance.targets.kinds import kind_of, kinds, tls_capable
 
@@ -196,13 +237,14 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ValueError(f"--tls is available for {able}, not {kind}")
 
 
-def run_main(argv: Sequence[str]) -> int:
+def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> int:
+    """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     args = _run_parser().parse_args(list(argv))
+    _resolve_workers(args)
     bad = bad_run_input(args)
     if bad is not None:
         _err(bad)
         return EXIT_BAD_INPUT
-    import pytest
 
     from conformance.results import new_run_id
 
@@ -241,16 +283,27 @@ def run_main(argv: Sequence[str]) -> int:
     pyargs += args.pytest_args
     started = time.monotonic()
     threads_before = set(threading.enumerate())
-    with _sigint_seen() as interrupted:
-        code = int(pytest.main(pyargs))
-    # Non-daemon threads a case left behind (a client library's, after a timed-out call).
-    left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
-    if interrupted.is_set():
-        # pytest says 2 for ^C, which is this command's "bad arguments": say 130, as a shell does.
-        _err("interrupted")
-        code = EXIT_INTERRUPTED
-    else:
-        code = _run_rest(args, code, results_dir, run_id, reports, started)
+    early = None if args.no_report else EarlyReport(args.master)  # --no-report: never a JVM
+    try:
+        with _sigint_seen() as interrupted:
+            code = int(pytest.main(pyargs, plugins=[early] if early is not None else None))
+        suite_end = time.monotonic()
+        if phases is not None:
+            phases["suite"] = suite_end - started
+        # Non-daemon threads a case left behind (a client library's, after a timed-out call).
+        left_behind = [t for t in threading.enumerate() if t not in threads_before and not t.daemon]
+        if interrupted.is_set():
+            # pytest says 2 for ^C, which is this command's "bad arguments": say 130, as a shell does.
+            _err("interrupted")
+            code = EXIT_INTERRUPTED
+        else:
+            code = _run_rest(args, code, results_dir, run_id, reports, started, early, phases)
+    finally:
+        if early is not None:
+            early.stop()  # every path: failure, ^C, no case selected (build_report stops it too)
+    if phases is not None and early is not None and early.started_at is not None and early.ready_at:
+        phases["jvm start (overlapping the suite)"] = early.ready_at - early.started_at
+        phases["jvm start not hidden by the suite"] = max(0.0, early.ready_at - suite_end)
     if any(t.is_alive() for t in left_behind):
         # Python would wait for them at exit: the results and report are written, end here.
         sys.stdout.flush()
@@ -282,8 +335,58 @@ def _sigint_seen() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+class EarlyReport:
+    """A pytest plugin of ``run``: starts the report's Spark session once cases are about to run,
+    so the JVM's start-up overlaps the suite and the report costs only its compute.
+
+    Not at once: a target that cannot be started or probed, or a selection of no case, ends the
+    run without ever paying for a JVM (the start hooks come after the probe and the collection).
+    """
+
+    def __init__(self, master: str | None) -> None:
+        self.master = master
+        self.session: Any = None  # conformance.report.session.EarlySession, once started
+        self.started_at: float | None = None  # monotonic clock: asked to start, and ready
+        self.ready_at: float | None = None
+
+    def start(self) -> None:
+        if self.session is None:
+            from conformance.report import start_session_early
+
+            self.started_at = time.monotonic()
+            self.session = start_session_early(self.master)
+            threading.Thread(target=self._note_ready, args=(self.session,), name="spark-ready",
+                             daemon=True).start()
+
+    def _note_ready(self, session: Any) -> None:
+        """When the JVM is up (for ``bench run``'s phases); a failed start is the report's to say."""
+        with contextlib.suppress(BaseException):
+            session.get()
+            self.ready_at = time.monotonic()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items and not session.config.getoption("collectonly", False):  # in-process run
+            self.start()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: Sequence[str]) -> None:
+        if ids:  # the xdist controller collects nothing itself: a worker's collection says it
+            self.start()
+
+    def take(self) -> Any:
+        """The started session for ``build_report`` (which stops it), or None."""
+        session, self.session = self.session, None
+        return session
+
+    def stop(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.stop()
+
+
 def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: str, reports: Path,
-              started: float) -> int:
+              started: float, early: EarlyReport | None = None,
+              phases: dict[str, float] | None = None) -> int:
     """After the suite: the exit code and, unless --no-report, the run's report."""
     results_file = results_dir / f"{run_id}.jsonl"
     if code in (2, 3, 4) or not results_file.exists():
@@ -293,13 +396,16 @@ def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: st
         return code or 1
     print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
     if not args.no_report:
-        rc = _build_run_report(results_file, reports / run_id, args.master)
+        session = early.take() if early is not None else None
+        rc = _build_run_report(results_file, reports / run_id, args.master, session, phases)
         if rc != 0:
             return rc
     return code
 
 
-def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
+def _build_run_report(results_file: Path, out: Path, master: str | None, session: Any = None,
+                      phases: dict[str, float] | None = None) -> int:
+    began = time.monotonic()
     try:
         report = importlib.import_module("conformance.report")
     except ImportError as exc:
@@ -310,12 +416,16 @@ def _build_run_report(results_file: Path, out: Path, master: str | None) -> int:
         _err(f"report pipeline has no build_report; results kept in {results_file}")
         return 1
     try:
-        summary = build([str(results_file)], out, master=master, name=out.name,
+        summary = build([str(results_file)], out, master=master, name=out.name, session=session,
                         progress=lambda msg: print(f"[report] {msg}", file=sys.stderr, flush=True))
     except Exception as exc:  # noqa: BLE001 - one clear line; the results file is kept
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         _err(f"report failed: {first}; results kept in {results_file}")
         return 3
+    if phases is not None:
+        phases["report (wall, from the suite's end)"] = time.monotonic() - began
+        for stage, secs in (summary.get("timings_s") or {}).items() if isinstance(summary, dict) else ():
+            phases[f"report: {stage}"] = float(secs)
     html = out / "index.html"
     print(f"report: {html if html.exists() else out}", file=sys.stderr)
     if isinstance(summary, dict) and summary.get("brokers"):
@@ -426,10 +536,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate:main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
-    Command("bench", "benchmarks: broker (load generator), report (pipeline at scale), crash (kill -9 soak), "
-            "flood (memory watermark)", "", sub=(
+    Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "
+            "at scale), crash (kill -9 soak), flood (memory watermark)", "", sub=(
                 Command("broker", "measure brokers side by side (load generator)",
                         "conformance.bench.cli:broker_main"),
+                Command("run", "time the main job's phases: suite, JVM start, report compute, writes",
+                        "conformance.bench.phases:main"),
                 # These three measure this project's own code: benchmarks/ of a source checkout.
                 Command("report", "the report pipeline at scale on synthetic results",
                         "benchmarks.report:main", extra="report", checkout_only=True),

@@ -243,9 +243,71 @@ DOCUMENTS: tuple[Document, ...] = (
             "poison-message-handling": Section(
                 "Poison Message Handling (x-delivery-count, delivery-limit)", "poison-message-handling"
             ),
+            "data-safety": Section(
+                "Data Safety: \"messages are confirmed to the publisher once they have been replicated to a "
+                "quorum of replicas\"; \"a quorum queue ... will continue to function as long as a majority "
+                "of nodes are available\"", "data-safety"
+            ),
+            "leader-election": Section(
+                "Leader Election and Failure Handling: when the leader's node is lost a new leader is "
+                "elected among the online replicas; consumers are not cancelled; a queue without a quorum "
+                "of online replicas is unavailable (publishes are not confirmed)", "leader-election"
+            ),
         },
         "what a quorum queue refuses (non-durable, exclusive, x-max-priority, global QoS), x-delivery-count, "
         "x-delivery-limit with dead-lettering",
+    ),
+    Document(
+        "rabbitmq-classic-mirroring",
+        "Classic Queue Mirroring",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/3.13/ha",
+        {
+            "exclusive-queues": Section(
+                "Exclusive Queues are Not Mirrored: \"Exclusive queues will be deleted when the connection "
+                "that declared them is closed. For this reason, it is not useful for an exclusive queue to "
+                "be mirrored\"; \"they will be deleted when the node they are declared on goes down\"",
+                "exclusive-queues",
+            ),
+            "publisher-confirms": Section(
+                "Publisher Confirms and Transactions: \"a confirm will only be issued to the publisher once "
+                "it has been accepted by all of the mirrors\"", "publisher-confirms-and-transactions"
+            ),
+            "failover": Section(
+                "Unsynchronised Mirrors and master failure: the oldest mirror is promoted; \"messages that "
+                "have been delivered to consumers but are pending acknowledgement will be requeued\"",
+                "behaviour",
+            ),
+            "cancellation": Section(
+                "Consumer Cancellation: \"clients that are consuming from a mirrored queue may wish to know "
+                "that the queue from which they have been consuming has failed over ... set "
+                "x-cancel-on-ha-failover to true ... the consumer will be cancelled\"",
+                "cancellation",
+            ),
+            "ha-policy": Section(
+                "Queue Arguments that Control Mirroring: a policy with ha-mode all mirrors a matching "
+                "classic queue on every node", "mirroring-arguments"
+            ),
+        },
+        "classic mirrored queues: confirms after every mirror, exclusive queues not mirrored, failover "
+        "requeues unacked deliveries, x-cancel-on-ha-failover",
+    ),
+    Document(
+        "rabbitmq-clustering",
+        "Clustering Guide",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/clustering",
+        {
+            "node-failure": Section(
+                "Node Failure Handling: \"Clients that are connected to a node that goes down will be "
+                "disconnected\"; queue contents and leadership follow the queue type", "node-failure-handling"
+            ),
+            "partitions": Section(
+                "Network Partitions: pause_minority (recommended for 3+ nodes) stops a node that finds "
+                "itself in a minority", "partitions"
+            ),
+        },
+        "what a node going down means for clients, exclusive and classic queues; partition handling",
     ),
     Document(
         "rabbitmq-direct-reply-to",

@@ -109,10 +109,12 @@ class AMQPProtocol(asyncio.Protocol):
         # Anything a client can observe must at least be in the OS page cache, so a
         # kill -9 of the broker never "forgets" state a client has already seen.
         self.server.store.write_pending()
+        # Stop reading from a blocked publisher before telling it so: a client that has seen
+        # connection.blocked must find the broker no longer reading what it sends.
+        self._follow_block(core, transport)
         data = core.data_to_send()
         if data:
             transport.write(data)
-        self._follow_block(core, transport)
         for ev in core.events():
             if isinstance(ev, CloseTransport):
                 log.debug("closing %s: %s", core.peer, ev.reason)

@@ -17,7 +17,7 @@ import pytest
 from conformance.cases import Case, case_of
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
-from conformance.plugin.fixtures import RESTRICTED_MARK, mark_allure_description
+from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
 from conformance.plugin.liveness import (
     CHECK_MAX_S,
     EXIT_UNRESPONSIVE,
@@ -31,6 +31,7 @@ from conformance.plugin.liveness import (
 from conformance.plugin.records import (
     STATUS,
     area_table,
+    name_junit_suite,
     slowest_cases,
     write_allure_environment,
     write_record,
@@ -291,6 +292,7 @@ class ConformancePlugin:
         if self.state.failed_to_start:
             # pytest prints a UsageError once, as "ERROR: <line>", and exits 4 before any case.
             raise pytest.UsageError(self.state.failed_to_start)
+        name_junit_suite(config, self.state)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -340,6 +342,7 @@ class ConformancePlugin:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        allure_title(item)  # here: allure-pytest sets its own title (the function's name) after setup
         with self._bounded(item, "call"):
             return (yield)
 

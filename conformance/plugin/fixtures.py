@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.qtypes import item_queue_type
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
 from conformance.probe import ServerInfo
-from conformance.queue_types import CLASSIC
+from conformance.queue_types import CLASSIC, run_case_id
 from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import kind_of
@@ -137,6 +138,56 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
     return _private_broker(state, kind, "restart cases", restricted=False)
 
 
+CLUSTER_NODES = 3  # the cluster cases kill one node and need a majority left: three nodes
+
+
+@pytest.fixture
+def cluster(conformance_state: SessionState, cleanup: Cleanup) -> Iterator[Any]:
+    """The target's cluster controller (``conformance.cluster.base.ClusterController``) for the
+    cluster cases; UNSUPPORTED with one reason on a single-node target. After the case every node
+    is brought back (resumed, started) and seen running, so the next case starts whole. Depends on
+    ``cleanup``: the nodes are back before the case's queues and policies are deleted."""
+    from conformance.cluster.target import SINGLE_NODE
+
+    state = conformance_state
+    handle = getattr(state.target, "cluster", None)
+    if handle is None:
+        k = kind_of(state.target_name or "")
+        if k is not None and k.cluster:
+            # xdist workers get the target's URL, not its controller (it lives in the main process)
+            raise Unsupported("the cluster cases run in the process that started the cluster: use -n 0",
+                              expected="the cluster controller", observed=f"worker {state.worker}")
+        raise Unsupported(SINGLE_NODE, expected="a cluster target", observed=f"{state.target_name}: one node")
+    size = len(handle.nodes)
+    if size < CLUSTER_NODES:
+        raise Unsupported(f"the cluster cases need {CLUSTER_NODES} nodes; the target has {size} "
+                          "(--cluster-size, or one --cluster-url per node)",
+                          expected=f"{CLUSTER_NODES} nodes", observed=f"{size}")
+    yield handle
+    _restore_nodes(handle, state.case_timeout)
+
+
+def _restore_nodes(handle: Any, case_timeout: float) -> None:
+    """Resume and start every node that does not answer, then wait until all run (a case's fault
+    must not leak into the next case)."""
+    from conformance.cluster.base import ClusterError
+
+    down = [n.index for n in handle.nodes if not handle.answers(n.index)]
+    for index in down:
+        for action in ("resume", "start"):
+            if handle.supports(action) is None:
+                try:
+                    getattr(handle, action)(index)
+                except ClusterError as exc:
+                    raise CaseTimeout(f"node {index + 1} back after the case", case_timeout,
+                                      observed=str(exc)) from exc
+    if down and hasattr(handle, "wait_running"):
+        try:
+            handle.wait_running(timeout=max(60.0, 6 * case_timeout))
+        except ClusterError as exc:
+            raise CaseTimeout("every node running after the case", case_timeout, observed=str(exc)) from exc
+
+
 @pytest.fixture
 def target_limits(conformance_state: SessionState) -> dict[str, int]:
     """The target's configured limits a client cannot read from the wire (e.g.
@@ -174,6 +225,21 @@ def alarm_target(conformance_state: SessionState) -> Target:
     return target
 
 
+# The id a case's record carries (with its queue type): allure's title, set after allure-pytest's own.
+RECORD_ID = pytest.StashKey[str]()
+
+
+def allure_title(item: pytest.Item) -> None:
+    record_id = item.stash.get(RECORD_ID, None)
+    if record_id is None:
+        return
+    try:
+        import allure
+    except ImportError:
+        return
+    allure.dynamic.title(record_id)
+
+
 @pytest.fixture(autouse=True)
 def _conformance_case(request: pytest.FixtureRequest) -> None:
     """Every case: its context, its allure labels, and UNSUPPORTED for a capability not offered."""
@@ -182,9 +248,10 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
         return
     state: SessionState = request.getfixturevalue("conformance_state")
     request.getfixturevalue("ctx")
-    _allure_labels(c)
-    assert state.server is not None
     qt = item_queue_type(request.node, state.settings.queue_types)
+    request.node.stash[RECORD_ID] = run_case_id(c.id, qt)
+    _allure_labels(c, request.node.stash[RECORD_ID])
+    assert state.server is not None
     if qt is not None and qt in state.unoffered:
         raise Unsupported(f"the broker does not offer {qt} queues (asked once, before any case: "
                           f"{state.unoffered[qt]})", expected=f"a {qt} queue declared",
@@ -199,11 +266,19 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
 SPEC_URL = "https://www.rabbitmq.com/resources/specs/amqp0-9-1.xml"
 
 
-def _allure_labels(c: Case) -> None:
+def _allure_labels(c: Case, record_id: str) -> None:
+    """Labels, and the case id (the record's, with its queue type) as a parameter: allure derives
+    historyId from the test's name and parameters, so two functions of the same name in two modules
+    (``channel.close-stability``, ``connection.close-stability``) stay two tests."""
     try:
         import allure
     except ImportError:
         return
+    allure.dynamic.parameter("case_id", record_id)
+    allure.dynamic.label("area", c.area)
+    allure.dynamic.label("level", c.level.value)
+    for rule_id in c.rules:
+        allure.dynamic.label("rule", rule_id)
     severity = {Level.MUST: "critical", Level.SHOULD: "normal", Level.MAY: "minor",
                 Level.EXTENSION: "normal", Level.INFO: "trivial"}[c.level]
     allure.dynamic.epic(c.area)

@@ -93,6 +93,44 @@ def _alarm_cmd(text: str) -> str:
     return text
 
 
+def _cluster_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise ValueError("takes a number of nodes") from exc
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _cluster_urls(text: str) -> tuple[str, ...]:
+    """One URL per node: a comma list (repeating the option adds to it)."""
+    urls = tuple(u.strip() for u in text.split(",") if u.strip())
+    if not urls:
+        raise ValueError("takes one amqp:// URL per node (repeated or a comma list)")
+    for u in urls:
+        _url(u)
+    if len(set(urls)) != len(urls):
+        raise ValueError("names the same node twice")
+    return urls
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)") from exc
+    if not 0 < value < 1:
+        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)")
+    return value
+
+
+def _node_template(text: str) -> str:
+    if "{node}" not in text:
+        raise ValueError("must contain {node} (replaced by the node's name)")
+    return text
+
+
 def _queue_types(text: str) -> tuple[str, ...]:
     from conformance.queue_types import QUEUE_TYPES
 
@@ -134,6 +172,7 @@ class Option:
     parse: Callable[[str], Any] | None = None  # the value's check and conversion (ValueError: bad)
     group: str | None = None  # options of one group exclude each other (run's --broker | --broker-url)
     metavar: str | None = None
+    repeat: bool = False  # may be given several times on the plugin's command line (values joined by ",")
 
     @property
     def flag(self) -> str:
@@ -341,6 +380,52 @@ OPTIONS: tuple[Option, ...] = (
         alias=False,
         switch=True,
     ),
+    # Cluster targets (the cluster area; conformance/cluster/README.md).
+    Option(
+        "cluster-size",
+        "AMQP_CONFORMANCE_CLUSTER_SIZE",
+        "3",
+        "nodes of --broker local:rabbitmq-cluster (default 3; the cluster cases need 3)",
+        parse=_cluster_size,
+        metavar="N",
+    ),
+    Option(
+        "cluster-url",
+        "AMQP_CONFORMANCE_CLUSTER_URL",
+        None,
+        "a cluster someone runs: one amqp:// URL per node, repeated or a comma list (the other areas "
+        "use the first)",
+        parse=_cluster_urls,
+        repeat=True,
+        metavar="URLS",
+    ),
+    Option(
+        "cluster-inject-loss",
+        "AMQP_CONFORMANCE_CLUSTER_INJECT_LOSS",
+        None,
+        "local:rabbitmq-cluster only, to prove the cluster cases can fail: the cluster cases reach every "
+        "node through a proxy that drops this share of confirmed publishes and acks them itself",
+        alias=False,
+        parse=_share,
+        metavar="SHARE",
+    ),
+    *(
+        Option(
+            f"cluster-cmd-{action}",
+            f"AMQP_CONFORMANCE_CLUSTER_CMD_{action.upper()}",
+            None,
+            f"shell command that {what} a --cluster-url node ({{node}}: its name, the URL's host), "
+            f"e.g. {example!r}",
+            parse=_node_template,
+            metavar="CMD",
+        )
+        for action, what, example in (
+            ("kill", "kills (kill -9)", "docker kill {node}"),
+            ("start", "starts again", "docker start {node}"),
+            ("pause", "freezes", "docker pause {node}"),
+            ("resume", "unfreezes", "docker unpause {node}"),
+        )
+    ),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
@@ -366,7 +451,8 @@ def add_options(parser: pytest.Parser) -> None:
         names = [opt.flag, f"--{opt.name}"] if opt.alias else [opt.flag]
         # default None: "not given here" must be told apart from a value (env, ini, default).
         kwargs: dict[str, Any] = (
-            {"action": "store_const", "const": "1"} if opt.switch else {"action": "store"}
+            {"action": "store_const", "const": "1"} if opt.switch
+            else {"action": "append"} if opt.repeat else {"action": "store"}
         )
         group.addoption(
             *names, dest=opt.dest, default=None, help=f"{opt.text} [env {opt.env}; ini {opt.dest}]", **kwargs
@@ -378,6 +464,8 @@ def option(config: pytest.Config, name: str) -> str | None:
     """The value of one setting: command line, else environment, else ini, else default."""
     opt = BY_NAME[name]
     given = config.getoption(opt.dest, None)
+    if isinstance(given, list):
+        return ",".join(given)  # a repeated option (``repeat``): its values as one comma list
     if given is not None:
         return str(given)
     if os.environ.get(opt.env):
@@ -422,6 +510,10 @@ class Settings:
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
+    cluster_size: int = 3  # --amqp-cluster-size (local:rabbitmq-cluster)
+    cluster_urls: tuple[str, ...] = ()  # --amqp-cluster-url: one per node of a user's cluster
+    cluster_templates: tuple[tuple[str, str], ...] = ()  # (action, --amqp-cluster-cmd-ACTION)
+    cluster_inject_loss: float | None = None  # --amqp-cluster-inject-loss (the proof the cases can fail)
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -504,4 +596,35 @@ def read_settings(config: pytest.Config) -> Settings:
         max_message_size=_checked(config, "max-message-size"),
         alarm_cmd=_checked(config, "alarm-cmd"),
         queue_types=_checked(config, "queue-type") or ("classic",),
+        **_cluster_settings(config),
     )
+
+
+CLUSTER_ACTIONS = ("kill", "start", "pause", "resume")
+
+
+def _cluster_settings(config: pytest.Config) -> dict[str, Any]:
+    """The cluster options, and the combinations that cannot work (one usage line each)."""
+    urls: tuple[str, ...] = _checked(config, "cluster-url") or ()
+    templates = tuple((a, t) for a in CLUSTER_ACTIONS if (t := _checked(config, f"cluster-cmd-{a}")))
+    problem = cluster_combination_problem(option(config, "broker") or "", option(config, "broker-url"), urls,
+                                          tuple(a for a, _t in templates))
+    if problem is not None:
+        raise pytest.UsageError(problem)
+    return {"cluster_size": _checked(config, "cluster-size") or 3, "cluster_urls": urls,
+            "cluster_templates": templates, "cluster_inject_loss": _checked(config, "cluster-inject-loss")}
+
+
+def cluster_combination_problem(kind: str, broker_url: str | None, urls: tuple[str, ...],
+                                actions: tuple[str, ...]) -> str | None:
+    """One line when the cluster options cannot work together (a command's own check can call it
+    before anything starts), else None."""
+    if urls and kind not in ("", "cluster"):
+        return f"--cluster-url names a cluster's nodes; it cannot be combined with --broker {kind}"
+    if urls and broker_url:
+        return "--cluster-url and --broker-url both name the target: give one"
+    if kind == "cluster" and not urls:
+        return "--broker cluster needs --cluster-url (one amqp:// URL per node)"
+    if actions and not urls:
+        return f"--cluster-cmd-{actions[0]} acts on the nodes of --cluster-url, which is not given"
+    return None

@@ -6,6 +6,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conformance import __version__
 from conformance.cases import Case
 from conformance.plugin.context import CaseContext
@@ -117,6 +119,19 @@ def slowest_cases(node_case: dict[str, tuple[str, Verdict]], node_seconds: dict[
     width = max(len(v.value) for _s, _c, v in timed)
     return [f"slowest {len(timed)} case(s) (setup + call + teardown):"] + [
         f"  {secs:7.2f}s  {verdict.value:<{width}}  {case_id}" for secs, case_id, verdict in timed]
+
+
+def name_junit_suite(config: pytest.Config, state: SessionState) -> None:
+    """JUnit's testsuite is named after the broker (product, version, profile) and carries the
+    broker's properties, so files of several brokers merged in one dashboard stay apart."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None or state.server is None:
+        return
+    xml.suite_name = f"{state.server.product} {state.server.version} ({state.profile})"
+    for key, value in allure_environment(state).items():
+        xml.add_global_property(key, value)
 
 
 def allure_environment(state: SessionState) -> dict[str, str]:

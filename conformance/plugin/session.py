@@ -170,10 +170,13 @@ def start_target(state: SessionState) -> None:
     settings = state.settings
     try:
         target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd,
-                             tls=settings.tls)
+                             tls=settings.tls, cluster_size=settings.cluster_size,
+                             cluster_urls=settings.cluster_urls, cluster_templates=settings.cluster_templates,
+                             cluster_inject_loss=settings.cluster_inject_loss)
     except TargetError as exc:
         state.failed_to_start = (
-            f"amqp-conformance: cannot start target {settings.broker_kind or 'reference'}: {exc}"
+            f"amqp-conformance: cannot start target "
+            f"{settings.broker_kind or ('cluster' if settings.cluster_urls else 'reference')}: {exc}"
         )
         return
     state.target = target

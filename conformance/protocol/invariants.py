@@ -20,6 +20,7 @@ from pamqp import commands as spec
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
+from conformance.protocol import fielddomains
 from conformance.protocol.case_slot import CaseSlot
 from conformance.protocol.wire import decoded, describe
 from conformance.verdicts import InvariantViolation
@@ -80,6 +81,19 @@ INVARIANTS: tuple[Invariant, ...] = (
             "RabbitMQ docs, Publisher Confirms (each publish is confirmed once; multiple covers all "
             "up to the tag)"
         ),
+    ),
+    Invariant(
+        "wire.reserved-fields",
+        "every reserved field of a method from the broker holds its type's empty value "
+        "(shortstr and longstr \"\", integers 0, bit 0)",
+        'amqp0-9-1.xml fields with reserved="1" (channel.open-ok, connection.open-ok and '
+        "basic.get-empty reserved-1)",
+    ),
+    Invariant(
+        "wire.field-asserts",
+        "every field of a method from the broker that the spec asserts notnull is non-zero and "
+        "non-empty (reply-code, reply-text, queue.declare-ok queue)",
+        'amqp0-9-1.xml <assert check="notnull"/> on the field or its domain',
     ),
 )
 BY_ID: dict[str, Invariant] = {i.id: i for i in INVARIANTS}
@@ -151,6 +165,8 @@ class WireMonitor:
             self._received(channel, frm, size)
 
     def _received(self, channel: int, frm: Any, size: int) -> None:
+        for invariant_id, detail in fielddomains.breaches(frm):
+            self._violate(invariant_id, channel, detail)
         if self.frame_max and size + FRAME_OVERHEAD > self.frame_max:
             self._violate(
                 "wire.frame-max",

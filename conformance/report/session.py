@@ -154,6 +154,11 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
             .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
             .config("spark.default.parallelism", str(max(2, 2 * cores)))
         )
+        if not os.environ.get("SPARK_LOCAL_IP"):
+            # Local mode talks to itself only: loopback, not the host's address (which may not
+            # answer, or answer late, and leaves a port open to the network).
+            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+                "spark.driver.host", "127.0.0.1")
     # The JVM's own chatter ("Using Spark's default log4j profile", native-hadoop warnings) goes
     # to stderr before our log config applies; PySpark's gateway keeps stdout clean.
     spark = builder.getOrCreate()

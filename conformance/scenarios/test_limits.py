@@ -34,6 +34,7 @@ from conformance.verify import (
     Mismatch,
     Unsupported,
     check_outcome,
+    controller_did_nothing,
     dead_letter_target,
     expect_channel_close,
     expect_connection_close,
@@ -214,10 +215,23 @@ def _confirm_channel(amqp, target: Any, ctx, props: dict[str, Any] | None,
     return conn, ch, q
 
 
+def _publishes_held(ch: RawChannel, n: int, ctx) -> bool:
+    """Whether the broker holds back publishes 1..n (it stops reading a publishing connection
+    during a memory alarm): some are not confirmed within a quiet window. All confirmed means the
+    alarm is not in force, whatever the broker would notify."""
+    try:
+        settle_all(ch, n, quiet_window(ctx.timeout))
+    except CaseTimeout:
+        return True
+    return False
+
+
 def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> tuple[int, Event]:
     """Publish one message at a time until a notification arrives: a broker's alarm reaches its
     connections asynchronously (RabbitMQ: a message to each reader), so the first publish after
-    raising it may still pass. Returns (messages published, the first notification)."""
+    raising it may still pass. Returns (messages published, the first notification). No
+    notification while every publish is confirmed: the alarm command did nothing (UNSUPPORTED, not
+    the broker's fault); publishes held back with no notification: the broker's FAIL."""
     deadline = time.monotonic() + ctx.timeout
     n = 0
     while True:
@@ -227,6 +241,12 @@ def _publish_until_blocked(conn: RawConnection, ch: RawChannel, q: str, ctx) -> 
             return n, _blocked_event(conn, ctx, "connection.blocked", timeout=0.2)
         except CaseTimeout:
             if time.monotonic() > deadline:
+                if not _publishes_held(ch, n, ctx):
+                    raise controller_did_nothing(
+                        "every publish made after raising the memory alarm was confirmed at once and no "
+                        "connection.blocked came: the alarm is not in force",
+                        expected="publishes held back (and connection.blocked)",
+                        observed=f"{n} publishes confirmed, no notification") from None
                 raise Mismatch(
                     "notification to a connection publishing during the memory alarm",
                     expected="connection.blocked",

@@ -88,9 +88,11 @@ def wait_ready(ch: RawChannel, queue: str, count: int, timeout: float) -> None:
                        observed=f"{last} ready after {timeout:.1f}s")
 
 
-def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[str], what: str) -> None:
-    """Compare with the profile's expectation; where the profile leaves it undefined, record it."""
-    verdict = order_verdict(observed, expected)
+def judge_requeue_order(ctx: Any, observed: Sequence[str], expected: Sequence[str], what: str,
+                        verdict: str | None = None) -> None:
+    """Compare with the profile's expectation (``verdict``: one worked out already); where the
+    profile leaves it undefined, record it."""
+    verdict = order_verdict(observed, expected) if verdict is None else verdict
     ctx.observe("order", list(observed))
     if ctx.expected == UNDEFINED:
         ctx.informational(
@@ -362,3 +364,121 @@ def test_aio_pika_reject_requeue_order(broker_url, ctx, cleanup, queue_type):
 
     got = run_async(scenario(), ctx.timeout * 3, "the aio-pika requeue-order scenario")
     judge_requeue_order(ctx, got, bodies, "queue order after aio-pika rejects")
+
+
+# -- requeue order and grouping --------------------------------------------------------------------
+#
+# The family above returns its messages in descending order only, which a broker that puts every
+# requeued message at the head of the queue also passes (garagemq, measured: nack m1 then m3 gives
+# [m3, m1]; RabbitMQ 3.10.8 gives [m1, m3]). These rows vary the order (ascending, descending,
+# interleaved) and the grouping (one at a time, nack multiple, recover, channel close) of the
+# returns; each returned message must come back at its original position, redelivered.
+#
+# A plan is a string of steps on m0..m4 (held by basic.get, m5 and m6 stay ready):
+# ``a2`` ack m2, ``r3`` reject m3, ``n3`` nack m3, ``N3`` nack multiple up to m3, ``R`` recover,
+# ``C`` close the channel. The returned messages are those not acked.
+
+ORDER_HELD = 5
+ORDER_READY = 2  # never delivered: they stay behind the returned ones and are not redelivered
+
+
+def _order_case(slug: str, plan: str, how: str, requires: Sequence[str] = (),
+                rules: Sequence[str] = (), extra_sources: Sequence[str] = ()) -> Any:
+    return param(Case(
+        id=f"ordering.requeue-order-{slug}", queue_types=("classic",), premise=RETURN_PREMISE,
+        description=f"m0..m6 in a queue; a channel holds m0..m4 by basic.get, then {how} (plan {plan})",
+        expectation="reading the queue afterwards gives the returned messages in publication order, "
+                    "redelivered, then m5 m6 not redelivered (each returned message at its original "
+                    "position)",
+        level=Level.MUST, rules=tuple(rules), sources=(SRC_ORDER, *extra_sources), expected=REQUEUE_EXPECTED,
+        expected_sources=REQUEUE_SOURCES, requires=tuple(requires),
+    ), plan)
+
+
+_REJ = ["002_4ef6b84472723893.txt#requeue-true"]
+_NACK = {"requires": ["basic.nack"], "extra_sources": [f"{R003}#basic-nack"]}
+_REC = {"rules": ["basic.recover/01"], "extra_sources": [f"{R004}#resurfacing-messages-in-limbo"]}
+_CLOSE = {"extra_sources": [f"{R003}#what-happens-to-unacknowledged-messages"]}
+
+REQUEUE_ORDER_ROWS = [
+    _order_case("reject-ascending", "a2 r0 r1 r3 r4", "acks m2, rejects m0, m1, m3, m4 one at a time",
+                extra_sources=_REJ),
+    _order_case("reject-descending", "a2 r4 r3 r1 r0", "acks m2, rejects m4, m3, m1, m0 one at a time",
+                extra_sources=_REJ),
+    _order_case("reject-interleaved", "a2 r1 r4 r0 r3", "acks m2, rejects m1, m4, m0, m3 one at a time",
+                extra_sources=_REJ),
+    _order_case("reject-tags-2-4", "a0 a2 a4 r1 r3", "acks m0, m2, m4, rejects m1 then m3 (delivery tags "
+                "2 and 4)", extra_sources=_REJ),
+    _order_case("nack-ascending", "a2 n0 n1 n3 n4", "acks m2, nacks m0, m1, m3, m4 one at a time", **_NACK),
+    _order_case("nack-descending", "a2 n4 n3 n1 n0", "acks m2, nacks m4, m3, m1, m0 one at a time", **_NACK),
+    _order_case("nack-interleaved", "a2 n1 n4 n0 n3", "acks m2, nacks m1, m4, m0, m3 one at a time",
+                **_NACK),
+    _order_case("nack-multiple-ascending", "a2 N1 N4", "acks m2, nacks multiple up to m1 (m0 m1), then "
+                "multiple up to m4 (m3 m4)", **_NACK),
+    _order_case("nack-multiple-descending", "a2 n4 N3", "acks m2, nacks m4 alone, then multiple up to m3 "
+                "(m0 m1 m3)", **_NACK),
+    _order_case("nack-multiple-interleaved", "a2 n1 n4 N3", "acks m2, nacks m1 then m4 alone, then "
+                "multiple up to m3 (m0 m3)", **_NACK),
+    _order_case("recover-all", "a2 R", "acks m2, then basic.recover(requeue=true) returns m0 m1 m3 m4",
+                **_REC),
+    _order_case("recover-after-descending", "a2 r4 r1 R", "acks m2, rejects m4 then m1, then "
+                "basic.recover(requeue=true) returns m0 m3", **_REC),
+    _order_case("recover-after-ascending", "a2 n0 n3 R", "acks m2, nacks m0 then m3, then "
+                "basic.recover(requeue=true) returns m1 m4", requires=["basic.nack"], **_REC),
+    _order_case("close-after-descending", "a2 n4 n1 C", "acks m2, nacks m4 then m1, then closes the "
+                "channel (m0 m3 return with it)", requires=["basic.nack"], **_CLOSE),
+    _order_case("close-after-ascending", "a2 r0 r3 C", "acks m2, rejects m0 then m3, then closes the "
+                "channel (m1 m4 return with it)", **_CLOSE),
+]
+
+
+def _run_plan(ch: RawChannel, held: list[Event], plan: str) -> None:
+    for step in plan.split():
+        op, idx = step[0], int(step[1:]) if len(step) > 1 else -1
+        tag = held[idx].method.delivery_tag if idx >= 0 else 0
+        if op == "a":
+            ch.ack(tag)
+        elif op == "r":
+            ch.reject(tag, requeue=True)
+        elif op == "n":
+            ch.nack(tag, requeue=True)
+        elif op == "N":
+            ch.nack(tag, multiple=True, requeue=True)
+        elif op == "R":
+            ch.recover(requeue=True)
+        elif op == "C":
+            ch.close()
+        else:
+            raise ValueError(f"unknown requeue plan step {step!r}")
+
+
+def returned_by(plan: str, held: int = ORDER_HELD) -> list[int]:
+    """The held messages a plan gives back (every one it does not ack), in publication order."""
+    acked = {int(step[1:]) for step in plan.split() if step[0] == "a"}
+    return [i for i in range(held) if i not in acked]
+
+
+@pytest.mark.parametrize("plan", REQUEUE_ORDER_ROWS)
+def test_requeue_order_and_grouping(declared_queue, ctx, plan: str):
+    ch, q = declared_queue()
+    publish_confirmed(ch, "", q, [f"m{i}".encode() for i in range(ORDER_HELD + ORDER_READY)])
+    held = get_n(ch, q, ORDER_HELD)
+    if body_list(held) != [f"m{i}" for i in range(ORDER_HELD)]:
+        raise Mismatch("setup: first five messages", expected="m0..m4", observed=body_list(held))
+    _run_plan(ch, held, plan)
+    back = returned_by(plan)
+    expected = [f"m{i}" for i in back] + [f"m{i}" for i in range(ORDER_HELD, ORDER_HELD + ORDER_READY)]
+    if plan.endswith("C"):
+        reader = ch.conn.channel()
+        wait_ready(reader, q, len(expected), ctx.timeout)
+    else:
+        reader = ch  # basic.get on the requeueing channel is ordered after the requeue
+    got = drain(reader, q, limit=len(expected) + 2)
+    bodies = body_list(got)
+    verdict = order_verdict(bodies, expected)
+    flags = {b: bool(ev.method.redelivered) for b, ev in zip(bodies, got, strict=True)}
+    ctx.observe("redelivered", flags)
+    wrong = {b: f for b, f in flags.items() if f != (b in {f"m{i}" for i in back})}
+    if verdict == IN_ORDER and wrong:
+        verdict = f"publication order, but redelivered flags wrong: {wrong}"
+    judge_requeue_order(ctx, bodies, expected, "queue order after the requeue", verdict)

@@ -4,6 +4,7 @@ declared once in :mod:`conformance.targets.kinds`."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from conformance.targets.base import Controller, Target, TargetError, free_port
 from conformance.targets.kinds import kinds, lookup, spawnable, spellings, tls_capable
@@ -13,9 +14,13 @@ __all__ = ["Controller", "Target", "TargetError", "free_port", "open_target", "s
 
 
 def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = None,
-                workdir: Path | None = None, tls: bool = False) -> Target:
+                workdir: Path | None = None, tls: bool = False, **cluster: Any) -> Target:
     """Start (or just describe) the target named by ``--broker`` / ``--broker-url``; ``tls``
-    (``--tls``) spawns it with a TLS listener and gives its amqps:// URL."""
+    (``--tls``) spawns it with a TLS listener and gives its amqps:// URL. ``cluster``: the
+    cluster options (``cluster_size``, ``cluster_urls``, ``cluster_templates``); given
+    ``cluster_urls``, the target is that cluster."""
+    if cluster.get("cluster_urls") and kind in ("", "cluster"):
+        kind = "cluster"
     if url and kind in ("", "reference", "url"):
         from conformance.targets.url import url_target
 
@@ -27,11 +32,11 @@ def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = 
     kind = kind or "reference"
     if kind == "url":
         raise TargetError("--broker url needs --broker-url amqp://user:pass@host:port/vhost")
-    return spawn_private(kind, workdir=workdir, tls=tls)
+    return spawn_private(kind, workdir=workdir, tls=tls, **cluster)
 
 
 def spawn_private(
-    kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True
+    kind: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True, **cluster: Any
 ) -> Target:
     """A broker process of our own (with a controller), of a spawned kind of the registry
     (:mod:`conformance.targets.kinds`); with ``tls`` one listening with TLS (kinds with ``tls``
@@ -45,4 +50,4 @@ def spawn_private(
                           f"not {kind}")
     if k.prefix and not arg:
         raise TargetError(f"{k.name} names no {k.metavar or 'argument'} (use --broker {k.spelling})")
-    return k.start(arg, workdir=workdir, tls=tls, restricted=restricted)
+    return k.start(arg, workdir=workdir, tls=tls, restricted=restricted, **cluster)

@@ -29,7 +29,8 @@ class TargetKind:
 
     name: str  # "reference", "local:rabbitmq"; a prefix kind ends in ":" ("container:")
     description: str  # one line, for help texts
-    start: StartFn | None  # (arg, *, workdir, tls, restricted) -> Target; None: not spawned (url)
+    # (arg, *, workdir, tls, restricted, **cluster options) -> Target; None: not spawned (url)
+    start: StartFn | None
     metavar: str = ""  # the argument of a prefix kind, e.g. "IMAGE"
     restart: bool = False  # the suite can kill and restart it (restart and crash cases)
     alarm: bool = False  # the suite can raise its memory alarm (connection.blocked cases)
@@ -70,8 +71,8 @@ def kinds(where: Callable[[TargetKind], bool] | None = None) -> Iterator[TargetK
 
 
 def spawnable(k: TargetKind) -> bool:
-    """Filter: kinds the tool starts itself (not ``url``)."""
-    return k.spawned
+    """Filter: single brokers the tool starts itself (not ``url``, not a cluster)."""
+    return k.spawned and not k.cluster
 
 
 def controllable(k: TargetKind) -> bool:
@@ -80,8 +81,8 @@ def controllable(k: TargetKind) -> bool:
 
 
 def local(k: TargetKind) -> bool:
-    """Filter: spawned kinds that run on this machine without a container engine."""
-    return k.spawned and not k.prefix
+    """Filter: spawned single brokers that run on this machine without a container engine."""
+    return k.spawned and not k.prefix and not k.cluster
 
 
 def tls_capable(k: TargetKind) -> bool:
@@ -130,31 +131,51 @@ def parse_kind(where: Callable[[TargetKind], bool] | None = None) -> Callable[[s
 
 
 def _start_reference(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                     restricted: bool = True) -> Target:
+                     restricted: bool = True, **_: object) -> Target:
     from conformance.targets.reference import start_reference
 
     return start_reference(workdir, tls=tls)
 
 
 def _start_rabbitmq(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                    restricted: bool = True) -> Target:
+                    restricted: bool = True, **_: object) -> Target:
     from conformance.targets.local import start_rabbitmq
 
     return start_rabbitmq(workdir, tls=tls, restricted=restricted)
 
 
 def _start_garagemq(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                    restricted: bool = True) -> Target:
+                    restricted: bool = True, **_: object) -> Target:
     from conformance.targets.local import start_garagemq
 
     return start_garagemq(workdir)
 
 
 def _start_container(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                     restricted: bool = True) -> Target:
+                     restricted: bool = True, **_: object) -> Target:
     from conformance.targets.container import start_container
 
     return start_container(arg)
+
+
+def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
+                         restricted: bool = True, cluster_size: int = 3,
+                         cluster_inject_loss: float | None = None, **_: object) -> Target:
+    from conformance.cluster.target import start_local_cluster_target
+
+    if tls:
+        raise TargetError("--tls is not available for local:rabbitmq-cluster")
+    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss)
+
+
+def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
+                        restricted: bool = True, cluster_urls: tuple[str, ...] = (),
+                        cluster_templates: tuple[tuple[str, str], ...] = (), **_: object) -> Target:
+    from conformance.cluster.target import user_cluster_target
+
+    if not cluster_urls:
+        raise TargetError("--broker cluster needs --cluster-url (one amqp:// URL per node)")
+    return user_cluster_target(cluster_urls, templates=dict(cluster_templates))
 
 
 def _builtin() -> None:
@@ -167,6 +188,12 @@ def _builtin() -> None:
     register(TargetKind("local:garagemq", "garagemq installed on this machine", _start_garagemq,
                         restart=True))
     register(TargetKind("container:", "a broker image run with Docker", _start_container, metavar="IMAGE"))
+    # Clusters (conformance/cluster/): several nodes behind one target; the other areas use node 1.
+    register(TargetKind("local:rabbitmq-cluster",
+                        "--cluster-size nodes (3) of the installed rabbitmq-server, joined",
+                        _start_local_cluster, cluster=True))
+    register(TargetKind("cluster", "a running cluster given by --cluster-url (one URL per node) and "
+                        "--cluster-cmd-kill|start|pause|resume", _start_user_cluster, cluster=True))
 
 
 _builtin()

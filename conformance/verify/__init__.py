@@ -51,7 +51,7 @@ from conformance.verify.libs import (
     tls_failure,
 )
 from conformance.verify.outcomes import answer, check_outcome, expected_patterns, matches, outcome, short
-from conformance.verify.restarts import restarted
+from conformance.verify.restarts import controller_did_nothing, restarted
 from conformance.verify.settle import x_death_reason
 from conformance.verify.steps import (
     body_list,
@@ -92,6 +92,7 @@ __all__ = [
     "committed_only",
     "competing_consumers",
     "consume_published",
+    "controller_did_nothing",
     "counted",
     "dead_letter_target",
     "declare_rules",

@@ -12,6 +12,13 @@ broker private to its worker, restarts that broker and looks at what survived::
 
 What the case made durable outlives the case on that broker, and the next restart case of the
 worker shares it: :func:`restarted` deletes it after the block, whatever the block concluded.
+
+Before the block judges the broker, :func:`restarted` proves the restart happened: a connection
+opened before it must be gone afterwards (a restarted broker closed every socket it had). A
+restart command that did nothing (``--restart-cmd true``) leaves that connection answering; the
+case is then UNSUPPORTED, "the controller did nothing", never FAIL: the broker is not to blame.
+
+The alarm cases prove their alarm likewise (:func:`controller_did_nothing` words the verdict).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands as spec
 
 from conformance.protocol.raw import UnexpectedClose
-from conformance.verdicts import CaseTimeout
+from conformance.verdicts import CaseTimeout, Unsupported
 
 if TYPE_CHECKING:
     from conformance.targets.base import Target
@@ -41,6 +48,22 @@ def forget(amqp: Any, url: str, queues: Sequence[str] = (), exchanges: Sequence[
                 ch.rpc(spec.Exchange.Delete(exchange=x))
 
 
+def controller_did_nothing(what: str, *, expected: str, observed: str) -> Unsupported:
+    """The verdict of a case whose controller (restart or alarm command) had no effect."""
+    return Unsupported(f"the controller did nothing: {what}", expected=expected, observed=observed)
+
+
+def _outlived(conn: Any) -> bool:
+    """Whether ``conn`` (opened before a restart) still answers: a channel.open round trip."""
+    if not conn.is_open:
+        return False
+    try:
+        conn.channel()
+    except (UnexpectedClose, CaseTimeout, OSError):
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def restarted(amqp: Any, target: Target, *, queues: Sequence[str] = (), exchanges: Sequence[str] = (),
               kill: bool = False) -> Iterator[str]:
@@ -48,7 +71,14 @@ def restarted(amqp: Any, target: Target, *, queues: Sequence[str] = (), exchange
     URL; afterwards :func:`forget` ``queues`` and ``exchanges`` there."""
     if target.controller is None:
         raise RuntimeError(f"target {target.name} has no controller: not a restartable target")
+    witness = amqp(target.url)  # must not survive the restart
     target.controller.restart(kill=kill)
+    if _outlived(witness):
+        forget(amqp, target.url, queues, exchanges)
+        raise controller_did_nothing(
+            f"a connection opened before the {'kill and start' if kill else 'restart'} still answers "
+            "after it (the broker was not restarted)",
+            expected="the connection closed by the restart", observed="channel.open-ok on it")
     try:
         yield target.url
     finally:

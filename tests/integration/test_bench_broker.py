@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conformance.bench.runner import SCENARIOS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.bench  # a benchmark: its rates (and the confirm/tx ratio) want the cores to themselves
 def test_short_run_measures_every_scenario(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -9,6 +9,7 @@ from conformance.cli import main
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.bench  # a soak: a broker killed while publishers confirm
 def test_one_crash_cycle_loses_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "crash", "--cycles", "1", "--publishers", "2"]) == 0
     out = capsys.readouterr().out

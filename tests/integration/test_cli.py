@@ -42,7 +42,7 @@ def test_bad_url_and_unknown_command(tmp_path: Path) -> None:
 
 def test_unknown_broker_kind(tmp_path: Path) -> None:
     res = cli("run", "--broker", "local:qpid", cwd=tmp_path)
-    assert res.returncode != 0 and "unknown local broker 'qpid'" in res.stdout + res.stderr
+    assert res.returncode == 2 and "unknown target 'local:qpid'" in res.stderr
 
 
 def test_run_case_is_not_read_as_an_abbreviation(tmp_path: Path) -> None:
@@ -96,3 +96,22 @@ def test_run_expected_failures_are_known_not_failing(tmp_path: Path) -> None:
     assert "fixed (listed there, PASS now): queue.purge-missing-404" in out
     res = cli(*common, "--expected-failures", str(tmp_path / "missing.toml"), cwd=tmp_path, timeout=60)
     assert res.returncode != 0 and "no such triage file" in res.stdout + res.stderr
+
+
+def test_junit_named_after_the_broker_and_allure_titled_by_case_id(tmp_path: Path) -> None:
+    # JUnit files of several brokers merged in one dashboard stay apart; allure keeps one test per
+    # case id (channel.close-stability and connection.close-stability are both test_close_stability).
+    res = cli("run", "-n", "0", "--area", "channel,connection", "--no-report", "--fail-on", "none",
+              "--results", str(tmp_path / "r"), cwd=tmp_path, timeout=180)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    (xml,) = (tmp_path / "reports" / "junit").glob("*.xml")
+    text = xml.read_text()
+    assert '<testsuite name="amqp-conformance reference broker ' in text
+    assert '<property name="broker.product" value="amqp-conformance reference broker" />' in text
+    lines = next((tmp_path / "r").glob("*.jsonl")).read_text().splitlines()
+    ids = {json.loads(line)["case_id"] for line in lines}
+    allure_dir = tmp_path / "reports" / "allure-results"
+    results = [json.loads(p.read_text()) for p in allure_dir.glob("*-result.json")]
+    assert {r["name"] for r in results} == ids
+    assert len({r["historyId"] for r in results}) == len(results) == len(ids)
+    assert {"channel.close-stability", "connection.close-stability"} <= ids

@@ -15,19 +15,21 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_ctrl_c_during_run_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [["-n", "0"], []], ids=["in-process", "default-workers"])
+def test_ctrl_c_during_run_exits_130(tmp_path: Path, workers: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AMQP_CONFORMANCE_")}
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "conformance.cli", "run", "--no-report", "--results", str(tmp_path / "r")],
+        [sys.executable, "-m", "conformance.cli", "run", *workers, "--no-report", "--results",
+         str(tmp_path / "r")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )
     killer = threading.Timer(180, proc.kill)  # the test's deadline, whatever happens
     killer.start()
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:  # a module's progress line: cases are running
-            if "test_" in line and "[" in line:
+        for line in proc.stdout:  # cases are running: a module's progress line, or xdist's workers line
+            if ("test_" in line and "[" in line) or " workers [" in line:
                 break
         proc.send_signal(signal.SIGINT)
         _out, err = proc.communicate(timeout=120)

@@ -3,15 +3,31 @@ the exchanges a correct broker produces."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
 from pamqp import commands as spec
+from pamqp import frame as pframe
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.protocol import invariants
 from conformance.protocol.invariants import INVARIANTS, CaseMonitor, WireMonitor
+
+
+def _from_wire(class_id: int, method_id: int, args: bytes) -> Any:
+    """A method as decoded from the wire (pamqp's constructors refuse what brokers may send)."""
+    payload = struct.pack(">HH", class_id, method_id) + args
+    _, _, frm = pframe.unmarshal(struct.pack(">BHI", 1, 1, len(payload)) + payload + b"\xce")
+    return frm
+
+
+def _open_ok(reserved: bytes = b"") -> spec.Channel.OpenOk:
+    """channel.open-ok with its reserved long string (pamqp's constructor insists on "0")."""
+    frm = _from_wire(20, 11, struct.pack(">I", len(reserved)) + reserved)
+    assert isinstance(frm, spec.Channel.OpenOk)
+    return frm
 
 
 def _monitor(*open_channels: int, frame_max: int = 4096) -> tuple[CaseMonitor, WireMonitor]:
@@ -20,7 +36,7 @@ def _monitor(*open_channels: int, frame_max: int = 4096) -> tuple[CaseMonitor, W
     mon.frame_max = frame_max
     for ch in open_channels:
         mon.sent(ch, spec.Channel.Open())
-        mon.received(ch, spec.Channel.OpenOk(), 4)
+        mon.received(ch, _open_ok(), 4)
     return case, mon
 
 
@@ -53,7 +69,7 @@ def test_a_correct_exchange_breaks_nothing() -> None:
     mon.received(1, spec.Channel.Close(reply_code=406, reply_text="x", class_id=60, method_id=80), 30)
     mon.sent(1, spec.Channel.CloseOk())
     mon.sent(1, spec.Channel.Open())  # reopened: it starts afresh
-    mon.received(1, spec.Channel.OpenOk(), 4)
+    mon.received(1, _open_ok(), 4)
     _content(mon, 1, _deliver(1), b"again")
     mon.received(0, spec.Connection.Close(reply_code=320, reply_text="bye", class_id=0, method_id=0), 20)
     mon.received(0, spec.Connection.CloseOk(), 4)
@@ -112,7 +128,7 @@ def test_body_frames_add_up_to_the_headers_body_size(shape: str) -> None:
 
 def test_no_frames_on_channels_never_opened() -> None:
     case, mon = _monitor(1)
-    mon.received(3, spec.Channel.OpenOk(), 4)
+    mon.received(3, _open_ok(), 4)
     assert _ids(case) == ["wire.channel-opened"]
 
 
@@ -129,6 +145,35 @@ def test_confirm_tags_never_settle_a_publish_again(confirms: list[tuple[int, boo
     assert _ids(case) == ["wire.confirms-settle-once"]
 
 
+@pytest.mark.parametrize("frm", [
+    _open_ok(b"0"),  # the reference broker's default once: one client lost frame sync on it
+    _from_wire(60, 72, b"\x01x"),  # basic.get-empty with cluster-id "x"
+])
+def test_a_non_empty_reserved_field_is_reported(frm: Any) -> None:
+    case, mon = _monitor(1)
+    mon.received(1, frm, 9)
+    assert _ids(case) == ["wire.reserved-fields"]
+    assert "reserved-1" in case.violations[0].detail
+
+
+def test_empty_reserved_fields_are_not_reported() -> None:
+    case, mon = _monitor(1)
+    mon.received(1, spec.Basic.GetEmpty(cluster_id=""), 5)
+    mon.received(1, spec.Queue.DeclareOk(queue="q", message_count=0, consumer_count=0), 12)
+    assert case.violations == []
+
+
+@pytest.mark.parametrize("frm", [
+    spec.Channel.Close(reply_code=0, reply_text="x", class_id=50, method_id=10),
+    spec.Basic.Return(reply_code=312, reply_text="", exchange="", routing_key="q"),
+    spec.Queue.DeclareOk(queue="", message_count=0, consumer_count=0),
+])
+def test_a_null_notnull_field_is_reported(frm: Any) -> None:
+    case, mon = _monitor(1)
+    mon.received(1, frm, 20)
+    assert _ids(case) == ["wire.field-asserts"]
+
+
 def test_every_invariant_is_listed_with_a_rule_and_has_a_test() -> None:
     ids = {i.id for i in INVARIANTS}
     assert len(ids) == len(INVARIANTS) and all(i.text and i.rule for i in INVARIANTS)
@@ -138,6 +183,8 @@ def test_every_invariant_is_listed_with_a_rule_and_has_a_test() -> None:
         "wire.nothing-after-connection-close",
         "wire.frame-max",
         "wire.body-size",
+        "wire.reserved-fields",
+        "wire.field-asserts",
         "wire.channel-opened",
         "wire.confirms-settle-once",
     }

@@ -1,0 +1,237 @@
+"""The cluster cases' steps: replicated queues, numbered publishes with confirms, a drain that
+outlives a leader election, and the bookkeeping of what was confirmed and what came back.
+
+Every message body is its number (``b"17"``), so "confirmed but never consumed" is a set
+difference. Every wait has a deadline; a node that dies under a connection ends that
+connection's part of the story (recorded), never the case.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pamqp import commands as spec
+
+from conformance.cluster.base import ClusterController, ClusterError, Leader
+from conformance.protocol.raw import RawConnection
+from conformance.protocol.rawchannel import RawChannel
+from conformance.queue_types import QUORUM
+from conformance.verdicts import CaseTimeout, Unsupported
+
+#: the replicated queue types the cluster cases run on (stream: not offered by the raw client's cases)
+MIRRORED = "mirrored"
+REPLICATED = (QUORUM, MIRRORED)
+#: the classic-mirroring policy a mirrored case sets on its own queue and removes afterwards
+HA_ALL = {"ha-mode": "all", "ha-sync-mode": "automatic"}
+
+__all__ = [
+    "HA_ALL", "MIRRORED", "REPLICATED", "ClusterController", "Confirms", "Drained", "Leader",
+    "declare_replicated", "drain_ids", "index_of", "publish_numbered", "require", "wait_for",
+]
+
+
+def require(cluster: ClusterController, *actions: str) -> None:
+    """UNSUPPORTED, with the controller's one-line reason, when an action the case needs is missing."""
+    for action in actions:
+        reason = cluster.supports(action)
+        if reason is not None:
+            raise Unsupported(reason, expected=f"node control: {action}", observed="not available")
+
+
+def index_of(cluster: ClusterController, node_name: str) -> int:
+    for n in cluster.nodes:
+        if n.name == node_name:
+            return n.index
+    raise CaseTimeout("the leader's node among the target's nodes", 0, observed=node_name)
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+    """Poll ``check`` until it returns something truthy (returned) or the deadline (TIMEOUT naming
+    the last thing it said): cluster state changes (mirrors, elections) send no event to a client."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            got = check()
+            if got:
+                return got
+            last = got
+        except (ClusterError, OSError, CaseTimeout) as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise CaseTimeout(what, timeout, observed=str(last))
+        time.sleep(interval)
+
+
+def declare_replicated(cluster: ClusterController, ch: RawChannel, queue: str, qtype: str, cleanup: Any,
+                       timeout: float, finalizer: Callable[[Callable[[], None]], None]) -> Leader:
+    """Declare ``queue`` through ``ch``'s node as a quorum queue or a classic queue mirrored on every
+    node (an ``ha-mode: all`` policy on exactly this name, removed after the case); returns where
+    it leads once every node holds a replica (for mirrored: once the mirrors are there)."""
+    if qtype == MIRRORED:
+        policy = f"{queue}-ha"
+        try:
+            cluster.set_policy(policy, f"^{queue}$", json.dumps(HA_ALL))
+        except ClusterError as exc:
+            raise Unsupported(f"classic mirroring needs a policy: {exc}", expected="ha-mode policy set",
+                              observed=str(exc)) from exc
+        finalizer(lambda: cluster.clear_policy(policy))
+        ch.declare_queue(cleanup.queue(queue), durable=True)
+    else:
+        ch.declare_queue(cleanup.queue(queue), durable=True, arguments={"x-queue-type": QUORUM})
+    size = len(cluster.nodes)
+
+    def whole() -> Leader | None:
+        where = cluster.leader(queue)
+        return where if len(where.members) >= size else None
+
+    try:
+        leader: Leader = wait_for(f"{queue} replicated on {size} nodes", whole, timeout)
+    except CaseTimeout as exc:
+        raise CaseTimeout("setup: the queue replicated on every node", timeout,
+                          observed=exc.observed) from exc
+    return leader
+
+
+@dataclass
+class Confirms:
+    """What one publisher channel saw: publish number → ack / nack, and how the channel ended."""
+
+    published: list[int] = field(default_factory=list)  # message numbers, in publish order
+    acked: set[int] = field(default_factory=set)
+    nacked: set[int] = field(default_factory=set)
+    ended: str = ""  # "" while open; else what the client saw (connection.close, socket closed ...)
+
+    @property
+    def unconfirmed(self) -> set[int]:
+        return set(self.published) - self.acked - self.nacked
+
+    def summary(self) -> str:
+        return (f"published {len(self.published)}, acked {len(self.acked)}, nacked {len(self.nacked)}, "
+                f"unanswered {len(self.unconfirmed)}" + (f"; then {self.ended}" if self.ended else ""))
+
+
+def _read_confirms(ch: RawChannel, seq_to_msg: dict[int, int], got: Confirms) -> None:
+    """Fold the acks and nacks ``ch`` received so far into ``got`` (multiple=true covers a range)."""
+    settled: set[int] = set()
+    for ev in ch.history():
+        m = ev.method
+        if isinstance(m, (spec.Basic.Ack, spec.Basic.Nack)):
+            tags = [t for t in seq_to_msg if (t <= m.delivery_tag and t not in settled)] if m.multiple \
+                else [m.delivery_tag]
+            for tag in tags:
+                settled.add(tag)
+                if tag in seq_to_msg:
+                    (got.acked if isinstance(m, spec.Basic.Ack) else got.nacked).add(seq_to_msg[tag])
+
+
+def publish_numbered(url: str, queue: str, numbers: Iterable[int], *, timeout: float,
+                     got: Confirms | None = None, between: Callable[[int], None] | None = None,
+                     pace: float = 0.0) -> Confirms:
+    """Publish persistent messages ``numbers`` to ``queue`` through ``url`` in confirm mode and wait
+    (until ``timeout``) for every confirm; ``between(i)`` runs after the i-th publish (a fault
+    injected mid-stream). A connection that dies is recorded in ``ended``, not raised."""
+    got = got if got is not None else Confirms()
+    seq_to_msg: dict[int, int] = {}
+    try:
+        conn = RawConnection.open(url, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - a node that refuses a connection is an observation here
+        got.ended = f"connect refused: {type(exc).__name__}: {exc}"
+        return got
+    try:
+        ch = conn.channel()
+        ch.confirm_select()
+        for i, n in enumerate(numbers):
+            try:
+                seq_to_msg[ch.publish("", queue, str(n).encode(), persistent=True)] = n
+            except Exception as exc:  # noqa: BLE001 - the node died under the publisher: recorded
+                got.ended = f"publish {n} failed: {type(exc).__name__}: {exc}"
+                break
+            got.published.append(n)
+            if between is not None:
+                between(i)
+            if pace:
+                time.sleep(pace)  # a steady stream, so a fault lands mid-stream (not after it)
+        deadline = time.monotonic() + timeout
+        while not got.ended:
+            _read_confirms(ch, seq_to_msg, got)
+            if not got.unconfirmed or time.monotonic() > deadline:
+                break
+            try:
+                conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Basic.Ack, spec.Basic.Nack)),
+                                "basic.ack or basic.nack",
+                                timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            except CaseTimeout:
+                continue
+            except Exception as exc:  # noqa: BLE001 - the connection ended while confirms were pending
+                got.ended = f"{type(exc).__name__}: {exc}"
+        _read_confirms(ch, seq_to_msg, got)
+    finally:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - closing a connection to a dead node
+            pass
+    return got
+
+
+@dataclass
+class Drained:
+    """What a drain through one node got: message number → deliveries (redelivered flag, headers)."""
+
+    got: dict[int, list[tuple[bool, dict[str, Any]]]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def numbers(self) -> set[int]:
+        return set(self.got)
+
+
+def drain_ids(url: str, queue: str, *, timeout: float, expect: int | None = None) -> Drained:
+    """basic.get (with ack) every message of ``queue`` through ``url`` until it is empty — retrying
+    while the queue is unavailable (a leader election) until ``timeout``. ``expect``: stop as soon
+    as that many distinct numbers came."""
+    out = Drained()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = RawConnection.open(url, timeout=min(5.0, timeout))
+        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+            out.errors.append(f"connect: {exc}")
+            time.sleep(0.5)
+            continue
+        try:
+            ch = conn.channel()
+            while True:
+                ev = ch.get(queue, timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+                if ev is None:
+                    return out
+                n = int(ev.body or b"-1")
+                props = ev.properties
+                headers = dict(props.headers or {}) if props is not None else {}
+                out.got.setdefault(n, []).append((bool(ev.method.redelivered), headers))
+                ch.ack(ev.method.delivery_tag)
+                if expect is not None and len(out.got) >= expect:
+                    ch.barrier(timeout=5.0)
+                    return out
+        except Exception as exc:  # noqa: BLE001 - queue unavailable mid-election: try again
+            out.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            time.sleep(0.5)
+        finally:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+    raise CaseTimeout(f"draining {queue} through {url.rsplit('@', 1)[-1]}", timeout,
+                      observed=f"{len(out.got)} messages; last error {out.errors[-1:] or 'none'}")
+
+
+def in_background(fn: Callable[[], None]) -> threading.Thread:
+    """Run a fault (a kill waits for the process to go) while the publisher keeps publishing."""
+    t = threading.Thread(target=fn, daemon=True, name="amqpc-cluster-fault")
+    t.start()
+    return t
