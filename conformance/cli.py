@@ -1,4 +1,4 @@
-"""``amqp-conformance``: run, cases, broker, report, gate, bench.
+"""``amqp-conformance``: run, cases, broker, report, gate, bench, faults, ….
 
 ``amqp-conformance run`` is the main job: it runs the suite (default target: the built-in
 reference broker), writes results, prints the area × verdict table, builds the compliance report
@@ -552,6 +552,8 @@ COMMANDS: tuple[Command, ...] = (
                         "benchmarks.flood:main", checkout_only=True),
             )),
     Command("fuzz", "frame-aware fuzzing of a broker (or the reference core)", "conformance.fuzz.cli:main"),
+    Command("faults", "Jepsen-style workload on a cluster: confirms and acks while a nemesis kills, "
+            "pauses and partitions nodes", "conformance.cluster.faults:main"),
 )
 
 

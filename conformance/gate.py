@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.argparsing import command_parser
-from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record
+from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record, is_workload_record
 from conformance.triage import (
     EMPTY,
     InvariantFacts,
@@ -147,25 +147,31 @@ def _text(rec: dict[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _json_object(line: str, where: str, path: Path) -> dict[str, Any]:
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise GateInputError(f"{where}: not a JSON line ({exc.msg}); is {path} a results file?") from exc
+    if not isinstance(rec, dict):
+        raise GateInputError(f"{where}: not a JSON object; is {path} a results file?")
+    return rec
+
+
 def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator[Row]:
     """Every record of a results file; a line that is not one is bad input (a gate does not skip
     what it cannot read: the skipped line could be the regression). Records of mutation runs
     (``extra.mutant``) are another kind of run: not yielded, counted into ``mutation_records``."""
-    seen = mutation = 0
+    seen = mutation = workload = 0
     try:
         with _open(path) as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
                 where = f"{path}:{lineno}"
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise GateInputError(
-                        f"{where}: not a JSON line ({exc.msg}); is {path} a results file?"
-                    ) from exc
-                if not isinstance(rec, dict):
-                    raise GateInputError(f"{where}: not a JSON object; is {path} a results file?")
+                rec = _json_object(line, where, path)
+                if is_workload_record(rec):
+                    workload += 1  # a faults run's record (report's cluster section): no case result
+                    continue
                 missing = [f for f in REQUIRED_FIELDS if not isinstance(rec.get(f), str) or not rec[f]]
                 if missing:
                     raise GateInputError(
@@ -187,8 +193,8 @@ def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator
         raise GateInputError(f"cannot read {path}: {exc}") from exc
     if mutation_records is not None:
         mutation_records.append(mutation)
-    if seen == 0 and mutation:
-        return  # a mutate session's file among the inputs: nothing of it is compared
+    if seen == 0 and (mutation or workload):
+        return  # a mutate session's or a faults run's file among the inputs: nothing of it is compared
     if seen == 0:
         raise GateInputError(f"{path} holds no result records")
 

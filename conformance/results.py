@@ -65,6 +65,17 @@ MUTATE_SUMMARY_SUFFIX = ".summary.json"
 MUTANT_KEY = "mutant"
 
 
+# ``record`` field of the ``faults`` workload's records (``faults.summary``, ``faults.bucket`` …):
+# not case results. They may share a results folder with the suite's files: the report reads them
+# for its cluster section; the gate and the compliance tables leave them out.
+WORKLOAD_RECORD_PREFIX = "faults."
+
+
+def is_workload_record(rec: dict[str, Any]) -> bool:
+    kind = rec.get("record")
+    return isinstance(kind, str) and kind.startswith(WORKLOAD_RECORD_PREFIX)
+
+
 def is_mutation_record(rec: dict[str, Any]) -> bool:
     extra = rec.get("extra")
     return isinstance(extra, dict) and extra.get(MUTANT_KEY) is not None

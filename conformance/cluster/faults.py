@@ -6,16 +6,20 @@ Entry points: :func:`main` (argv -> exit code) and :func:`run_faults` (a started
 
 Exit codes: 0 nothing lost (or lost on a queue type that promises nothing); 1 a queue type whose
 profile promises no loss lost a confirmed message; 2 bad arguments (one line); 3 internal error;
-4 the cluster could not be started, reached or checked (one line).
+4 the cluster could not be started, reached or checked, or a node command failed (one line);
+130 interrupted (^C; the cluster is torn down).
 
-Records (JSON lines, ``--results``/faults-<run>.jsonl), one ``record`` field naming the kind:
+Records (JSON lines, ``--results``/faults-<run>-<queue type>.jsonl), one ``record`` field naming
+the kind (the report reads them beside the suite's results; the gate and the compliance tables
+leave them out):
 
-- ``faults.summary``: run_id, time, target, cluster_size, queue_type, promise, promise_source,
-  nemesis (list), interval_s, hold_s, duration_s, events (nemesis actions), faults (fault actions),
-  published, confirmed, outcomes {ack, nack, unknown}, counts {ok, lost, recovered, unconfirmed,
-  unexpected, duplicated, duplicated_unflagged, recovered_after_nack}, fractions (same keys, of
-  published), confirm_latency_ms {p50, p99, max}, drain (how the final drain ended), lost_ids
-  (first 50), injected (the injector's description or null), verdict (PASS | FAIL).
+- ``faults.summary``: run_id, time, target, broker_product, broker_version, cluster_size,
+  queue_type, promise, promise_source, nemesis (list), interval_s, hold_s, duration_s, events
+  (nemesis actions), faults (fault actions), published, confirmed, outcomes {ack, nack, unknown},
+  counts {ok, lost, recovered, unconfirmed, unexpected, duplicated, duplicated_unflagged,
+  recovered_after_nack}, fractions (same keys, of published), confirm_latency_ms {p50, p99, max},
+  drain (how the final drain ended), lost_ids (first 50), injected (the injector's description or
+  null), verdict (PASS | FAIL).
 - ``faults.bucket``: run_id, queue_type, t (bucket start, s), width_s, published, confirmed, consumed,
   lost (lost messages sent in the bucket), faults (fault actions active in the bucket, e.g. ["kill n1"]).
 - ``faults.event``: run_id, queue_type, phase (schedule | final), t (s since start), action (kill |
@@ -38,12 +42,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pika
+import pika.exceptions
 
+from conformance.argparsing import command_parser
 from conformance.cluster.base import ACTIONS, ClusterController, ClusterError, Unsupported
 from conformance.cluster.checker import Verdict, buckets, check
-from conformance.cluster.workload import Consumer, History, Publisher, drain, params
+from conformance.cluster.workload import Consumer, History, Progress, Publisher, drain, params
 
 QUEUE_TYPES = ("quorum", "classic-mirrored")
 NEMESES = ("kill", "pause", "partition")
@@ -97,6 +104,8 @@ class FaultsResult:
     duration: float
     injected: str | None = None
     client_events: list[dict[str, object]] = field(default_factory=list)
+    broker: tuple[str | None, str | None] = (None, None)  # (product, version) node 0 announced
+    aborted: str | None = None  # the node command failure that ended the schedule early
 
     @property
     def promise(self) -> str:
@@ -120,6 +129,7 @@ class Nemesis:
         self.events: list[dict[str, Any]] = []
         self.rng = random.Random(config.seed)
         self.active: str | None = None
+        self.failure: str | None = None  # the first node command that failed: it ends the schedule
         self.phase = "schedule"  # "final": the recovery before the drain
         self.kinds: list[str] = []
         for kind in config.nemesis:
@@ -151,6 +161,10 @@ class Nemesis:
         except (ClusterError, OSError) as exc:
             self.record(action, node, False, str(exc)[:300])
             self.log(f"nemesis {action} n{node}: failed: {exc}")
+            if self.failure is None and self.phase == "schedule":
+                # A node in an unknown state makes every later count doubtful: no further faults.
+                name = self.cluster.nodes[node].name if node is not None else "every node"
+                self.failure = f"nemesis {action} of {name} failed: {str(exc).splitlines()[0]}"
             return False
         self.record(action, node, True)
         return True
@@ -167,6 +181,9 @@ class Nemesis:
                 recovery = RECOVERY[kind]
                 self.act(recovery, None if recovery == "heal" else node)
                 self.active = None
+            if self.failure is not None:
+                stop.set()  # the clients stop too: the run ends, recovered and drained
+                return
             stop.wait(self.config.interval)
 
     def recover_all(self) -> None:
@@ -188,17 +205,35 @@ class Nemesis:
         return sum(1 for e in self.events if e["action"] in RECOVERY and e["ok"])
 
 
-def _declare(cluster: ClusterController, config: FaultsConfig, queue: str, policy: str) -> None:
+def _declare(
+    cluster: ClusterController, config: FaultsConfig, queue: str, policy: str
+) -> tuple[str | None, str | None]:
+    """Declare the run's queue (and its mirroring policy); the broker node 0 announces."""
     if config.queue_type == "classic-mirrored":
         cluster.set_policy(
             policy, f"^{queue}$", json.dumps({"ha-mode": "all", "ha-sync-mode": config.ha_sync})
         )
     args = {"x-queue-type": "quorum"} if config.queue_type == "quorum" else {}
-    conn = pika.BlockingConnection(params(cluster.nodes[0].url))
+    node = cluster.nodes[0]
     try:
-        conn.channel().queue_declare(queue, durable=True, arguments=args)
-    finally:
-        conn.close()
+        conn = pika.BlockingConnection(params(node.url))
+        try:
+            conn.channel().queue_declare(queue, durable=True, arguments=args)
+            props = dict(conn._impl.server_properties or {})
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+    except pika.exceptions.AMQPError as exc:
+        raise ClusterError(
+            f"declaring the {config.queue_type} queue through node {node.name} failed: "
+            f"{type(exc).__name__} {exc}".splitlines()[0]
+        ) from exc
+
+    def text(key: str) -> str | None:
+        value = props.get(key)
+        return value.decode(errors="replace") if isinstance(value, bytes) else (str(value) if value else None)
+
+    return text("product"), text("version")
 
 
 def _delete(cluster: ClusterController, queue: str) -> None:
@@ -225,12 +260,14 @@ def run_faults(
     urls: Sequence[str] | None = None,
     log: Callable[[str], None] = print,
     injected: str | None = None,
+    status: Callable[[str], None] | None = None,
 ) -> FaultsResult:
     """Run the workload on a started cluster; ``urls`` overrides the node URLs the clients use
-    (the fault injector's proxy in front of a node)."""
+    (the fault injector's proxy in front of a node); ``status`` takes the progress line instead
+    of ``log`` (a live status line on a terminal)."""
     queue, policy = f"faults-{run_id}", f"faults-ha-{run_id}"
     client_urls = list(urls or [n.url for n in cluster.nodes])
-    _declare(cluster, config, queue, policy)
+    broker = _declare(cluster, config, queue, policy)
     history = History()
     stop_clients, stop_nemesis = threading.Event(), threading.Event()
     pubs = [
@@ -239,7 +276,7 @@ def run_faults(
     ]
     cons = [Consumer(i, client_urls, queue, history, stop_clients) for i in range(config.consumers)]
     nemesis = Nemesis(cluster, config, history, log)
-    progress = _Progress(history, nemesis, log)
+    progress = Progress(history, nemesis, log, status=status)
     try:
         for t in (*cons, *pubs):
             t.start()
@@ -271,7 +308,8 @@ def run_faults(
     for row in rows:
         row["faults"] = _active(nemesis.events, float(row["t"]), float(row["t"]) + config.bucket)
     return FaultsResult(
-        run_id, config, verdict, nemesis.events, rows, how, end, injected, history.client_events
+        run_id, config, verdict, nemesis.events, rows, how, end, injected, history.client_events, broker,
+        nemesis.failure,
     )
 
 
@@ -309,34 +347,6 @@ def _active(events: list[dict[str, Any]], start: float, end: float) -> list[str]
     return sorted(set(out))
 
 
-class _Progress:
-    """A progress line every few seconds (plain lines: it also goes to logs and pipes)."""
-
-    def __init__(
-        self, history: History, nemesis: Nemesis, log: Callable[[str], None], every: float = 5.0
-    ) -> None:
-        self.history, self.nemesis, self.log, self.every = history, nemesis, log, every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="faults-progress", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every):
-            h = self.history
-            confirmed = sum(1 for p in list(h.publishes) if p.outcome == "ack")
-            self.log(
-                f"[{h.now():6.0f}s] sent {len(h.publishes)} confirmed {confirmed} consumed "
-                f"{len(h.deliveries)} | nemesis events {len(self.nemesis.events)} | "
-                f"now: {self.nemesis.active or '-'}"
-            )
-
-
 # -- output ---------------------------------------------------------------------------------
 
 
@@ -357,6 +367,8 @@ def records(result: FaultsResult) -> list[dict[str, Any]]:
         **base,
         "time": datetime.now(UTC).isoformat(timespec="seconds"),
         "target": cfg.target,
+        "broker_product": result.broker[0],
+        "broker_version": result.broker[1],
         "cluster_size": None,
         "promise": promise,
         "promise_source": source,
@@ -434,7 +446,9 @@ def render(result: FaultsResult) -> str:
         node = "" if e["node"] is None else f" n{e['node']}"
         lines.append(f"  {e['t']:8.1f}s {e['action']}{node}{'' if e['ok'] else ' FAILED: ' + e['detail']}")
     promise, source = PROMISES[cfg.queue_type]
-    if result.failed:
+    if result.aborted is not None:
+        lines.append(f"ABORTED: {result.aborted} (no verdict, no records)")
+    elif result.failed:
         lines.append(
             f"FAIL: {v.counts['lost']} confirmed message(s) lost; {cfg.queue_type} promises "
             f"{promise} ({source}); first: {', '.join(v.lost_ids[:5])}"
@@ -452,7 +466,18 @@ def _csv(values: Sequence[str] | None) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="amqp-conformance faults", description=__doc__.split("\n\n")[0])
+    p = command_parser(
+        "faults",
+        __doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="exit codes: 0 no confirmed message lost; 1 a queue type whose profile promises no loss "
+        "lost one;\n2 bad arguments; 3 internal error; 4 the cluster could not be started, reached or "
+        "checked,\nor a node command failed; 130 interrupted (^C). Records go to --results for "
+        "`amqp-conformance report`.\n"
+        "examples:\n  amqp-conformance faults --duration 120 --queue-type quorum\n"
+        "  amqp-conformance faults --cluster-url amqp://u:p@h1/,amqp://u:p@h2/,amqp://u:p@h3/ \\\n"
+        "    --node-cmd-kill 'docker kill {node}' --node-cmd-start 'docker start {node}'",
+    )
     p.add_argument("--cluster-size", type=int, default=3, help="local cluster nodes (default 3)")
     p.add_argument("--queue-type", choices=QUEUE_TYPES, default="quorum")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of publishing (default 60)")
@@ -463,11 +488,16 @@ def parser() -> argparse.ArgumentParser:
         "--interval", type=float, default=4.0, help="seconds between a recovery and the next fault"
     )
     p.add_argument("--hold", type=float, default=6.0, help="seconds a fault lasts")
-    p.add_argument("--publishers", type=int, default=2)
-    p.add_argument("--consumers", type=int, default=2)
+    p.add_argument("--publishers", type=int, default=2, help="publishing clients (default 2)")
+    p.add_argument("--consumers", type=int, default=2, help="consuming clients (default 2)")
     p.add_argument("--rate", type=float, default=100.0, help="messages/s per publisher (0: unpaced)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--results", type=Path, default=Path("reports/faults"))
+    p.add_argument("--seed", type=int, default=1, help="seed of the nemesis' node choice (default 1)")
+    p.add_argument(
+        "--results",
+        type=Path,
+        default=Path("reports/results"),
+        help="folder of the records (default reports/results, where the report looks)",
+    )
     p.add_argument("--cluster-url", action="append", help="one node's amqp:// URL (repeat, or a comma list)")
     p.add_argument("--node-names", help="comma list of the names {node} stands for (default: URL hosts)")
     for action in ("kill", "start", "pause", "resume", "partition", "heal"):
@@ -481,7 +511,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="SHARE",
         help="put a proxy in front of node 0 that confirms and discards this share of its publishes",
     )
-    p.add_argument("--ha-sync", choices=("automatic", "manual"), default="automatic")
+    p.add_argument(
+        "--ha-sync",
+        choices=("automatic", "manual"),
+        default="automatic",
+        help="classic mirrored queues: the policy's ha-sync-mode (default automatic)",
+    )
     return p
 
 
@@ -496,6 +531,9 @@ def _config(ns: argparse.Namespace) -> FaultsConfig:
         raise ValueError("--publishers and --consumers must be at least 1")
     if not 0 <= ns.inject_loss < 1:
         raise ValueError("--inject-loss is a share in [0, 1)")
+    if ns.rate < 0:
+        raise ValueError("--rate must be >= 0")
+    _check_cluster_options(ns)
     return FaultsConfig(
         queue_type=ns.queue_type,
         duration=ns.duration,
@@ -511,6 +549,53 @@ def _config(ns: argparse.Namespace) -> FaultsConfig:
     )
 
 
+def _templates(ns: argparse.Namespace) -> dict[str, str]:
+    return {a: t for a in ACTIONS if (t := getattr(ns, f"node_cmd_{a}", None))}
+
+
+def _check_cluster_options(ns: argparse.Namespace) -> None:
+    """The cluster options that can be judged without a node: one line naming the option."""
+    from conformance.cluster.user import check_templates
+
+    templates = _templates(ns)
+    if not ns.cluster_url:
+        if templates:
+            raise ValueError(f"--node-cmd-{next(iter(templates))} acts on a --cluster-url node; give "
+                             "--cluster-url (a local cluster is controlled by the run itself)")
+        if ns.node_names:
+            raise ValueError("--node-names names --cluster-url nodes; give --cluster-url")
+        if ns.cluster_size < 3:
+            raise ValueError(f"--cluster-size {ns.cluster_size}: at least 3 nodes (a majority must survive "
+                             "one faulty node)")
+        return
+    urls = _csv(ns.cluster_url)
+    for url in urls:
+        if urlsplit(url).scheme not in ("amqp", "amqps"):
+            raise ValueError(f"--cluster-url {url!r} is not an amqp:// or amqps:// URL")
+    if ns.node_names and len(_csv([ns.node_names])) != len(urls):
+        raise ValueError(
+            f"--node-names gives {len(_csv([ns.node_names]))} names for {len(urls)} --cluster-url nodes"
+        )
+    if len(urls) < 3:
+        raise ValueError(f"--cluster-url gives {len(urls)} node(s): at least 3 (a majority must survive "
+                         "one faulty node)")
+    try:
+        check_templates(templates)
+    except ClusterError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+def _console() -> Any:
+    """A rich console on a terminal (a live status line), else None (plain lines)."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(stderr=True, highlight=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parser().parse_args(argv)
     try:
@@ -518,19 +603,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"amqp-conformance faults: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if ns.cluster_size < 1 or (ns.cluster_size < 3 and not ns.cluster_url):
-        print(
-            "amqp-conformance faults: --cluster-size must be at least 3 (a majority must survive one "
-            "faulty node)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+    console = _console()
 
     def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+        if console is not None:
+            console.print(line, markup=False)
+        else:
+            print(line, file=sys.stderr, flush=True)
 
     try:
         with contextlib.ExitStack() as stack:
+            status: Callable[[str], None] | None = None
+            if console is not None:
+                status = stack.enter_context(console.status("starting", spinner="dots")).update
+
             cluster = _open_cluster(ns, stack, log)
             run_id = getattr(cluster, "run_id", None) or f"{int(time.time()):x}"
             urls, injected = None, None
@@ -539,7 +625,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 proxy_url, injected = stack.enter_context(loss_proxy(cluster.nodes[0].url, ns.inject_loss))
                 urls = [proxy_url, *[n.url for n in cluster.nodes[1:]]]
-            result = run_faults(cluster, config, run_id=run_id, urls=urls, log=log, injected=injected)
+            result = run_faults(
+                cluster, config, run_id=run_id, urls=urls, log=log, injected=injected, status=status
+            )
     except Unsupported as exc:
         print(f"amqp-conformance faults: {exc}", file=sys.stderr)
         return EXIT_CLUSTER
@@ -549,8 +637,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("amqp-conformance faults: interrupted; cluster torn down", file=sys.stderr)
         return 130
-    path = write_records(result, ns.results, len(cluster.nodes))
     print(render(result))
+    if result.aborted is not None:
+        # A node left in an unknown state: no records, the counts would mislead.
+        print(f"amqp-conformance faults: {result.aborted}", file=sys.stderr)
+        return EXIT_CLUSTER
+    path = write_records(result, ns.results, len(cluster.nodes))
     print(f"records: {path}")
     return EXIT_LOST if result.failed else EXIT_OK
 
@@ -561,13 +653,8 @@ def _open_cluster(
     if ns.cluster_url:
         from conformance.cluster.user import UserCluster
 
-        templates = {
-            a: getattr(ns, f"node_cmd_{a}") for a in ("kill", "start", "pause", "resume", "partition", "heal")
-        }
         user = UserCluster.from_options(
-            _csv(ns.cluster_url),
-            _csv([ns.node_names]) if ns.node_names else None,
-            {k: v for k, v in templates.items() if v},
+            _csv(ns.cluster_url), _csv([ns.node_names]) if ns.node_names else None, _templates(ns)
         )
         stack.callback(user.close)
         user.validate()

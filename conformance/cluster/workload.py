@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pika
 import pika.exceptions
@@ -219,3 +219,48 @@ def drain(urls: Sequence[str], queue: str, history: History, deadline: float, qu
     stop.set()
     c.join(10)
     return str(state["why"])
+
+
+class Activity(Protocol):
+    """What the progress line shows of the nemesis."""
+
+    events: list[dict[str, Any]]
+    active: str | None
+
+
+class Progress:
+    """A progress line every few seconds: to ``status`` (a live line on a terminal) if given, else
+    as a plain line to ``log`` (it also goes to logs and pipes)."""
+
+    def __init__(
+        self,
+        history: History,
+        nemesis: Activity,
+        log: Callable[[str], None],
+        every: float = 5.0,
+        status: Callable[[str], None] | None = None,
+    ) -> None:
+        self.history, self.nemesis, self.log, self.every = history, nemesis, log, every
+        self.status = status
+        if status is not None:
+            self.every = 1.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="faults-progress", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            h = self.history
+            confirmed = sum(1 for p in list(h.publishes) if p.outcome == "ack")
+            line = (
+                f"[{h.now():6.0f}s] sent {len(h.publishes)} confirmed {confirmed} consumed "
+                f"{len(h.deliveries)} | nemesis events {len(self.nemesis.events)} | "
+                f"now: {self.nemesis.active or '-'}"
+            )
+            (self.status or self.log)(line)

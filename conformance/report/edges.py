@@ -43,6 +43,7 @@ class Loaded:
     n_malformed: int
     malformed: DataFrame  # with file and line
     examples: list[dict[str, object]] = field(default_factory=list)
+    workload: DataFrame | None = None  # the ``faults`` records' lines (``value``), if any input had some
 
     def close(self) -> None:
         self.parsed.unpersist()
@@ -84,6 +85,7 @@ def load_results(spark: SparkSession, files: list[str]) -> Loaded:
         n_malformed=n_malformed,
         malformed=malformed,
         examples=examples,
+        workload=stages.workload_lines(lines),
     )
 
 

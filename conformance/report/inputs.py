@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, mutate_results_of
+from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_workload_record, mutate_results_of
 from conformance.verdicts import ALL_VERDICTS
 
 MANIFEST = "store.json"  # a results store's manifest (conformance.report.store)
@@ -96,6 +96,8 @@ def record_problem(line: str) -> str | None:
         return "not a valid JSON object"
     if not isinstance(rec, dict):
         return "not a valid JSON object"
+    if is_workload_record(rec):
+        return None  # a faults run's record: the report's cluster section reads it
     missing = [f for f in REQUIRED_FIELDS if rec.get(f) is None]
     if len(missing) == len(REQUIRED_FIELDS):
         return "JSON without any result field"

@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from conformance import sources
-from conformance.report import page_power, tables, tx_table
+from conformance.report import page_cluster, page_power, tables, tx_table
 from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar
 from conformance.report.schema import LEVELS, VERDICTS
 
@@ -198,6 +198,7 @@ def svg_trend(product: str, points: Sequence[Mapping[str, Any]]) -> str:
 # The nav's name of a section (a section not listed here is named after its id).
 NAV_TITLES: dict[str, str] = {
     "summary": "Summary", "plot": "Plot", "trend": "Trend", "matrix": "Matrix", "queue-types": "Queue types",
+    "cluster": "Cluster",
     "tx": "tx table", "profile": "Profiles", "rules": "Rule coverage", "flaky": "Flaky",
     "regressions": "Regressions", "power": "Suite power", "malformed": "Malformed lines",
 }
@@ -310,6 +311,7 @@ def power_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[s
 CONTEXTS: dict[str, Context] = {
     "summary": summary_context, "plot": plot_context, "trend": trend_context, "matrix": matrix_context,
     "tx": tx_context, "profile": profile_context, "rules": rules_context, "power": power_context,
+    "cluster": page_cluster.cluster_context,
 }
 
 

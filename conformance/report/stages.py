@@ -25,7 +25,7 @@ from conformance.report.schema import (
     SCORED_VERDICTS,
     VERDICTS,
 )
-from conformance.results import REQUIRED_FIELDS
+from conformance.results import REQUIRED_FIELDS, WORKLOAD_RECORD_PREFIX
 
 # Worst first: the verdict a group of verdicts is summarised by.
 SEVERITY: tuple[str, ...] = (
@@ -36,11 +36,23 @@ BROKER_KEYS: tuple[str, ...] = ("broker", "broker_product", "broker_version")
 # ---------------------------------------------------------------------------------------- parse
 
 
+def is_workload_line(value: Column) -> Column:
+    """A ``faults`` record (``"record": "faults.…"``): no case result, read by the cluster section."""
+    kind = F.get_json_object(value, "$.record")
+    return F.coalesce(kind.startswith(WORKLOAD_RECORD_PREFIX), F.lit(False))
+
+
+def workload_lines(lines: DataFrame) -> DataFrame:
+    """The ``faults`` records among raw lines (column ``value``)."""
+    return lines.where(is_workload_line(F.col("value"))).select("value")
+
+
 def parse_lines(lines: DataFrame) -> DataFrame:
     """Parse each non-blank line against the explicit schema; ``reason`` is null for a valid
-    record and says what is wrong otherwise. Keeps ``file``, ``block_start``, ``row_id``."""
+    record and says what is wrong otherwise. Keeps ``file``, ``block_start``, ``row_id``. A
+    ``faults`` record is neither (:func:`workload_lines` reads those)."""
     rec = F.from_json(F.col("value"), RESULT_SCHEMA)
-    parsed = lines.where(F.trim(F.col("value")) != "").select(
+    parsed = lines.where((F.trim(F.col("value")) != "") & ~is_workload_line(F.col("value"))).select(
         "file", "block_start", "row_id", "value", rec.alias("rec")
     )
     r = F.col("rec")

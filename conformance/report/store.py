@@ -274,6 +274,10 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
     for p in parts[1:]:
         results = results.unionByName(p.results)
         malformed = malformed.unionByName(p.malformed)
+    workloads = [p.workload for p in parts if p.workload is not None]
+    workload = workloads[0] if workloads else None
+    for w in workloads[1:]:
+        workload = w if workload is None else workload.unionByName(w)
     persisted = next((p.parsed for p in parts if p.parsed is not p.results), parts[0].parsed)
     return edges.Loaded(
         parsed=persisted,
@@ -283,6 +287,7 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
         n_malformed=sum(p.n_malformed for p in parts),
         malformed=malformed,
         examples=[e for p in parts for e in p.examples][: edges.MALFORMED_EXAMPLES],
+        workload=workload,
     )
 
 

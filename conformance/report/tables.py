@@ -20,7 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from conformance.report import edges, power, stages, tx_table
+from conformance.report import cluster, edges, power, stages, tx_table
 from conformance.spec import Rule, load_rules
 
 # Bounds on what the page and the summary show (the Parquet tables hold everything).
@@ -35,6 +35,10 @@ MAX_MUTATION_BROKERS = 6  # most recent targets of mutation runs on the suite-po
 MAX_MUTANTS = 500  # per target
 MAX_KILLS_SHOWN = 12  # killing cases listed per mutant (the table holds all)
 MAX_TRACE_CHARS = 20_000  # of one cell's frame trace on the page (the table keeps it whole)
+MAX_TIMELINE_RUNS = 6  # most recent faults runs plotted on the cluster section
+MAX_TIMELINE_ROWS = 2_000  # buckets / events per plotted run
+MAX_PER_RUN = MAX_TIMELINE_RUNS * MAX_TIMELINE_ROWS
+PER_RUN = ("run_id", "queue_type", "t")
 
 
 def _rows(found: list[dict[str, Any]]) -> Any:
@@ -85,6 +89,12 @@ class Frames:
     @cached_property
     def rules(self) -> list[Rule]:
         return load_rules()
+
+    @cached_property
+    def workload(self) -> DataFrame:
+        """The ``faults`` records' lines (``value``); empty when no input had any."""
+        lines = self.loaded.workload
+        return lines if lines is not None else cluster.empty_lines(self.spark)
 
     @cached_property
     def tx_seed(self) -> DataFrame:
@@ -165,6 +175,24 @@ def queue_types_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     # classic vs quorum side by side: differences first
     mine = f.among_recent(df, MAX_MATRIX_BROKERS)
     return {"queue_types": Collect(mine.orderBy(F.col("differs").desc(), "base_id", "broker"), MAX_ROWS)}
+
+
+def _timeline_runs(f: Frames) -> DataFrame:
+    return f["cluster_runs"].orderBy(F.col("ts").desc(), "run_id").limit(MAX_TIMELINE_RUNS)
+
+
+def cluster_runs_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {"cluster_runs": Collect(_timeline_runs(f), MAX_TIMELINE_RUNS)}
+
+
+def cluster_view(key: str, order: tuple[str, ...], limit: int) -> View:
+    def view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+        if "run_id" in order:  # per-run rows: of the plotted runs only
+            df = df.join(F.broadcast(_timeline_runs(f).select("run_id", "queue_type")),
+                         ["run_id", "queue_type"], "left_semi")
+        return {key: Collect(df.orderBy(*order), limit)}
+
+    return view
 
 
 def tx_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
@@ -248,6 +276,17 @@ TABLES: tuple[Table, ...] = (
           matrix_view, "matrix"),
     Table("queue_types", "queue types", lambda f: stages.queue_type_matrix(f["latest"]),
           queue_types_view, "queue-types"),
+    Table("cluster_runs", "faults runs", lambda f: cluster.fault_runs(f.workload), cluster_runs_view,
+          "cluster"),
+    Table("cluster_faults", "faults per queue type and nemesis",
+          lambda f: cluster.fault_summary(f["cluster_runs"]),
+          cluster_view("cluster_faults", ("broker", "queue_type", "nemesis"), MAX_ROWS), "cluster"),
+    Table("cluster_timeline", "faults timeline", lambda f: cluster.fault_timeline(f.workload),
+          cluster_view("cluster_timeline", PER_RUN, MAX_PER_RUN), "cluster"),
+    Table("cluster_events", "faults nemesis events", lambda f: cluster.fault_events(f.workload),
+          cluster_view("cluster_events", PER_RUN, MAX_PER_RUN), "cluster"),
+    Table("cluster_cases", "cluster area verdicts", lambda f: cluster.cluster_cases(f["latest"]),
+          cluster_view("cluster_cases", ("case_id", "broker"), MAX_MATRIX_CASES), "cluster"),
     Table("tx_table", "tx table", lambda f: stages.tx_comparison(f.tx_obs, f.tx_seed), tx_view, "tx"),
     Table("profile_inference", "profile inference", lambda f: stages.profile_inference(f.tx_obs, f.tx_seed),
           profile_view, "profile"),

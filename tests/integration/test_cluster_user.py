@@ -4,6 +4,7 @@ node or option, before anything runs (reference brokers stand in for nodes)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -67,14 +68,43 @@ def test_actions_run_templates_and_report_failures(brokers: tuple[EmbeddedBroker
         user.resume(0)
 
 
-def test_faults_cli_bad_input_exit_codes(
-    brokers: tuple[EmbeddedBroker, EmbeddedBroker], capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main(["--cluster-url", brokers[0].url, "--node-cmd-kill", "docker kill"]) == 4
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--node-cmd-kill" in err[0]
-    assert main(["--nemesis", "flood"]) == 2
-    assert main(["--cluster-size", "2"]) == 2
-    urls = ",".join(b.url for b in brokers)
-    assert main(["--cluster-url", urls, "--duration", "1"]) == 4
-    assert "not clustered" in capsys.readouterr().err
+    assert len(err) == 1, err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
+def test_faults_cli_bad_input_exit_codes(
+    brokers: tuple[EmbeddedBroker, EmbeddedBroker], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    a, b = brokers[0].url, brokers[1].url
+    same = f"{a},{a},{a}"
+    results = ["--results", str(tmp_path)]
+    assert main(["--cluster-url", same, "--node-cmd-kill", "docker kill"]) == 2
+    assert "--node-cmd-kill" in _one_line(capsys)
+    assert main(["--cluster-url", f"{a},{b},{a}", "--duration", "1", *results]) == 4
+    assert "not clustered" in _one_line(capsys)
+    assert main(["--cluster-url", f"{a},{free_port_url()},{a}", "--duration", "1", *results]) == 4
+    line = _one_line(capsys)
+    assert "node 127.0.0.1" in line and "unreachable" in line, line
+    bad = b.replace("guest:guest", "guest:wrong")
+    assert main(["--cluster-url", f"{a},{a},{bad}", "--node-names", "n0,n1,n2", *results]) == 4
+    assert "node n2" in _one_line(capsys)
+    assert not list(tmp_path.iterdir())  # nothing ran, nothing written
+
+
+def test_faults_stops_at_a_failing_node_command(
+    brokers: tuple[EmbeddedBroker, EmbeddedBroker], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A node command that exits non-zero ends the schedule: exit 4, the last line names the node
+    and the option, no records (the counts of a run with a node in an unknown state would mislead)."""
+    a = brokers[0].url
+    argv = ["--cluster-url", f"{a},{a},{a}", "--node-names", "n0,n1,n2", "--queue-type", "quorum",
+            "--node-cmd-kill", "false {node}", "--node-cmd-start", "true {node}", "--nemesis", "kill",
+            "--duration", "20", "--interval", "0", "--rate", "20", "--results", str(tmp_path)]
+    assert main(argv) == 4
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "nemesis kill of n" in last and "--node-cmd-kill 'false n" in last, last
+    assert "exited with 1" in last, last
+    assert not list(tmp_path.iterdir())

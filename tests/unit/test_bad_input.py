@@ -143,6 +143,22 @@ BAD_OTHER = [
     (["report"], "--out"),
     (["broker", "--port", "abc"], "--port"),
     (["cases", "--area"], "--area"),
+    # faults: everything judged before a cluster is started or reached
+    (["faults", "--cluster-size", "2"], "--cluster-size"),
+    (["faults", "--nemesis", "flood"], "--nemesis"),
+    (["faults", "--duration", "0"], "--duration"),
+    (["faults", "--inject-loss", "1"], "--inject-loss"),
+    (["faults", "--queue-type", "stream"], "--queue-type"),
+    (["faults", "--publishers", "0"], "--publishers"),
+    (["faults", "--node-cmd-kill", "docker kill {node}"], "--node-cmd-kill"),
+    (["faults", "--node-names", "a,b,c"], "--node-names"),
+    (["faults", "--cluster-url", "amqp://h1/,amqp://h2/"], "--cluster-url"),
+    (["faults", "--cluster-url", "amqp://h1/,http://h2/,amqp://h3/"], "--cluster-url"),
+    (["faults", "--cluster-url", "amqp://h1/,amqp://h2/,amqp://h3/", "--node-names", "a,b"], "--node-names"),
+    (["faults", "--cluster-url", "amqp://h1/,amqp://h2/,amqp://h3/", "--node-cmd-kill", "docker kill"],
+     "--node-cmd-kill"),
+    (["faults", "--cluster-url", "amqp://h1/", "--cluster-url", "amqp://h2/,amqp://h3/",
+      "--node-cmd-pause", "docker pause"], "--node-cmd-pause"),
 ]
 
 

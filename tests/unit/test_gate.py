@@ -433,3 +433,22 @@ def test_mutation_run_records_are_not_compared(tmp_path: Path, capsys: pytest.Ca
     assert "regression" not in out.split("gate")[0]
     rc, _out, err = run_gate(capsys, "--baseline", str(BASELINE), "--candidate", str(folder / "s1.jsonl"))
     assert rc == 2 and "only records of mutation runs" in err and len(err.strip().splitlines()) == 1
+
+
+def test_faults_records_beside_the_results_are_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A results folder holds ``faults`` runs too (``record: faults.*``, no case id): the gate leaves
+    them out, mixed into a results file or in a file of their own."""
+    faults = [{"record": "faults.summary", "run_id": "f1", "queue_type": "quorum", "counts": {"lost": 3}},
+              {"record": "faults.bucket", "run_id": "f1", "t": 0.0, "published": 5}]
+    mixed = write(tmp_path / "mixed.jsonl", [*records(R13), *faults])
+    only = write(tmp_path / "faults-f1-quorum.jsonl", faults)
+    assert [r.case_id for r in gate.read_rows(mixed)] == [r["case_id"] for r in records(R13)]
+    assert list(gate.read_rows(only)) == []
+    rc, out, err = run_gate(capsys, "--baseline", str(R12), "--candidate", str(mixed), "--results", str(only))
+    assert rc == 1 and "regression" in out, err
+    # Without the skip, a faults line would be bad input: the check still holds for other lines.
+    write(only, [*faults, {"case_id": "x"}])
+    with pytest.raises(gate.GateInputError, match="not a result record"):
+        list(gate.read_rows(only))

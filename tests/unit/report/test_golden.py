@@ -35,7 +35,7 @@ def report(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tup
     out = tmp_path_factory.mktemp("golden") / "golden"
     lines: list[str] = []
     summary = run_report(spark, [str(GOLDEN)], out, progress=lines.append)
-    assert any(line.startswith("report: tables: 17 tables") for line in lines), lines
+    assert any(line.startswith("report: tables: 22 tables") for line in lines), lines
     assert summary["tables"]["latest"]["rows"] == 34
     return out, summary
 
@@ -158,6 +158,11 @@ def test_tables_on_disk(spark: SparkSession, report: tuple[Path, dict[str, Any]]
         "mutation_cases": 0,
         "mutants": 0,
         "mutation_scores": 0,  # no mutation runs among the inputs
+        "cluster_runs": 0,
+        "cluster_faults": 0,
+        "cluster_timeline": 0,
+        "cluster_events": 0,
+        "cluster_cases": 0,  # no faults runs, no cluster area: the section is left out
     }
     assert {k: v["rows"] for k, v in s["tables"].items()} == expected_rows
     for name, n in expected_rows.items():
@@ -206,6 +211,7 @@ def test_html_is_self_contained_and_has_every_section(report: tuple[Path, dict[s
         "power",
     ):
         assert f'id="{anchor}"' in page
+    assert 'id="cluster"' not in page
     # Self-contained: one inline script, nothing loaded from elsewhere (links to sources are fine).
     assert page.count("<script") == 1 and "<script>" in page and "<link" not in page
     assert re.search(r'\ssrc="', page) is None

@@ -62,3 +62,12 @@ def test_report_of_an_empty_file_exits_2_without_pyspark(tmp_path: Path) -> None
     assert proc.returncode == 2, proc.stderr
     want = f"amqp-conformance report: {empty} is empty: no result records"
     assert proc.stderr.strip().splitlines() == [want]
+
+
+def test_faults_records_are_not_malformed(tmp_path: Path) -> None:
+    line = json.dumps({"record": "faults.summary", "run_id": "f1", "queue_type": "quorum"})
+    assert record_problem(line) is None
+    only = tmp_path / "faults-f1-quorum.jsonl"
+    only.write_text(line + "\n")
+    check_contents([str(only)])  # a folder of suite results and faults runs is read as it is
+    assert record_problem(json.dumps({"record": "other", "run_id": "f1"})) is not None
