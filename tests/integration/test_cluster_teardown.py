@@ -20,6 +20,7 @@ from conformance.cluster.local import RABBITMQ_SERVER, RUN_ENV, leftovers, sweep
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
+    pytest.mark.cluster,
     pytest.mark.skipif(
         shutil.which("rabbitmq-server") is None and not Path(RABBITMQ_SERVER).exists(),
         reason="rabbitmq-server is not installed",
