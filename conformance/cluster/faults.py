@@ -49,7 +49,7 @@ import pika.exceptions
 
 from conformance.argparsing import command_parser
 from conformance.cluster.base import ACTIONS, ClusterController, ClusterError, Unsupported
-from conformance.cluster.checker import Verdict, buckets, check
+from conformance.cluster.checker import CLASSES, Verdict, buckets, check
 from conformance.cluster.workload import Consumer, History, Progress, Publisher, drain, params
 
 QUEUE_TYPES = ("quorum", "classic-mirrored")
@@ -421,16 +421,7 @@ def render(result: FaultsResult) -> str:
         f"published {v.published} (broker ack {v.outcomes.get('ack', 0)}, nack {v.outcomes.get('nack', 0)}, "
         f"no answer {v.outcomes.get('unknown', 0)}); final drain: {result.drain}"
     )
-    for name in (
-        "ok",
-        "lost",
-        "recovered",
-        "unconfirmed",
-        "unexpected",
-        "duplicated",
-        "duplicated_unflagged",
-        "recovered_after_nack",
-    ):
+    for name in CLASSES:
         lines.append(f"  {name:<21} {v.counts[name]:>8}  {100 * v.fraction(name):8.4f} %")
     lat = v.latency_ms
     lines.append(f"confirm latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms")
