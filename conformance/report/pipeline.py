@@ -89,13 +89,18 @@ def run_report(
         holder["loaded"] = store.load_inputs(spark, files, stores)
         return holder["loaded"].n_valid
 
-    timer.stage("read+parse", load)
+    # Tuned before the first job: reading and parsing are small-input jobs too.
+    restore = tune_for_size(spark, files, stores)
+    try:
+        timer.stage("read+parse", load)
+    except BaseException:
+        _restore(spark, restore)
+        raise
     loaded = holder["loaded"]
     if loaded.n_malformed:
         say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
             + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
     frames = Frames(spark, loaded)
-    restore = tune_for_size(spark, files, stores)
     try:
         built = {t.name: frames[t.name] for t in TABLES}
 
@@ -116,8 +121,7 @@ def run_report(
     finally:
         frames.unpersist()
         loaded.close()
-        for key, value in restore.items():
-            spark.conf.set(key, value)
+        _restore(spark, restore)
     rules = frames.rules
     summary = make_summary(
         name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
@@ -150,6 +154,12 @@ SMALL_INPUT_BYTES = 64 * 1024 * 1024
 SMALL_INPUT_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.codegen.wholeStage": "false",
+    # Expressions interpreted too: generating and compiling a class per projection costs far
+    # more than evaluating it on a few hundred rows.
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # Adaptive plans re-plan after every shuffle stage (more jobs, more planning): on one
+    # partition there is nothing to coalesce or skew-split.
+    "spark.sql.adaptive.enabled": "false",
 }
 
 
@@ -167,6 +177,13 @@ def tune_for_size(spark: SparkSession, files: list[str], stores: list[Path]) -> 
     for k, v in SMALL_INPUT_CONF.items():
         spark.conf.set(k, v)
     return restore
+
+
+def _restore(spark: SparkSession, restore: dict[str, str]) -> None:
+    for key, value in restore.items():
+        spark.conf.set(key, value)
+
+
 COUNT_PREFIX = "#rows:"
 
 
