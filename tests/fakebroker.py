@@ -116,7 +116,10 @@ class FakeBroker:
         if isinstance(frm, spec.Connection.CloseOk):
             return False  # the client answered our connection.close: the socket ends, as a broker's does
         if isinstance(frm, spec.Channel.Open):
-            self._send(client, channel, spec.Channel.OpenOk())
+            # reserved-1 empty, as RabbitMQ sends it (pamqp's default "0" breaks the wire invariant,
+            # and its validate() refuses anything else): class 20 method 11, longstr "", frame-end
+            payload = struct.pack(">HHI", 20, 11, 0)
+            client.sendall(struct.pack(">BHI", 1, channel, len(payload)) + payload + b"\xce")
         elif isinstance(frm, spec.Channel.Close):
             self._send(client, channel, spec.Channel.CloseOk())
         elif isinstance(frm, spec.Exchange.Declare):
