@@ -49,7 +49,7 @@ def test_mutate_run_ends_in_a_report_with_suite_power(tmp_path: Path) -> None:
 
     rep = cli("report", str(summary_file), "--out", str(tmp_path / "rep"), cwd=tmp_path, timeout=1500)
     assert rep.returncode == 0, rep.stdout + rep.stderr
-    assert "suite power on amqp-conformance reference broker@0.1.0: 3 mutants, 2 killed, 0 survived, " \
+    assert "suite power on amqp-conformance reference broker@3.10.8: 3 mutants, 2 killed, 0 survived, " \
            "0 no result, 1 equivalent; mutation score 100.0%" in rep.stdout, rep.stdout
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     assert summary["brokers"] == [] and summary["n_cases"] == 0  # mutation runs are no compliance run
