@@ -478,7 +478,7 @@ def test_allure_gets_description_rule_text_and_url_links(pytester: pytest.Pytest
                                             "--fail-on", "none", "--alluredir", "allure", "-k", "demo.fail")
     assert res.ret == 0, res.stdout.str()
     results = [json.loads(p.read_text()) for p in (pytester.path / "allure").glob("*-result.json")]
-    (fail,) = [r for r in results if r.get("name") == "test_fail"]
+    (fail,) = [r for r in results if r.get("name") == "demo.fail"]  # titled by the case id
     assert fail["status"] == "failed"  # the broker's FAIL, whatever --fail-on says
     assert "Expectation: 406" in fail["description"] and "Rule basic.ack/exists:" in fail["description"]
     assert all(link["url"].startswith("https://") for link in fail["links"]), fail["links"]
