@@ -52,7 +52,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "4 the target "
         "could not be\nstarted or probed; 5 no case selected; 6 the broker stopped answering during the "
         "run (the\ncases not yet run are recorded NOT_RUN; results, JUnit and report are still written); "
-        "130 interrupted (^C)",
+        "130 interrupted (^C: the\ncases not run are recorded NOT_RUN, the results file is kept; no report)",
     )
     p.add_argument("-n", "--workers", default=None, type=workers,
                    help="parallel workers (pytest-xdist): a number, 'auto' or 0 (in-process); default "

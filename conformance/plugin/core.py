@@ -18,6 +18,13 @@ from conformance.cases import Case, case_of
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
+from conformance.plugin.interrupted import (
+    INTERRUPTED_MESSAGE,
+    collected_path,
+    not_run,
+    selected_of,
+    write_collected,
+)
 from conformance.plugin.liveness import (
     CHECK_MAX_S,
     EXIT_UNRESPONSIVE,
@@ -109,6 +116,7 @@ class ConformancePlugin:
         self.stopped: Unresponsive | None = None  # set once the broker was found silent
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
         self.other_failures = 0  # failed reports that carry no verdict
+        self.interrupted_not_run: int | None = None  # ^C: how many cases were recorded NOT_RUN
         self.invariant_facts: dict[str, InvariantFacts] = {}  # case id -> broken invariants (for triage)
         self.node_seconds: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
         self.node_case: dict[str, tuple[str, Verdict]] = {}  # nodeid -> (case id, verdict)
@@ -235,6 +243,11 @@ class ConformancePlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._first_ids(session.items)  # after every deselection (-k, -m, --case)
+        if self.state.worker in ("main", "gw0"):  # every worker collects the same selection
+            selected = [s for item in session.items
+                        if (c := case_of(item)) is not None
+                        and (s := selected_of(item, self._run_id(item, c), self._queue_type(item)))]
+            write_collected(collected_path(self.state.results_dir, self.state.run_id), selected)
 
     def _wedging_cases_last(self, items: list[pytest.Item]) -> None:
         """On a broker the suite cannot isolate (a URL), cases that may wedge it run last.
@@ -507,6 +520,9 @@ class ConformancePlugin:
             bad = self.other_failures or any(v in state.fail_on and not self._known(c, v)
                                              for c, _a, v in state.rows)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self._record_not_run()
+        collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
         if state.writer is not None:
             state.writer.close()
             state.writer = None
@@ -515,6 +531,18 @@ class ConformancePlugin:
         alluredir = session.config.getoption("allure_report_dir", None)
         if alluredir and state.rows:
             write_allure_environment(Path(alluredir), state)
+
+    def _record_not_run(self) -> None:
+        """^C: every selected case without a record gets a NOT_RUN one (and a row in the table)."""
+        state = self.state
+        reported = {case_id for case_id, _a, _v in state.rows}
+        missing = not_run(collected_path(state.results_dir, state.run_id), state.results_dir, state.run_id,
+                          reported)
+        for c, s in missing:
+            decision = Decision(Verdict.NOT_RUN, c.expectation, "-", INTERRUPTED_MESSAGE)
+            write_record(state, c, None, decision, 0.0, s.nodeid, queue_type=s.queue_type)
+            state.rows.append((s.run_id, c.area, Verdict.NOT_RUN))
+        self.interrupted_not_run = len(missing)
 
     def _known(self, case_id: str, verdict: Verdict) -> bool:
         """Is this verdict explained by the --amqp-expected-failures file (so it does not fail the run)?"""
@@ -551,6 +579,9 @@ class ConformancePlugin:
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
         for line in slowest_cases(self.node_case, self.node_seconds):
             tr.write_line(line)
+        if self.interrupted_not_run is not None:
+            tr.write_line(f"INTERRUPTED (^C): {self.interrupted_not_run} case(s) not run, recorded NOT_RUN; "
+                          "the verdicts above are a partial run", red=True, bold=True)
         found = self.unresponsive()
         if found is not None:
             not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)

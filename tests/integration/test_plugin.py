@@ -577,3 +577,68 @@ def test_limits_options_are_validated(pytester: pytest.Pytester, args: list[str]
     pytester.makepyfile(test_demo=CASES)
     res = pytester.runpytest_subprocess("--broker-url", "amqp://guest:guest@127.0.0.1:1/", *args)
     assert res.ret == 4 and said in res.stderr.str()
+
+
+INTERRUPTIBLE_CASES = '''
+import threading
+from pathlib import Path
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@case("demo.a-first", description="d", expectation="x", sources=DOC)
+def test_first(ctx):
+    pass
+
+@case("demo.b-blocks", description="d", expectation="x", sources=DOC)
+def test_blocks(ctx):
+    Path("blocking").write_text("now")
+    threading.Event().wait(60)  # until ^C (bounded: the case ceiling)
+
+@case("demo.c-later", description="d", expectation="x", sources=DOC)
+def test_later(ctx):
+    pass
+
+@case("demo.d-later", description="d", expectation="x", sources=DOC)
+def test_later_too(ctx):
+    pass
+'''
+
+
+@pytest.mark.parametrize("workers", [["-p", "no:xdist"], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_interrupt_records_the_cases_not_run(pytester: pytest.Pytester, workers: list[str]) -> None:
+    """^C mid-run: each selected case without a verdict is recorded NOT_RUN and the table says so."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytester.makepyfile(test_demo=INTERRUPTIBLE_CASES)
+    with FakeBroker() as fb:
+        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", *workers,
+                                 "--broker-url", fb.url, "--case-timeout", "30", "--results", "out"],
+                                cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            blocking = pytester.path / "blocking"
+            # The event: a case is running and blocked (a terminal's ^C reaches the whole group).
+            while not blocking.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert blocking.exists(), "the blocking case never started"
+            os.killpg(proc.pid, signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = out.decode()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text
+    recs = _records(pytester.path / "out")
+    verdicts = {k: v["verdict"] for k, v in recs.items()}
+    assert set(verdicts) == {"demo.a-first", "demo.b-blocks", "demo.c-later", "demo.d-later"}, text
+    assert verdicts["demo.b-blocks"] == "NOT_RUN" and recs["demo.b-blocks"]["message"].startswith(
+        "interrupted (^C)"), recs["demo.b-blocks"]
+    not_run = sum(v == "NOT_RUN" for v in verdicts.values())
+    assert f"INTERRUPTED (^C): {not_run} case(s) not run, recorded NOT_RUN" in text, text
+    assert not list((pytester.path / "out").glob("*.collected.json"))

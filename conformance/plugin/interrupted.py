@@ -1,0 +1,70 @@
+"""^C mid-run: the cases that never ran are recorded NOT_RUN, so a results file says it is partial.
+
+The process that collects the cases (the only one without xdist, the first worker with it) writes
+the run's selection to ``<run_id>.collected.json`` beside the results. When the session ends
+interrupted, the controller compares that list with what was recorded and writes a NOT_RUN record
+for every case that has none. Under xdist the controller itself never collects, hence the file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conformance.cases import REGISTRY, Case, case_of
+from conformance.results import recorded_case_ids
+
+INTERRUPTED_MESSAGE = "interrupted (^C) before this case ran"
+
+
+@dataclass(frozen=True)
+class Selected:
+    nodeid: str
+    module: str
+    case_id: str  # the case's own id
+    run_id: str  # the id its record carries (with a queue type suffix)
+    queue_type: str | None
+
+
+def collected_path(results_dir: Path, run_id: str) -> Path:
+    return results_dir / f"{run_id}.collected.json"
+
+
+def write_collected(path: Path, selected: list[Selected]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps([s.__dict__ for s in selected]), encoding="utf-8")
+    tmp.replace(path)  # whole or absent: a ^C during collection leaves no half list
+
+
+def selected_of(item: pytest.Item, run_id: str, queue_type: str | None) -> Selected | None:
+    c = case_of(item)
+    if c is None:
+        return None
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    return Selected(item.nodeid, module, c.id, run_id, queue_type)
+
+
+def not_run(path: Path, results_dir: Path, run_id: str,
+            reported: set[str]) -> list[tuple[Case, Selected]]:
+    """The selected cases with no record yet (none reported to this process, none in any part file)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # interrupted before collection finished: nothing was selected yet
+    done = reported | recorded_case_ids(results_dir, run_id)
+    out: list[tuple[Case, Selected]] = []
+    for row in raw:
+        s = Selected(**row)
+        if s.run_id in done:
+            continue
+        if s.case_id not in REGISTRY and s.module:
+            importlib.import_module(s.module)  # the controller under xdist never imported the scenarios
+        c = REGISTRY.get(s.case_id)
+        if c is not None:
+            out.append((c, s))
+    return out
