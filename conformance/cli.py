@@ -63,6 +63,8 @@ def _run_parser() -> argparse.ArgumentParser:
         "--report-out", default="reports", help="where the run's report folder goes (default reports)"
     )
     p.add_argument("--no-report", action="store_true", help="skip the compliance report")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="one line per case (pytest -v) and the report's stages with their times")
     p.add_argument("--master", default=None, help="Spark master for the report (default local[*])")
     p.add_argument("-k", dest="keyword", default=None,
                    help="only cases matching this pytest -k expression (case ids and markers work)")
@@ -237,6 +239,26 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ValueError(f"--tls is available for {able}, not {kind}")
 
 
+def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run_id: str) -> list[str]:
+    """The pytest command line ``run`` hands to pytest.main."""
+    # pytest-benchmark (a dev tool, when installed) warns on every worker under xdist; no case uses it.
+    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN"]
+    targets = [f"conformance.scenarios.test_{a}" for a in areas_of(args.area)] or ["conformance.scenarios"]
+    pyargs += ["--pyargs", *targets]
+    pyargs += table_values_as_pytest_args(args, skip=("results",))
+    pyargs += ["--amqp-results", str(results_dir)]
+    pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
+               "--alluredir", str(reports / "allure-results"), "--clean-alluredir"]  # this run's results only
+    if args.workers not in ("0", ""):
+        pyargs += ["-n", args.workers]
+    if args.keyword:
+        pyargs += ["-k", args.keyword]
+    if args.verbose:
+        pyargs += ["-v"]
+    pyargs += args.pytest_args
+    return pyargs
+
+
 def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> int:
     """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     args = _run_parser().parse_args(list(argv))
@@ -268,20 +290,8 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
         if problem is not None:
             _err(problem)
             return EXIT_BAD_INPUT
-    # pytest-benchmark (a dev tool, when installed) warns on every worker under xdist; no case uses it.
-    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN"]
-    targets = [f"conformance.scenarios.test_{a}" for a in areas_of(args.area)] or ["conformance.scenarios"]
-    pyargs += ["--pyargs", *targets]
-    pyargs += table_values_as_pytest_args(args, skip=("results",))
-    pyargs += ["--amqp-results", str(results_dir)]
     reports = Path(args.report_out).resolve()
-    pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
-               "--alluredir", str(reports / "allure-results"), "--clean-alluredir"]  # this run's results only
-    if args.workers not in ("0", ""):
-        pyargs += ["-n", args.workers]
-    if args.keyword:
-        pyargs += ["-k", args.keyword]
-    pyargs += args.pytest_args
+    pyargs = _pytest_args(args, results_dir, reports, run_id)
     started = time.monotonic()
     threads_before = set(threading.enumerate())
     early = None if args.no_report else EarlyReport(args.master)  # --no-report: never a JVM
@@ -398,14 +408,44 @@ def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: st
     print(f"suite finished in {time.monotonic() - started:.1f}s; results {results_file}", file=sys.stderr)
     if not args.no_report:
         session = early.take() if early is not None else None
-        rc = _build_run_report(results_file, reports / run_id, args.master, session, phases)
+        rc = _build_run_report(results_file, reports / run_id, args.master, session, phases,
+                               verbose=args.verbose)
         if rc != 0:
             return rc
+    for line in final_lines(results_file):
+        print(line, file=sys.stderr)
     return code
 
 
+def final_lines(results_file: Path, shown: int = 8) -> list[str]:
+    """The run's last lines: the verdict counts, and the cases that did not pass and were not
+    merely unsupported (the ones to read first), worst first."""
+    counts: dict[str, int] = {}
+    bad: list[tuple[int, str, str]] = []
+    order = ["FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT"]
+    for line in results_file.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        verdict, case_id = str(rec.get("verdict")), str(rec.get("case_id"))
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if verdict in order:
+            bad.append((order.index(verdict), case_id, verdict))
+    total = sum(counts.values())
+    lines = [f"verdicts: {total} cases: " + ", ".join(f"{n} {v}" for v, n in sorted(
+        counts.items(), key=lambda kv: (-kv[1], kv[0])))]
+    if bad:
+        bad.sort()
+        lines.append("to read first: " + ", ".join(f"{c} {v}" for _o, c, v in bad[:shown])
+                     + (f" (+{len(bad) - shown} more)" if len(bad) > shown else ""))
+    else:
+        lines.append("nothing failed (no FAIL, TIMEOUT, ERROR, NOT_RUN or NON_STRICT)")
+    return lines
+
+
 def _build_run_report(results_file: Path, out: Path, master: str | None, session: Any = None,
-                      phases: dict[str, float] | None = None) -> int:
+                      phases: dict[str, float] | None = None, *, verbose: bool = True) -> int:
     began = time.monotonic()
     try:
         report = importlib.import_module("conformance.report")
@@ -418,7 +458,8 @@ def _build_run_report(results_file: Path, out: Path, master: str | None, session
         return 1
     try:
         summary = build([str(results_file)], out, master=master, name=out.name, session=session,
-                        progress=lambda msg: print(f"[report] {msg}", file=sys.stderr, flush=True))
+                        progress=(lambda msg: print(f"[report] {msg}", file=sys.stderr, flush=True))
+                        if verbose else None)
     except Exception as exc:  # noqa: BLE001 - one clear line; the results file is kept
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         _err(f"report failed: {first}; results kept in {results_file}")
@@ -429,8 +470,6 @@ def _build_run_report(results_file: Path, out: Path, master: str | None, session
             phases[f"report: {stage}"] = float(secs)
     html = out / "index.html"
     print(f"report: {html if html.exists() else out}", file=sys.stderr)
-    if isinstance(summary, dict) and summary.get("brokers"):
-        print(json.dumps({"brokers": summary.get("brokers")}, default=str)[:2000], file=sys.stderr)
     return 0
 
 

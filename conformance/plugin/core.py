@@ -40,6 +40,7 @@ from conformance.plugin.records import (
     area_table,
     name_junit_suite,
     slowest_cases,
+    unsupported_groups,
     write_allure_environment,
     write_record,
 )
@@ -116,6 +117,7 @@ class ConformancePlugin:
         self.stopped: Unresponsive | None = None  # set once the broker was found silent
         self.first_ids: frozenset[str] = frozenset()  # cases to finish before a wedging case
         self.other_failures = 0  # failed reports that carry no verdict
+        self.unsupported: dict[str, list[str]] = {}  # reason → case ids, for the summary
         self.interrupted_not_run: int | None = None  # ^C: how many cases were recorded NOT_RUN
         self.invariant_facts: dict[str, InvariantFacts] = {}  # case id -> broken invariants (for triage)
         self.node_seconds: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
@@ -180,7 +182,8 @@ class ConformancePlugin:
     @staticmethod
     def _properties(case_id: str, area: str, decision: Decision) -> list[tuple[str, object]]:
         return [(VERDICT_KEY, decision.verdict.value), ("case_id", case_id), ("area", area),
-                ("expected", decision.expected[:300]), ("observed", decision.observed[:300])]
+                ("expected", decision.expected[:300]), ("observed", decision.observed[:300]),
+                ("message", decision.message[:300])]
 
     # -- selection -------------------------------------------------------------------------------
 
@@ -473,6 +476,9 @@ class ConformancePlugin:
         props = dict(report.user_properties)
         case_id, area = str(props.get("case_id")), str(props.get("area"))
         self.state.rows.append((case_id, area, verdict))
+        if verdict is Verdict.UNSUPPORTED:
+            reason = str(props.get("message") or "no reason given").splitlines()[0]
+            self.unsupported.setdefault(reason, []).append(case_id)
         self.node_case[report.nodeid] = (case_id, verdict)
         facts = InvariantFacts.of(
             {
@@ -578,6 +584,8 @@ class ConformancePlugin:
             tr.write_line(line)
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
         for line in slowest_cases(self.node_case, self.node_seconds):
+            tr.write_line(line)
+        for line in unsupported_groups(self.unsupported):
             tr.write_line(line)
         if self.interrupted_not_run is not None:
             tr.write_line(f"INTERRUPTED (^C): {self.interrupted_not_run} case(s) not run, recorded NOT_RUN; "

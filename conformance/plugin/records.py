@@ -104,6 +104,22 @@ def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
 
 
 SLOWEST = 10
+SHOWN_IDS = 4
+
+
+def unsupported_groups(reasons: dict[str, list[str]]) -> list[str]:
+    """UNSUPPORTED cases grouped by their reason, which names what would let them run (an option,
+    a target kind, a capability the broker lacks): the largest group first, a few ids each."""
+    if not reasons:
+        return []
+    total = sum(map(len, reasons.values()))
+    lines = [f"{total} UNSUPPORTED, by what they need:"]
+    for reason, ids in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        more = len(ids) - SHOWN_IDS
+        shown = ", ".join(sorted(ids)[:SHOWN_IDS]) + (f" (+{more} more)" if more > 0 else "")
+        lines.append(f"  {len(ids):4d}  {reason}")
+        lines.append(f"        {shown}")
+    return lines
 
 
 def slowest_cases(node_case: dict[str, tuple[str, Verdict]], node_seconds: dict[str, float],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -32,10 +33,14 @@ def test_ctrl_c_during_run_exits_130(tmp_path: Path, workers: list[str]) -> None
             if ("test_" in line and "[" in line) or " workers [" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
     finally:
         killer.cancel()
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert "amqp-conformance: interrupted" in err
+    # The cases that never ran are in the results as NOT_RUN, and the table says the run is partial.
+    (results,) = (tmp_path / "r").glob("*.jsonl")
+    verdicts = [json.loads(line)["verdict"] for line in results.read_text().splitlines()]
+    assert "NOT_RUN" in verdicts and "INTERRUPTED (^C)" in out, out[-2000:]

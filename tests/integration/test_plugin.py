@@ -91,6 +91,10 @@ def test_every_verdict_is_recorded(pytester: pytest.Pytester) -> None:
     assert fail["rules"] == ["basic.ack/exists"] and fail["broker_product"] == "fakebroker"
     assert fail["target"] == "url" and "guest:***@" in str(fail["extra"]["url"])  # type: ignore[index]
     assert "amqp-conformance verdicts" in out and "demo" in out
+    # UNSUPPORTED is grouped by what would let the case run (the reason names it).
+    head = out.index("1 UNSUPPORTED, by what they need:")
+    assert "capability 'basic.nack'" in out[head:].splitlines()[1], out[head:]
+    assert out[head:].splitlines()[2].strip() == "demo.unsupported", out[head:]
     _assert_trace_evidence(recs)
     _assert_slowest(out, recs)
 

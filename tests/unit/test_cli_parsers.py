@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,17 @@ def test_command_parser_refuses_a_prefix_and_names_the_command(cls: type[argpars
         assert err == "amqp-conformance run: unrecognized arguments: --case 2\n"
     else:
         assert "amqp-conformance run: error: unrecognized arguments: --case" in err
+
+
+def test_run_ends_with_verdict_counts_and_what_to_read_first(tmp_path: Path) -> None:
+    from conformance.cli import final_lines
+
+    lines = [{"case_id": f"a.p{i}", "verdict": "PASS"} for i in range(3)] + [
+        {"case_id": "a.ns", "verdict": "NON_STRICT"}, {"case_id": "a.u", "verdict": "UNSUPPORTED"},
+        {"case_id": "a.t", "verdict": "TIMEOUT"}, {"case_id": "a.f", "verdict": "FAIL"}]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    assert final_lines(path) == ["verdicts: 7 cases: 3 PASS, 1 FAIL, 1 NON_STRICT, 1 TIMEOUT, 1 UNSUPPORTED",
+                                 "to read first: a.f FAIL, a.t TIMEOUT, a.ns NON_STRICT"]
+    path.write_text(json.dumps(lines[0]) + "\n")
+    assert final_lines(path)[1].startswith("nothing failed")
