@@ -140,7 +140,7 @@ def tls_files(folder: Path) -> TLSFiles:
         return make_tls_files(folder)
     except ImportError as exc:
         raise TargetError(
-            "a TLS target needs the cryptography package: pip install 'amqp-conformance[tls]'"
+            "a TLS target needs the trustme package (its test CA): pip install 'amqp-conformance[tls]'"
         ) from exc
 
 
