@@ -171,13 +171,24 @@ def default_workers(cores: int | None = None) -> int:
 def _resolve_workers(args: argparse.Namespace) -> None:
     """Fill in ``-n`` when not given: in-process when a command acts on the one shared broker
     (``--restart-cmd`` / ``--alarm-cmd``: other workers' cases would run while it restarts or
-    alarms it), else :func:`default_workers`. An explicit ``-n`` is kept (and refused with them)."""
+    alarms it) and for a cluster target, else :func:`default_workers`. An explicit ``-n`` is kept
+    (and refused with the commands)."""
     if args.workers is not None:
         return
     given = [t.partition("=")[0] for t in args.pytest_args]
     shared_commands = any(_effective(args, name)[0] or f"--amqp-{name}" in given
                           for name in ("restart-cmd", "alarm-cmd"))
-    args.workers = "0" if shared_commands or "-n" in given else str(default_workers())
+    args.workers = "0" if shared_commands or _a_cluster(args) or "-n" in given else str(default_workers())
+
+
+def _a_cluster(args: argparse.Namespace) -> bool:
+    """A cluster target: its node controller lives in the process that started it, so the cases
+    run in-process (workers would get only its URL, and every cluster case would be UNSUPPORTED)."""
+    from conformance.targets.kinds import kind_of
+
+    broker = _effective(args, "broker")[0]
+    k = kind_of(broker) if broker else None
+    return bool(_effective(args, "cluster-url")[0]) or (k is not None and k.cluster)
 
 
 def bad_run_input(args: argparse.Namespace) -> str | None:

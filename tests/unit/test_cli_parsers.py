@@ -76,3 +76,18 @@ def test_run_ends_with_verdict_counts_and_what_to_read_first(tmp_path: Path) -> 
                                  "to read first: a.f FAIL, a.t TIMEOUT, a.ns NON_STRICT"]
     path.write_text(json.dumps(lines[0]) + "\n")
     assert final_lines(path)[1].startswith("nothing failed")
+
+
+@pytest.mark.parametrize(("argv", "in_process"), [
+    (["--broker", "local:rabbitmq-cluster"], True),
+    (["--cluster-url", "amqp://a:5672/,amqp://b:5672/,amqp://c:5672/"], True),
+    (["--broker", "reference"], False),
+])
+def test_a_cluster_target_runs_in_process_by_default(argv: list[str], in_process: bool) -> None:
+    """The cluster controller lives in the process that started the cluster: workers would only
+    get its URL and every cluster case would be UNSUPPORTED."""
+    from conformance.cli import _resolve_workers, _run_parser
+
+    args = _run_parser().parse_args(argv)
+    _resolve_workers(args)
+    assert (args.workers == "0") is in_process, args.workers
