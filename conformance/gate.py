@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.argparsing import command_parser
+from conformance.record_schema import schema_problem
 from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record, is_workload_record
 from conformance.triage import (
     EMPTY,
@@ -172,6 +173,10 @@ def read_rows(path: Path, mutation_records: list[int] | None = None) -> Iterator
                 if is_workload_record(rec):
                     workload += 1  # a faults run's record (report's cluster section): no case result
                     continue
+                # The shipped JSON Schema first (every field's type and enum), then non-empty ids.
+                problem = schema_problem(rec)
+                if problem is not None:
+                    raise GateInputError(f"{where}: not a result record: {problem}")
                 missing = [f for f in REQUIRED_FIELDS if not isinstance(rec.get(f), str) or not rec[f]]
                 if missing:
                     raise GateInputError(

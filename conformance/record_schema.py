@@ -11,6 +11,7 @@ report's keys); the other fields are written by today's writer but absent from o
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import types
@@ -119,6 +120,30 @@ def shipped_schema() -> dict[str, Any]:
     text = resources.files("conformance").joinpath("data", SCHEMA_FILE).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(shipped_schema())
+
+
+def schema_problem(rec: dict[str, Any]) -> str | None:
+    """Why ``rec`` is not a result record by the shipped JSON Schema (one short phrase naming the
+    field), or None. Readers (the gate, the report's input check) call it on every record they take."""
+    errors = sorted(_validator().iter_errors(rec), key=lambda e: (list(e.path), e.validator))
+    if not errors:
+        return None
+    missing = sorted({str(e.message).split("'")[1] for e in errors if e.validator == "required"})
+    mistyped = sorted({str(e.path[0]) for e in errors if e.validator == "type" and e.path})
+    if missing or mistyped:
+        return "missing or mistyped " + ", ".join(missing + [f for f in mistyped if f not in missing])
+    first = errors[0]
+    field = ".".join(str(p) for p in first.path) or "record"
+    if field == "verdict" and first.validator == "enum":
+        return f"unknown verdict {rec.get('verdict')!r}"
+    return f"{field}: {first.message}"[:200]
 
 
 if __name__ == "__main__":

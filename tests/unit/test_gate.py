@@ -295,7 +295,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Capture
     notes = tmp_path / "notes.txt"
     notes.write_text('{"a": 1}\n', encoding="utf-8")
     rc, _, err = run_gate(capsys, "--baseline", str(R12), "--candidate", str(notes))
-    assert rc == 2 and "notes.txt:1: not a result record: missing or mistyped run_id" in err
+    assert rc == 2 and "notes.txt:1: not a result record: missing or mistyped area, " in err
+    assert "run_id" in err
     bad_triage = tmp_path / "t.toml"
     bad_triage.write_text("[[triage]]\ncases = ['x.*']\n", encoding="utf-8")
     rc, _, err = run_gate(

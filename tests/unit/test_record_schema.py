@@ -88,3 +88,15 @@ def test_the_schema_ships_with_the_package_and_jsonschema_is_a_dependency() -> N
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert "data/*.json" in project["tool"]["setuptools"]["package-data"]["conformance"]
     assert any(dep.startswith("jsonschema") for dep in project["project"]["dependencies"])
+
+
+def test_readers_name_the_field_the_schema_refuses() -> None:
+    from conformance.record_schema import schema_problem
+
+    assert schema_problem(record()) is None
+    assert schema_problem(record(verdict="MAYBE")) == "unknown verdict 'MAYBE'"
+    assert schema_problem(record(duration_s="slow")) == "missing or mistyped duration_s"
+    rec = record()
+    del rec["case_id"]
+    assert schema_problem(rec) == "missing or mistyped case_id"
+    assert schema_problem(record(surprise=1)) is not None  # no field a writer never writes
