@@ -253,7 +253,10 @@ def _check_combinations(args: argparse.Namespace) -> None:
 def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run_id: str) -> list[str]:
     """The pytest command line ``run`` hands to pytest.main."""
     # pytest-benchmark (a dev tool, when installed) warns on every worker under xdist; no case uses it.
-    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN"]
+    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN",
+              # A pytest config where run is started (this project's checkout: -n 4, -m 'not cluster' for
+              # its own tests) must not change which cases run or how: run decides -n and the selection.
+              "-o", "addopts="]
     targets = [f"conformance.scenarios.test_{a}" for a in areas_of(args.area)] or ["conformance.scenarios"]
     pyargs += ["--pyargs", *targets]
     pyargs += table_values_as_pytest_args(args, skip=("results",))

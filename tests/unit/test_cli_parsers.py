@@ -91,3 +91,15 @@ def test_a_cluster_target_runs_in_process_by_default(argv: list[str], in_process
     args = _run_parser().parse_args(argv)
     _resolve_workers(args)
     assert (args.workers == "0") is in_process, args.workers
+
+
+def test_run_ignores_the_addopts_of_a_pytest_config_where_it_starts(tmp_path: Path) -> None:
+    """This checkout's own addopts (-n 4, -m 'not cluster') would deselect the cluster area and
+    put in-process runs on workers: run overrides them (a user's -- args still come last)."""
+    from conformance.cli import _pytest_args, _resolve_workers, _run_parser
+
+    args = _run_parser().parse_args(["--area", "cluster", "--", "-x"])
+    _resolve_workers(args)
+    argv = _pytest_args(args, tmp_path / "r", tmp_path / "rep", "run1")
+    i = argv.index("addopts=")
+    assert argv[i - 1] == "-o" and argv[-1] == "-x", argv
