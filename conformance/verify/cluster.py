@@ -8,6 +8,7 @@ connection's part of the story (recorded), never the case.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -32,8 +33,8 @@ HA_ALL = {"ha-mode": "all", "ha-sync-mode": "automatic"}
 
 __all__ = [
     "HA_ALL", "MIRRORED", "REPLICATED", "ClusterController", "Confirms", "Consuming", "Drained", "Leader",
-    "Seen", "answer", "declare_replicated", "drain_ids", "in_background", "index_of", "publish_numbered",
-    "require", "unflagged_repeats", "wait_for",
+    "Seen", "answer", "declare_replicated", "drain_ids", "in_background", "index_of", "out_of_order",
+    "publish_numbered", "require", "unflagged_repeats", "wait_for",
 ]
 
 
@@ -340,3 +341,15 @@ def unflagged_repeats(seen: Iterable[Seen]) -> list[Seen]:
             bad.append(s)
         first.add(s.number)
     return bad
+
+
+def out_of_order(seen: Iterable[Seen], limit: int = 5) -> list[str]:
+    """Per consumer, its first deliveries (redelivered=false) that come after a higher message
+    number: one publisher's messages, numbered in publish order, must reach a consumer in that
+    order (only redeliveries may not). At most ``limit`` per consumer, as "who: a before b"."""
+    ordered = sorted(seen, key=lambda s: s.at)
+    out: list[str] = []
+    for who in sorted({s.who for s in ordered}):
+        first = [s.number for s in ordered if s.who == who and not s.redelivered]
+        out += [f"{who}: {a} before {b}" for a, b in itertools.pairwise(first) if b <= a][:limit]
+    return out
