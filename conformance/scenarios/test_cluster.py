@@ -578,6 +578,8 @@ def _failover_run(cluster: ClusterController, amqp: Any, ctx: Any, cleanup: Any,
     drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
     seen = tuple(sorted([*c1.seen, *c2.seen, *drained.seen], key=lambda s: s.at))
     notes = {
+        "leader": ctx.observed.get("leader", "?"),
+        "kill": f"L killed after publish {RUN_KILL_AT} of {RUN_MESSAGES}",
         "publisher": confirms.summary(),
         "C1": f"{len(c1.seen)} deliveries ({sum(s.redelivered for s in c1.seen)} redelivered)"
               + (f"; ended: {c1.ended}" if c1.ended else ""),
@@ -595,7 +597,7 @@ def _observe_run(ctx: Any, run: FailoverRun) -> None:
     if ctx.case is not None and run.by != ctx.case.id:
         ctx.observe("run", f"the run of {run.by} (one leader kill serves both cases)")
     for k, v in run.notes.items():
-        ctx.observe(k, v)
+        ctx.observed.setdefault(k, v)
 
 
 @pytest.mark.parametrize("qtype", family(
