@@ -248,6 +248,11 @@ DOCUMENTS: tuple[Document, ...] = (
                 "quorum of replicas\"; \"a quorum queue ... will continue to function as long as a majority "
                 "of nodes are available\"", "data-safety"
             ),
+            "leader-placement": Section(
+                "Queue Leader Location: \"All queue operations go through the leader first and then are "
+                "replicated to followers ... This is necessary to guarantee FIFO ordering of messages\"",
+                "leader-placement",
+            ),
             "leader-election": Section(
                 "Leader Election and Failure Handling: when the leader's node is lost a new leader is "
                 "elected among the online replicas; consumers are not cancelled; a queue without a quorum "
@@ -287,6 +292,12 @@ DOCUMENTS: tuple[Document, ...] = (
             "ha-policy": Section(
                 "Queue Arguments that Control Mirroring: a policy with ha-mode all mirrors a matching "
                 "classic queue on every node", "mirroring-arguments"
+            ),
+            "non-mirrored": Section(
+                "Non-mirrored Queue Behavior in a Cluster: \"A durable queue will become unavailable until "
+                "the node comes back. All operations on a durable queue with unavailable leader node will "
+                "fail\" with not_found: \"home node ... of durable queue ... is down or inaccessible\"",
+                "non-mirrored-queue-behavior-on-node-failure",
             ),
         },
         "classic mirrored queues: confirms after every mirror, exclusive queues not mirrored, failover "

@@ -8,6 +8,7 @@ connection's part of the story (recorded), never the case.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from pamqp import commands as spec
 from conformance.cluster.base import ClusterController, ClusterError, Leader
 from conformance.protocol.raw import RawConnection
 from conformance.protocol.rawchannel import RawChannel
+from conformance.protocol.rawevents import UnexpectedClose
 from conformance.queue_types import QUORUM
 from conformance.verdicts import CaseTimeout, Unsupported
 
@@ -30,8 +32,9 @@ REPLICATED = (QUORUM, MIRRORED)
 HA_ALL = {"ha-mode": "all", "ha-sync-mode": "automatic"}
 
 __all__ = [
-    "HA_ALL", "MIRRORED", "REPLICATED", "ClusterController", "Confirms", "Drained", "Leader",
-    "declare_replicated", "drain_ids", "index_of", "publish_numbered", "require", "wait_for",
+    "HA_ALL", "MIRRORED", "REPLICATED", "ClusterController", "Confirms", "Consuming", "Drained", "Leader",
+    "Seen", "answer", "declare_replicated", "drain_ids", "in_background", "index_of", "out_of_order",
+    "publish_numbered", "require", "unflagged_repeats", "wait_for",
 ]
 
 
@@ -185,6 +188,7 @@ class Drained:
 
     got: dict[int, list[tuple[bool, dict[str, Any]]]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)  # the same deliveries, in receipt order
 
     @property
     def numbers(self) -> set[int]:
@@ -214,6 +218,7 @@ def drain_ids(url: str, queue: str, *, timeout: float, expect: int | None = None
                 props = ev.properties
                 headers = dict(props.headers or {}) if props is not None else {}
                 out.got.setdefault(n, []).append((bool(ev.method.redelivered), headers))
+                out.seen.append(Seen(n, bool(ev.method.redelivered), headers, "drain", time.monotonic()))
                 ch.ack(ev.method.delivery_tag)
                 if expect is not None and len(out.got) >= expect:
                     ch.barrier(timeout=5.0)
@@ -235,3 +240,116 @@ def in_background(fn: Callable[[], None]) -> threading.Thread:
     t = threading.Thread(target=fn, daemon=True, name="amqpc-cluster-fault")
     t.start()
     return t
+
+
+def answer(url: str, action: Callable[[RawChannel], Any], timeout: float) -> str:
+    """What the broker answers ``action`` on a fresh channel through ``url``: ``"ok"`` (then a
+    barrier round trip proved the channel still open), or ``"<code> <reply-text>"`` of the
+    channel.close / connection.close it sent instead. A refused connection is raised."""
+    conn = RawConnection.open(url, timeout=timeout)
+    try:
+        ch = conn.channel()
+        try:
+            action(ch)
+            ch.barrier(timeout=timeout)
+        except UnexpectedClose as exc:
+            method = getattr(exc.event, "method", None)
+            if method is None:
+                return exc.event.describe()
+            return f"{method.reply_code} {method.reply_text}"
+        return "ok"
+    finally:
+        conn.close(timeout=1.0)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One delivery a consumer (or a drain) received: message number, redelivered flag, headers."""
+
+    number: int
+    redelivered: bool
+    headers: dict[str, Any]
+    who: str  # which consumer, e.g. "C1 on node 3" or "drain"
+    at: float  # time.monotonic() on receipt: the order across consumers
+
+
+class Consuming:
+    """A manual-ack consumer through one node, in a thread of its own, recording every delivery
+    before acking it; it never acks its first ``hold`` deliveries (so some are unacked when a fault
+    lands). A connection that dies ends it (recorded in ``ended``)."""
+
+    def __init__(self, url: str, queue: str, who: str, *, timeout: float, prefetch: int = 10,
+                 hold: int = 0) -> None:
+        self.who = who
+        self.seen: list[Seen] = []
+        self.ended = ""
+        self._hold = hold
+        self._stop = threading.Event()
+        self._conn = RawConnection.open(url, timeout=timeout)
+        try:
+            self._ch = self._conn.channel()
+            self._ch.qos(prefetch)
+            self.tag = self._ch.consume(queue)
+        except BaseException:
+            self._conn.close(timeout=1.0)
+            raise
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"amqpc-cluster-{who}")
+        self._thread.start()
+
+    @property
+    def numbers(self) -> set[int]:
+        return {s.number for s in self.seen}
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ev = self._ch.next_delivery(timeout=0.5)
+            except CaseTimeout:
+                continue
+            except Exception as exc:  # noqa: BLE001 - the node died under the consumer: recorded
+                self.ended = f"{type(exc).__name__}: {exc}"[:200]
+                return
+            props = ev.properties
+            headers = dict(props.headers or {}) if props is not None else {}
+            self.seen.append(Seen(int(ev.body or b"-1"), bool(ev.method.redelivered), headers, self.who,
+                                  time.monotonic()))
+            if len(self.seen) <= self._hold:
+                continue
+            try:
+                self._ch.ack(ev.method.delivery_tag)
+            except Exception as exc:  # noqa: BLE001 - as above
+                self.ended = f"ack failed: {type(exc).__name__}: {exc}"[:200]
+                return
+
+    def stop(self) -> None:
+        """End the thread (bounded) and close the connection; unacked deliveries go back."""
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        try:
+            self._conn.close(timeout=1.0)
+        except Exception:  # noqa: BLE001 - closing a connection to a dead node
+            pass
+
+
+def unflagged_repeats(seen: Iterable[Seen]) -> list[Seen]:
+    """The deliveries of a message already delivered before (in receipt order) that do not carry
+    redelivered=true: AMQP's redelivered flag says the message may have been delivered before."""
+    first: set[int] = set()
+    bad = []
+    for s in sorted(seen, key=lambda s: s.at):
+        if s.number in first and not s.redelivered:
+            bad.append(s)
+        first.add(s.number)
+    return bad
+
+
+def out_of_order(seen: Iterable[Seen], limit: int = 5) -> list[str]:
+    """Per consumer, its first deliveries (redelivered=false) that come after a higher message
+    number: one publisher's messages, numbered in publish order, must reach a consumer in that
+    order (only redeliveries may not). At most ``limit`` per consumer, as "who: a before b"."""
+    ordered = sorted(seen, key=lambda s: s.at)
+    out: list[str] = []
+    for who in sorted({s.who for s in ordered}):
+        first = [s.number for s in ordered if s.who == who and not s.redelivered]
+        out += [f"{who}: {a} before {b}" for a, b in itertools.pairwise(first) if b <= a][:limit]
+    return out
