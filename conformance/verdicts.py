@@ -16,6 +16,15 @@ from typing import Any, Protocol
 import pytest
 
 from conformance.cases import Case, Level
+from conformance.protocol.errors import (
+    AnswerTimeout,
+    ClientFault,
+    InvariantViolation,
+    Mismatch,
+    ProtocolOutcome,
+    Strictness,
+    render,
+)
 
 
 class CaseContext(Protocol):
@@ -60,89 +69,34 @@ def parse_fail_on(text: str) -> frozenset[Verdict]:
     return frozenset(out)
 
 
-def render(value: Any) -> str:
-    """A short, stable text form of an expected or observed value for messages and results."""
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    return repr(value)
+# The protocol client's exceptions under the names the suite's cases use.
+CaseOutcome = ProtocolOutcome
+CaseTimeout = AnswerTimeout
+HarnessError = ClientFault
 
 
-class CaseOutcome(Exception):
-    """Base of the exceptions a case raises to end with a verdict other than PASS.
+def verdict_of(exc: ProtocolOutcome, level: Level) -> Verdict:
+    """The verdict a protocol outcome means for a case of ``level``.
 
-    Each subclass carries its own ``verdict``; :func:`decide` reads it (through
-    :meth:`verdict_for`, which a Mismatch refines by the case's level).
+    A Mismatch is FAIL for a MUST-level case (or a binding profile expectation) and NON_STRICT
+    for a SHOULD/MAY-level case (or an advisory one); a timeout is TIMEOUT and a client fault is
+    ERROR. An outcome class defined above the protocol client may name its own ``verdict``.
     """
-
-    verdict: Verdict = Verdict.ERROR
-
-    def verdict_for(self, level: Level) -> Verdict:
-        """The verdict this outcome means for a case of ``level``."""
-        return self.verdict
-
-    def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.expected = expected
-        self.observed = observed
-
-    def __str__(self) -> str:
-        parts = [self.message]
-        if self.expected is not None or self.observed is not None:
-            parts.append(f"expected: {render(self.expected)}")
-            parts.append(f"observed: {render(self.observed)}")
-        return "\n".join(parts)
-
-
-class Mismatch(CaseOutcome, AssertionError):
-    """The broker's behaviour differs from the expectation.
-
-    The verdict is FAIL for a MUST-level case (or a profile expectation) and NON_STRICT for a
-    SHOULD/MAY-level case; the plugin decides from the case's level unless ``verdict`` is given.
-    """
-
-    verdict = Verdict.FAIL
-
-    def __init__(
-        self, message: str, *, expected: Any = None, observed: Any = None, verdict: Verdict | None = None
-    ) -> None:
-        super().__init__(message, expected=expected, observed=observed)
-        self.explicit_verdict = verdict
-
-    def verdict_for(self, level: Level) -> Verdict:
+    own = getattr(type(exc), "verdict", None)
+    if isinstance(exc, Mismatch):
         # INFO cases only record behaviour: whatever differed is information, never blame.
         if level is Level.INFO:
             return Verdict.INFORMATIONAL
-        if self.explicit_verdict is not None:
-            return self.explicit_verdict
-        if level in (Level.SHOULD, Level.MAY):
+        if exc.strictness is Strictness.BINDING:
+            return Verdict.FAIL
+        if exc.strictness is Strictness.ADVISORY or level in (Level.SHOULD, Level.MAY):
             return Verdict.NON_STRICT
-        return self.verdict
-
-
-class CaseTimeout(CaseOutcome):
-    """The broker did not answer within the case budget."""
-
-    verdict = Verdict.TIMEOUT
-
-    def __init__(
-        self, waiting_for: str, seconds: float, *, expected: Any = None, observed: Any = None
-    ) -> None:
-        super().__init__(
-            f"TIMEOUT after {seconds:.1f}s waiting for {waiting_for}",
-            expected=expected if expected is not None else waiting_for,
-            observed=observed if observed is not None else f"nothing within {seconds:.1f}s",
-        )
-        self.waiting_for = waiting_for
-        self.seconds = seconds
-
-
-class HarnessError(CaseOutcome):
-    """The harness or the network failed; never the broker's fault."""
-
-    verdict = Verdict.ERROR
+        return own if isinstance(own, Verdict) else Verdict.FAIL
+    if isinstance(own, Verdict):
+        return own
+    if isinstance(exc, AnswerTimeout):
+        return Verdict.TIMEOUT
+    return Verdict.ERROR
 
 
 class CeilingExceeded(BaseException):
@@ -181,19 +135,6 @@ class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
 
 
 @dataclass(frozen=True)
-class InvariantViolation:
-    """A frame that broke a wire invariant (see ``conformance.protocol.invariants``)."""
-
-    invariant: str  # its id, e.g. wire.delivery-tags-consecutive
-    text: str  # what always holds
-    rule: str  # the spec rule or document it comes from
-    detail: str  # what was seen, where
-
-    def describe(self) -> str:
-        return f"{self.invariant}: {self.detail}"
-
-
-@dataclass(frozen=True)
 class Decision:
     verdict: Verdict
     expected: str
@@ -217,8 +158,8 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
     """Turn a case's outcome into its verdict. Pure: unit-tested on its own.
 
     A case that returns is PASS (INFORMATIONAL for INFO cases or when it recorded an
-    observation). A raised :class:`CaseOutcome` carries its own verdict; a plain ``assert`` in
-    the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
+    observation). A raised protocol outcome means what :func:`verdict_of` says; a plain
+    ``assert`` in the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
     harness fault (ERROR): never blamed on the broker. A wire invariant the broker broke while
     the case ran (``violations``) makes it FAIL whatever its body concluded: the frames prove
     the deviation (a skipped case, UNSUPPORTED, keeps its verdict only if nothing was broken).
@@ -262,13 +203,13 @@ def _decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: C
             return _harness_error(c, exc, phase)
         # A plain ``assert`` in a case body states an expectation like a Mismatch does.
         mismatch = exc if isinstance(exc, Mismatch) else Mismatch("")
-        verdict = mismatch.verdict_for(c.level)
+        verdict = verdict_of(mismatch, c.level)
         if verdict is Verdict.ERROR:
             return _harness_error(c, exc, phase)
         first = _first_line(exc)
         expected = render(mismatch.expected) if mismatch.expected is not None else expected_text
         observed = render(mismatch.observed) if mismatch.observed is not None else (first or observed_text)
         return Decision(verdict, expected, observed, mismatch.message or first or "assertion failed")
-    if not isinstance(exc, CaseOutcome) or exc.verdict_for(c.level) is Verdict.ERROR:
+    if not isinstance(exc, ProtocolOutcome) or verdict_of(exc, c.level) is Verdict.ERROR:
         return _harness_error(c, exc, phase)
-    return Decision(exc.verdict_for(c.level), render(exc.expected), render(exc.observed), exc.message)
+    return Decision(verdict_of(exc, c.level), render(exc.expected), render(exc.observed), exc.message)

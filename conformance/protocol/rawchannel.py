@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
+from conformance.protocol.errors import AnswerTimeout
 from conformance.protocol.rawevents import Event, UnexpectedClose
 from conformance.protocol.wire import decoded, method_name, method_name_from_text
-from conformance.verdicts import CaseTimeout
 
 if TYPE_CHECKING:
     from conformance.protocol.raw import RawConnection
@@ -168,8 +168,8 @@ class RawChannel:
             try:
                 got.append(self.next_delivery(timeout=max(remaining, 0.0),
                                               what=f"{n} deliveries (had {len(got)})"))
-            except CaseTimeout as exc:
-                raise CaseTimeout(f"{n} deliveries", limit, observed=f"{len(got)} deliveries") from exc
+            except AnswerTimeout as exc:
+                raise AnswerTimeout(f"{n} deliveries", limit, observed=f"{len(got)} deliveries") from exc
         return got
 
     def barrier(self, *, timeout: float | None = None) -> None:

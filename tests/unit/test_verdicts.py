@@ -12,10 +12,12 @@ from conformance.verdicts import (
     HarnessError,
     InvariantViolation,
     Mismatch,
+    Strictness,
     Unsupported,
     Verdict,
     decide,
     parse_fail_on,
+    verdict_of,
 )
 
 
@@ -58,7 +60,8 @@ def test_mismatch_by_level(level: Level, verdict: Verdict) -> None:
 
 
 def test_profile_mismatch_is_fail_even_for_should() -> None:
-    d = decide(mk(Level.SHOULD), info(Mismatch("x", expected=1, observed=2, verdict=Verdict.FAIL)), None)
+    binding = Mismatch("x", expected=1, observed=2, strictness=Strictness.BINDING)
+    d = decide(mk(Level.SHOULD), info(binding), None)
     assert d.verdict is Verdict.FAIL
 
 
@@ -88,7 +91,8 @@ def test_profile_expectation_recorded_as_expected() -> None:
     assert decide(c, None, ctx).expected == "redeliver"
     with pytest.raises(Mismatch) as exc:
         ctx.check_profile(540, "recover(requeue=false)")
-    assert exc.value.explicit_verdict is Verdict.FAIL
+    assert exc.value.strictness is Strictness.BINDING
+    assert decide(mk(Level.SHOULD), info(exc.value), ctx).verdict is Verdict.FAIL
 
 
 class BrokerHungUp(CaseTimeout):
@@ -113,7 +117,7 @@ def test_decide_reads_the_exceptions_own_verdict() -> None:
     d = decide(mk(), info(Informational("seen", observed="x")), None)
     assert d.verdict is Verdict.INFORMATIONAL and d.observed == "x"
     # The verdict comes from the exception, not from the class ladder: a new subclass needs no edit.
-    assert BrokerNacked("x", verdict=Verdict.NON_STRICT).verdict_for(Level.MUST) is Verdict.NON_STRICT
+    assert verdict_of(BrokerNacked("x", strictness=Strictness.ADVISORY), Level.MUST) is Verdict.NON_STRICT
 
 
 def test_plugin_package_reexports() -> None:
