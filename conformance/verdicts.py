@@ -1,9 +1,12 @@
 """The verdict model: a fixed, machine-readable set of outcomes for one case execution.
 
 A case body signals its outcome by returning normally (PASS, or INFORMATIONAL when it only
-recorded an observation) or by raising one of the exceptions below. The plugin turns the
-exception into a verdict; anything else a case raises is a harness fault (ERROR) and is never
-blamed on the broker.
+recorded an observation) or by raising: one of the protocol client's exceptions
+(``conformance.protocol.errors``, under the names the cases use below), ``Unsupported``
+(``conformance.verify``, a pytest skip marked :class:`UnsupportedOutcome`) or a plain
+``assert``. :func:`decide` turns the ending into a verdict; anything else a case raises is a
+harness fault (ERROR) and is never blamed on the broker. No pytest here: the plugin hands
+:func:`decide` the exception itself.
 """
 
 from __future__ import annotations
@@ -12,8 +15,6 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-import pytest
 
 from conformance.cases import Case, Level
 from conformance.protocol.errors import (
@@ -120,18 +121,14 @@ class CeilingExceeded(BaseException):
         super().__init__(self.message)
 
 
-# pytest.skip.Exception (_pytest.outcomes.Skipped) is public only as this attribute, which
-# mypy cannot resolve as a base class.
-class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
-    """An optional capability the broker does not advertise (or 540 for an optional method)."""
+class UnsupportedOutcome:
+    """The mark of an exception meaning UNSUPPORTED: the broker does not offer an optional
+    capability the case needs. The exception (``conformance.verify.Unsupported``) is a pytest skip
+    for pytest's sake, so it is defined above this module; :func:`decide` reads what it carries."""
 
-    verdict = Verdict.UNSUPPORTED
-
-    def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
-        super().__init__(f"UNSUPPORTED: {message}", allow_module_level=False)
-        self.message = message
-        self.expected = expected
-        self.observed = observed
+    message: str
+    expected: Any
+    observed: Any
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,7 @@ def _harness_error(c: Case, exc: BaseException, phase: str) -> Decision:
                     f"harness error in {phase}: {type(exc).__name__}: {first}"[:500])
 
 
-def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
+def decide(c: Case, exc: BaseException | None, ctx: CaseContext | None,
            phase: str = "call", violations: Sequence[InvariantViolation] = ()) -> Decision:
     """Turn a case's outcome into its verdict. Pure: unit-tested on its own.
 
@@ -164,7 +161,7 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
     the case ran (``violations``) makes it FAIL whatever its body concluded: the frames prove
     the deviation (a skipped case, UNSUPPORTED, keeps its verdict only if nothing was broken).
     """
-    decision = _decide(c, excinfo, ctx, phase)
+    decision = _decide(c, exc, ctx, phase)
     if not violations:
         return decision
     first = violations[0]
@@ -175,28 +172,24 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
                     f"wire invariant {first.invariant} broken: {first.detail}{more}{case_said}"[:2000])
 
 
-def _decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
-            phase: str) -> Decision:
+def _decide(c: Case, exc: BaseException | None, ctx: CaseContext | None, phase: str) -> Decision:
     expected_text = render(c.expected_for(ctx.profile)) if ctx and c.expected else c.expectation
     observed_text = render(ctx.observed) if ctx and ctx.observed else ""
-    if excinfo is None:
+    if exc is None:
         if c.level is Level.INFO or (ctx is not None and ctx.informational_note):
             note = ctx.informational_note if ctx and ctx.informational_note else "recorded"
             return Decision(Verdict.INFORMATIONAL, c.expectation, observed_text or "-", note)
         return Decision(Verdict.PASS, expected_text, observed_text or "as expected", "")
-    exc = excinfo.value
     if isinstance(exc, CeilingExceeded):
         return Decision(exc.verdict, f"the case ends within its hard ceiling of {exc.seconds:.1f}s",
                         f"still running in {exc.phase} after {exc.seconds:.1f}s", exc.message)
-    if isinstance(exc, Unsupported):
+    if isinstance(exc, UnsupportedOutcome):
         return Decision(
             Verdict.UNSUPPORTED,
             render(exc.expected) if exc.expected is not None else c.expectation,
             render(exc.observed),
             exc.message,
         )
-    if isinstance(exc, pytest.skip.Exception):
-        return Decision(Verdict.UNSUPPORTED, c.expectation, "-", str(exc))
     if isinstance(exc, AssertionError):
         # A mismatch found while setting a case up is our fault (the fixture), not the broker's.
         if phase != "call":

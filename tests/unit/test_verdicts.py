@@ -13,23 +13,24 @@ from conformance.verdicts import (
     InvariantViolation,
     Mismatch,
     Strictness,
-    Unsupported,
     Verdict,
     decide,
     parse_fail_on,
     verdict_of,
 )
+from conformance.verify.unsupported import Unsupported, case_ending
 
 
 def mk(level: Level = Level.MUST, **kw: object) -> Case:
     return Case(id="area.slug", description="d", expectation="e", level=level, sources=("doc",), **kw)  # type: ignore[arg-type]
 
 
-def info(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
+def info(exc: BaseException) -> BaseException | None:
+    """The case ending as the plugin hands it to decide (from pytest's ExceptionInfo)."""
     try:
         raise exc
     except BaseException as e:  # noqa: BLE001 - capturing for ExceptionInfo
-        return pytest.ExceptionInfo.from_exception(e)
+        return case_ending(pytest.ExceptionInfo.from_exception(e))
 
 
 def test_parse_fail_on() -> None:
@@ -74,6 +75,9 @@ def test_timeout_unsupported_error() -> None:
     d = decide(mk(), info(CaseTimeout("basic.ack", 2.0)), None)
     assert d.verdict is Verdict.TIMEOUT and "basic.ack" in d.expected and "2.0s" in d.observed
     assert decide(mk(), info(Unsupported("no nack")), None).verdict is Verdict.UNSUPPORTED
+    # a bare pytest skip (a marker, a fixture) is UNSUPPORTED too, with pytest's reason
+    d = decide(mk(), info(pytest.skip.Exception("no cluster")), None)
+    assert (d.verdict, d.expected, d.observed, d.message) == (Verdict.UNSUPPORTED, "e", "-", "no cluster")
     assert decide(mk(), info(HarnessError("socket")), None).verdict is Verdict.ERROR
     d = decide(mk(), info(KeyError("bug")), None)
     assert d.verdict is Verdict.ERROR and "KeyError" in d.message
