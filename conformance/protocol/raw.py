@@ -37,7 +37,7 @@ from conformance import __version__
 from conformance.protocol import invariants, trace
 from conformance.protocol.errors import AnswerTimeout, Mismatch
 from conformance.protocol.handshake import Handshake, HandshakeError, choose_mechanism, connect
-from conformance.protocol.rawchannel import RawChannel, bodies, tags
+from conformance.protocol.rawchannel import Channel, bodies, tags
 from conformance.protocol.rawevents import Event, SocketClosed, UnexpectedClose
 from conformance.protocol.wire import (
     CONTENT_METHODS,
@@ -544,6 +544,12 @@ class RawConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RawChannel(Channel):
+    """A channel of a :class:`RawConnection`, with helpers for the common methods."""
+
+    conn: RawConnection  # the whole connection, for callers that reach past the channel
 
 
 class _Stop(Exception):

@@ -18,8 +18,7 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cluster.base import ClusterController, ClusterError, Leader
-from conformance.protocol.raw import RawConnection
-from conformance.protocol.rawchannel import RawChannel
+from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.queue_types import QUORUM
 from conformance.verdicts import CaseTimeout
 from conformance.verify.unsupported import Unsupported
