@@ -84,10 +84,19 @@ def _kind(text: str) -> str:
     return text
 
 
-def _alarm_cmd(text: str) -> str:
-    if "{state}" not in text:
-        raise ValueError("must contain {state} (replaced by on or off)")
-    return text
+def _with_placeholder(name: str, replaced_by: str) -> Callable[[str], str]:
+    """A check for a command or name template that must contain ``{name}``."""
+
+    def check(text: str) -> str:
+        if "{" + name + "}" not in text:
+            raise ValueError(f"must contain {{{name}}} (replaced by {replaced_by})")
+        return text
+
+    return check
+
+
+_alarm_cmd = _with_placeholder("state", "on or off")
+_node_template = _with_placeholder("node", "the node's name")
 
 
 def _cluster_urls(text: str) -> tuple[str, ...]:
@@ -100,12 +109,6 @@ def _cluster_urls(text: str) -> tuple[str, ...]:
     if len(set(urls)) != len(urls):
         raise ValueError("names the same node twice")
     return urls
-
-
-def _node_template(text: str) -> str:
-    if "{node}" not in text:
-        raise ValueError("must contain {node} (replaced by the node's name)")
-    return text
 
 
 def _queue_types(text: str) -> tuple[str, ...]:
