@@ -1,9 +1,12 @@
 """The verdict model: a fixed, machine-readable set of outcomes for one case execution.
 
 A case body signals its outcome by returning normally (PASS, or INFORMATIONAL when it only
-recorded an observation) or by raising one of the exceptions below. The plugin turns the
-exception into a verdict; anything else a case raises is a harness fault (ERROR) and is never
-blamed on the broker.
+recorded an observation) or by raising: one of the protocol client's exceptions
+(``conformance.protocol.errors``, under the names the cases use below), ``Unsupported``
+(``conformance.verify``, a pytest skip marked :class:`UnsupportedOutcome`) or a plain
+``assert``. :func:`decide` turns the ending into a verdict; anything else a case raises is a
+harness fault (ERROR) and is never blamed on the broker. No pytest here: the plugin hands
+:func:`decide` the exception itself.
 """
 
 from __future__ import annotations
@@ -13,9 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import pytest
-
 from conformance.cases import Case, Level
+from conformance.protocol.errors import (
+    AnswerTimeout,
+    ClientFault,
+    InvariantViolation,
+    Mismatch,
+    ProtocolOutcome,
+    Strictness,
+    render,
+)
 
 
 class CaseContext(Protocol):
@@ -60,89 +70,34 @@ def parse_fail_on(text: str) -> frozenset[Verdict]:
     return frozenset(out)
 
 
-def render(value: Any) -> str:
-    """A short, stable text form of an expected or observed value for messages and results."""
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    return repr(value)
+# The protocol client's exceptions under the names the suite's cases use.
+CaseOutcome = ProtocolOutcome
+CaseTimeout = AnswerTimeout
+HarnessError = ClientFault
 
 
-class CaseOutcome(Exception):
-    """Base of the exceptions a case raises to end with a verdict other than PASS.
+def verdict_of(exc: ProtocolOutcome, level: Level) -> Verdict:
+    """The verdict a protocol outcome means for a case of ``level``.
 
-    Each subclass carries its own ``verdict``; :func:`decide` reads it (through
-    :meth:`verdict_for`, which a Mismatch refines by the case's level).
+    A Mismatch is FAIL for a MUST-level case (or a binding profile expectation) and NON_STRICT
+    for a SHOULD/MAY-level case (or an advisory one); a timeout is TIMEOUT and a client fault is
+    ERROR. An outcome class defined above the protocol client may name its own ``verdict``.
     """
-
-    verdict: Verdict = Verdict.ERROR
-
-    def verdict_for(self, level: Level) -> Verdict:
-        """The verdict this outcome means for a case of ``level``."""
-        return self.verdict
-
-    def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.expected = expected
-        self.observed = observed
-
-    def __str__(self) -> str:
-        parts = [self.message]
-        if self.expected is not None or self.observed is not None:
-            parts.append(f"expected: {render(self.expected)}")
-            parts.append(f"observed: {render(self.observed)}")
-        return "\n".join(parts)
-
-
-class Mismatch(CaseOutcome, AssertionError):
-    """The broker's behaviour differs from the expectation.
-
-    The verdict is FAIL for a MUST-level case (or a profile expectation) and NON_STRICT for a
-    SHOULD/MAY-level case; the plugin decides from the case's level unless ``verdict`` is given.
-    """
-
-    verdict = Verdict.FAIL
-
-    def __init__(
-        self, message: str, *, expected: Any = None, observed: Any = None, verdict: Verdict | None = None
-    ) -> None:
-        super().__init__(message, expected=expected, observed=observed)
-        self.explicit_verdict = verdict
-
-    def verdict_for(self, level: Level) -> Verdict:
+    own = getattr(type(exc), "verdict", None)
+    if isinstance(exc, Mismatch):
         # INFO cases only record behaviour: whatever differed is information, never blame.
         if level is Level.INFO:
             return Verdict.INFORMATIONAL
-        if self.explicit_verdict is not None:
-            return self.explicit_verdict
-        if level in (Level.SHOULD, Level.MAY):
+        if exc.strictness is Strictness.BINDING:
+            return Verdict.FAIL
+        if exc.strictness is Strictness.ADVISORY or level in (Level.SHOULD, Level.MAY):
             return Verdict.NON_STRICT
-        return self.verdict
-
-
-class CaseTimeout(CaseOutcome):
-    """The broker did not answer within the case budget."""
-
-    verdict = Verdict.TIMEOUT
-
-    def __init__(
-        self, waiting_for: str, seconds: float, *, expected: Any = None, observed: Any = None
-    ) -> None:
-        super().__init__(
-            f"TIMEOUT after {seconds:.1f}s waiting for {waiting_for}",
-            expected=expected if expected is not None else waiting_for,
-            observed=observed if observed is not None else f"nothing within {seconds:.1f}s",
-        )
-        self.waiting_for = waiting_for
-        self.seconds = seconds
-
-
-class HarnessError(CaseOutcome):
-    """The harness or the network failed; never the broker's fault."""
-
-    verdict = Verdict.ERROR
+        return own if isinstance(own, Verdict) else Verdict.FAIL
+    if isinstance(own, Verdict):
+        return own
+    if isinstance(exc, AnswerTimeout):
+        return Verdict.TIMEOUT
+    return Verdict.ERROR
 
 
 class CeilingExceeded(BaseException):
@@ -166,31 +121,14 @@ class CeilingExceeded(BaseException):
         super().__init__(self.message)
 
 
-# pytest.skip.Exception (_pytest.outcomes.Skipped) is public only as this attribute, which
-# mypy cannot resolve as a base class.
-class Unsupported(pytest.skip.Exception):  # type: ignore[name-defined]
-    """An optional capability the broker does not advertise (or 540 for an optional method)."""
+class UnsupportedOutcome:
+    """The mark of an exception meaning UNSUPPORTED: the broker does not offer an optional
+    capability the case needs. The exception (``conformance.verify.Unsupported``) is a pytest skip
+    for pytest's sake, so it is defined above this module; :func:`decide` reads what it carries."""
 
-    verdict = Verdict.UNSUPPORTED
-
-    def __init__(self, message: str, *, expected: Any = None, observed: Any = None) -> None:
-        super().__init__(f"UNSUPPORTED: {message}", allow_module_level=False)
-        self.message = message
-        self.expected = expected
-        self.observed = observed
-
-
-@dataclass(frozen=True)
-class InvariantViolation:
-    """A frame that broke a wire invariant (see ``conformance.protocol.invariants``)."""
-
-    invariant: str  # its id, e.g. wire.delivery-tags-consecutive
-    text: str  # what always holds
-    rule: str  # the spec rule or document it comes from
-    detail: str  # what was seen, where
-
-    def describe(self) -> str:
-        return f"{self.invariant}: {self.detail}"
+    message: str
+    expected: Any
+    observed: Any
 
 
 @dataclass(frozen=True)
@@ -212,18 +150,18 @@ def _harness_error(c: Case, exc: BaseException, phase: str) -> Decision:
                     f"harness error in {phase}: {type(exc).__name__}: {first}"[:500])
 
 
-def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
+def decide(c: Case, exc: BaseException | None, ctx: CaseContext | None,
            phase: str = "call", violations: Sequence[InvariantViolation] = ()) -> Decision:
     """Turn a case's outcome into its verdict. Pure: unit-tested on its own.
 
     A case that returns is PASS (INFORMATIONAL for INFO cases or when it recorded an
-    observation). A raised :class:`CaseOutcome` carries its own verdict; a plain ``assert`` in
-    the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
+    observation). A raised protocol outcome means what :func:`verdict_of` says; a plain
+    ``assert`` in the case body is a Mismatch. Anything else, and a mismatch while setting a case up, is a
     harness fault (ERROR): never blamed on the broker. A wire invariant the broker broke while
     the case ran (``violations``) makes it FAIL whatever its body concluded: the frames prove
     the deviation (a skipped case, UNSUPPORTED, keeps its verdict only if nothing was broken).
     """
-    decision = _decide(c, excinfo, ctx, phase)
+    decision = _decide(c, exc, ctx, phase)
     if not violations:
         return decision
     first = violations[0]
@@ -234,41 +172,37 @@ def decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: Ca
                     f"wire invariant {first.invariant} broken: {first.detail}{more}{case_said}"[:2000])
 
 
-def _decide(c: Case, excinfo: pytest.ExceptionInfo[BaseException] | None, ctx: CaseContext | None,
-            phase: str) -> Decision:
+def _decide(c: Case, exc: BaseException | None, ctx: CaseContext | None, phase: str) -> Decision:
     expected_text = render(c.expected_for(ctx.profile)) if ctx and c.expected else c.expectation
     observed_text = render(ctx.observed) if ctx and ctx.observed else ""
-    if excinfo is None:
+    if exc is None:
         if c.level is Level.INFO or (ctx is not None and ctx.informational_note):
             note = ctx.informational_note if ctx and ctx.informational_note else "recorded"
             return Decision(Verdict.INFORMATIONAL, c.expectation, observed_text or "-", note)
         return Decision(Verdict.PASS, expected_text, observed_text or "as expected", "")
-    exc = excinfo.value
     if isinstance(exc, CeilingExceeded):
         return Decision(exc.verdict, f"the case ends within its hard ceiling of {exc.seconds:.1f}s",
                         f"still running in {exc.phase} after {exc.seconds:.1f}s", exc.message)
-    if isinstance(exc, Unsupported):
+    if isinstance(exc, UnsupportedOutcome):
         return Decision(
             Verdict.UNSUPPORTED,
             render(exc.expected) if exc.expected is not None else c.expectation,
             render(exc.observed),
             exc.message,
         )
-    if isinstance(exc, pytest.skip.Exception):
-        return Decision(Verdict.UNSUPPORTED, c.expectation, "-", str(exc))
     if isinstance(exc, AssertionError):
         # A mismatch found while setting a case up is our fault (the fixture), not the broker's.
         if phase != "call":
             return _harness_error(c, exc, phase)
         # A plain ``assert`` in a case body states an expectation like a Mismatch does.
         mismatch = exc if isinstance(exc, Mismatch) else Mismatch("")
-        verdict = mismatch.verdict_for(c.level)
+        verdict = verdict_of(mismatch, c.level)
         if verdict is Verdict.ERROR:
             return _harness_error(c, exc, phase)
         first = _first_line(exc)
         expected = render(mismatch.expected) if mismatch.expected is not None else expected_text
         observed = render(mismatch.observed) if mismatch.observed is not None else (first or observed_text)
         return Decision(verdict, expected, observed, mismatch.message or first or "assertion failed")
-    if not isinstance(exc, CaseOutcome) or exc.verdict_for(c.level) is Verdict.ERROR:
+    if not isinstance(exc, ProtocolOutcome) or verdict_of(exc, c.level) is Verdict.ERROR:
         return _harness_error(c, exc, phase)
-    return Decision(exc.verdict_for(c.level), render(exc.expected), render(exc.observed), exc.message)
+    return Decision(verdict_of(exc, c.level), render(exc.expected), render(exc.observed), exc.message)

@@ -14,7 +14,7 @@ from pamqp import commands as spec
 from conformance.cases import Case
 from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.sources import cite_text
-from conformance.verdicts import CaseOutcome, Mismatch, Verdict
+from conformance.verdicts import CaseOutcome, Mismatch, Strictness
 
 
 class CaseContext:
@@ -69,7 +69,7 @@ class CaseContext:
             source = cite_text(self.case.source_for(self.profile, self.queue_type)) if self.case else ""
             on = f", {self.queue_type} queue" if self.queue_type not in (None, "classic") else ""
             raise Mismatch(f"{what} (profile {self.profile}{on}: {source})", expected=expected,
-                           observed=observed, verdict=Verdict.FAIL)
+                           observed=observed, strictness=Strictness.BINDING)
 
     def informational(self, observed: Any, note: str = "") -> None:
         """Record behaviour where nothing is required: the verdict becomes INFORMATIONAL."""

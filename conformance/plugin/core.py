@@ -63,6 +63,7 @@ from conformance.results import merge_parts, recorded_case_ids
 from conformance.sources import cite_all
 from conformance.triage import InvariantFacts
 from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
+from conformance.verify.unsupported import case_ending
 
 VERDICT_KEY = "verdict"
 TRACE_KEY = "frame_trace"  # a report's user property carrying the trace text to JUnit (not a JUnit property)
@@ -402,14 +403,15 @@ class ConformancePlugin:
         case stuck past its ceiling, the wire invariants it broke and its own checks' verdict."""
         monitor = invariants.current()
         violations = list(monitor.violations) if monitor is not None else []
-        decision = decide(c, call.excinfo, ctx, call.when, violations)
+        ending = case_ending(call.excinfo)
+        decision = decide(c, ending, ctx, call.when, violations)
         extra: dict[str, Any] = {}
         if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
             extra["stuck_stack"] = list(call.excinfo.value.stack)
         if violations:
             extra["invariants"] = sorted({v.invariant for v in violations})
             # What the case's own checks concluded, so a triage entry can excuse the invariant alone.
-            extra["case_verdict"] = decide(c, call.excinfo, ctx, call.when).verdict.value
+            extra["case_verdict"] = decide(c, ending, ctx, call.when).verdict.value
         return decision, extra
 
     def _annotate(self, item: pytest.Item, rep: pytest.TestReport, c: Case, run_id: str, decision: Decision,

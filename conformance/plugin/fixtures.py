@@ -16,7 +16,8 @@ from conformance.queue_types import CLASSIC, run_case_id
 from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import kind_of
-from conformance.verdicts import CaseTimeout, Unsupported
+from conformance.verdicts import CaseTimeout
+from conformance.verify.unsupported import Unsupported
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,38 +15,35 @@ from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.triage import Triage, TriageProblem, load_triage
 from conformance.verdicts import Verdict, parse_fail_on
 
+N = TypeVar("N", int, float)
+
 # -- value checks: each option declares its own once; a check raises ValueError with the rest of
 # the sentence that follows the option's name ("--case-timeout must be positive").
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise ValueError("takes a number of seconds") from exc
-    if not value > 0:
-        raise ValueError("must be positive")
-    return value
+def _number(convert: Callable[[str], N], takes: str, ok: Callable[[N], bool], otherwise: str
+            ) -> Callable[[str], N]:
+    """A check for a number: ``convert`` failing says ``takes``, a value ``ok`` refuses says ``otherwise``."""
+
+    def check(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError as exc:
+            raise ValueError(takes) from exc
+        if not ok(value):
+            raise ValueError(otherwise)
+        return value
+
+    return check
 
 
-def _ceiling(text: str) -> float:
-    try:
-        factor = float(text)
-    except ValueError as exc:
-        raise ValueError("takes a multiple of --case-timeout (a number)") from exc
-    if factor != 0 and not factor >= 1:
-        raise ValueError("must be at least 1 (× --case-timeout), or 0 to disable it")
-    return factor
-
-
-def _octets(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise ValueError("takes a number of octets") from exc
-    if value <= 0:
-        raise ValueError("must be positive")
-    return value
+_positive_seconds = _number(float, "takes a number of seconds", lambda v: v > 0, "must be positive")
+_ceiling = _number(float, "takes a multiple of --case-timeout (a number)", lambda v: v == 0 or v >= 1,
+                   "must be at least 1 (× --case-timeout), or 0 to disable it")
+_octets = _number(int, "takes a number of octets", lambda v: v > 0, "must be positive")
+_cluster_size = _number(int, "takes a number of nodes", lambda v: v >= 1, "must be at least 1")
+_SHARE = "takes a share between 0 and 1 (e.g. 0.02)"
+_share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
 
 
 def _profile(text: str) -> str:
@@ -87,20 +84,19 @@ def _kind(text: str) -> str:
     return text
 
 
-def _alarm_cmd(text: str) -> str:
-    if "{state}" not in text:
-        raise ValueError("must contain {state} (replaced by on or off)")
-    return text
+def _with_placeholder(name: str, replaced_by: str) -> Callable[[str], str]:
+    """A check for a command or name template that must contain ``{name}``."""
+
+    def check(text: str) -> str:
+        if "{" + name + "}" not in text:
+            raise ValueError(f"must contain {{{name}}} (replaced by {replaced_by})")
+        return text
+
+    return check
 
 
-def _cluster_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as exc:
-        raise ValueError("takes a number of nodes") from exc
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
+_alarm_cmd = _with_placeholder("state", "on or off")
+_node_template = _with_placeholder("node", "the node's name")
 
 
 def _cluster_urls(text: str) -> tuple[str, ...]:
@@ -113,22 +109,6 @@ def _cluster_urls(text: str) -> tuple[str, ...]:
     if len(set(urls)) != len(urls):
         raise ValueError("names the same node twice")
     return urls
-
-
-def _share(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)") from exc
-    if not 0 < value < 1:
-        raise ValueError("takes a share between 0 and 1 (e.g. 0.02)")
-    return value
-
-
-def _node_template(text: str) -> str:
-    if "{node}" not in text:
-        raise ValueError("must contain {node} (replaced by the node's name)")
-    return text
 
 
 def _queue_types(text: str) -> tuple[str, ...]:

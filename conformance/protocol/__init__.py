@@ -4,10 +4,12 @@ nothing of verdicts, cases, the plugin or pytest: usable on its own.
 
 The names below are its public surface; the modules behind them are ``wire`` (the vocabulary),
 ``handshake``, ``raw`` / ``rawchannel`` / ``rawevents`` (connection, channels, events),
-``frames`` (content frames by hand), ``uri`` (pika / aio-pika parameters), ``trace`` and
-``invariants`` (the evidence of a case) and ``loopback`` (a listener for the suite's own peers).
+``errors`` (what a call raises), ``frames`` (content frames by hand), ``uri`` (pika / aio-pika
+parameters), ``trace`` and ``invariants`` (the evidence of a case) and ``loopback`` (a listener
+for the suite's own peers).
 """
 
+from conformance.protocol.errors import AnswerTimeout, ClientFault, Mismatch, ProtocolOutcome, Strictness
 from conformance.protocol.frames import content_body, content_header, publish_unsplit
 from conformance.protocol.handshake import Handshake, HandshakeError
 from conformance.protocol.raw import (
@@ -23,7 +25,8 @@ from conformance.protocol.raw import (
 from conformance.protocol.wire import PROTOCOL_HEADER, URL, describe, method_name, reply_name
 
 __all__ = [
-    "PROTOCOL_HEADER", "URL", "Event", "Handshake", "HandshakeError", "RawChannel", "RawConnection",
-    "SocketClosed", "UnexpectedClose", "bodies", "content_body", "content_header",
+    "PROTOCOL_HEADER", "URL", "AnswerTimeout", "ClientFault", "Event", "Handshake", "HandshakeError",
+    "Mismatch", "ProtocolOutcome", "RawChannel", "RawConnection", "SocketClosed", "Strictness",
+    "UnexpectedClose", "bodies", "content_body", "content_header",
     "default_client_properties", "describe", "method_name", "publish_unsplit", "reply_name", "tags",
 ]

@@ -21,11 +21,11 @@ from pamqp import heartbeat as pheartbeat
 from pamqp.exceptions import UnmarshalingException
 
 from conformance.protocol import trace
+from conformance.protocol.errors import AnswerTimeout, ClientFault, Mismatch
 from conformance.protocol.wire import PROTOCOL_HEADER, URL, describe
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
 
 
-class HandshakeError(HarnessError):
+class HandshakeError(ClientFault):
     """The broker refused or broke the opening handshake. ``stage`` says where:
     tls | header | start | mechanism | login | vhost (``tls``: a TLS peer answered a plain
     connection; ``mechanism``: the broker offers none of the URL's SASL mechanisms)."""
@@ -36,7 +36,7 @@ class HandshakeError(HarnessError):
         self.detail = detail
 
 
-class TLSError(HarnessError):
+class TLSError(ClientFault):
     """The TLS layer failed before any AMQP: an untrusted or mismatched certificate
     (``kind="verify"``), a peer that does not speak TLS (``kind="handshake"``), or files the URL
     names that cannot be loaded (``kind="files"``). The message is one line for the user."""
@@ -57,7 +57,7 @@ def connect(u: URL, timeout: float) -> socket.socket:
     try:
         sock = socket.create_connection((u.host, u.port), timeout=timeout)
     except OSError as exc:
-        raise HarnessError(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
+        raise ClientFault(f"cannot connect to {u.host}:{u.port}: {exc}") from exc
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if ctx is None:
         return sock
@@ -214,7 +214,7 @@ class Handshake:
             if self.ended is not None:
                 return None
             if time.monotonic() >= until:
-                raise CaseTimeout(what, self.timeout)
+                raise AnswerTimeout(what, self.timeout)
             self.read(until - time.monotonic())
 
     def until_end(self, what: str) -> str:
@@ -223,7 +223,7 @@ class Handshake:
         while self.ended is None and time.monotonic() < deadline:
             self.read(deadline - time.monotonic())
         if self.ended is None:
-            raise CaseTimeout(
+            raise AnswerTimeout(
                 what, self.timeout, observed=f"socket still open; received {self.describe_buf()}"
             )
         return self.describe_buf()

@@ -2,7 +2,7 @@
 
 Every raw connection a case opens feeds the frames it sends and receives (after the handshake)
 into a :class:`WireMonitor`. A frame that breaks an invariant is recorded as an
-:class:`~conformance.verdicts.InvariantViolation` in the running case's :class:`CaseMonitor`; the
+:class:`~conformance.protocol.errors.InvariantViolation` in the running case's :class:`CaseMonitor`; the
 plugin hands them to :func:`~conformance.verdicts.decide`, which makes the case FAIL naming the
 invariant, even when the case body itself passed. The monitor only reads: it never changes what
 the client does.
@@ -22,8 +22,8 @@ from pamqp.body import ContentBody
 
 from conformance.protocol import fielddomains
 from conformance.protocol.case_slot import CaseSlot
+from conformance.protocol.errors import InvariantViolation
 from conformance.protocol.wire import decoded, describe
-from conformance.verdicts import InvariantViolation
 
 FRAME_OVERHEAD = 8  # type, channel, size, frame-end: frame-max counts the whole frame
 

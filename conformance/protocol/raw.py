@@ -7,10 +7,10 @@ assembles content (method + header + bodies) into one :class:`Event`, answers th
 of a peer) and files every event into its channel's inbox and history.
 
 Every wait has a deadline. When a wait expires the client raises
-:class:`~conformance.verdicts.CaseTimeout`; when the broker closes the channel or connection
+:class:`~conformance.protocol.errors.AnswerTimeout`; when the broker closes the channel or connection
 while a case waits for something else, it raises :class:`UnexpectedClose` (a
-:class:`~conformance.verdicts.Mismatch`: the broker did something the case did not expect).
-Socket and decoding failures raise :class:`~conformance.verdicts.HarnessError`.
+:class:`~conformance.protocol.errors.Mismatch`: the broker did something the case did not expect).
+Socket and decoding failures raise :class:`~conformance.protocol.errors.ClientFault`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from pamqp.exceptions import UnmarshalingException
 
 from conformance import __version__
 from conformance.protocol import invariants, trace
+from conformance.protocol.errors import AnswerTimeout, Mismatch
 from conformance.protocol.handshake import Handshake, HandshakeError, choose_mechanism, connect
-from conformance.protocol.rawchannel import RawChannel, bodies, tags
+from conformance.protocol.rawchannel import Channel, bodies, tags
 from conformance.protocol.rawevents import Event, SocketClosed, UnexpectedClose
 from conformance.protocol.wire import (
     CONTENT_METHODS,
@@ -51,7 +52,6 @@ from conformance.protocol.wire import (
     reply_name,
     split_frames,
 )
-from conformance.verdicts import CaseTimeout, Mismatch
 
 # The raw client's whole surface, wherever each piece lives (importers use this module).
 __all__ = [
@@ -469,7 +469,7 @@ class RawConnection:
                     raise UnexpectedClose(what, self.closed_by_broker or self.socket_closed)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise CaseTimeout(what, limit)
+                    raise AnswerTimeout(what, limit)
                 self._lock.wait(remaining)
 
     def history(self, channel: int) -> list[Event]:
@@ -507,7 +507,7 @@ class RawConnection:
                     return self.socket_closed
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise CaseTimeout(what, limit)
+                    raise AnswerTimeout(what, limit)
                 self._lock.wait(remaining)
 
     @property
@@ -523,7 +523,7 @@ class RawConnection:
                 )
                 self.wait_event(0, lambda e: isinstance(e.method, spec.Connection.CloseOk),
                                 "connection.close-ok", timeout=timeout, close_is_error=False)
-            except (Mismatch, CaseTimeout, OSError):
+            except (Mismatch, AnswerTimeout, OSError):
                 pass  # best effort: the socket is dropped below
         self.abort()
 
@@ -544,6 +544,12 @@ class RawConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class RawChannel(Channel):
+    """A channel of a :class:`RawConnection`, with helpers for the common methods."""
+
+    conn: RawConnection  # the whole connection, for callers that reach past the channel
 
 
 class _Stop(Exception):

@@ -1,27 +1,49 @@
 """The channel of a :class:`~conformance.protocol.raw.RawConnection`: the primitives (send, wait,
-rpc) and a helper for each common method."""
+rpc) and a helper for each common method.
+
+This module does not import the connection: a channel uses it through :class:`ChannelHost`, and
+``raw.RawChannel`` (the class everyone uses) is this :class:`Channel` with its ``conn`` typed as
+the whole connection."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from pamqp import commands as spec
 from pamqp.base import Frame
 
+from conformance.protocol.errors import AnswerTimeout
 from conformance.protocol.rawevents import Event, UnexpectedClose
 from conformance.protocol.wire import decoded, method_name, method_name_from_text
-from conformance.verdicts import CaseTimeout
-
-if TYPE_CHECKING:
-    from conformance.protocol.raw import RawConnection
 
 
-class RawChannel:
-    """A channel of a :class:`RawConnection`, with helpers for the common methods."""
+class ChannelHost(Protocol):
+    """What a channel uses of its connection (``raw.RawConnection`` is the one there is)."""
 
-    def __init__(self, conn: RawConnection, channel_id: int) -> None:
+    timeout: float
+
+    def send_method(self, channel: int, method: Frame) -> None: ...
+
+    def send_if_open(self, channel: int, method: Frame) -> bool: ...
+
+    def send_content(self, channel: int, method: Frame, body: bytes = b"",
+                     properties: spec.Basic.Properties | None = None, *,
+                     frame_max: int | None = None) -> None: ...
+
+    def wait_event(self, channel: int, match: Callable[[Event], bool], what: str, *,
+                   timeout: float | None = None, close_is_error: bool = True) -> Event: ...
+
+    def history(self, channel: int) -> list[Event]: ...
+
+    def pending(self, channel: int) -> list[Event]: ...
+
+
+class Channel:
+    """A channel of a connection, with helpers for the common methods."""
+
+    def __init__(self, conn: ChannelHost, channel_id: int) -> None:
         self.conn = conn
         self.id = channel_id
         self.publish_seq = 0  # publishes sent since confirm.select (the broker's confirm sequence)
@@ -168,8 +190,8 @@ class RawChannel:
             try:
                 got.append(self.next_delivery(timeout=max(remaining, 0.0),
                                               what=f"{n} deliveries (had {len(got)})"))
-            except CaseTimeout as exc:
-                raise CaseTimeout(f"{n} deliveries", limit, observed=f"{len(got)} deliveries") from exc
+            except AnswerTimeout as exc:
+                raise AnswerTimeout(f"{n} deliveries", limit, observed=f"{len(got)} deliveries") from exc
         return got
 
     def barrier(self, *, timeout: float | None = None) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from pamqp import commands as spec
 
+from conformance.protocol.errors import Mismatch
 from conformance.protocol.wire import describe, method_name
-from conformance.verdicts import Mismatch
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ A scenario module imports its helpers from here (and the raw client from
 - ``confirms``, ``settle``, ``tx``, ``declare_rules``, ``restarts``: the bookkeeping and the
   shared bodies of a few areas;
 - ``libs``: pika / aio-pika under the case deadline (library bounds, fills, consumer loops);
-- ``fixtures``, ``fresh_channel``: the declared-queue fixture and a channel outside a case.
+- ``fixtures``, ``fresh_channel``: the declared-queue fixture and a channel outside a case;
+- ``unsupported``: ``Unsupported``, a pytest skip the verdict model reads as UNSUPPORTED.
 
 The verdict exceptions a case raises (``Mismatch``, ``CaseTimeout``, ``Unsupported``) are
 re-exported too.
@@ -20,7 +21,7 @@ re-exported too.
 
 from conformance.profiles import load_table
 from conformance.queue_types import QUORUM
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify import declare_rules, settle
 from conformance.verify.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.verify.expect import (
@@ -71,6 +72,7 @@ from conformance.verify.steps import (
     tx_select,
 )
 from conformance.verify.tx import Env, closes_with, committed_only, counted
+from conformance.verify.unsupported import Unsupported
 
 __all__ = [
     "CONFIRM_TYPES",

@@ -19,11 +19,11 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cluster.base import ClusterController, ClusterError, Leader
-from conformance.protocol.raw import RawConnection
-from conformance.protocol.rawchannel import RawChannel
+from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.protocol.rawevents import UnexpectedClose
 from conformance.queue_types import QUORUM
-from conformance.verdicts import CaseTimeout, Unsupported
+from conformance.verdicts import CaseTimeout
+from conformance.verify.unsupported import Unsupported
 
 #: the replicated queue types the cluster cases run on (stream: not offered by the raw client's cases)
 MIRRORED = "mirrored"

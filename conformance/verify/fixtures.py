@@ -19,8 +19,8 @@ import pytest
 from conformance.cases import case_of
 from conformance.protocol.raw import RawChannel
 from conformance.queue_types import declare_fields
-from conformance.verdicts import Unsupported
 from conformance.verify.expect import ACTIVE_CONTEXT
+from conformance.verify.unsupported import Unsupported
 
 __all__ = [
     "DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue",

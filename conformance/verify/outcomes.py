@@ -20,7 +20,7 @@ from pamqp import commands as spec
 from conformance.cases import Case
 from conformance.protocol.raw import Event, RawChannel, SocketClosed, UnexpectedClose
 from conformance.protocol.wire import method_name, short_method
-from conformance.verdicts import CaseTimeout, Mismatch, Verdict
+from conformance.verdicts import CaseTimeout, Mismatch, Strictness
 from conformance.verify.expect import LATE_CLOSE_GRACE, PROBE_SETTLE
 
 # A synchronous probe sent after the method under test: AMQP processes a channel's methods in
@@ -204,7 +204,7 @@ def check_outcome(ctx: CaseContextLike, observed: tuple[str, str], what: str) ->
     profile_data = case_ is not None and ctx.profile in case_.expected
     source = case_.source_for(ctx.profile) if case_ else ""
     raise Mismatch(f"{what} (profile {ctx.profile}: {source})", expected=" or ".join(patterns),
-                   observed=detail, verdict=Verdict.FAIL if profile_data else None)
+                   observed=detail, strictness=Strictness.BINDING if profile_data else None)
 
 
 def answer(ctx: CaseContextLike, ch: RawChannel, method: Any) -> str:

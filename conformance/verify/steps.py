@@ -11,11 +11,12 @@ from pamqp import frame as pframe
 from pamqp.base import Frame
 
 from conformance.protocol.raw import Event, RawChannel, UnexpectedClose, tags
-from conformance.verdicts import CaseTimeout, Mismatch, Unsupported
+from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify.confirms import settle_all
 from conformance.verify.expect import reply_or_probe
 from conformance.verify.fixtures import DeclareQueue
 from conformance.verify.outcomes import short
+from conformance.verify.unsupported import Unsupported
 
 
 def quiet_window(timeout: float) -> float:

@@ -16,7 +16,7 @@ CASES = '''
 from pamqp import commands as spec
 from conformance.cases import case, Level
 from conformance.verify.expect import expect_channel_close
-from conformance.verdicts import Unsupported
+from conformance.verify import Unsupported
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 

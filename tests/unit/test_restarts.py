@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conformance.verdicts import Unsupported
+from conformance.verify import Unsupported
 from conformance.verify.restarts import restarted
 
 

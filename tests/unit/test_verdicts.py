@@ -12,22 +12,25 @@ from conformance.verdicts import (
     HarnessError,
     InvariantViolation,
     Mismatch,
-    Unsupported,
+    Strictness,
     Verdict,
     decide,
     parse_fail_on,
+    verdict_of,
 )
+from conformance.verify.unsupported import Unsupported, case_ending
 
 
 def mk(level: Level = Level.MUST, **kw: object) -> Case:
     return Case(id="area.slug", description="d", expectation="e", level=level, sources=("doc",), **kw)  # type: ignore[arg-type]
 
 
-def info(exc: BaseException) -> pytest.ExceptionInfo[BaseException]:
+def info(exc: BaseException) -> BaseException | None:
+    """The case ending as the plugin hands it to decide (from pytest's ExceptionInfo)."""
     try:
         raise exc
     except BaseException as e:  # noqa: BLE001 - capturing for ExceptionInfo
-        return pytest.ExceptionInfo.from_exception(e)
+        return case_ending(pytest.ExceptionInfo.from_exception(e))
 
 
 def test_parse_fail_on() -> None:
@@ -58,7 +61,8 @@ def test_mismatch_by_level(level: Level, verdict: Verdict) -> None:
 
 
 def test_profile_mismatch_is_fail_even_for_should() -> None:
-    d = decide(mk(Level.SHOULD), info(Mismatch("x", expected=1, observed=2, verdict=Verdict.FAIL)), None)
+    binding = Mismatch("x", expected=1, observed=2, strictness=Strictness.BINDING)
+    d = decide(mk(Level.SHOULD), info(binding), None)
     assert d.verdict is Verdict.FAIL
 
 
@@ -71,6 +75,9 @@ def test_timeout_unsupported_error() -> None:
     d = decide(mk(), info(CaseTimeout("basic.ack", 2.0)), None)
     assert d.verdict is Verdict.TIMEOUT and "basic.ack" in d.expected and "2.0s" in d.observed
     assert decide(mk(), info(Unsupported("no nack")), None).verdict is Verdict.UNSUPPORTED
+    # a bare pytest skip (a marker, a fixture) is UNSUPPORTED too, with pytest's reason
+    d = decide(mk(), info(pytest.skip.Exception("no cluster")), None)
+    assert (d.verdict, d.expected, d.observed, d.message) == (Verdict.UNSUPPORTED, "e", "-", "no cluster")
     assert decide(mk(), info(HarnessError("socket")), None).verdict is Verdict.ERROR
     d = decide(mk(), info(KeyError("bug")), None)
     assert d.verdict is Verdict.ERROR and "KeyError" in d.message
@@ -88,7 +95,8 @@ def test_profile_expectation_recorded_as_expected() -> None:
     assert decide(c, None, ctx).expected == "redeliver"
     with pytest.raises(Mismatch) as exc:
         ctx.check_profile(540, "recover(requeue=false)")
-    assert exc.value.explicit_verdict is Verdict.FAIL
+    assert exc.value.strictness is Strictness.BINDING
+    assert decide(mk(Level.SHOULD), info(exc.value), ctx).verdict is Verdict.FAIL
 
 
 class BrokerHungUp(CaseTimeout):
@@ -113,7 +121,7 @@ def test_decide_reads_the_exceptions_own_verdict() -> None:
     d = decide(mk(), info(Informational("seen", observed="x")), None)
     assert d.verdict is Verdict.INFORMATIONAL and d.observed == "x"
     # The verdict comes from the exception, not from the class ladder: a new subclass needs no edit.
-    assert BrokerNacked("x", verdict=Verdict.NON_STRICT).verdict_for(Level.MUST) is Verdict.NON_STRICT
+    assert verdict_of(BrokerNacked("x", strictness=Strictness.ADVISORY), Level.MUST) is Verdict.NON_STRICT
 
 
 def test_plugin_package_reexports() -> None:
