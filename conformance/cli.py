@@ -273,6 +273,22 @@ def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run
     return pyargs
 
 
+def _pytest_refuses(pyargs: list[str]) -> str | None:
+    """pytest's own complaint about the command line (an unknown option after ``--``, a bad value),
+    or None: parsed as pytest.main would, but nothing is configured, collected or started."""
+    try:
+        from _pytest.config import _prepareconfig  # no public API parses without running
+    except ImportError:
+        return None  # another pytest: pytest.main reports it (exit 4)
+    try:
+        config = _prepareconfig(list(pyargs))
+    except pytest.UsageError as exc:
+        text = " ".join(str(exc).split())  # "usage: … error: <what> inifile: … rootdir: …"
+        return text.rpartition("error: ")[2].partition(" inifile:")[0] or text
+    config._ensure_unconfigure()
+    return None
+
+
 def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> int:
     """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     args = _run_parser().parse_args(list(argv))
@@ -290,6 +306,12 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     results_dir = Path(
         args.amqp_results or os.environ.get(results_opt.env) or str(results_opt.default)
     ).resolve()
+    reports = Path(args.report_out).resolve()
+    pyargs = _pytest_args(args, results_dir, reports, run_id)
+    refused = _pytest_refuses(pyargs) if args.pytest_args else None  # before anything is written
+    if refused is not None:
+        _err(f"pytest arguments after --: {refused}")
+        return EXIT_BAD_INPUT
     from conformance.plugin.session import results_writable
 
     unwritable = results_writable(results_dir) or results_writable(Path(args.report_out).resolve())
@@ -304,8 +326,6 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
         if problem is not None:
             _err(problem)
             return EXIT_BAD_INPUT
-    reports = Path(args.report_out).resolve()
-    pyargs = _pytest_args(args, results_dir, reports, run_id)
     started = time.monotonic()
     threads_before = set(threading.enumerate())
     early = None if args.no_report else EarlyReport(args.master)  # --no-report: never a JVM

@@ -45,6 +45,8 @@ BAD_RUN = [
     (["--area", "confirms,nosuch"], "--area"),
     (["--", "--amqp-max-message-size", "1MiB"], "--amqp-max-message-size"),
     (["--", "--amqp-profile=bogus"], "--amqp-profile"),
+    (["--", "--bogus"], "--bogus"),  # pytest's own parser, before anything starts
+    (["--", "--maxfail=abc"], "--maxfail"),
     (["--case-timeout"], "--case-timeout"),
     (["--no-such-option"], "--no-such-option"),
     (["--cas", "x"], "--cas"),  # no abbreviations
