@@ -280,12 +280,19 @@ def _pytest_refuses(pyargs: list[str]) -> str | None:
         from _pytest.config import _prepareconfig  # no public API parses without running
     except ImportError:
         return None  # another pytest: pytest.main reports it (exit 4)
+    from conformance.plugin.options import read_settings
+
     try:
         config = _prepareconfig(list(pyargs))
     except pytest.UsageError as exc:
         text = " ".join(str(exc).split())  # "usage: … error: <what> inifile: … rootdir: …"
         return text.rpartition("error: ")[2].partition(" inifile:")[0] or text
-    config._ensure_unconfigure()
+    try:
+        read_settings(config)  # the option table's checks, on ini values too (exit 2, not pytest's 4)
+    except pytest.UsageError as exc:
+        return str(exc).splitlines()[0]
+    finally:
+        config._ensure_unconfigure()
     return None
 
 
@@ -308,9 +315,9 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     ).resolve()
     reports = Path(args.report_out).resolve()
     pyargs = _pytest_args(args, results_dir, reports, run_id)
-    refused = _pytest_refuses(pyargs) if args.pytest_args else None  # before anything is written
+    refused = _pytest_refuses(pyargs)  # before anything is written
     if refused is not None:
-        _err(f"pytest arguments after --: {refused}")
+        _err(refused if not args.pytest_args else f"pytest arguments after --: {refused}")
         return EXIT_BAD_INPUT
     from conformance.plugin.session import results_writable
 

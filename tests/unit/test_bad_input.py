@@ -176,3 +176,21 @@ def test_bad_input_of_other_commands_is_one_line_and_exit_2(
     lines = err.strip().splitlines()
     assert code == 2, err
     assert len(lines) == 1 and said in lines[0], err
+
+
+@pytest.mark.parametrize(("ini", "option"), [
+    ("amqp_case_timeout = -1", "--case-timeout"),
+    ("amqp_profile = bogus", "profile"),
+])
+def test_a_bad_ini_value_is_bad_input_too(ini: str, option: str, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A value from a pytest ini file where run starts goes through the same check: exit 2, one
+    line, before anything starts (pytest itself would say 4, which run means for an unusable target)."""
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("AMQP_CONFORMANCE_")]:
+        monkeypatch.delenv(name)
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
+    code = cli.main(["run", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and option in err, err
+    assert not (tmp_path / "reports").exists()
