@@ -541,7 +541,7 @@ def cases_main(argv: Sequence[str]) -> int:
     if args.rules:
         return _print_rule_coverage(cases, as_json=args.json)
     if args.markdown:
-        from conformance.docpages import cases_markdown
+        from conformance.casetable import cases_markdown
 
         print(cases_markdown(cases), end="")
         return 0
@@ -614,7 +614,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("report", "build the compliance report from results", "conformance.report.cli:report_main"),
     Command("ingest", "append results runs to a Parquet results store (--store DIR)",
             "conformance.report.store:ingest_main", extra="report"),
-    Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate:main"),
+    Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate_cli:main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
     Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "

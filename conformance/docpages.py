@@ -2,7 +2,7 @@
 always the code's.
 
 - ``docs/cases.md``: the case and area counts, from the case registry (also ``amqp-conformance
-  cases --markdown``);
+  cases --markdown``; the table itself is :mod:`conformance.casetable`'s);
 - ``docs/options.md``: every option of ``run``, from the option table and ``run``'s parser;
 - ``docs/result-record.md``: the result record's fields, from its JSON Schema.
 
@@ -17,59 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from conformance.cases import Case, Level
-from conformance.coverage import rule_coverage
-
-REGENERATE = "python -m conformance.docpages docs"
-LEVELS: tuple[Level, ...] = tuple(Level)
-
-
-def _row(cells: Sequence[object]) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def _counts(cases: Sequence[Case]) -> list[int]:
-    return [
-        len(cases),
-        *(sum(c.level is level for c in cases) for level in LEVELS),
-        sum(c.client != "raw" for c in cases),
-        sum(c.needs_restart for c in cases),
-        sum(c.queue_types == ("classic",) for c in cases),
-        sum(c.queue_types == ("quorum",) for c in cases),
-    ]
-
-
-def cases_markdown(cases: Sequence[Case]) -> str:
-    """The page: one row per area, a total row, and the spec-rule coverage in one line."""
-    areas = sorted({c.area for c in cases})
-    quorum_only = sum(c.queue_types == ("quorum",) for c in cases)
-    rows = list(rule_coverage(cases))
-    checked = sum(1 for r in rows if r.cases)
-    uncheckable = sum(1 for r in rows if not r.cases and r.reason)
-    lines = [
-        "# Cases",
-        "",
-        f"<!-- generated: {REGENERATE} -->",
-        "",
-        f"**{len(cases)} cases in {len(areas)} areas.** A run with the default `--queue-type classic` "
-        f"selects {len(cases) - quorum_only} of them (the quorum-only cases run under "
-        "`--queue-type quorum`, which also adds a `[quorum]` twin of every case that declares a queue).",
-        "",
-        f"Spec rules: {len(rows)} in the AMQP 0-9-1 XML; {checked} checked by cases, {uncheckable} "
-        "not checkable from a client (each with its reason), "
-        f"{len(rows) - checked - uncheckable} not covered.",
-        "",
-        "List them: `amqp-conformance cases` (`--area A`, `--json`), the rules: `amqp-conformance cases "
-        "--rules`, the wire invariants checked under every case: `amqp-conformance cases --invariants`.",
-        "",
-        _row(["area", "cases", *(level.value for level in LEVELS), "pika / aio-pika", "restart",
-              "classic only", "quorum only"]),
-        _row(["---"] * (len(LEVELS) + 6)),
-    ]
-    for area in areas:
-        lines.append(_row([f"`{area}`", *_counts([c for c in cases if c.area == area])]))
-    lines.append(_row(["**total**", *(f"**{n}**" for n in _counts(cases))]))
-    return "\n".join(lines) + "\n"
+from conformance.casetable import REGENERATE, cases_markdown, md_row
 
 
 def _cell(text: str) -> str:
@@ -102,7 +50,7 @@ def options_markdown() -> str:
     ]
     for opt in OPTIONS:
         plugin = f"`{opt.flag}`" + (f", `--{opt.name}`" if opt.alias else "")
-        lines.append(_row([f"`--{opt.name}`", plugin, f"`{opt.env}`", f"`{opt.dest}`",
+        lines.append(md_row([f"`--{opt.name}`", plugin, f"`{opt.env}`", f"`{opt.dest}`",
                            f"`{opt.default}`" if opt.default is not None else "", _cell(opt.text)]))
     table = {opt.dest for opt in OPTIONS}
     lines += ["", "Options of `amqp-conformance run` only:", "", "| option | default | meaning |",
@@ -112,7 +60,7 @@ def options_markdown() -> str:
             continue
         default = "" if action.default in (None, False, []) else f"`{action.default}`"
         flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
-        lines.append(_row([flags, default, _cell(action.help or "")]))
+        lines.append(md_row([flags, default, _cell(action.help or "")]))
     lines += ["", "Anything after `--` goes to pytest as it is: "
               "`amqp-conformance run -- -x --maxfail 3`.", ""]
     return "\n".join(lines)
@@ -164,7 +112,7 @@ def record_markdown() -> str:
         if kind == "array":
             kind = f"array of {prop['items']['type']}"
         meaning = prop["description"] + (f"; one of {', '.join(closed[name])}" if name in closed else "")
-        lines.append(_row([f"`{name}`", kind, "yes" if name in required else "", _cell(meaning)]))
+        lines.append(md_row([f"`{name}`", kind, "yes" if name in required else "", _cell(meaning)]))
     lines += ["", "`verdict` is explained in the [README](../README.md#reading-verdicts); `extra.trace` "
               "is shown in JUnit, allure and the HTML report's drill-down.", ""]
     return "\n".join(lines)

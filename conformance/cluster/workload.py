@@ -68,45 +68,62 @@ def _close(conn: pika.BlockingConnection | None) -> None:
             conn.close()
 
 
-class Publisher(threading.Thread):
-    """Publishes persistent messages with unique ids, one at a time, each waiting for its confirm."""
+class _Client(threading.Thread):
+    """A workload client: works over one node's connection until it fails, then moves to the next node
+    (:func:`next_node`) after :data:`BACKOFF`, until stopped. Subclasses set up the channel and work."""
 
-    def __init__(
-        self,
-        number: int,
-        urls: Sequence[str],
-        queue: str,
-        history: History,
-        stop: threading.Event,
-        run_id: str,
-        rate: float,
-    ) -> None:
-        super().__init__(name=f"faults-pub-{number}", daemon=True)
+    def __init__(self, name: str, number: int, urls: Sequence[str], queue: str, history: History,
+                 stop: threading.Event, first_node: int) -> None:
+        super().__init__(name=name, daemon=True)
         self.number = number
         self.urls = list(urls)
         self.queue = queue
         self.history = history
         self.stop_event = stop
-        self.run_id = run_id
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self.seq = 0
+        self.first_node = first_node
+
+    def _setup(self, ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
+        raise NotImplementedError
+
+    def _work(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:
+        """True when done; False to move on to the next node."""
+        raise NotImplementedError
 
     def run(self) -> None:
-        node = home = self.number % len(self.urls)
+        node = home = self.first_node
         while not self.stop_event.is_set():
             conn = None
             try:
                 conn = pika.BlockingConnection(params(self.urls[node]))
                 ch = conn.channel()
-                ch.confirm_delivery()
+                self._setup(ch)
                 self.history.note(self.name, node, "connected")
-                self._publish_loop(ch, node)
+                if self._work(ch, node):
+                    return
             except Exception as exc:  # noqa: BLE001 - any client failure means: try the next node
                 self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
             finally:
                 _close(conn)
             node = next_node(node, self.number, len(self.urls), home)
             self.stop_event.wait(BACKOFF)
+
+
+class Publisher(_Client):
+    """Publishes persistent messages with unique ids, one at a time, each waiting for its confirm."""
+
+    def __init__(self, number: int, urls: Sequence[str], queue: str, history: History, stop: threading.Event,
+                 run_id: str, rate: float) -> None:
+        super().__init__(f"faults-pub-{number}", number, urls, queue, history, stop, number % len(urls))
+        self.run_id = run_id
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self.seq = 0
+
+    def _setup(self, ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
+        ch.confirm_delivery()
+
+    def _work(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:
+        self._publish_loop(ch, node)
+        return True  # it returns only once stopped
 
     def _publish_loop(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> None:
         next_at = time.monotonic()
@@ -132,48 +149,28 @@ class Publisher(threading.Thread):
             self.history.publishes.append(Publish(msg_id, sent, ACK, self.history.now(), node))
 
 
-class Consumer(threading.Thread):
+class Consumer(_Client):
     """Consumes with manual acks; records each delivery before acking it."""
 
     def __init__(
-        self,
-        number: int,
-        urls: Sequence[str],
-        queue: str,
-        history: History,
-        stop: threading.Event,
+        self, number: int, urls: Sequence[str], queue: str, history: History, stop: threading.Event,
         prefetch: int = 100,
         first_node: int | None = None,
         on_idle: Callable[[pika.adapters.blocking_connection.BlockingChannel], bool] | None = None,
     ) -> None:
-        super().__init__(name=f"faults-con-{number}", daemon=True)
-        self.number = number
-        self.urls = list(urls)
-        self.queue = queue
-        self.history = history
-        self.stop_event = stop
+        first = (number + 1) % len(urls) if first_node is None else first_node
+        super().__init__(f"faults-con-{number}", number, urls, queue, history, stop, first)
         self.prefetch = prefetch
-        self.first_node = (number + 1) % len(urls) if first_node is None else first_node
         self.on_idle = on_idle  # returns True to end (the final drain)
 
-    def run(self) -> None:
-        node = home = self.first_node
-        while not self.stop_event.is_set():
-            conn = None
-            try:
-                conn = pika.BlockingConnection(params(self.urls[node]))
-                ch = conn.channel()
-                ch.basic_qos(prefetch_count=self.prefetch)
-                self.history.note(self.name, node, "connected")
-                if self._consume(ch, node):
-                    return
-                self.history.note(self.name, node, "consumer cancelled by the broker")
-            except Exception as exc:  # noqa: BLE001 - any client failure means: try the next node
-                self.history.note(self.name, node, f"{type(exc).__name__}: {exc}"[:200])
-            finally:
-                _close(conn)
-            node = next_node(node, self.number, len(self.urls), home)
-            self.stop_event.wait(BACKOFF)
+    def _setup(self, ch: pika.adapters.blocking_connection.BlockingChannel) -> None:
+        ch.basic_qos(prefetch_count=self.prefetch)
+
+    def _work(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:
+        if self._consume(ch, node):
+            return True
+        self.history.note(self.name, node, "consumer cancelled by the broker")
+        return False
 
     def _consume(self, ch: pika.adapters.blocking_connection.BlockingChannel, node: int) -> bool:
         """True when done (stopped, or the drain found the queue empty); False when cancelled."""

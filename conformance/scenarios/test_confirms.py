@@ -178,33 +178,33 @@ class Invariant:
     arguments: dict[str, Any] | None = None
 
 
+def _invariant(name: str, sources: tuple[str, ...], requires: tuple[str, ...], description: str,
+               expectation: str, check: Callable[[Settlement, Any], None],
+               arguments: dict[str, Any] | None = None) -> object:
+    """One invariant over the confirms of INVARIANT_PUBLISHES publishes (an extension: confirms)."""
+    return param(Case(id=f"confirms.{name}", sources=sources, level=Level.EXTENSION, requires=requires,
+                      description=description, expectation=expectation), Invariant(check, arguments))
+
+
 INVARIANTS = [
-    param(Case(
-        id="confirms.invariant-settled-exactly-once", sources=(CONFIRMS, NACK), level=Level.EXTENSION,
-        requires=CONFIRM_CAPS,
-        description=f"{INVARIANT_PUBLISHES} publishes to one queue, confirms read with multiple semantics",
-        expectation="every seq 1..N is settled exactly once (no confirm settles an already settled seq)",
-    ), Invariant(_inv_settled_once)),
-    param(Case(
-        id="confirms.invariant-tags-never-backwards", sources=(CONFIRMS,), level=Level.EXTENSION,
-        requires=CONFIRM_CAPS,
-        description=f"{INVARIANT_PUBLISHES} publishes to one queue; the order of the confirm frames",
-        expectation="each confirm's delivery-tag is greater than every earlier confirm's tag",
-    ), Invariant(_inv_never_backwards)),
-    param(Case(
-        id="confirms.multiple-covers-range", sources=(CONFIRMS,), level=Level.EXTENSION,
-        requires=CONFIRM_CAPS,
-        description=f"{INVARIANT_PUBLISHES} publishes to one queue; every basic.ack with multiple=true",
-        expectation="a multiple=true confirm with tag T settles every outstanding seq <= T: no later "
-                    "confirm names a tag <= T (INFORMATIONAL when the broker never sets multiple)",
-    ), Invariant(_inv_multiple_covers)),
-    param(Case(
-        id="confirms.invariant-never-acked-and-nacked", sources=(NACK,), level=Level.EXTENSION,
-        requires=NACK_CAPS,
-        description=f"{INVARIANT_PUBLISHES} publishes to a queue with x-max-length 1000 and "
-                    "x-overflow reject-publish (so both acks and nacks are due)",
-        expectation="no seq is both acked and nacked (\"No message will be both confirmed and nack'd\")",
-    ), Invariant(_inv_not_both, {"x-max-length": 1000, "x-overflow": "reject-publish"})),
+    _invariant("invariant-settled-exactly-once", (CONFIRMS, NACK), CONFIRM_CAPS,
+               f"{INVARIANT_PUBLISHES} publishes to one queue, confirms read with multiple semantics",
+               "every seq 1..N is settled exactly once (no confirm settles an already settled seq)",
+               _inv_settled_once),
+    _invariant("invariant-tags-never-backwards", (CONFIRMS,), CONFIRM_CAPS,
+               f"{INVARIANT_PUBLISHES} publishes to one queue; the order of the confirm frames",
+               "each confirm's delivery-tag is greater than every earlier confirm's tag",
+               _inv_never_backwards),
+    _invariant("multiple-covers-range", (CONFIRMS,), CONFIRM_CAPS,
+               f"{INVARIANT_PUBLISHES} publishes to one queue; every basic.ack with multiple=true",
+               "a multiple=true confirm with tag T settles every outstanding seq <= T: no later "
+               "confirm names a tag <= T (INFORMATIONAL when the broker never sets multiple)",
+               _inv_multiple_covers),
+    _invariant("invariant-never-acked-and-nacked", (NACK,), NACK_CAPS,
+               f"{INVARIANT_PUBLISHES} publishes to a queue with x-max-length 1000 and "
+               "x-overflow reject-publish (so both acks and nacks are due)",
+               "no seq is both acked and nacked (\"No message will be both confirmed and nack'd\")",
+               _inv_not_both, {"x-max-length": 1000, "x-overflow": "reject-publish"}),
 ]
 
 

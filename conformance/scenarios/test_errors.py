@@ -8,9 +8,10 @@ hard-error classes), ``channel.close`` / ``connection.close`` (reply-code, class
 
 from __future__ import annotations
 
+import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Level, case
+from conformance.cases import Case, Level, case, param
 from conformance.protocol import UnexpectedClose
 from conformance.verify import (
     CaseTimeout,
@@ -78,26 +79,33 @@ def test_hard_error_scope(amqp, ctx, cleanup):
                    observed=f"channel 2 received {ev.describe()}")
 
 
-@case(
-    "errors.channel-close-names-method", rules=["queue.declare/passive"],
-    sources=["amqp0-9-1.xml#channel.close (class-id, method-id)"], level=Level.MUST,
-    description="A channel.close names the method that caused it",
-    expectation="passive queue.declare of a missing queue → channel.close 404 with class-id 50, method-id 10",
-)
-def test_channel_close_names_method(amqp, ctx):
-    ch = amqp.channel()
-    ev = expect_passive_missing(ch, _missing_queue(ctx), "passive declare of a missing queue")
-    ctx.check((ev.method.class_id, ev.method.method_id), (50, 10), "channel.close (class-id, method-id)")
+def _names_method(scope: str, rule: str, expectation: str, names: tuple[int, int]) -> object:
+    """A provoked ``scope``.close names the method that caused it: (class-id, method-id) ``names``."""
+    return param(Case(
+        f"errors.{scope}-close-names-method", rules=(rule,),
+        sources=(f"amqp0-9-1.xml#{scope}.close (class-id, method-id)",), level=Level.MUST,
+        description=f"A {scope}.close names the method that caused it", expectation=expectation,
+    ), scope, names)
 
 
-@case("errors.connection-close-names-method", rules=["channel.open/state"],
-      sources=["amqp0-9-1.xml#connection.close (class-id, method-id)"], level=Level.MUST,
-      description="A connection.close names the method that caused it",
-      expectation="a second channel.open → connection.close 504 with class-id 20, method-id 10")
-def test_connection_close_names_method(amqp, ctx):
-    conn = amqp()
-    ev = expect_second_open(conn, conn.channel())
-    ctx.check((ev.method.class_id, ev.method.method_id), (20, 10), "connection.close (class-id, method-id)")
+NAMES_METHOD = [
+    _names_method("channel", "queue.declare/passive",
+                  "passive queue.declare of a missing queue → channel.close 404 with class-id 50, "
+                  "method-id 10",
+                  (50, 10)),
+    _names_method("connection", "channel.open/state",
+                  "a second channel.open → connection.close 504 with class-id 20, method-id 10", (20, 10)),
+]
+
+
+@pytest.mark.parametrize(("scope", "names"), NAMES_METHOD)
+def test_close_names_method(amqp, ctx, scope: str, names: tuple[int, int]) -> None:
+    if scope == "channel":
+        ev = expect_passive_missing(amqp.channel(), _missing_queue(ctx), "passive declare of a missing queue")
+    else:
+        conn = amqp()
+        ev = expect_second_open(conn, conn.channel())
+    ctx.check((ev.method.class_id, ev.method.method_id), names, f"{scope}.close (class-id, method-id)")
 
 
 @case("errors.channel-reusable-after-close", rules=["channel.open/state"],

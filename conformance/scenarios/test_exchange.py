@@ -46,28 +46,29 @@ def _declare(
 
 # -- standard types ------------------------------------------------------------------------------
 
+def _standard_type(type_: str, required: bool, description: str, expectation: str, bind_key: str,
+                   bind_args: dict[str, str] | None, key: str, headers: dict[str, str] | None) -> object:
+    """A type the spec requires (MUST) or recommends (SHOULD): declared, bound and published through."""
+    kind = "required" if required else "recommended"
+    return param(Case(f"exchange.{kind}-type-{type_}", rules=(f"exchange/{kind}-types",),
+                      level=Level.MUST if required else Level.SHOULD, description=description,
+                      expectation=expectation), type_, bind_key, bind_args, key, headers)
+
+
 # (exchange type, binding key, binding arguments, publish key, headers)
 TYPES = [
-    param(Case(
-        "exchange.required-type-direct", rules=("exchange/required-types",), level=Level.MUST,
-        description="A direct exchange can be declared and routes by exact key",
-        expectation="declare-ok; a message published with the bound key reaches the queue",
-    ), "direct", "k1", None, "k1", None),
-    param(Case(
-        "exchange.required-type-fanout", rules=("exchange/required-types",), level=Level.MUST,
-        description="A fanout exchange can be declared and routes regardless of the key",
-        expectation="declare-ok; a message published with another key reaches the bound queue",
-    ), "fanout", "bound-key", None, "other-key", None),
-    param(Case(
-        "exchange.recommended-type-topic", rules=("exchange/recommended-types",), level=Level.SHOULD,
-        description="A topic exchange can be declared and routes by pattern",
-        expectation="declare-ok; a message with key a.b reaches a queue bound with a.*",
-    ), "topic", "a.*", None, "a.b", None),
-    param(Case(
-        "exchange.recommended-type-headers", rules=("exchange/recommended-types",), level=Level.SHOULD,
-        description="A headers exchange can be declared and routes by headers",
-        expectation="declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v",
-    ), "headers", "", {"x-match": "all", "h": "v"}, "", {"h": "v"}),
+    _standard_type("direct", True, "A direct exchange can be declared and routes by exact key",
+                   "declare-ok; a message published with the bound key reaches the queue",
+                   "k1", None, "k1", None),
+    _standard_type("fanout", True, "A fanout exchange can be declared and routes regardless of the key",
+                   "declare-ok; a message published with another key reaches the bound queue",
+                   "bound-key", None, "other-key", None),
+    _standard_type("topic", False, "A topic exchange can be declared and routes by pattern",
+                   "declare-ok; a message with key a.b reaches a queue bound with a.*",
+                   "a.*", None, "a.b", None),
+    _standard_type("headers", False, "A headers exchange can be declared and routes by headers",
+                   "declare-ok; a message with header h=v reaches a queue bound with x-match=all, h=v",
+                   "", {"x-match": "all", "h": "v"}, "", {"h": "v"}),
 ]
 
 

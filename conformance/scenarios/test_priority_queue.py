@@ -44,25 +44,29 @@ def _drain(ch: RawChannel, q: str) -> list[tuple[str, int | None]]:
     return got
 
 
+def _order(name: str, max_priority: int, messages: list[tuple[str, int | None]], description: str,
+           expectation: str, default: list[tuple[str, int | None]]) -> object:
+    """A basic.get order case: ``messages`` published to a queue with ``max_priority``, then fetched."""
+    return param(Case(
+        f"priority_queue.{name}", rules=("basic/08",), sources=(BEHAVIOUR, RMQ), level=Level.EXTENSION,
+        queue_types=CLASSIC, premise=PREMISE, description=description, expectation=expectation,
+        default=default,
+    ), max_priority, messages)
+
+
 ORDERS = [
-    param(Case(
-        "priority_queue.order", rules=("basic/08",), sources=(BEHAVIOUR, RMQ), level=Level.EXTENSION,
-        queue_types=CLASSIC, premise=PREMISE,
-        description="A queue with x-max-priority 10; messages with priorities none, 3, 6, 3, 9, 0 published "
-        "in that order, then fetched with basic.get",
-        expectation="highest priority first, publication order within a priority, no priority = 0; each "
-        "message keeps its priority property",
-        default=[("d", 9), ("b", 6), ("a", 3), ("c", 3), ("n", None), ("z", 0)],
-    ), 10, [("n", None), ("a", 3), ("b", 6), ("c", 3), ("d", 9), ("z", 0)]),
-    param(Case(
-        "priority_queue.above-maximum", rules=("basic/08",), sources=(BEHAVIOUR, RMQ), level=Level.EXTENSION,
-        queue_types=CLASSIC, premise=PREMISE,
-        description="A queue with x-max-priority 5; messages with priorities 7, 5, 9, 2, 5 published in that "
-        "order, then fetched with basic.get",
-        expectation="priorities above 5 count as 5 (7, 5, 9, 5 in publication order), then 2; each message "
-        "keeps its priority property",
-        default=[("a", 7), ("b", 5), ("c", 9), ("e", 5), ("d", 2)],
-    ), 5, [("a", 7), ("b", 5), ("c", 9), ("d", 2), ("e", 5)]),
+    _order("order", 10, [("n", None), ("a", 3), ("b", 6), ("c", 3), ("d", 9), ("z", 0)],
+           "A queue with x-max-priority 10; messages with priorities none, 3, 6, 3, 9, 0 published "
+           "in that order, then fetched with basic.get",
+           "highest priority first, publication order within a priority, no priority = 0; each "
+           "message keeps its priority property",
+           [("d", 9), ("b", 6), ("a", 3), ("c", 3), ("n", None), ("z", 0)]),
+    _order("above-maximum", 5, [("a", 7), ("b", 5), ("c", 9), ("d", 2), ("e", 5)],
+           "A queue with x-max-priority 5; messages with priorities 7, 5, 9, 2, 5 published in that "
+           "order, then fetched with basic.get",
+           "priorities above 5 count as 5 (7, 5, 9, 5 in publication order), then 2; each message "
+           "keeps its priority property",
+           [("a", 7), ("b", 5), ("c", 9), ("e", 5), ("d", 2)]),
 ]
 
 
@@ -105,26 +109,25 @@ def test_requeue_position(declared_queue, ctx):
     ctx.check(got, [("b", True), ("c", False), ("a", False)], "(body, redelivered) after the requeue")
 
 
+def _refused(name: str, maximum: int, reason: str) -> object:
+    """An x-max-priority RabbitMQ refuses with 406, giving ``reason`` and the value."""
+    return param(Case(
+        f"priority_queue.max-{name}-refused", sources=(MAXIMUM, RMQ), level=Level.EXTENSION,
+        description=f"queue.declare with x-max-priority {maximum}",
+        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: invalid arg 'x-max-priority' "
+        f"... {{{reason},{maximum}}})",
+        default="channel.close 406",
+    ), maximum)
+
+
 LIMITS = [
     param(Case(
         "priority_queue.max-255-accepted", sources=(MAXIMUM, RMQ), level=Level.EXTENSION,
         description="queue.declare with x-max-priority 255", expectation="queue.declare-ok",
         default="queue.declare-ok",
     ), 255),
-    param(Case(
-        "priority_queue.max-256-refused", sources=(MAXIMUM, RMQ), level=Level.EXTENSION,
-        description="queue.declare with x-max-priority 256",
-        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: invalid arg 'x-max-priority' "
-        "... {max_value_exceeded,256})",
-        default="channel.close 406",
-    ), 256),
-    param(Case(
-        "priority_queue.max-negative-refused", sources=(MAXIMUM, RMQ), level=Level.EXTENSION,
-        description="queue.declare with x-max-priority -1",
-        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: invalid arg 'x-max-priority' "
-        "... {value_negative,-1})",
-        default="channel.close 406",
-    ), -1),
+    _refused("256", 256, "max_value_exceeded"),
+    _refused("negative", -1, "value_negative"),
 ]
 
 

@@ -172,15 +172,21 @@ def test_client_consumer_tag(amqp, ctx, cleanup) -> None:
               "(consume-ok, basic.deliver, cancel-ok) consumer tags")
 
 
+def _filled_queue(amqp: Any, ctx: Any, cleanup: Any, count: int) -> tuple[RawChannel, str]:
+    """A channel and a fresh queue of the case's own holding ``count`` messages."""
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    fill(ch, q, count)
+    return ch, q
+
+
 @case("replies.declare-ok-counts", sources=[COUNTS], level=Level.MUST,
       description="Three messages published, then one consumer with prefetch 1 holds one of them unacked",
       expectation="passive queue.declare-ok: (queue, 3, 0) before the consumer; (queue, 2, 1) with it — "
                   "message-count counts the messages ready, consumer-count the active consumers")
 def test_declare_ok_counts(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    fill(ch, q, 3)
+    ch, q = _filled_queue(amqp, ctx, cleanup, 3)
     before = ch.declare_queue(q, passive=True)
     ch.qos(1)
     ch.consume(q)
@@ -248,10 +254,7 @@ def test_mandatory_return_whole(declared_exchange, ctx) -> None:
       expectation="passive queue.declare-ok message-count 1, and the one message left is m4 (tags 1-3 were "
       "acknowledged by the one multiple ack)")
 def test_ack_multiple_counts(amqp, ctx, cleanup) -> None:
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
-    ch.declare_queue(q)
-    fill(ch, q, 4)
+    ch, q = _filled_queue(amqp, ctx, cleanup, 4)
     ch.consume(q)
     got = ch.deliveries(4)
     ch.ack(int(got[2].method.delivery_tag), multiple=True)

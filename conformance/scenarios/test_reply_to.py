@@ -75,25 +75,25 @@ def _publish_bytes(channel: int, routing_key: str, props: spec.Basic.Properties)
             + pframe.marshal(ContentBody(body), channel))
 
 
+def _refusal(name: str, sources: tuple[str, ...], description: str, says: str, key: str) -> object:
+    """One refusal case: RabbitMQ closes the channel with 406 and says ``says``."""
+    return param(Case(
+        f"reply_to.{name}-406", sources=sources, level=Level.EXTENSION, description=description,
+        expectation=f"channel.close 406 PRECONDITION_FAILED (RabbitMQ: '{says}')",
+        default="channel.close 406",
+    ), key)
+
+
 REFUSALS = [
-    param(Case(
-        "reply_to.ack-mode-consumer-406", sources=(CAVEATS, RMQ), level=Level.EXTENSION,
-        description="basic.consume from amq.rabbitmq.reply-to with no-ack false",
-        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: 'reply consumer cannot acknowledge')",
-        default="channel.close 406",
-    ), "ack-mode"),
-    param(Case(
-        "reply_to.second-consumer-406", sources=(USE, RMQ), level=Level.EXTENSION,
-        description="A second basic.consume from amq.rabbitmq.reply-to on a channel that has one",
-        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: 'reply consumer already set')",
-        default="channel.close 406",
-    ), "second"),
-    param(Case(
-        "reply_to.request-without-consumer-406", sources=(USE, RMQ), level=Level.EXTENSION,
-        description="basic.publish with reply-to amq.rabbitmq.reply-to on a channel with no reply consumer",
-        expectation="channel.close 406 PRECONDITION_FAILED (RabbitMQ: 'fast reply consumer does not exist')",
-        default="channel.close 406",
-    ), "no-consumer"),
+    _refusal("ack-mode-consumer", (CAVEATS, RMQ),
+             "basic.consume from amq.rabbitmq.reply-to with no-ack false",
+             "reply consumer cannot acknowledge", "ack-mode"),
+    _refusal("second-consumer", (USE, RMQ),
+             "A second basic.consume from amq.rabbitmq.reply-to on a channel that has one",
+             "reply consumer already set", "second"),
+    _refusal("request-without-consumer", (USE, RMQ),
+             "basic.publish with reply-to amq.rabbitmq.reply-to on a channel with no reply consumer",
+             "fast reply consumer does not exist", "no-consumer"),
 ]
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conformance import cli, docpages
 from conformance.cases import all_cases
-from conformance.gate import main as gate_main
+from conformance.gate_cli import main as gate_main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

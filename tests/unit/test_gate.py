@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conformance import gate, gate_github
+from conformance import gate, gate_cli, gate_github
 from conformance.triage import TriageProblem, load_triage, parse_triage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ RABBIT = ["--results", str(R12), str(R13)]
 
 
 def run_gate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    rc = gate.main(list(argv))
+    rc = gate_cli.main(list(argv))
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
 
@@ -375,7 +375,7 @@ def test_twenty_thousand_rows_compare(tmp_path: Path) -> None:
     cand.write_text(_synthetic(10_000, "c", 999), encoding="utf-8")
     out = io.StringIO()
     started = time.perf_counter()
-    rc = gate.main(
+    rc = gate_cli.main(
         ["--baseline", str(base), "--candidate", str(cand), "--json", str(tmp_path / "g.json")], out=out
     )
     elapsed = time.perf_counter() - started

@@ -1,0 +1,173 @@
+"""``amqp-conformance gate``: the release gate's command line (:mod:`conformance.gate` compares).
+
+The comparison (:mod:`conformance.gate`) and its GitHub Actions outputs (:mod:`conformance.gate_github`)
+sit below this module, so the dependencies point one way: the command line imports both, neither
+imports it. Exit 0 when nothing fails, 1 when the gate fails, 2 on bad input (one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from conformance.argparsing import command_parser
+from conformance.gate import (
+    DEFAULT_RESULTS,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    GateInputError,
+    GateResult,
+    Options,
+    Selector,
+    compare,
+    format_table,
+    load_side,
+    parse_selector,
+    require_one_run,
+    resolve_inputs,
+    summary_line,
+    to_json,
+    write_baseline,
+)
+from conformance.gate_github import github_outputs
+from conformance.triage import EMPTY, Triage, TriageProblem, load_triage, triage_beside
+
+
+def gate_parser() -> argparse.ArgumentParser:
+    p = command_parser(
+        "gate",
+        "Compare a candidate's verdicts with a baseline's. Exit 1 when the candidate lacks baseline cases, "
+        "is another broker product or profile, regresses (PASS → FAIL/TIMEOUT/ERROR/NOT_RUN, FAIL → TIMEOUT, "
+        "anything → ERROR) or has untriaged new failures; 0 otherwise; 2 on bad input.",
+    )
+    p.add_argument(
+        "--baseline",
+        required=True,
+        metavar="SELECTOR",
+        help="results file/folder/glob, or run:<run_id> / version:<v> / broker:<product>@<version>",
+    )
+    p.add_argument("--candidate", required=True, metavar="SELECTOR", help="as --baseline")
+    p.add_argument("--results", nargs="+", default=[DEFAULT_RESULTS], metavar="RESULTS",
+                   help=f"inputs that run:/version:/broker: selectors apply to (default {DEFAULT_RESULTS})")
+    p.add_argument("--triage", "--expected-failures", dest="triage", default=None, metavar="TOML",
+                   help="expected failures (default: <baseline>.triage.toml beside a baseline file, if any)")
+    p.add_argument("--no-triage", action="store_true", help="ignore any triage file")
+    p.add_argument(
+        "--allow-missing", action="store_true", help="baseline cases the candidate lacks do not fail"
+    )
+    p.add_argument("--allow-product-change", action="store_true",
+                   help="the candidate is another broker product than the baseline, on purpose")
+    p.add_argument("--allow-profile-change", action="store_true",
+                   help="the candidate ran under another profile than the baseline, on purpose")
+    p.add_argument("--strict", action="store_true", help="also fail on new NON_STRICT verdicts")
+    p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                   help="write the result as JSON to FILE (or stdout: then no table)")
+    p.add_argument("--update-baseline", action="store_true",
+                   help="after comparing, write the candidate (one run) as the new baseline file")
+    p.add_argument("--master", default=None, help=argparse.SUPPRESS)  # accepted from the Spark gate; unused
+    return p
+
+
+def _err(message: str) -> None:
+    print(f"amqp-conformance gate: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    args = gate_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = out or sys.stdout
+    try:
+        return _gate(args, out)
+    except (GateInputError, TriageProblem) as exc:
+        _err(str(exc))
+        return EXIT_BAD_INPUT
+
+
+def _gate(args: argparse.Namespace, out: TextIO) -> int:
+    started = time.perf_counter()
+    base_sel, cand_sel = parse_selector(args.baseline), parse_selector(args.candidate)
+    shared = resolve_inputs(args.results) if any(s.kind != "path" for s in (base_sel, cand_sel)) else []
+    update_target: Path | None = None
+    if args.update_baseline:
+        if base_sel.kind != "path" or glob.has_magic(base_sel.value) or Path(base_sel.value).is_dir():
+            raise GateInputError("--update-baseline needs --baseline to name one results file")
+        update_target = Path(base_sel.value)
+    cand = load_side(cand_sel, resolve_inputs([cand_sel.value]) if cand_sel.kind == "path" else shared)
+    if update_target is not None:
+        require_one_run(cand)  # before anything is compared or written
+    if update_target is not None and not update_target.exists():
+        n = write_baseline(cand, update_target)
+        print(f"baseline created: {n} cases of run {cand.values('run_id')[0]} → {update_target}", file=out)
+        return EXIT_OK
+    base = load_side(base_sel, resolve_inputs([base_sel.value]) if base_sel.kind == "path" else shared)
+    triage = _triage(args, base_sel)
+    options = Options(args.allow_missing, args.allow_product_change, args.allow_profile_change, args.strict)
+    res = compare(base, cand, triage, options)
+    _print_result(args, res, out)
+    github_outputs(args.json, args.strict, res, out)  # only under GitHub Actions does it act
+    print(
+        f"gate: {base.n_records + cand.n_records:,} records compared in {time.perf_counter() - started:.2f} s"
+        + (f" (triage {triage.path})" if triage.path else ""),
+        file=sys.stderr,
+    )
+    if update_target is not None:
+        n = write_baseline(cand, update_target)
+        untriaged = [
+            c
+            for c, r in cand.cases.items()
+            if r.verdict != "PASS" and triage.known(c, r.verdict, r.facts) is None
+        ]
+        print(
+            f"baseline updated: {n} cases of run {cand.values('run_id')[0]} → {update_target}"
+            + (
+                f"; {len(untriaged)} non-PASS case(s) not in the triage file, e.g. {untriaged[0]}"
+                if untriaged
+                else ""
+            ),
+            file=out,
+        )
+        return EXIT_OK
+    return EXIT_FAILED if res.failed else EXIT_OK
+
+
+def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> None:
+    """The comparison as JSON (``--json``) and/or as the refusals, notes, table and summary line."""
+    doc = to_json(res, args.strict)
+    if args.json == "-":
+        print(json.dumps(doc, indent=1, ensure_ascii=False), file=out)
+    else:
+        if args.json:
+            try:
+                Path(args.json).write_text(
+                    json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+                )
+            except OSError as exc:
+                raise GateInputError(f"cannot write --json {args.json}: {exc.strerror or exc}") from exc
+        for line in (*res.refusals, *(f"note: {n}" for n in res.notes)):
+            print(line, file=out)
+        shown = [f for f in res.findings if f.kind != "known" or f.change]
+        if shown:
+            format_table(shown, out)
+        print(summary_line(res, args.strict), file=out)
+
+
+def _triage(args: argparse.Namespace, base_sel: Selector) -> Triage:
+    if args.no_triage:
+        return EMPTY
+    if args.triage:
+        return load_triage(Path(args.triage))
+    if base_sel.kind == "path" and Path(base_sel.value).is_file():
+        beside = triage_beside(Path(base_sel.value))
+        if beside is not None:
+            return load_triage(beside)
+    return EMPTY
+
+
+if __name__ == "__main__":
+    sys.exit(main())
