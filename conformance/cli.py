@@ -26,7 +26,7 @@ import pytest
 
 from conformance import __version__
 from conformance.argparsing import command_parser, workers
-from conformance.plugin.options import BY_NAME, OPTIONS, cluster_combination_problem
+from conformance.plugin.options import BY_NAME, OPTIONS, cluster_combination_problem, pytest_refuses
 
 if TYPE_CHECKING:
     from conformance.cases import Case
@@ -273,29 +273,6 @@ def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run
     return pyargs
 
 
-def _pytest_refuses(pyargs: list[str]) -> str | None:
-    """pytest's own complaint about the command line (an unknown option after ``--``, a bad value),
-    or None: parsed as pytest.main would, but nothing is configured, collected or started."""
-    try:
-        from _pytest.config import _prepareconfig  # no public API parses without running
-    except ImportError:
-        return None  # another pytest: pytest.main reports it (exit 4)
-    from conformance.plugin.options import read_settings
-
-    try:
-        config = _prepareconfig(list(pyargs))
-    except pytest.UsageError as exc:
-        text = " ".join(str(exc).split())  # "usage: … error: <what> inifile: … rootdir: …"
-        return text.rpartition("error: ")[2].partition(" inifile:")[0] or text
-    try:
-        read_settings(config)  # the option table's checks, on ini values too (exit 2, not pytest's 4)
-    except pytest.UsageError as exc:
-        return str(exc).splitlines()[0]
-    finally:
-        config._ensure_unconfigure()
-    return None
-
-
 def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> int:
     """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     args = _run_parser().parse_args(list(argv))
@@ -315,7 +292,7 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     ).resolve()
     reports = Path(args.report_out).resolve()
     pyargs = _pytest_args(args, results_dir, reports, run_id)
-    refused = _pytest_refuses(pyargs)  # before anything is written
+    refused = pytest_refuses(pyargs)  # before anything is written
     if refused is not None:
         _err(refused if not args.pytest_args else f"pytest arguments after --: {refused}")
         return EXIT_BAD_INPUT
@@ -453,36 +430,11 @@ def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: st
                                verbose=args.verbose)
         if rc != 0:
             return rc
+    from conformance.results import final_lines
+
     for line in final_lines(results_file):
         print(line, file=sys.stderr)
     return code
-
-
-def final_lines(results_file: Path, shown: int = 8) -> list[str]:
-    """The run's last lines: the verdict counts, and the cases that did not pass and were not
-    merely unsupported (the ones to read first), worst first."""
-    counts: dict[str, int] = {}
-    bad: list[tuple[int, str, str]] = []
-    order = ["FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT"]
-    for line in results_file.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        verdict, case_id = str(rec.get("verdict")), str(rec.get("case_id"))
-        counts[verdict] = counts.get(verdict, 0) + 1
-        if verdict in order:
-            bad.append((order.index(verdict), case_id, verdict))
-    total = sum(counts.values())
-    lines = [f"verdicts: {total} cases: " + ", ".join(f"{n} {v}" for v, n in sorted(
-        counts.items(), key=lambda kv: (-kv[1], kv[0])))]
-    if bad:
-        bad.sort()
-        lines.append("to read first: " + ", ".join(f"{c} {v}" for _o, c, v in bad[:shown])
-                     + (f" (+{len(bad) - shown} more)" if len(bad) > shown else ""))
-    else:
-        lines.append("nothing failed (no FAIL, TIMEOUT, ERROR, NOT_RUN or NON_STRICT)")
-    return lines
 
 
 def _build_run_report(results_file: Path, out: Path, master: str | None, session: Any = None,

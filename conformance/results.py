@@ -157,3 +157,30 @@ def read_records(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
                     yield json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from exc
+
+
+def final_lines(results_file: Path, shown: int = 8) -> list[str]:
+    """The run's last lines: the verdict counts, and the cases that did not pass and were not
+    merely unsupported (the ones to read first), worst first."""
+    counts: dict[str, int] = {}
+    bad: list[tuple[int, str, str]] = []
+    order = ["FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT"]
+    for line in results_file.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        verdict, case_id = str(rec.get("verdict")), str(rec.get("case_id"))
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if verdict in order:
+            bad.append((order.index(verdict), case_id, verdict))
+    total = sum(counts.values())
+    lines = [f"verdicts: {total} cases: " + ", ".join(f"{n} {v}" for v, n in sorted(
+        counts.items(), key=lambda kv: (-kv[1], kv[0])))]
+    if bad:
+        bad.sort()
+        lines.append("to read first: " + ", ".join(f"{c} {v}" for _o, c, v in bad[:shown])
+                     + (f" (+{len(bad) - shown} more)" if len(bad) > shown else ""))
+    else:
+        lines.append("nothing failed (no FAIL, TIMEOUT, ERROR, NOT_RUN or NON_STRICT)")
+    return lines

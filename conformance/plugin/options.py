@@ -608,3 +608,24 @@ def cluster_combination_problem(kind: str, broker_url: str | None, urls: tuple[s
     if actions and not urls:
         return f"--cluster-cmd-{actions[0]} acts on the nodes of --cluster-url, which is not given"
     return None
+
+
+def pytest_refuses(pyargs: list[str]) -> str | None:
+    """pytest's own complaint about the command line (an unknown option after ``--``, a bad value),
+    or None: parsed as pytest.main would, but nothing is configured, collected or started."""
+    try:
+        from _pytest.config import _prepareconfig  # no public API parses without running
+    except ImportError:
+        return None  # another pytest: pytest.main reports it (exit 4)
+    try:
+        config = _prepareconfig(list(pyargs))
+    except pytest.UsageError as exc:
+        text = " ".join(str(exc).split())  # "usage: … error: <what> inifile: … rootdir: …"
+        return text.rpartition("error: ")[2].partition(" inifile:")[0] or text
+    try:
+        read_settings(config)  # the option table's checks, on ini values too (exit 2, not pytest's 4)
+    except pytest.UsageError as exc:
+        return str(exc).splitlines()[0]
+    finally:
+        config._ensure_unconfigure()
+    return None

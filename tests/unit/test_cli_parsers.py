@@ -65,7 +65,7 @@ def test_command_parser_refuses_a_prefix_and_names_the_command(cls: type[argpars
 
 
 def test_run_ends_with_verdict_counts_and_what_to_read_first(tmp_path: Path) -> None:
-    from conformance.cli import final_lines
+    from conformance.results import final_lines
 
     lines = [{"case_id": f"a.p{i}", "verdict": "PASS"} for i in range(3)] + [
         {"case_id": "a.ns", "verdict": "NON_STRICT"}, {"case_id": "a.u", "verdict": "UNSUPPORTED"},
