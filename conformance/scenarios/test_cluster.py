@@ -26,9 +26,8 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
-from conformance.profiles import load_table
-from conformance.protocol.raw import RawConnection
-from conformance.verdicts import CaseTimeout
+from conformance.protocol import RawConnection
+from conformance.verify import CaseTimeout, load_table
 from conformance.verify.cluster import (
     HA_ALL,
     MIRRORED,
