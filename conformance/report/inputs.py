@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from conformance.record_schema import schema_problem
 from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_workload_record, mutate_results_of
 from conformance.verdicts import ALL_VERDICTS
 
@@ -105,7 +106,7 @@ def record_problem(line: str) -> str | None:
         return "missing or mistyped field(s): " + ", ".join(missing)
     if rec["verdict"] not in _VERDICTS:
         return f"unknown verdict {rec['verdict']}"
-    return None
+    return schema_problem(rec)  # every other field's type and value, by the shipped JSON Schema
 
 
 def check_contents(files: Iterable[str]) -> None:

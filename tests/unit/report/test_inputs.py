@@ -24,6 +24,9 @@ def test_record_problem_names_what_is_wrong() -> None:
     assert record_problem('{"x": 1}') == "JSON without any result field"
     assert record_problem(json.dumps({**GOOD, "verdict": None})) == "missing or mistyped field(s): verdict"
     assert record_problem(json.dumps({**GOOD, "verdict": "MEH"})) == "unknown verdict MEH"
+    # the rest by the shipped JSON Schema (jsonschema): a field's type, a field no writer writes
+    assert record_problem(json.dumps({**GOOD, "duration_s": "slow"})) == "missing or mistyped duration_s"
+    assert record_problem(json.dumps({**GOOD, "surprise": 1})) is not None
 
 
 @pytest.mark.parametrize(
