@@ -247,11 +247,16 @@ class ConformancePlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._first_ids(session.items)  # after every deselection (-k, -m, --case)
-        if self.state.worker in ("main", "gw0"):  # every worker collects the same selection
+        if self.state.worker in ("main", "gw0") and not session.config.option.collectonly:
+            # every worker collects the same selection: one of them says what it is (for ^C)
             selected = [s for item in session.items
                         if (c := case_of(item)) is not None
                         and (s := selected_of(item, self._run_id(item, c), self._queue_type(item)))]
-            write_collected(collected_path(self.state.results_dir, self.state.run_id), selected)
+            if selected:
+                try:
+                    write_collected(collected_path(self.state.results_dir, self.state.run_id), selected)
+                except OSError:
+                    pass  # results not writable: the session start says so; ^C then records nothing extra
 
     def _wedging_cases_last(self, items: list[pytest.Item]) -> None:
         """On a broker the suite cannot isolate (a URL), cases that may wedge it run last.
