@@ -242,6 +242,9 @@ class LocalCluster:
                 "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
                 "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
                 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-start_epmd false",
+                # every other erl of the run too (rabbitmqctl during start): one it spawns after this process
+                # was SIGKILLed would otherwise start an `epmd -daemon` nobody stops
+                "ERL_FLAGS": "-start_epmd false",
             }
         )
         cgroup = None
