@@ -587,7 +587,7 @@ class ConformancePlugin:
                 f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
                 f"({server.platform}); profile {state.profile}"
             )
-        for line in area_table(state.rows):
+        for line in area_table(state.rows, color=bool(getattr(tr, "hasmarkup", False))):
             tr.write_line(line)
         tr.write_line(f"total time {time.monotonic() - state.started:.1f}s; results {state.results_file}")
         for line in slowest_cases(self.node_case, self.node_seconds):

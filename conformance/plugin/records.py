@@ -86,21 +86,42 @@ def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decis
     )
 
 
-def area_table(rows: list[tuple[str, str, Verdict]]) -> list[str]:
-    """The area × verdict counts, as text lines."""
+# The verdicts' colours on a terminal (rich style names); plain text elsewhere.
+VERDICT_STYLE: dict[Verdict, str] = {
+    Verdict.PASS: "green", Verdict.FAIL: "bold red", Verdict.TIMEOUT: "bold red",
+    Verdict.ERROR: "bold magenta", Verdict.NOT_RUN: "yellow", Verdict.NON_STRICT: "yellow",
+    Verdict.UNSUPPORTED: "dim", Verdict.INFORMATIONAL: "cyan",
+}
+
+
+def area_table(rows: list[tuple[str, str, Verdict]], *, color: bool = False) -> list[str]:
+    """The area × verdict counts, as lines of a rich table (ANSI colours when ``color``): only
+    the verdicts that occur, a total per area and per verdict."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     counts: Counter[tuple[str, Verdict]] = Counter((area, v) for _case, area, v in rows)
     areas = sorted({area for _c, area, _v in rows})
     shown = [v for v in Verdict if any(counts[(a, v)] for a in areas)]
-    width = max([len("total"), *map(len, areas)])
-    head = "area".ljust(width) + "".join(f" {v.value:>13}" for v in shown) + f" {'total':>6}"
-    lines = [head, "-" * len(head)]
+    def cell(n: int, v: Verdict) -> Text:
+        return Text(str(n), style=VERDICT_STYLE[v] if n else "")
+
+    table = Table(box=box.SIMPLE, show_footer=True, pad_edge=False, header_style="bold",
+                  footer_style="bold")
+    table.add_column("area", footer="total")
+    for v in shown:
+        table.add_column(v.value, justify="right", footer=cell(sum(counts[(a, v)] for a in areas), v))
+    table.add_column("total", justify="right", footer=str(len(rows)))
     for a in areas:
-        total = sum(counts[(a, v)] for v in Verdict)
-        lines.append(a.ljust(width) + "".join(f" {counts[(a, v)]:>13}" for v in shown) + f" {total:>6}")
-    total_line = "total".ljust(width) + "".join(
-        f" {sum(counts[(a, v)] for a in areas):>13}" for v in shown) + f" {len(rows):>6}"
-    lines.append(total_line)
-    return lines
+        table.add_row(a, *(cell(counts[(a, v)], v) for v in shown), str(sum(counts[(a, v)] for v in Verdict)))
+    out = io.StringIO()
+    Console(file=out, width=250, force_terminal=color, color_system="standard" if color else None,
+            highlight=False).print(table)
+    return [line.rstrip() for line in out.getvalue().splitlines() if line.strip()]
 
 
 SLOWEST = 10

@@ -68,6 +68,7 @@ def build_report(
         raise EnvironmentProblem(problem)
     try:
         check_inputs(inputs)  # fail on bad inputs before paying for a JVM
+        from conformance.report.inputs import are_small
         from conformance.report.pipeline import run_report
         from conformance.report.session import spark_session
 
@@ -75,7 +76,7 @@ def build_report(
             return run_report(session.get(), inputs, Path(out_dir), name=name, progress=progress)
         if progress is not None:
             progress("report: starting Spark")
-        with spark_session(master) as spark:
+        with spark_session(master, small_input=are_small(inputs)) as spark:
             return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
     finally:
         if session is not None:

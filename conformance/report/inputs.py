@@ -21,6 +21,9 @@ MANIFEST = "store.json"  # a results store's manifest (conformance.report.store)
 # Files up to this size are read through here when their first line is not a record, to tell a
 # file with no record at all (refused here) from one with some malformed lines (Spark reports them).
 SCAN_BYTES = 8 * 1024 * 1024
+# Up to this many bytes of local JSON lines, an input is "small" (one run, a few hundred to a few
+# thousand records): the JVM and the session are set up for fixed costs, not throughput.
+SMALL_INPUT_BYTES = 64 * 1024 * 1024
 _VERDICTS = frozenset(v.value for v in ALL_VERDICTS)
 
 
@@ -142,3 +145,16 @@ def check_contents(files: Iterable[str]) -> None:
                 )
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputProblem(f"cannot read {name}: {exc}") from exc
+
+
+def are_small(inputs: list[str]) -> bool:
+    """True when ``inputs`` are at most :data:`SMALL_INPUT_BYTES` of local results files, or
+    results stores of at most an eighth of that on disk (Parquet: compressed columns); a remote
+    URI or an unreadable path is not small."""
+    plain, stores = split_inputs(inputs)
+    try:
+        size = sum(Path(f).stat().st_size for f in resolve_inputs(plain)) if plain else 0
+        size += 8 * sum(f.stat().st_size for s in stores for f in s.rglob("*") if f.is_file())
+    except (OSError, InputProblem):
+        return False
+    return size <= SMALL_INPUT_BYTES

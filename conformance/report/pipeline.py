@@ -18,6 +18,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from conformance.report import edges, page, store
+from conformance.report.inputs import SMALL_INPUT_BYTES
 from conformance.report.schema import VERDICTS
 from conformance.report.tables import TABLES, Collect, Frames, count_of
 
@@ -147,7 +148,6 @@ def run_report(
 
 
 WRITERS = 4
-SMALL_INPUT_BYTES = 64 * 1024 * 1024
 # For a small input (one run, a few hundred rows) the fixed costs of each stage dominate: one
 # shuffle partition, and no whole-stage code generation (compiling each plan costs more than
 # running it interpreted). Large inputs keep the session's settings.

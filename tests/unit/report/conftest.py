@@ -25,7 +25,7 @@ def spark() -> Iterator[SparkSession]:
         check_java()
     except EnvironmentProblem as exc:
         pytest.skip(f"Spark tests need Java 17+: {exc}")
-    session = build_session("local[1]", app_name="amqp-conformance-tests")
+    session = build_session("local[1]", app_name="amqp-conformance-tests", small_input=True)
     # Tiny frames: one shuffle partition and no adaptive re-planning keep each job short.
     session.conf.set("spark.sql.shuffle.partitions", "1")
     session.conf.set("spark.sql.adaptive.enabled", "false")

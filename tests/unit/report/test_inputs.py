@@ -74,3 +74,21 @@ def test_faults_records_are_not_malformed(tmp_path: Path) -> None:
     only.write_text(line + "\n")
     check_contents([str(only)])  # a folder of suite results and faults runs is read as it is
     assert record_problem(json.dumps({"record": "other", "run_id": "f1"})) is not None
+
+
+def test_are_small_decides_the_jvm_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import conformance.report.inputs as inputs
+
+    run = tmp_path / "run.jsonl"
+    run.write_text(json.dumps(GOOD) + "\n", encoding="utf-8")
+    assert inputs.are_small([str(run)]) and inputs.are_small([str(tmp_path)])
+    store = tmp_path / "store"
+    (store / "results").mkdir(parents=True)
+    (store / inputs.MANIFEST).write_text("{}", encoding="utf-8")
+    (store / "results" / "part-0.parquet").write_bytes(b"x" * 1000)
+    assert inputs.are_small([str(store)]) and inputs.are_small([str(run), str(store)])
+    monkeypatch.setattr(inputs, "SMALL_INPUT_BYTES", 7999)  # a store counts 8× its bytes on disk
+    assert not inputs.are_small([str(store)]) and inputs.are_small([str(run)])
+    monkeypatch.setattr(inputs, "SMALL_INPUT_BYTES", run.stat().st_size - 1)
+    assert not inputs.are_small([str(run)])
+    assert not inputs.are_small([str(tmp_path / "missing.jsonl")])  # the report says why, not this

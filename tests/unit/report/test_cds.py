@@ -1,0 +1,103 @@
+"""The report JVM's class-data-sharing archive: recorded once, mapped after, never in the way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance.report import cds
+from conformance.report.session import java_binary
+
+GOLDEN = Path(__file__).resolve().parents[3] / "fixtures" / "results"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv(cds.ENV, raising=False)
+    monkeypatch.setattr(cds, "_recording", None)
+    return tmp_path / "amqp-conformance"
+
+
+def java() -> str:
+    found = java_binary()
+    if found is None:
+        pytest.skip("no java")
+    return found
+
+
+def test_no_archive_records_one_only_when_asked(cache: Path) -> None:
+    assert cds.java_options(java(), record=False) == ""
+    opts = cds.java_options(java(), record=True)
+    assert opts.startswith(f"-XX:ArchiveClassesAtExit={cache}/spark-")
+    assert opts.endswith(cds.QUIET)  # the JVM's CDS warnings would land on stdout
+    recording = cds._recording
+    assert recording is not None and recording.name.endswith(".tmp") and recording.parent == cache
+
+
+def test_an_archive_in_place_is_mapped(cache: Path) -> None:
+    cds.java_options(java(), record=True)
+    recording = cds._recording
+    assert recording is not None
+    final = recording.with_name(recording.name.split(".jsa.", 1)[0] + ".jsa")
+    final.write_bytes(b"x")
+    cds._recording = None
+    mapped = f"-XX:SharedArchiveFile={final} -Xshare:auto {cds.QUIET}"
+    for record in (False, True):
+        assert cds.java_options(java(), record=record) == mapped
+        assert cds._recording is None
+
+
+@pytest.mark.parametrize("value", ["0", "off", "false"])
+def test_switched_off(cache: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(cds.ENV, value)
+    assert cds.java_options(java(), record=True) == ""
+    assert not cache.exists()
+
+
+def test_an_unwritable_cache_means_no_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a file where a folder must go
+    monkeypatch.setattr(cds, "_recording", None)
+    assert cds.java_options(java(), record=True) == ""
+    assert cds._recording is None
+
+
+def test_a_stale_recording_is_removed_a_fresh_one_kept(cache: Path) -> None:
+    cache.mkdir(parents=True)
+    stale = cache / "spark-abc.jsa.1.deadbeef.tmp"
+    fresh = cache / "spark-abc.jsa.2.cafef00d.tmp"
+    for f in (stale, fresh):
+        f.write_bytes(b"x")
+    old = time.time() - cds.STALE_TMP_SECONDS - 60
+    os.utime(stale, (old, old))
+    cds.java_options(java(), record=True)
+    assert not stale.exists() and fresh.exists()
+
+
+def test_finish_without_recording_does_nothing(cache: Path) -> None:
+    cds.finish()  # no JVM touched, nothing written
+    assert not cache.exists()
+
+
+def test_the_first_report_records_the_archive_and_prints_only_its_line(tmp_path: Path) -> None:
+    """A real `report` command with an empty cache: exit 0, stdout is the summary line alone (no
+    JVM warning about classes it could not archive), the archive is in place, no recording left."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop(cds.ENV, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "report", str(GOLDEN / "rabbitmq-3.13.0.jsonl"),
+         "--out", str(tmp_path / "out"), "--quiet"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [proc.stdout.strip()] and "11 executions" in proc.stdout
+    made = list((tmp_path / "cache" / "amqp-conformance").iterdir())
+    assert [p.suffix for p in made] == [".jsa"], made
+    assert made[0].stat().st_size > 10_000_000  # Spark's classes, not an empty file
