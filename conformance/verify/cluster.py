@@ -123,8 +123,11 @@ def _declare_stream(ch: RawChannel, queue: str, cleanup: Any) -> None:
     except UnexpectedClose as exc:
         method = getattr(exc.event, "method", None)
         text = f"{getattr(method, 'reply_code', '?')} {getattr(method, 'reply_text', exc.event.describe())}"
-        # only a refusal of the queue type itself means "no streams here"; any other close is the case's
-        if getattr(method, "reply_code", None) == 406 and ("queue type" in text or "stream" in text):
+        # only a refusal of the queue type itself means "no streams here" (RabbitMQ 3.10.8 answers an
+        # unknown type with 406 "invalid arg 'x-queue-type' ... unsupported queue type '...'"); any
+        # other close is the case's to report
+        if getattr(method, "reply_code", None) == 406 and any(
+                t in text for t in ("invalid arg 'x-queue-type'", "unsupported queue type", "feature flag")):
             raise Unsupported(f"the target does not offer stream queues: queue.declare with x-queue-type "
                               f"stream answered {text}", expected="a stream declared",
                               observed=text) from exc
