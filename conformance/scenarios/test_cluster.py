@@ -28,9 +28,7 @@ node the client publishes through, ``S`` the third, which survives.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -39,7 +37,7 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.protocol import RawConnection
-from conformance.verify import CaseTimeout, load_table
+from conformance.verify import load_table
 from conformance.verify.cluster import (
     DESTRUCTIVE,
     HA_ALL,
@@ -48,10 +46,7 @@ from conformance.verify.cluster import (
     STREAM,
     ClusterController,
     Confirms,
-    Consuming,
-    Seen,
     answer,
-    consumer_arguments,
     declare_replicated,
     drain,
     drain_ids,
@@ -63,6 +58,7 @@ from conformance.verify.cluster import (
     unflagged_repeats,
     wait_for,
 )
+from conformance.verify.cluster_runs import FailoverRun, pause_until_new_leader, two_consumer_run
 
 QUORUM_DOC = "rabbitmq-quorum-queues"
 MIRROR_DOC = "rabbitmq-classic-mirroring"
@@ -553,93 +549,39 @@ RUN_STEPS = (f"one publisher with confirms through P ({RUN_MESSAGES} persistent 
              f"delivery, C2 each but its first {RUN_HOLD}); after the {RUN_KILL_AT}th publish L is killed "
              "with kill -9; C1 consumes on until every confirmed message came, then the rest is drained "
              "through S. One run serves both the order and the duplicates case of a queue type (one kill)")
+_RUNS: dict[tuple[int, str, str], FailoverRun] = {}
 
 
-@dataclass(frozen=True)
-class FailoverRun:
-    """What one publisher and two consumers saw across a leader kill (shared by two cases)."""
+def _shared_run(cluster: ClusterController, amqp: Any, ctx: Any, cleanup: Any, request: Any, qtype: str,
+                fault: str) -> FailoverRun:
+    """Run (or reuse, for the other case of a pair) the two-consumer run with ``fault`` on L."""
+    key = (id(cluster), qtype, fault)
+    if key not in _RUNS:
+        if fault == "pause":
+            require(cluster, "pause", "resume", "kill", "start")
+        queue, lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
+        old = cluster.nodes[lead].name
 
-    by: str  # the case id whose run this is
-    confirms: Confirms
-    seen: tuple[Seen, ...]  # every delivery (C1, C2, drain) in receipt order
-    notes: dict[str, Any]
-    killed_at: float | None  # time.monotonic() once the leader's node was gone (None: never)
-    held: tuple[int, ...]  # the messages C2 received and never acked before its node died
+        def kill() -> str:
+            cluster.kill(lead)
+            return "L killed with kill -9"
 
-    @property
-    def after_kill(self) -> list[Seen]:
-        """First deliveries (redelivered=false) received after the leader's node was gone."""
-        if self.killed_at is None:
-            return []
-        return [s for s in self.seen if s.at > self.killed_at and not s.redelivered]
-
-
-_RUNS: dict[tuple[int, str], FailoverRun] = {}
-
-
-def _failover_run(cluster: ClusterController, amqp: Any, ctx: Any, cleanup: Any, request: Any,
-                  qtype: str) -> FailoverRun:
-    """Run (or reuse, for the other case of the pair) the publisher/consumers/leader-kill run."""
-    key = (id(cluster), qtype)
-    if key in _RUNS:
-        return _RUNS[key]
-    queue, lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
-    args = consumer_arguments(qtype)  # a stream consumer reads from the first offset
-    c1 = Consuming(cluster.nodes[survivor].url, queue, f"C1 on {cluster.nodes[survivor].name}",
-                   timeout=ctx.timeout, arguments=args)
-    c2 = Consuming(cluster.nodes[lead].url, queue, f"C2 on {cluster.nodes[lead].name}", timeout=ctx.timeout,
-                   hold=RUN_HOLD, arguments=args)
-    faults = []
-    killed_at: list[float] = []
-
-    def kill() -> None:
-        cluster.kill(lead)
-        killed_at.append(time.monotonic())
-
-    def kill_mid_stream(i: int) -> None:
-        if i == RUN_KILL_AT:
-            faults.append(in_background(kill))
-
-    try:
-        confirms = publish_numbered(cluster.nodes[via].url, queue, range(RUN_MESSAGES),
-                                    timeout=2 * ctx.timeout, between=kill_mid_stream, pace=0.005)
-        for t in faults:
-            t.join(timeout=30)
-        # C1 consumes on until every confirmed message came to someone (bounded)
-        wait_for("every confirmed message consumed",
-                 lambda: confirms.acked <= (c1.numbers | c2.numbers), 3 * ctx.timeout, interval=0.5)
-    except CaseTimeout:
-        pass  # the drain below collects the rest; what is missing then is the finding
-    finally:
-        c1.stop()
-        c2.stop()
-    drained = drain(cluster.nodes[survivor].url, queue, qtype, timeout=3 * ctx.timeout)
-    seen = tuple(sorted([*c1.seen, *c2.seen, *drained.seen], key=lambda s: s.at))
-    notes = {
-        "leader": ctx.observed.get("leader", "?"),
-        "kill": f"L killed after publish {RUN_KILL_AT} of {RUN_MESSAGES}",
-        "publisher": confirms.summary(),
-        "C1": f"{len(c1.seen)} deliveries ({sum(s.redelivered for s in c1.seen)} redelivered)"
-              + (f"; ended: {c1.ended}" if c1.ended else ""),
-        "C2": f"{len(c2.seen)} deliveries ({sum(s.redelivered for s in c2.seen)} redelivered)"
-              + (f"; ended: {c2.ended}" if c2.ended else ""),
-        "drain": f"{len(drained.seen)} deliveries ({sum(s.redelivered for s in drained.seen)} redelivered)",
-        "lost (confirmed, never consumed)": sorted(confirms.acked - {s.number for s in seen})[:20],
-    }
-    held = tuple(s.number for s in c2.seen[:RUN_HOLD])
-    run = FailoverRun(ctx.case.id if ctx.case else "?", confirms, seen, notes,
-                      killed_at[0] if killed_at else None, held)
-    notes["first deliveries after the kill"] = len(run.after_kill)
-    notes["C2's unacked deliveries when its node died"] = list(held)
-    _RUNS[key] = run
-    return run
-
-
-def _observe_run(ctx: Any, run: FailoverRun) -> None:
+        run = two_consumer_run(
+            cluster, queue, qtype, (lead, via, survivor), timeout=ctx.timeout, messages=RUN_MESSAGES,
+            fault_at=RUN_KILL_AT, hold=RUN_HOLD, by=ctx.case.id if ctx.case else "?",
+            pace=0.005 if fault == "kill" else PAUSE_PACE,
+            fault=kill if fault == "kill" else partial(pause_until_new_leader, cluster, lead, queue, old,
+                                                       PAUSE_LONGEST))
+        run.notes["leader"] = ctx.observed.get("leader", "?")
+        if fault == "pause":
+            run.notes["after the resume"] = _whole_again(cluster, lead)
+        _RUNS[key] = run
+    run = _RUNS[key]
     if ctx.case is not None and run.by != ctx.case.id:
-        ctx.observe("run", f"the run of {run.by} (one leader kill serves both cases)")
+        ctx.observe("run", f"the run of {run.by} (one fault serves both cases)")
     for k, v in run.notes.items():
         ctx.observed.setdefault(k, v)
+    return run
 
 
 @pytest.mark.parametrize("qtype", family(
@@ -650,10 +592,9 @@ def _observe_run(ctx: Any, run: FailoverRun) -> None:
                 "out of order)",
 ))
 def test_publisher_order_across_failover(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
-    run = _failover_run(cluster, amqp, ctx, cleanup, request, qtype)
-    _observe_run(ctx, run)
-    ctx.check(len(run.after_kill) >= RUN_MIN_AFTER, True,
-              f"at least {RUN_MIN_AFTER} first deliveries after the kill (got {len(run.after_kill)})")
+    run = _shared_run(cluster, amqp, ctx, cleanup, request, qtype, "kill")
+    ctx.check(len(run.after_fault) >= RUN_MIN_AFTER, True,
+              f"at least {RUN_MIN_AFTER} first deliveries after the kill (got {len(run.after_fault)})")
     ctx.check(out_of_order(run.seen), [], "first deliveries out of publish order (per consumer)")
 
 
@@ -664,14 +605,54 @@ def test_publisher_order_across_failover(cluster, amqp, ctx, cleanup, request, q
                 "later delivery: AMQP's flag is the only way a consumer can tell a repeat",
 ))
 def test_duplicates_flagged_redelivered(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
-    run = _failover_run(cluster, amqp, ctx, cleanup, request, qtype)
-    _observe_run(ctx, run)
-    repeated = {s.number for s in run.seen if sum(1 for t in run.seen if t.number == s.number) > 1}
-    ctx.observe("messages delivered more than once", len(repeated))
+    run = _shared_run(cluster, amqp, ctx, cleanup, request, qtype, "kill")
     # the repeats this case judges are forced: C2's unacked deliveries must come back when its node
     # dies (quorum: its channel is gone; mirroring guide: pending acks are requeued on failover)
-    ctx.check(len(run.held) == RUN_HOLD and set(run.held) <= repeated, True,
+    ctx.check(len(run.held) == RUN_HOLD and set(run.held) <= run.repeated, True,
               f"C2's {RUN_HOLD} unacked deliveries {list(run.held)} delivered again")
+    bad = unflagged_repeats(run.seen)
+    ctx.check([f"{s.number} to {s.who}" for s in bad][:20], [],
+              "repeated deliveries without redelivered=true (message, to whom)")
+
+
+# -- the same run with a pause of L instead of a kill -----------------------------------------
+
+PAUSE_LONGEST = 30.0  # seconds L stays frozen at most, waiting for the cluster to report a new leader
+PAUSE_REJOIN = 15.0  # seconds the resumed node gets to be seen running by the others again
+PAUSE_PACE = 0.03  # slower than the kill run's: the publishes after the 100th span the pause and the resume
+PAUSE_STEPS = RUN_STEPS.replace("at a steady pace", f"one every {PAUSE_PACE * 1000:.0f} ms").replace(
+    "L is killed with kill -9", "L is paused (SIGSTOP, or the pause command) until the other nodes report a "
+    f"new leader (at most {PAUSE_LONGEST:.0f} s), then resumed").replace(
+    "One run serves both the order and the duplicates case of a queue type (one kill)",
+    f"A node still outside the cluster {PAUSE_REJOIN:.0f} s after its resume is killed and started again "
+    "after the case (recorded)")
+
+
+def _whole_again(cluster: ClusterController, lead: int) -> str:
+    """After the resume: the cluster whole again by itself, or L killed because it was not (the
+    ``cluster`` fixture starts it again after the case) — under pause_minority a node frozen past
+    net_ticktime may stay in a partition of its own; the next case must start with a whole cluster."""
+    wait_running = getattr(cluster, "wait_running", None)
+    if wait_running is None:
+        return "not checked (the target cannot say which nodes run)"
+    try:
+        wait_running(timeout=PAUSE_REJOIN)
+        return "every node running again by itself"
+    except Exception as exc:  # noqa: BLE001 - the observation, then the repair
+        seen = str(exc)[:200]
+    cluster.kill(lead)
+    return f"not whole {PAUSE_REJOIN:.0f} s after the resume ({seen}); L killed, started again after the case"
+
+
+@pytest.mark.parametrize("qtype", family(
+    "pause-duplicates-flagged", DESTRUCTIVE, DUPLICATE_SOURCES,
+    description=PAUSE_STEPS,
+    expectation="a message delivered again (to any consumer or the drain) carries redelivered=true on every "
+                "later delivery, also when the leader's node was frozen (not dead) long enough for a new "
+                "leader and then came back",
+))
+def test_pause_duplicates_flagged(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
+    run = _shared_run(cluster, amqp, ctx, cleanup, request, qtype, "pause")
     bad = unflagged_repeats(run.seen)
     ctx.check([f"{s.number} to {s.who}" for s in bad][:20], [],
               "repeated deliveries without redelivered=true (message, to whom)")

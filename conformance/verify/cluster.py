@@ -426,16 +426,30 @@ class Consuming:
             pass
 
 
-def unflagged_repeats(seen: Iterable[Seen]) -> list[Seen]:
-    """The deliveries of a message already delivered before (in receipt order) that do not carry
-    redelivered=true: AMQP's redelivered flag says the message may have been delivered before."""
-    first: set[int] = set()
-    bad = []
+#: deliveries received on different connections within this many seconds of each other have no
+#: order a client can observe (two reader threads, two sockets, possibly two nodes delivering at
+#: once after a pause): neither may be called "the later one"
+RECEIPT_TIE = 0.1
+
+
+def unflagged_repeats(seen: Iterable[Seen], tie: float = RECEIPT_TIE) -> list[Seen]:
+    """The deliveries of a message already delivered before that do not carry redelivered=true:
+    AMQP's redelivered flag says the message may have been delivered before. A message delivered
+    twice without the flag always counts (one of the two was a repeat); an unflagged delivery after
+    a flagged one counts when it was received later on the same connection, or more than ``tie``
+    seconds later on another (closer than that, the unflagged one may have been the first)."""
+    by_number: dict[int, list[Seen]] = {}
     for s in sorted(seen, key=lambda s: s.at):
-        if s.number in first and not s.redelivered:
-            bad.append(s)
-        first.add(s.number)
-    return bad
+        by_number.setdefault(s.number, []).append(s)
+    bad = []
+    for deliveries in by_number.values():
+        for i, s in enumerate(deliveries):
+            if s.redelivered:
+                continue
+            earlier = deliveries[:i]
+            if any(not e.redelivered or e.who == s.who or s.at - e.at > tie for e in earlier):
+                bad.append(s)
+    return sorted(bad, key=lambda s: s.at)
 
 
 def out_of_order(seen: Iterable[Seen], limit: int = 5) -> list[str]:

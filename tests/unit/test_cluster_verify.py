@@ -91,3 +91,15 @@ def test_stream_consumers_read_from_the_first_offset_and_only_streams_skip_destr
     assert consumer_arguments("quorum") is None and consumer_arguments(MIRRORED) is None
     assert STREAM in REPLICATED and STREAM not in DESTRUCTIVE
     assert set(DESTRUCTIVE) == set(REPLICATED) - {STREAM}
+
+
+def test_an_unflagged_delivery_simultaneous_with_a_flagged_one_elsewhere_has_no_order() -> None:
+    # two nodes delivering the same message at once after a pause: flagged to C2, unflagged to C1
+    # 2 ms later on another connection — the unflagged one may have been the first
+    tied = [seen(102, True, "C2", 12.710), seen(102, False, "C1", 12.712)]
+    assert unflagged_repeats(tied) == []
+    # received clearly later, or on the same connection, or twice unflagged: a repeat without the flag
+    assert [s.who for s in unflagged_repeats([seen(7, True, "C2", 1.0), seen(7, False, "C1", 1.5)])] == ["C1"]
+    assert [s.at for s in unflagged_repeats([seen(8, True, "C1", 1.0), seen(8, False, "C1", 1.01)])] == [1.01]
+    twice = [seen(9, False, "C2", 1.0), seen(9, False, "C1", 1.001)]
+    assert [s.who for s in unflagged_repeats(twice)] == ["C1"]
