@@ -60,9 +60,8 @@ class ClusterController(Protocol):
     def partition(self, index: int) -> None: ...  # cut it off from the other nodes (clients still reach it)
     def heal(self) -> None: ...  # undo every partition
 
-    def leader(self, queue: str, vhost: str = "/", timeout: float = 30.0) -> Leader:
-        """Where ``queue``'s leader/master lives (ClusterError when nobody can say); ``timeout``
-        bounds each question asked (a node asked about a queue whose master is frozen may hang)."""
+    def leader(self, queue: str, vhost: str = "/") -> Leader:
+        """Where ``queue``'s leader/master lives (ClusterError when nobody can say)."""
 
     def set_policy(self, name: str, pattern: str, definition: str, vhost: str = "/") -> None: ...
     def clear_policy(self, name: str, vhost: str = "/") -> None: ...

@@ -516,7 +516,7 @@ class LocalCluster:
     def _answering(self) -> list[int]:
         return [n.index for n in self._nodes if n.alive() and not n.paused]
 
-    def leader(self, queue: str, vhost: str = "/", timeout: float = 30.0) -> Leader:
+    def leader(self, queue: str, vhost: str = "/") -> Leader:
         """Ask a running node with ``rabbitmqctl list_queues`` (quorum: ``leader members``;
         classic: ``pid slave_pids``, the master being the node of ``pid``)."""
         last = "no node running"
@@ -536,7 +536,7 @@ class LocalCluster:
                     "slave_pids",
                     "--formatter",
                     "json",
-                    timeout=timeout,
+                    timeout=30,
                 )
             except ClusterError as exc:
                 last = str(exc)
@@ -561,7 +561,7 @@ class LocalCluster:
                     "slave_pids",
                     "--no-table-headers",
                     "--silent",
-                    timeout=timeout,
+                    timeout=30,
                 )
                 for line in plain.splitlines():
                     cols = line.split("\t")

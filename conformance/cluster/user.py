@@ -178,7 +178,7 @@ class UserCluster:
 
         return answers_amqp(*host_port(self.urls[index]))
 
-    def leader(self, queue: str, vhost: str = "/", timeout: float = 30.0) -> Leader:
+    def leader(self, queue: str, vhost: str = "/") -> Leader:
         raise ClusterError(
             f"cannot say where {queue!r} leads: a user cluster gives no management API or "
             "rabbitmqctl here, and AMQP does not tell"

@@ -1,10 +1,10 @@
-"""One publisher and two consumers across a fault on the queue's leader: the run the order, the
-duplicates and the pause cases of the cluster area judge.
+"""One publisher and two consumers across a fault on the queue's leader: the run the order and the
+duplicates cases of the cluster area judge.
 
 C1 consumes through a surviving node and acks everything; C2 consumes through the leader's node
 and never acks its first ``hold`` deliveries (so some are unacked when the fault lands); after the
-``fault_at``-th publish the fault runs in the background (a kill, or a pause until the cluster
-reports a new leader, then a resume) while publishing goes on; C1 consumes on until every confirmed
+``fault_at``-th publish the fault runs in the background (e.g. a kill of the leader's node) while
+publishing goes on; C1 consumes on until every confirmed
 message came to someone (bounded), then the rest is drained through the surviving node.
 """
 
@@ -28,7 +28,7 @@ from conformance.verify.cluster import (
     wait_for,
 )
 
-__all__ = ["FailoverRun", "pause_until_new_leader", "two_consumer_run"]
+__all__ = ["FailoverRun", "two_consumer_run"]
 
 
 @dataclass(frozen=True)
@@ -113,23 +113,3 @@ def two_consumer_run(cluster: ClusterController, queue: str, qtype: str, roles: 
     notes["first deliveries after the fault"] = len(run.after_fault)
     notes["messages delivered more than once"] = len(run.repeated)
     return run
-
-
-def pause_until_new_leader(cluster: ClusterController, lead: int, queue: str, old_leader: str,
-                           longest: float) -> str:
-    """Freeze node ``lead`` (SIGSTOP, or the user's pause command) until the cluster reports a
-    leader elsewhere — asked of the nodes that answer, every half second, each question bounded to
-    3 s (a node asked about a classic queue whose master is frozen hangs until it sees the node
-    down) — or ``longest`` seconds pass; then resume it. Returns what happened, for the record."""
-    cluster.pause(lead)
-    t0 = time.monotonic()
-    try:
-        new = wait_for(f"a leader of {queue} other than {old_leader}",
-                       lambda: w if (w := cluster.leader(queue, timeout=3.0)).leader != old_leader else None,
-                       longest, interval=0.5)
-        what = f"new leader {new.leader} seen after {time.monotonic() - t0:.1f} s"
-    except CaseTimeout as exc:
-        what = f"no other leader seen in {longest:.0f} s ({exc.observed})"[:200]
-    finally:
-        cluster.resume(lead)
-    return f"L paused {time.monotonic() - t0:.1f} s; {what}; then resumed"

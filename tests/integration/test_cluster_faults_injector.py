@@ -33,7 +33,7 @@ class OneNode:
     def heal(self) -> None:
         self._no()
 
-    def leader(self, queue: str, vhost: str = "/", timeout: float = 30.0) -> Leader:
+    def leader(self, queue: str, vhost: str = "/") -> Leader:
         raise ClusterError("no leader on one node")
 
     def set_policy(self, name: str, pattern: str, definition: str, vhost: str = "/") -> None:
