@@ -304,6 +304,42 @@ DOCUMENTS: tuple[Document, ...] = (
         "requeues unacked deliveries, x-cancel-on-ha-failover",
     ),
     Document(
+        "rabbitmq-streams",
+        "Streams",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/streams",
+        {
+            "overview": Section(
+                "What is a Stream: \"Streams model an append-only log of messages that can be "
+                "repeatedly read until they expire. Streams are always persistent and replicated\" "
+                "(non-destructive consumer semantics)", "overview"
+            ),
+            "consuming": Section(
+                "Consuming: x-stream-offset (first, last, next, an offset, a timestamp); "
+                "\"consumption requires QoS prefetch to be set. The acks works as a credit mechanism "
+                "to advance the current offset of the consumer\"", "consuming",
+            ),
+            "feature-matrix": Section(
+                "Feature Matrix: no non-durable or exclusive streams, no poison message handling, "
+                "no global QoS", "feature-matrix",
+            ),
+            "leader-election": Section(
+                "Leader Election and Failure Handling: \"When a RabbitMQ node hosting a stream's "
+                "leader fails or is stopped another node hosting one of that stream's replica will be "
+                "elected leader and resume operations\"; \"A stream requires a quorum of the "
+                "declared nodes to be available to function\"", "leader-election"
+            ),
+            "data-safety": Section(
+                "Data Safety when using Streams: \"publisher confirms are only issued once the data "
+                "has been replicated to a quorum of stream replicas\" (written, not fsynced: an "
+                "uncontrolled shutdown of a whole server may lose confirmed data on that node's "
+                "replica)", "data-safety"
+            ),
+        },
+        "stream queues over AMQP 0-9-1: declaration, consumption from an offset with a prefetch and "
+        "manual acks, confirms after a quorum of replicas, leader election",
+    ),
+    Document(
         "rabbitmq-clustering",
         "Clustering Guide",
         "RabbitMQ docs",

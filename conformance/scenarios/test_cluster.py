@@ -4,12 +4,23 @@ Documents: RabbitMQ's quorum queues guide (a confirm after a quorum of replicas;
 a majority is unavailable; a new leader is elected), its classic mirroring guide (a confirm after
 every mirror; exclusive queues are not mirrored; unacked deliveries are requeued on failover;
 ``x-cancel-on-ha-failover``) and its clustering guide (clients of a node that goes down are
-disconnected). Each case runs once per replicated queue type — ``quorum``, and ``mirrored``: a
-classic queue with an ``ha-mode: all`` policy the case sets on exactly its queue and removes — and
-kills nodes with ``kill -9`` through the target's controller (``--broker local:rabbitmq-cluster``
-or ``--cluster-url`` with ``--cluster-cmd-*``). Every message body is its number, so a confirmed
-message never consumed is a set difference; an unconfirmed message is counted, never called lost.
-On a single-node target every case is UNSUPPORTED with one reason (the ``cluster`` fixture).
+disconnected). Each case runs once per replicated queue type its promise applies to — ``quorum``;
+``mirrored``: a classic queue with an ``ha-mode: all`` policy the case sets on exactly its queue and
+removes; ``stream`` (RabbitMQ's streams guide: confirms after a quorum of replicas, a new leader
+elected among them) — and kills nodes with ``kill -9`` through the target's controller
+(``--broker local:rabbitmq-cluster`` or ``--cluster-url`` with ``--cluster-cmd-*``). Every message
+body is its number, so a confirmed message never consumed is a set difference; an unconfirmed
+message is counted, never called lost.
+On a single-node target every case is UNSUPPORTED with one reason (the ``cluster`` fixture); on a
+cluster that refuses ``x-queue-type: stream`` the stream cases are UNSUPPORTED with its answer.
+
+Streams are logs, not queues: a consumer reads from an offset (``x-stream-offset: first``, a
+prefetch and manual acks, which only move its offset), basic.get and reject/nack do not exist for
+them (540 NOT_IMPLEMENTED), and nothing is ever requeued or redelivered. So "drained" means read
+from the first offset up to an end marker published last, and the cases about requeues,
+redeliveries and repeated deliveries (``unacked-redelivered-after-leader-loss``,
+``requeue-redelivered``, ``duplicates-flagged-redelivered``) have no stream record: their promise
+does not exist for a stream, where every consumer reads every message by design.
 
 Roles: ``L`` is the node the queue leads on (asked from the cluster, never assumed), ``P`` another
 node the client publishes through, ``S`` the third, which survives.
@@ -18,7 +29,6 @@ node the client publishes through, ``S`` the third, which survives.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -27,17 +37,18 @@ from pamqp import commands as spec
 
 from conformance.cases import Case, Level, param
 from conformance.protocol import RawConnection
-from conformance.verify import CaseTimeout, load_table
+from conformance.verify import load_table
 from conformance.verify.cluster import (
+    DESTRUCTIVE,
     HA_ALL,
     MIRRORED,
     REPLICATED,
+    STREAM,
     ClusterController,
     Confirms,
-    Consuming,
-    Seen,
     answer,
     declare_replicated,
+    drain,
     drain_ids,
     in_background,
     index_of,
@@ -47,15 +58,18 @@ from conformance.verify.cluster import (
     unflagged_repeats,
     wait_for,
 )
+from conformance.verify.cluster_runs import FailoverRun, two_consumer_run
 
 QUORUM_DOC = "rabbitmq-quorum-queues"
 MIRROR_DOC = "rabbitmq-classic-mirroring"
 CLUSTER_DOC = "rabbitmq-clustering"
+STREAM_DOC = "rabbitmq-streams"
 CONFIRMS_DOC = "000_cd470977c809f5f5.txt#when-will-messages-be-confirmed"
 #: per queue type: the documents behind "a confirm means the message is replicated"
 CONFIRM_SOURCES = {
     "quorum": (f"{QUORUM_DOC}#data-safety", CONFIRMS_DOC),
     MIRRORED: (f"{MIRROR_DOC}#publisher-confirms", f"{MIRROR_DOC}#ha-policy", CONFIRMS_DOC),
+    STREAM: (f"{STREAM_DOC}#data-safety", f"{STREAM_DOC}#leader-election", CONFIRMS_DOC),
 }
 FAILOVER_SOURCES = {
     "quorum": (f"{QUORUM_DOC}#leader-election", f"{QUORUM_DOC}#poison-message-handling"),
@@ -108,7 +122,7 @@ def test_confirm_survives_publisher_node(cluster, amqp, ctx, cleanup, request, q
     confirms = publish_numbered(cluster.nodes[via].url, queue, range(N_MESSAGES), timeout=2 * ctx.timeout)
     ctx.check(len(confirms.acked), N_MESSAGES, "publishes confirmed before the kill")
     cluster.kill(via)
-    drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
+    drained = drain(cluster.nodes[survivor].url, queue, qtype, timeout=3 * ctx.timeout)
     _check_nothing_lost(ctx, confirms, drained.numbers)
 
 
@@ -123,17 +137,17 @@ def test_confirm_survives_leader_loss(cluster, amqp, ctx, cleanup, request, qtyp
     confirms = publish_numbered(cluster.nodes[via].url, queue, range(N_MESSAGES), timeout=2 * ctx.timeout)
     ctx.check(len(confirms.acked), N_MESSAGES, "publishes confirmed before the kill")
     cluster.kill(lead)
-    drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
+    drained = drain(cluster.nodes[survivor].url, queue, qtype, timeout=3 * ctx.timeout)
     _check_nothing_lost(ctx, confirms, drained.numbers)
 
 
-STREAM = 300
+STREAM_N = 300  # messages in the steady publish stream a kill lands in
 KILL_AT = 100
 
 
 @pytest.mark.parametrize("qtype", family(
     "confirms-across-leader-kill", REPLICATED, CONFIRM_SOURCES,
-    description=f"{STREAM} persistent messages published with confirms through P at a steady pace; after "
+    description=f"{STREAM_N} persistent messages published with confirms through P at a steady pace; after "
                 f"the {KILL_AT}th the leader's node L is killed with kill -9 while publishing goes on; then "
                 "the queue is drained through S",
     expectation="every message confirmed before, during and after the kill is consumed; unconfirmed ones "
@@ -153,13 +167,13 @@ def test_confirms_across_leader_kill(cluster, amqp, ctx, cleanup, request, qtype
             faults.append(in_background(kill))
 
     confirms = Confirms()
-    publish_numbered(cluster.nodes[via].url, queue, range(STREAM), timeout=2 * ctx.timeout,
+    publish_numbered(cluster.nodes[via].url, queue, range(STREAM_N), timeout=2 * ctx.timeout,
                      between=kill_mid_stream, pace=0.005, got=confirms)
     for t in faults:
         t.join(timeout=30)
     ctx.observe("kill", f"sent after publish {KILL_AT}; the node was gone after publish "
-                        f"{sent_at_kill[0] if sent_at_kill else '?'} of {STREAM}")
-    drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
+                        f"{sent_at_kill[0] if sent_at_kill else '?'} of {STREAM_N}")
+    drained = drain(cluster.nodes[survivor].url, queue, qtype, timeout=3 * ctx.timeout)
     ctx.observe("nacked", len(confirms.nacked))
     ctx.observe("duplicated (consumed more than once)", sum(1 for d in drained.got.values() if len(d) > 1))
     _check_nothing_lost(ctx, confirms, drained.numbers)
@@ -169,8 +183,9 @@ MAJORITY_WINDOW = 5.0  # seconds a publisher waits for a confirm a minority must
 
 
 @pytest.mark.parametrize("qtype", family(
-    "majority-down-no-confirm", ("quorum",), {"quorum": (f"{QUORUM_DOC}#data-safety",
-                                                         f"{QUORUM_DOC}#leader-election")},
+    "majority-down-no-confirm", ("quorum", STREAM),
+    {"quorum": (f"{QUORUM_DOC}#data-safety", f"{QUORUM_DOC}#leader-election"),
+     STREAM: (f"{STREAM_DOC}#data-safety", f"{STREAM_DOC}#leader-election")},
     description="a publisher on the leader's node sends message 0; the two other nodes are killed with "
                 f"kill -9; messages 1-19 follow on the same channel, confirms awaited "
                 f"{MAJORITY_WINDOW:.0f} s; "
@@ -207,14 +222,14 @@ def test_majority_down_no_confirm(cluster, amqp, ctx, cleanup, request, qtype: s
     late = wait_for("a publish confirmed once the majority is back", publish_again, 3 * ctx.timeout,
                     interval=1.0)
     ctx.observe("after the majority came back", late.summary())
-    drained = drain_ids(url, queue, timeout=3 * ctx.timeout)
+    drained = drain(url, queue, qtype, timeout=3 * ctx.timeout)
     confirmed = Confirms(published=early.published + late.published, acked=early.acked | late.acked,
                          nacked=early.nacked | late.nacked)
     _check_nothing_lost(ctx, confirmed, drained.numbers)
 
 
 @pytest.mark.parametrize("qtype", family(
-    "unacked-redelivered-after-leader-loss", REPLICATED, FAILOVER_SOURCES,
+    "unacked-redelivered-after-leader-loss", DESTRUCTIVE, FAILOVER_SOURCES,
     description="10 messages published with confirms; a consumer on L's node (manual ack, prefetch 10) "
                 "receives all 10 and acks the first 4; L killed with kill -9; the queue drained through S",
     expectation="exactly the 6 unacked messages come back, each with redelivered=true (and x-delivery-count "
@@ -445,7 +460,7 @@ REQUEUE_SOURCES = {
     expectation="as on a single node: the first delivery has redelivered=false, each later one "
                 "redelivered=true; on a quorum queue x-delivery-count is absent at first and 1, 2, 3 after "
                 "each requeue; after the ack the queue is empty",
-), t) for t in REPLICATED])
+), t) for t in DESTRUCTIVE])
 def test_requeue_redelivered(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
     queue, _lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
     confirms = publish_numbered(cluster.nodes[via].url, queue, [7], timeout=2 * ctx.timeout)
@@ -480,6 +495,7 @@ def test_requeue_redelivered(cluster, amqp, ctx, cleanup, request, qtype: str) -
 TX_SOURCES = {
     "quorum": ("001_27f7ea2622bbc99f.txt#tx", f"{QUORUM_DOC}#data-safety"),
     MIRRORED: ("001_27f7ea2622bbc99f.txt#tx", f"{MIRROR_DOC}#publisher-confirms"),
+    STREAM: ("001_27f7ea2622bbc99f.txt#tx", f"{STREAM_DOC}#data-safety"),
 }
 TX_COMMITTED = 20
 
@@ -503,7 +519,7 @@ def test_tx_commit_survives_leader_loss(cluster, amqp, ctx, cleanup, request, qt
         ch.publish("", queue, str(n).encode(), persistent=True)
     ch.tx_rollback()
     cluster.kill(lead)
-    drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
+    drained = drain(cluster.nodes[survivor].url, queue, qtype, timeout=3 * ctx.timeout)
     ctx.check(sorted(drained.numbers), list(range(TX_COMMITTED)),
               "messages consumed after the leader's node died (committed: 0-19; rolled back: 100-104)")
 
@@ -514,6 +530,7 @@ ORDER_SOURCES = {
     "quorum": (f"{QUORUM_DOC}#leader-placement", f"{QUORUM_DOC}#leader-election",
                "001_27f7ea2622bbc99f.txt#ordering"),
     MIRRORED: (f"{MIRROR_DOC}#failover", "001_27f7ea2622bbc99f.txt#ordering"),
+    STREAM: (f"{STREAM_DOC}#overview", f"{STREAM_DOC}#leader-election", "001_27f7ea2622bbc99f.txt#ordering"),
 }
 DUPLICATE_SOURCES = {
     "quorum": (f"{QUORUM_DOC}#leader-election", f"{QUORUM_DOC}#poison-message-handling",
@@ -524,79 +541,39 @@ DUPLICATE_SOURCES = {
 RUN_MESSAGES = 300
 RUN_KILL_AT = 100
 RUN_HOLD = 5  # C2 never acks its first 5 deliveries: they are unacked when its node dies
+#: first deliveries (any consumer or the drain) that must come after the kill, of the ~200 published
+#: after it: the order check is not allowed to pass on a run that delivered nothing after the fault
+RUN_MIN_AFTER = 100
 RUN_STEPS = (f"one publisher with confirms through P ({RUN_MESSAGES} persistent messages at a steady "
              "pace); consumer C1 on S and C2 on the leader's node L, manual ack, prefetch 10 (C1 acks each "
              f"delivery, C2 each but its first {RUN_HOLD}); after the {RUN_KILL_AT}th publish L is killed "
              "with kill -9; C1 consumes on until every confirmed message came, then the rest is drained "
              "through S. One run serves both the order and the duplicates case of a queue type (one kill)")
-
-
-@dataclass(frozen=True)
-class FailoverRun:
-    """What one publisher and two consumers saw across a leader kill (shared by two cases)."""
-
-    by: str  # the case id whose run this is
-    confirms: Confirms
-    seen: tuple[Seen, ...]  # every delivery (C1, C2, drain) in receipt order
-    notes: dict[str, Any]
-
-
 _RUNS: dict[tuple[int, str], FailoverRun] = {}
 
 
-def _failover_run(cluster: ClusterController, amqp: Any, ctx: Any, cleanup: Any, request: Any,
-                  qtype: str) -> FailoverRun:
-    """Run (or reuse, for the other case of the pair) the publisher/consumers/leader-kill run."""
+def _shared_run(cluster: ClusterController, amqp: Any, ctx: Any, cleanup: Any, request: Any,
+                qtype: str) -> FailoverRun:
+    """Run (or reuse, for the other case of the pair) the two-consumer run with L killed mid-stream."""
     key = (id(cluster), qtype)
-    if key in _RUNS:
-        return _RUNS[key]
-    queue, lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
-    c1 = Consuming(cluster.nodes[survivor].url, queue, f"C1 on {cluster.nodes[survivor].name}",
-                   timeout=ctx.timeout)
-    c2 = Consuming(cluster.nodes[lead].url, queue, f"C2 on {cluster.nodes[lead].name}", timeout=ctx.timeout,
-                   hold=RUN_HOLD)
-    faults = []
+    if key not in _RUNS:
+        queue, lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
 
-    def kill_mid_stream(i: int) -> None:
-        if i == RUN_KILL_AT:
-            faults.append(in_background(partial(cluster.kill, lead)))
+        def kill() -> str:
+            cluster.kill(lead)
+            return "L killed with kill -9"
 
-    try:
-        confirms = publish_numbered(cluster.nodes[via].url, queue, range(RUN_MESSAGES),
-                                    timeout=2 * ctx.timeout, between=kill_mid_stream, pace=0.005)
-        for t in faults:
-            t.join(timeout=30)
-        # C1 consumes on until every confirmed message came to someone (bounded)
-        wait_for("every confirmed message consumed",
-                 lambda: confirms.acked <= (c1.numbers | c2.numbers), 3 * ctx.timeout, interval=0.5)
-    except CaseTimeout:
-        pass  # the drain below collects the rest; what is missing then is the finding
-    finally:
-        c1.stop()
-        c2.stop()
-    drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
-    seen = tuple(sorted([*c1.seen, *c2.seen, *drained.seen], key=lambda s: s.at))
-    notes = {
-        "leader": ctx.observed.get("leader", "?"),
-        "kill": f"L killed after publish {RUN_KILL_AT} of {RUN_MESSAGES}",
-        "publisher": confirms.summary(),
-        "C1": f"{len(c1.seen)} deliveries ({sum(s.redelivered for s in c1.seen)} redelivered)"
-              + (f"; ended: {c1.ended}" if c1.ended else ""),
-        "C2": f"{len(c2.seen)} deliveries ({sum(s.redelivered for s in c2.seen)} redelivered)"
-              + (f"; ended: {c2.ended}" if c2.ended else ""),
-        "drain": f"{len(drained.seen)} deliveries ({sum(s.redelivered for s in drained.seen)} redelivered)",
-        "lost (confirmed, never consumed)": sorted(confirms.acked - {s.number for s in seen})[:20],
-    }
-    run = FailoverRun(ctx.case.id if ctx.case else "?", confirms, seen, notes)
-    _RUNS[key] = run
-    return run
-
-
-def _observe_run(ctx: Any, run: FailoverRun) -> None:
+        run = two_consumer_run(
+            cluster, queue, qtype, (lead, via, survivor), timeout=ctx.timeout, messages=RUN_MESSAGES,
+            fault_at=RUN_KILL_AT, hold=RUN_HOLD, by=ctx.case.id if ctx.case else "?", fault=kill)
+        run.notes["leader"] = ctx.observed.get("leader", "?")
+        _RUNS[key] = run
+    run = _RUNS[key]
     if ctx.case is not None and run.by != ctx.case.id:
-        ctx.observe("run", f"the run of {run.by} (one leader kill serves both cases)")
+        ctx.observe("run", f"the run of {run.by} (one fault serves both cases)")
     for k, v in run.notes.items():
         ctx.observed.setdefault(k, v)
+    return run
 
 
 @pytest.mark.parametrize("qtype", family(
@@ -607,22 +584,24 @@ def _observe_run(ctx: Any, run: FailoverRun) -> None:
                 "out of order)",
 ))
 def test_publisher_order_across_failover(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
-    run = _failover_run(cluster, amqp, ctx, cleanup, request, qtype)
-    _observe_run(ctx, run)
+    run = _shared_run(cluster, amqp, ctx, cleanup, request, qtype)
+    ctx.check(len(run.after_fault) >= RUN_MIN_AFTER, True,
+              f"at least {RUN_MIN_AFTER} first deliveries after the kill (got {len(run.after_fault)})")
     ctx.check(out_of_order(run.seen), [], "first deliveries out of publish order (per consumer)")
 
 
 @pytest.mark.parametrize("qtype", family(
-    "duplicates-flagged-redelivered", REPLICATED, DUPLICATE_SOURCES,
+    "duplicates-flagged-redelivered", DESTRUCTIVE, DUPLICATE_SOURCES,
     description=RUN_STEPS,
     expectation="a message delivered again (to any consumer or the drain) carries redelivered=true on every "
                 "later delivery: AMQP's flag is the only way a consumer can tell a repeat",
 ))
 def test_duplicates_flagged_redelivered(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
-    run = _failover_run(cluster, amqp, ctx, cleanup, request, qtype)
-    _observe_run(ctx, run)
-    repeated = {s.number for s in run.seen if sum(1 for t in run.seen if t.number == s.number) > 1}
-    ctx.observe("messages delivered more than once", len(repeated))
+    run = _shared_run(cluster, amqp, ctx, cleanup, request, qtype)
+    # the repeats this case judges are forced: C2's unacked deliveries must come back when its node
+    # dies (quorum: its channel is gone; mirroring guide: pending acks are requeued on failover)
+    ctx.check(len(run.held) == RUN_HOLD and set(run.held) <= run.repeated, True,
+              f"C2's {RUN_HOLD} unacked deliveries {list(run.held)} delivered again")
     bad = unflagged_repeats(run.seen)
     ctx.check([f"{s.number} to {s.who}" for s in bad][:20], [],
               "repeated deliveries without redelivered=true (message, to whom)")

@@ -25,16 +25,27 @@ from conformance.queue_types import QUORUM
 from conformance.verdicts import CaseTimeout
 from conformance.verify.unsupported import Unsupported
 
-#: the replicated queue types the cluster cases run on (stream: not offered by the raw client's cases)
+#: the replicated queue types the cluster cases run on: quorum, classic mirrored, and stream
+#: (RabbitMQ 3.9+; a target without streams answers the declaration, and the case is UNSUPPORTED)
 MIRRORED = "mirrored"
-REPLICATED = (QUORUM, MIRRORED)
+STREAM = "stream"
+REPLICATED = (QUORUM, MIRRORED, STREAM)
+#: the replicated types whose consumers take messages off the queue (ack removes, reject requeues,
+#: a consumer's death returns its unacked deliveries): every one but a stream, which is a log each
+#: consumer reads from an offset of its own (RabbitMQ's streams guide, "non-destructive consumer
+#: semantics") — the cases about requeues and redeliveries do not apply to it
+DESTRUCTIVE = (QUORUM, MIRRORED)
+#: the body of the marker a stream drain publishes after everything else: a stream is an ordered
+#: log, so once a reader has the marker it has every message appended before it
+STREAM_END = 999_999
 #: the classic-mirroring policy a mirrored case sets on its own queue and removes afterwards
 HA_ALL = {"ha-mode": "all", "ha-sync-mode": "automatic"}
 
 __all__ = [
-    "HA_ALL", "MIRRORED", "REPLICATED", "ClusterController", "Confirms", "Consuming", "Drained", "Leader",
-    "Seen", "answer", "declare_replicated", "drain_ids", "in_background", "index_of", "out_of_order",
-    "publish_numbered", "require", "unflagged_repeats", "wait_for",
+    "DESTRUCTIVE", "HA_ALL", "MIRRORED", "REPLICATED", "STREAM", "ClusterController", "Confirms", "Consuming",
+    "Drained", "Leader", "Seen", "answer", "consumer_arguments", "declare_replicated", "drain", "drain_ids",
+    "drain_stream", "in_background", "index_of", "out_of_order", "publish_numbered", "require",
+    "unflagged_repeats", "wait_for",
 ]
 
 
@@ -73,10 +84,15 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
 
 def declare_replicated(cluster: ClusterController, ch: RawChannel, queue: str, qtype: str, cleanup: Any,
                        timeout: float, finalizer: Callable[[Callable[[], None]], None]) -> Leader:
-    """Declare ``queue`` through ``ch``'s node as a quorum queue or a classic queue mirrored on every
-    node (an ``ha-mode: all`` policy on exactly this name, removed after the case); returns where
-    it leads once every node holds a replica (for mirrored: once the mirrors are there)."""
-    if qtype == MIRRORED:
+    """Declare ``queue`` through ``ch``'s node as a quorum queue, a stream, or a classic queue
+    mirrored on every node (an ``ha-mode: all`` policy on exactly this name, removed after the
+    case); returns where it leads once every node holds a replica (for mirrored: once the mirrors
+    are there). A target that does not offer streams refuses the stream's declaration (RabbitMQ
+    before 3.9: "unsupported queue type"; 3.9+ with the ``stream_queue`` feature flag disabled):
+    UNSUPPORTED with that answer, never a guess."""
+    if qtype == STREAM:
+        _declare_stream(ch, queue, cleanup)
+    elif qtype == MIRRORED:
         policy = f"{queue}-ha"
         try:
             cluster.set_policy(policy, f"^{queue}$", json.dumps(HA_ALL))
@@ -99,6 +115,29 @@ def declare_replicated(cluster: ClusterController, ch: RawChannel, queue: str, q
         raise CaseTimeout("setup: the queue replicated on every node", timeout,
                           observed=exc.observed) from exc
     return leader
+
+
+def _declare_stream(ch: RawChannel, queue: str, cleanup: Any) -> None:
+    try:
+        ch.declare_queue(cleanup.queue(queue), durable=True, arguments={"x-queue-type": STREAM})
+    except UnexpectedClose as exc:
+        method = getattr(exc.event, "method", None)
+        text = f"{getattr(method, 'reply_code', '?')} {getattr(method, 'reply_text', exc.event.describe())}"
+        # only a refusal of the queue type itself means "no streams here" (RabbitMQ 3.10.8 answers an
+        # unknown type with 406 "invalid arg 'x-queue-type' ... unsupported queue type '...'"); any
+        # other close is the case's to report
+        if getattr(method, "reply_code", None) == 406 and any(
+                t in text for t in ("invalid arg 'x-queue-type'", "unsupported queue type", "feature flag")):
+            raise Unsupported(f"the target does not offer stream queues: queue.declare with x-queue-type "
+                              f"stream answered {text}", expected="a stream declared",
+                              observed=text) from exc
+        raise
+
+
+def consumer_arguments(qtype: str) -> dict[str, Any] | None:
+    """basic.consume arguments for ``qtype``: a stream consumer reads from the start of the log
+    (``x-stream-offset: first``; the default, ``next``, would miss what came before it)."""
+    return {"x-stream-offset": "first"} if qtype == STREAM else None
 
 
 @dataclass
@@ -235,6 +274,50 @@ def drain_ids(url: str, queue: str, *, timeout: float, expect: int | None = None
                       observed=f"{len(out.got)} messages; last error {out.errors[-1:] or 'none'}")
 
 
+def drain_stream(url: str, queue: str, *, timeout: float) -> Drained:
+    """Read a stream through ``url`` from its first offset up to a marker: the marker
+    (:data:`STREAM_END`) is published with confirms through ``url`` first — retried until a leader
+    confirms it, until ``timeout`` — so every message appended before it (everything confirmed
+    before the drain) is read once the marker comes; no idle wait decides "empty". basic.get does
+    not exist for streams (540 NOT_IMPLEMENTED); consumption needs a prefetch and manual acks
+    (RabbitMQ's streams guide, "Consuming"). The marker is not among the drained messages."""
+    deadline = time.monotonic() + timeout
+
+    def marked() -> Confirms | None:
+        left = max(0.5, deadline - time.monotonic())
+        c = publish_numbered(url, queue, [STREAM_END], timeout=min(5.0, left))
+        return c if c.acked else None
+
+    wait_for(f"the end marker confirmed by {queue}'s leader", marked, timeout, interval=0.5)
+    out = Drained()
+    while time.monotonic() < deadline:
+        try:
+            reader = Consuming(url, queue, "drain", timeout=min(5.0, timeout), prefetch=100,
+                               arguments=consumer_arguments(STREAM), until=STREAM_END)
+        except Exception as exc:  # noqa: BLE001 - stream unavailable mid-election: try again
+            out.errors.append(f"{type(exc).__name__}: {exc}"[:200])
+            time.sleep(0.5)
+            continue
+        reader.finished.wait(timeout=max(0.0, deadline - time.monotonic()))
+        reader.stop()
+        if STREAM_END in reader.numbers:
+            for s in reader.seen:
+                if s.number != STREAM_END:
+                    out.got.setdefault(s.number, []).append((s.redelivered, s.headers))
+                    out.seen.append(s)
+            return out
+        out.errors.append(reader.ended or "the marker did not come")
+    raise CaseTimeout(f"reading {queue} to its end marker through {url.rsplit('@', 1)[-1]}", timeout,
+                      observed=f"last error {out.errors[-1:] or 'none'}")
+
+
+def drain(url: str, queue: str, qtype: str, *, timeout: float) -> Drained:
+    """Everything in ``queue`` through ``url``: basic.get until empty, or a stream read to its end."""
+    if qtype == STREAM:
+        return drain_stream(url, queue, timeout=timeout)
+    return drain_ids(url, queue, timeout=timeout)
+
+
 def in_background(fn: Callable[[], None]) -> threading.Thread:
     """Run a fault (a kill waits for the process to go) while the publisher keeps publishing."""
     t = threading.Thread(target=fn, daemon=True, name="amqpc-cluster-fault")
@@ -276,20 +359,24 @@ class Seen:
 class Consuming:
     """A manual-ack consumer through one node, in a thread of its own, recording every delivery
     before acking it; it never acks its first ``hold`` deliveries (so some are unacked when a fault
-    lands). A connection that dies ends it (recorded in ``ended``)."""
+    lands). A connection that dies ends it (recorded in ``ended``). ``arguments``: basic.consume's
+    (a stream's offset); ``until``: the message number after which it stops by itself. ``finished``
+    is set when it stops, whatever the reason."""
 
     def __init__(self, url: str, queue: str, who: str, *, timeout: float, prefetch: int = 10,
-                 hold: int = 0) -> None:
+                 hold: int = 0, arguments: dict[str, Any] | None = None, until: int | None = None) -> None:
         self.who = who
         self.seen: list[Seen] = []
         self.ended = ""
+        self.finished = threading.Event()
         self._hold = hold
+        self._until = until
         self._stop = threading.Event()
         self._conn = RawConnection.open(url, timeout=timeout)
         try:
             self._ch = self._conn.channel()
             self._ch.qos(prefetch)
-            self.tag = self._ch.consume(queue)
+            self.tag = self._ch.consume(queue, arguments=arguments)
         except BaseException:
             self._conn.close(timeout=1.0)
             raise
@@ -301,6 +388,12 @@ class Consuming:
         return {s.number for s in self.seen}
 
     def _loop(self) -> None:
+        try:
+            self._consume()
+        finally:
+            self.finished.set()
+
+    def _consume(self) -> None:
         while not self._stop.is_set():
             try:
                 ev = self._ch.next_delivery(timeout=0.5)
@@ -311,8 +404,10 @@ class Consuming:
                 return
             props = ev.properties
             headers = dict(props.headers or {}) if props is not None else {}
-            self.seen.append(Seen(int(ev.body or b"-1"), bool(ev.method.redelivered), headers, self.who,
-                                  time.monotonic()))
+            number = int(ev.body or b"-1")
+            self.seen.append(Seen(number, bool(ev.method.redelivered), headers, self.who, time.monotonic()))
+            if number == self._until:
+                return
             if len(self.seen) <= self._hold:
                 continue
             try:
@@ -331,16 +426,30 @@ class Consuming:
             pass
 
 
-def unflagged_repeats(seen: Iterable[Seen]) -> list[Seen]:
-    """The deliveries of a message already delivered before (in receipt order) that do not carry
-    redelivered=true: AMQP's redelivered flag says the message may have been delivered before."""
-    first: set[int] = set()
-    bad = []
+#: deliveries received on different connections within this many seconds of each other have no
+#: order a client can observe (two reader threads, two sockets, possibly two nodes delivering at
+#: once after a pause): neither may be called "the later one"
+RECEIPT_TIE = 0.1
+
+
+def unflagged_repeats(seen: Iterable[Seen], tie: float = RECEIPT_TIE) -> list[Seen]:
+    """The deliveries of a message already delivered before that do not carry redelivered=true:
+    AMQP's redelivered flag says the message may have been delivered before. A message delivered
+    twice without the flag always counts (one of the two was a repeat); an unflagged delivery after
+    a flagged one counts when it was received later on the same connection, or more than ``tie``
+    seconds later on another (closer than that, the unflagged one may have been the first)."""
+    by_number: dict[int, list[Seen]] = {}
     for s in sorted(seen, key=lambda s: s.at):
-        if s.number in first and not s.redelivered:
-            bad.append(s)
-        first.add(s.number)
-    return bad
+        by_number.setdefault(s.number, []).append(s)
+    bad = []
+    for deliveries in by_number.values():
+        for i, s in enumerate(deliveries):
+            if s.redelivered:
+                continue
+            earlier = deliveries[:i]
+            if any(not e.redelivered or e.who == s.who or s.at - e.at > tie for e in earlier):
+                bad.append(s)
+    return sorted(bad, key=lambda s: s.at)
 
 
 def out_of_order(seen: Iterable[Seen], limit: int = 5) -> list[str]:
