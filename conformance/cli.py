@@ -215,12 +215,15 @@ def _check_values(args: argparse.Namespace) -> None:
                 raise ValueError(f"{spelled} takes 1/0, true/false, yes/no or on/off, not {value!r}")
             continue
         opt.check(value, spelled)
+    passed: dict[str, str] = {}  # the plugin's options given after --: the same refusals as their run twins
     for name, value, flag in _pytest_table_args(args.pytest_args):
         BY_NAME[name].check(value, flag)
+        passed[name] = flag
     parallel = args.workers not in ("0", "")
     for name in ("restart-cmd", "alarm-cmd"):
-        if parallel and _effective(args, name)[0]:
-            raise ValueError(f"-n cannot be combined with --{name}: it acts on the one shared broker "
+        given = f"--{name}" if _effective(args, name)[0] else passed.get(name)
+        if parallel and given:
+            raise ValueError(f"-n cannot be combined with {given}: it acts on the one shared broker "
                              "while other workers' cases run on it")
     areas_of(args.area)
 

@@ -76,11 +76,13 @@ THREAD_JOIN_S = 2.0
 FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
 
 
-def verdict_of(report: pytest.TestReport) -> Verdict | None:
+def verdict_of(report: pytest.TestReport | pytest.CollectReport) -> Verdict | None:
     """The verdict a setup/call report carries (teardown reports repeat it for JUnit only)."""
     if report.when == "teardown":
         return None
-    for key, value in report.user_properties:
+    # A CollectReport (a module that failed to import) has no user_properties: pytest asks the
+    # status hook about it too, in any suite of an environment where this plugin is installed.
+    for key, value in getattr(report, "user_properties", ()):
         if key == VERDICT_KEY and isinstance(value, str):
             return Verdict(value)
     return None
@@ -464,7 +466,7 @@ class ConformancePlugin:
             return
         allure.attach(text, name="frame trace", attachment_type=allure.attachment_type.TEXT)
 
-    def pytest_report_teststatus(self, report: pytest.TestReport,
+    def pytest_report_teststatus(self, report: pytest.TestReport | pytest.CollectReport,
                                  config: pytest.Config) -> tuple[str, str, str] | None:
         verdict = verdict_of(report)
         return None if verdict is None else STATUS[verdict]

@@ -646,3 +646,14 @@ def test_interrupt_records_the_cases_not_run(pytester: pytest.Pytester, workers:
     not_run = sum(v == "NOT_RUN" for v in verdicts.values())
     assert f"INTERRUPTED (^C): {not_run} case(s) not run, recorded NOT_RUN" in text, text
     assert not list((pytester.path / "out").glob("*.collected.json"))
+
+
+def test_a_collection_error_is_reported_as_pytest_reports_it(pytester: pytest.Pytester) -> None:
+    """The plugin is loaded into every pytest run of an environment it is installed in (its entry
+    point), a client library's own test suite too: a module that fails to import is pytest's
+    collection error (exit 2), not an AttributeError of the plugin's status hook."""
+    pytester.makepyfile(test_broken="import a_module_that_does_not_exist\n\ndef test_x():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-rfE")
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED, text
+    assert "error during collection" in text and "AttributeError" not in text, text

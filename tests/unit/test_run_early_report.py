@@ -148,7 +148,20 @@ def test_run_workers_default(argv: list[str], workers: str) -> None:
     assert args.workers == workers
 
 
-def test_explicit_workers_with_restart_cmd_is_still_refused() -> None:
-    args = cli._run_parser().parse_args(["-n", "2", "--restart-cmd", "true"])
+@pytest.mark.parametrize(("argv", "spelled"), [
+    (["--restart-cmd", "true"], "--restart-cmd"),
+    (["--alarm-cmd", "true {state}"], "--alarm-cmd"),
+    # the plugin's own spelling after --: the same shared broker, so the same refusal
+    (["--", "--amqp-alarm-cmd", "true {state}"], "--amqp-alarm-cmd"),
+    (["--", "--amqp-restart-cmd=true"], "--amqp-restart-cmd"),
+])
+def test_explicit_workers_with_a_broker_command_is_still_refused(argv: list[str], spelled: str) -> None:
+    args = cli._run_parser().parse_args(["-n", "2", *argv])
     cli._resolve_workers(args)
-    assert "-n cannot be combined with --restart-cmd" in (cli.bad_run_input(args) or "")
+    assert f"-n cannot be combined with {spelled}:" in (cli.bad_run_input(args) or "")
+
+
+def test_in_process_run_with_a_broker_command_is_accepted() -> None:
+    args = cli._run_parser().parse_args(["-n", "0", "--", "--amqp-alarm-cmd", "true {state}"])
+    cli._resolve_workers(args)
+    assert cli.bad_run_input(args) is None
