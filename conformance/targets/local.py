@@ -31,6 +31,16 @@ from conformance.targets.tlscerts import TLSFiles
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+# The node's own epmd, in the broker's process group: started on a free port before the server
+# (which, like every erl of the target, runs with -start_epmd false), so stopping or killing the
+# group stops it too. rabbitmq-server's default is `epmd -daemon` on 4369, which detaches (setsid)
+# and outlives the node — one orphaned server per run. $1 = epmd, $2 = rabbitmq-server.
+_WITH_OWN_EPMD = (
+    '"$1" -port "$ERL_EPMD_PORT" -address "$ERL_EPMD_ADDRESS" & '
+    'i=0; until "$1" -port "$ERL_EPMD_PORT" -names >/dev/null 2>&1; do '
+    'i=$((i+1)); [ "$i" -gt 200 ] && { echo "epmd did not start on port $ERL_EPMD_PORT"; exit 1; }; '
+    'sleep 0.05; done; exec "$2"'
+)
 #: max_message_size of the spawned node (RabbitMQ's default is 128 MiB): small, so the
 #: max-message-size cases cross it with a 1 MiB publish, and told to them as target limits.
 RABBITMQ_MAX_MESSAGE_SIZE = 1048576
@@ -75,8 +85,9 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
         "rabbitmq-server", None, "install it with: apt-get install -y rabbitmq-server")
     base = Path(tempfile.mkdtemp(prefix="amqpc-rmq-", dir=workdir))
-    port, dist = free_port(host), free_port(host)
+    port, dist, epmd_port = free_port(host), free_port(host), free_port(host)
     node = f"amqpc{port}@localhost"
+    epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
     plugins = base / "enabled_plugins"
     plugins.write_text("[rabbitmq_auth_mechanism_ssl].\n" if tls else "[].\n")
     conf = base / "rabbitmq.conf"
@@ -103,11 +114,16 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
         "RABBITMQ_CONFIG_FILE": str(conf.with_suffix("")),
         "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
         "ERL_EPMD_ADDRESS": host,
+        "ERL_EPMD_PORT": str(epmd_port),
+        # No erl of this target (the node, rabbitmqctl) starts an `epmd -daemon` of its own.
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-start_epmd false",
+        "ERL_FLAGS": "-start_epmd false",
         "RABBITMQ_LOGS": str(base / "log" / "rabbit.log"),
     })
     plain_url = f"amqp://guest:guest@{host}:{port}/"
     url = plain_url if files is None else amqps_url(host, tls_port, files)
-    ctl = ProcessController([server], env=env, host=host, port=port, log_path=base / "stdout.log",
+    ctl = ProcessController(["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", epmd, server], env=env,
+                            host=host, port=port, log_path=base / "stdout.log",
                             ready=lambda deadline: amqp_ready(url, deadline, "rabbitmq-server"),
                             what="rabbitmq-server", stop_timeout=60, start_timeout=120)
     ctl.start()
