@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cluster.local import RABBITMQ_SERVER, RUN_ENV, leftovers, sweep_stale
+from tests.proctable import processes_with_env
 
 pytestmark = [
     pytest.mark.integration,
@@ -40,18 +41,6 @@ CHILD = textwrap.dedent(
 )
 
 
-def _run_processes(run_id: str) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if f"{RUN_ENV}={run_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_start_stopped_half_way_leaves_nothing(sig: int) -> None:
     run_id = f"s{sig}{os.getpid() % 10000:04d}"
@@ -62,7 +51,7 @@ def test_a_start_stopped_half_way_leaves_nothing(sig: int) -> None:
     try:
         deadline = time.monotonic() + 60
         # epmd and three nodes spawned (each node is a shell script with the Erlang VM under it)
-        while len(_run_processes(run_id)) < 4:
+        while len(processes_with_env(f"{RUN_ENV}={run_id}")) < 4:
             assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
             assert time.monotonic() < deadline, "the nodes were not spawned"
             time.sleep(0.2)
@@ -74,9 +63,9 @@ def test_a_start_stopped_half_way_leaves_nothing(sig: int) -> None:
             proc.kill()
             proc.wait(10)
     deadline = time.monotonic() + 60
-    while _run_processes(run_id) and time.monotonic() < deadline:
+    while processes_with_env(f"{RUN_ENV}={run_id}") and time.monotonic() < deadline:
         time.sleep(0.5)  # SIGKILL: the nodes get SIGTERM from the kernel and shut down
-    assert _run_processes(run_id) == []
+    assert processes_with_env(f"{RUN_ENV}={run_id}") == []
     if sig == signal.SIGTERM:
         assert leftovers(run_id) == []
     else:

@@ -18,28 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.proctable import processes_with_env
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _marked(mark: str) -> list[int]:
-    """Processes whose environment carries ``mark`` (the run and everything it spawned)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if mark.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def _brokers(mark: str, run_pid: int) -> list[int]:
     found = []
-    for p in _marked(mark):
+    for p in processes_with_env(mark):
         try:
             if p != run_pid and b"conformance.broker" in Path(f"/proc/{p}/cmdline").read_bytes():
                 found.append(p)
@@ -79,7 +67,7 @@ def test_a_stopped_run_leaves_no_broker(tmp_path: Path, sig: int) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
-        for p in _marked(mark):
+        for p in processes_with_env(mark):
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:

@@ -4,26 +4,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 from pamqp import commands as spec
 
 from conformance.protocol.raw import RawConnection
 from conformance.targets import spawn_private
-
-
-def _processes_with_env(entry: str) -> list[str]:
-    """The processes whose environment holds ``entry`` (e.g. a spawned node's name)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                found.append(f"{proc.name}: {argv}")
-        except OSError:
-            continue  # gone meanwhile, or not ours to read
-    return found
+from tests.proctable import describe, processes_with_env
 
 
 def _roundtrip_after_restart(kind: str, kill: bool) -> None:
@@ -57,7 +44,7 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
         # Nothing of the node outlives it: not its epmd (rabbitmq-server's own `epmd -daemon`
         # detaches and used to stay behind after every run), not a CLI call's.
         port = target.url.rsplit(":", 1)[1].strip("/")
-        assert _processes_with_env(f"RABBITMQ_NODENAME=amqpc{port}@localhost") == []
+        assert describe(processes_with_env(f"RABBITMQ_NODENAME=amqpc{port}@localhost")) == []
 
 
 @pytest.mark.skipif(
