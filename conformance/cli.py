@@ -253,10 +253,34 @@ def _check_combinations(args: argparse.Namespace) -> None:
             raise ValueError(f"--tls is available for {able}, not {kind}")
 
 
+# The pytest plugins ``run`` loads, by name; no other installed plugin is autoloaded. Each process
+# (the controller and every xdist worker) otherwise imports every installed pytest11 plugin and,
+# without a bytecode cache, assertion-rewrites its modules: with the dev extra (hypothesis,
+# pytest-benchmark, pytest-cov) that was ~1 s of CPU per process, 2.2 s vs 1.2 s to collect the
+# suite. Another plugin is still one ``-p NAME`` after ``--`` away.
+RUN_PLUGINS = ("xdist.plugin", "allure_pytest.plugin", "conformance.plugin")
+NO_AUTOLOAD = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@contextlib.contextmanager
+def _no_plugin_autoload() -> Iterator[None]:
+    """Plugins named on the command line only, for this process and the workers it starts."""
+    before = os.environ.get(NO_AUTOLOAD)
+    os.environ[NO_AUTOLOAD] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(NO_AUTOLOAD, None)
+        else:
+            os.environ[NO_AUTOLOAD] = before
+
+
 def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run_id: str) -> list[str]:
     """The pytest command line ``run`` hands to pytest.main."""
-    # pytest-benchmark (a dev tool, when installed) warns on every worker under xdist; no case uses it.
-    pyargs = ["-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "console_output_style=count", "-rN",
+    # Only the plugins a run uses are loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, see RUN_PLUGINS).
+    pyargs = [*(a for name in RUN_PLUGINS for a in ("-p", name)),
+              "-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN",
               # A pytest config where run is started (this project's checkout: -n 4, -m 'not cluster' for
               # its own tests) must not change which cases run or how: run decides -n and the selection.
               "-o", "addopts="]
@@ -295,7 +319,8 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     ).resolve()
     reports = Path(args.report_out).resolve()
     pyargs = _pytest_args(args, results_dir, reports, run_id)
-    refused = pytest_refuses(pyargs)  # before anything is written
+    with _no_plugin_autoload():
+        refused = pytest_refuses(pyargs)  # before anything is written
     if refused is not None:
         _err(refused if not args.pytest_args else f"pytest arguments after --: {refused}")
         return EXIT_BAD_INPUT
@@ -317,7 +342,7 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     threads_before = set(threading.enumerate())
     early = None if args.no_report else EarlyReport(args.master)  # --no-report: never a JVM
     try:
-        with _sigint_seen() as interrupted:
+        with _sigint_seen() as interrupted, _no_plugin_autoload():
             code = int(pytest.main(pyargs, plugins=[early] if early is not None else None))
         suite_end = time.monotonic()
         if phases is not None:

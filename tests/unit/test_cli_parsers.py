@@ -103,3 +103,34 @@ def test_run_ignores_the_addopts_of_a_pytest_config_where_it_starts(tmp_path: Pa
     argv = _pytest_args(args, tmp_path / "r", tmp_path / "rep", "run1")
     i = argv.index("addopts=")
     assert argv[i - 1] == "-o" and argv[-1] == "-x", argv
+
+
+def test_run_loads_only_the_plugins_it_names(tmp_path: Path) -> None:
+    """Installed pytest plugins a run does not use (hypothesis's, here from the dev extra) are not
+    loaded, in the controller or (through the environment) in any worker; the ones run names are."""
+    import os
+
+    from _pytest.config import _prepareconfig
+
+    from conformance.cli import (
+        NO_AUTOLOAD,
+        RUN_PLUGINS,
+        _no_plugin_autoload,
+        _pytest_args,
+        _resolve_workers,
+        _run_parser,
+    )
+
+    args = _run_parser().parse_args(["--area", "replies", "-n", "2"])
+    _resolve_workers(args)
+    before = os.environ.get(NO_AUTOLOAD)
+    with _no_plugin_autoload():
+        assert os.environ[NO_AUTOLOAD] == "1"
+        config = _prepareconfig(_pytest_args(args, tmp_path / "r", tmp_path / "rep", "run1"))
+        try:
+            loaded = {name for name, _ in config.pluginmanager.list_name_plugin()}
+        finally:
+            config._ensure_unconfigure()
+    assert os.environ.get(NO_AUTOLOAD) == before
+    assert set(RUN_PLUGINS) <= loaded, loaded
+    assert "hypothesispytest" not in loaded and "benchmark" not in loaded, loaded
