@@ -11,6 +11,9 @@ The package: ``options`` (command line), ``session`` (state, target lifecycle, x
 ``core`` (the one registered plugin object holding every hook). This module is what pytest
 loads: it adds the options and, at configure time, registers the plugin object and the fixture
 modules.
+
+PYTEST_DONT_REWRITE: ``amqp-conformance run`` imports this package before pytest starts and
+names it with ``-p``; its asserts are internal checks, not test assertions to introspect.
 """
 
 from __future__ import annotations

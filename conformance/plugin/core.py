@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import gc
 import sys
 import threading
 import time
@@ -248,6 +249,9 @@ class ConformancePlugin:
             items[:] = keep
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # Imports and collected items live as long as the session: out of the cyclic collector's
+        # sight, every full collection (pytest runs five at exit, in each worker) skips them.
+        gc.freeze()
         self._first_ids(session.items)  # after every deselection (-k, -m, --case)
         if self.state.worker in ("main", "gw0") and not session.config.option.collectonly:
             # every worker collects the same selection: one of them says what it is (for ^C)

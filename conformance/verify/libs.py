@@ -396,12 +396,6 @@ def pika_session(url: str, timeout: float, what: str = "the pika scenario") -> I
         yield pb.connect()
 
 
-def pika_version() -> str:
-    import pika
-
-    return str(pika.__version__)
-
-
 async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
     """``aio_pika.connect`` to ``url`` as the raw client reaches it (amqps, TLS files, query
     options: :func:`~conformance.protocol.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
@@ -448,12 +442,6 @@ def received_connection_closes() -> list[Any]:
     loop = asyncio.get_running_loop()
     bound = getattr(loop, "bound", None)
     return [frm for tap in (bound.taps if isinstance(bound, Bound) else []) for frm in tap.connection_closes]
-
-
-def aio_pika_version() -> str:
-    import aio_pika
-
-    return str(aio_pika.__version__)
 
 
 # -- aio-pika --------------------------------------------------------------------------------------
