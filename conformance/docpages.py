@@ -62,7 +62,9 @@ def options_markdown() -> str:
         flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
         lines.append(md_row([flags, default, _cell(action.help or "")]))
     lines += ["", "Anything after `--` goes to pytest as it is: "
-              "`amqp-conformance run -- -x --maxfail 3`.", ""]
+              "`amqp-conformance run -- -x --maxfail 3`. `run` loads only the pytest plugins it uses "
+              "(xdist, allure, its own); name another installed one with `-p`, e.g. "
+              "`amqp-conformance run -- -p pytest_timeout --timeout 60`.", ""]
     return "\n".join(lines)
 
 
