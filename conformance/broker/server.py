@@ -58,6 +58,9 @@ class AMQPProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.core = ConnectionCore(self.server.broker, heartbeat=self.server.heartbeat, peer=str(peer))
         self.core.wake = self.schedule_flush
+        # a tx.commit-ok waits for the group commit (shared with every other connection)
+        # instead of an fsync on the event loop
+        self.core.sync_requester = self.server.after_activity
         self.server.protocols.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
 
@@ -72,8 +75,12 @@ class AMQPProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.core is not None
-        self.core.receive_data(data)
-        self.flush()
+        # the flush below sends whatever this read makes due: no flush to schedule meanwhile
+        self._flush_scheduled = True
+        try:
+            self.core.receive_data(data)
+        finally:
+            self.flush()
         self.server.after_activity()
 
     def _follow_block(self, core: ConnectionCore, transport: asyncio.Transport) -> None:

@@ -58,7 +58,7 @@ class SettlementHost(Protocol):
 
     def send_return(self, msg: Message, code: int, text: str) -> None: ...
 
-    def request_sync(self) -> None: ...
+    def send_when_durable(self, lsn: int, method: base.Frame) -> None: ...
 
     def redispatch(self) -> None: ...
 
@@ -279,8 +279,9 @@ class Settlement:
         # 001: "tx.commit-ok indicates that all transaction effects are visible and that
         # the broker has accepted responsibility for all the messages" -> fsync first.
         if lsn and not broker.is_durable(lsn):
-            ch.request_sync()
-        ch.send(spec.Tx.CommitOk())
+            ch.send_when_durable(lsn, spec.Tx.CommitOk())
+        else:
+            ch.send(spec.Tx.CommitOk())
 
     def tx_rollback(self, m: spec.Tx.Rollback) -> None:
         if not self.tx:
