@@ -25,11 +25,14 @@ from .store import Store
 log = logging.getLogger("conformance.broker")
 
 TICK_INTERVAL = 0.02
-#: Group commit: at most one fsync in flight; records appended meanwhile wait for the
-#: next one, which then covers all of them.  When the disk is idle a new fsync starts
-#: after this delay (0 = on the next loop iteration, i.e. after the current read has
-#: been fully processed, so one read's worth of publishes shares one fsync).
+#: Group commit: an fsync covers every record written before it started.  When records
+#: are waiting a new fsync starts after this delay (0 = on the next loop iteration, i.e.
+#: after the current read has been fully processed, so one read's worth of publishes shares
+#: one fsync), even while earlier ones are still in flight, up to SYNCS_IN_FLIGHT of them:
+#: a commit that arrives during an fsync need not wait for it to end before its own starts
+#: (measured here: one fdatasync at a time 480/s, p50 1.9 ms; two overlapping 8300/s).
 GROUP_COMMIT_INTERVAL = 0.0
+SYNCS_IN_FLIGHT = 2
 #: Fair serving: messages a queue hands out per loop turn before other connections get theirs.
 DISPATCH_BURST = 256
 #: Write buffer per client above which deliveries pause (asyncio calls pause_writing).
@@ -156,7 +159,8 @@ class BrokerServer:
         self.loop = asyncio.get_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._sync_in_flight = False
+        self._syncs_in_flight = 0
+        self._sync_started_lsn = 0  # what the newest fsync in flight covers
         self._sync_scheduled = False
 
     async def start(self) -> None:
@@ -194,7 +198,7 @@ class BrokerServer:
                     if p.core is not None:
                         p.core.tick()
                         p.flush()
-                if self.store.should_compact() and not self._sync_in_flight:
+                if self.store.should_compact() and not self._syncs_in_flight:
                     self.broker.compact()
                 self.after_activity()
             except Exception:  # pragma: no cover - keep the broker alive, but say so
@@ -211,25 +215,32 @@ class BrokerServer:
         if self.broker.limits.memory_watermark:
             # after every read, not only every tick: a flood grows faster than the tick interval
             self.broker.check_alarm()
-        if self.store.needs_sync and not self._sync_scheduled and not self._sync_in_flight:
+        if self.store.needs_sync and not self._sync_scheduled and self._sync_due():
             self._sync_scheduled = True
             if GROUP_COMMIT_INTERVAL:
                 self.loop.call_later(GROUP_COMMIT_INTERVAL, self._start_sync)
             else:
                 self.loop.call_soon(self._start_sync)
 
+    def _sync_due(self) -> bool:
+        """Room for another fsync, and records appended since the newest one in flight began."""
+        return self._syncs_in_flight < SYNCS_IN_FLIGHT and self.store.appended_lsn > self._sync_started_lsn
+
     def _start_sync(self) -> None:
         self._sync_scheduled = False
-        if self._sync_in_flight or not self.store.needs_sync:
+        if not self.store.needs_sync or not self._sync_due():
             return
         self.store.write_pending()
         target = self.store.written_lsn
-        self._sync_in_flight = True
+        self._syncs_in_flight += 1
+        self._sync_started_lsn = target
         fut = self.loop.run_in_executor(None, self.store.fsync)
         fut.add_done_callback(lambda f: self._sync_done(f, target))
 
     def _sync_done(self, fut: asyncio.Future[None], target: int) -> None:
-        self._sync_in_flight = False
+        # an fsync covers what was written before it started: a later one may end first, and
+        # mark_synced never moves back
+        self._syncs_in_flight -= 1
         if fut.exception() is not None:  # pragma: no cover - disk failure
             log.error("fsync failed: %s", fut.exception())
             return
@@ -259,7 +270,7 @@ class BrokerServer:
         for p in list(self.protocols):
             if p.transport is not None:
                 p.transport.abort()
-        while self._sync_in_flight:
+        while self._syncs_in_flight:
             await asyncio.sleep(0.001)
         self.store.close()
         if self._server is not None:
