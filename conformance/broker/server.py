@@ -316,7 +316,6 @@ class BrokerServer:
         if self._tls_server is not None:
             await self._tls_server.wait_closed()
 
-
     async def _close_store(self) -> None:
         """The fsyncs in flight end, their threads stop, the log is closed."""
         while self._syncs_in_flight:
