@@ -70,7 +70,7 @@ class ChannelConnection(Protocol):
 
     def on_publish(self) -> None: ...
 
-    def request_sync(self) -> None: ...
+    def send_when_durable(self, lsn: int, frames: list[bytes]) -> None: ...
 
 class ContentState(Enum):
     METHOD = "method"
@@ -129,8 +129,9 @@ class ChannelCore:
     def broker(self) -> Broker:
         return self.conn.broker
 
-    def request_sync(self) -> None:
-        self.conn.request_sync()
+    def send_when_durable(self, lsn: int, method: base.Frame) -> None:
+        """Send ``method`` once the log is durable up to ``lsn`` (tx.commit-ok)."""
+        self.conn.send_when_durable(lsn, [marshal_method(method, self.number)])
 
     def redispatch(self) -> None:
         """Every queue this channel consumes from tries to deliver again (credit came back)."""
@@ -590,39 +591,44 @@ class ChannelCore:
         self.pending = None
         self.content = _METHOD
         m = p.method
-        try:
-            self._publish(m, p)
-        except AMQPError as err:
-            raise err.with_method(*_ids(m)) from None
+        self.publish_content(m.exchange, m.routing_key, m.mandatory, m.immediate, p.props_raw, p.props,
+                             b"".join(p.parts or ()))
 
-    def _publish(self, m: spec.Basic.Publish, p: PendingPublish) -> None:
-        assert p.props is not None
-        if m.immediate:
+    def publish_content(self, exchange: str, routing_key: str, mandatory: bool, immediate: bool,
+                        props_raw: bytes, props: spec.Basic.Properties, body: bytes) -> None:
+        """A complete basic.publish (method, properties, body): route it, or hold it in the
+        transaction; errors name basic.publish."""
+        try:
+            self._publish(exchange, routing_key, mandatory, immediate, props_raw, props, body)
+        except AMQPError as err:
+            raise err.with_method(60, 40) from None
+
+    def _publish(self, exchange: str, routing_key: str, mandatory: bool, immediate: bool,
+                 props_raw: bytes, props: spec.Basic.Properties, body: bytes) -> None:
+        if immediate:
             raise AMQPError(ReplyCode.NOT_IMPLEMENTED, "immediate=true")
+        conn = self.conn
         vh = self.vhost
-        self._authorize("basic.publish", exchange=m.exchange)
-        x = vh.lookup_exchange(m.exchange)
+        self._authorize("basic.publish", exchange=exchange)
+        x = vh.lookup_exchange(exchange)
         if x.internal:
             raise AMQPError(
                 ReplyCode.ACCESS_REFUSED, f"cannot publish to internal {rs_exchange(vh.name, x.name)}"
             )
-        props = p.props
-        if props.user_id is not None and props.user_id != self.conn.user:
+        if props.user_id is not None and props.user_id != conn.user:
             raise precondition(
-                f"user_id property set to '{props.user_id}' but authenticated user was '{self.conn.user}'"
+                f"user_id property set to '{props.user_id}' but authenticated user was '{conn.user}'"
             )
-        props_raw = p.props_raw
         if props.reply_to == REPLY_QUEUE:
             # a direct reply-to request: the reply-to names this channel's reply consumer
             if self.reply is None:
                 raise precondition("fast reply consumer does not exist")
-            props = decode_properties(props_raw)  # a private copy (p.props may be shared)
+            props = decode_properties(props_raw)  # a private copy (props may be shared)
             props.reply_to = self.reply.name
             props_raw = props.marshal()
-        body = b"".join(p.parts or ())
-        msg = Message.from_publish(m.exchange, m.routing_key, props_raw, body, props)
-        if self.settlement.publish(x, msg, m.mandatory):
-            self.conn.confirms_dirty = True
+        msg = Message.from_publish(exchange, routing_key, props_raw, body, props)
+        if self.settlement.publish(x, msg, mandatory):
+            conn.confirms_dirty = True
 
     def send_return(self, msg: Message, code: int, text: str) -> None:
         frames = [

@@ -3,7 +3,6 @@ input stream, the handshake, connection-class methods and hard errors."""
 
 from __future__ import annotations
 
-import platform
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -12,11 +11,12 @@ from pamqp import base, decode
 from pamqp import commands as spec
 
 from .access import Grant
-from .channel import ChannelCore
+from .channel import ChannelCore, ContentState
 from .errors import AMQPError, ReplyCode, method_frame_expected
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     _FRAME_HDR,
+    _PUBLISH_INDEX,
     ACCEPTED_HEADERS,
     CLIENT_CLOSE_TIMEOUT,
     CLOSE_OK_TIMEOUT,
@@ -38,45 +38,21 @@ from .frames import (
     decode_hot_method,
     decoded,
     marshal_method,
+    read_publish,
     unvalidated,
 )
 from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
-from .version import RABBITMQ_COMPATIBLE, __version__
+from .version import server_properties
 
 # Enum members as module constants: on Python 3.11 ``ConnectionState.OPEN`` costs a slow
 # class-attribute lookup, and the framing loop tests the state several times per frame.
 _OPEN, _CLOSED, _CLOSING = ConnectionState.OPEN, ConnectionState.CLOSED, ConnectionState.CLOSING
 _AWAITING_HEADER, _CH_OPEN = ConnectionState.AWAITING_HEADER, ChannelState.OPEN
-
-
-def server_properties() -> dict[str, Any]:
-    return {
-        "product": "amqp-conformance reference broker",
-        # what clients compare with RabbitMQ releases; the broker's own version is in "information"
-        "version": RABBITMQ_COMPATIBLE,
-        "platform": f"Python {platform.python_version()}",
-        "copyright": "amqp-conformance contributors",
-        "information": (
-            f"amqp-conformance reference broker {__version__}, implementing RabbitMQ "
-            f"{RABBITMQ_COMPATIBLE} semantics"
-        ),
-        # advertise only what is implemented (RabbitMQ's capability names); the suite's raw client
-        # has a list like it of its own: the broker shares no code with the suite (see __init__)
-        "capabilities": {
-            "publisher_confirms": True,
-            "exchange_exchange_bindings": True,
-            "basic.nack": True,
-            "consumer_cancel_notify": True,
-            "connection.blocked": True,
-            "consumer_priorities": True,
-            "authentication_failure_close": True,
-            "per_consumer_qos": True,
-            "direct_reply_to": True,
-        },
-    }
+_EXPECT_METHOD = ContentState.METHOD
+_Publish = tuple[tuple[str, str, bool, bool], bytes, spec.Basic.Properties, bytes, int]  # read_publish
 
 
 class ConnectionCore:
@@ -87,7 +63,11 @@ class ConnectionCore:
         self.peer = peer
         self.id = broker.next_id()
         self.state = ConnectionState.AWAITING_HEADER
+        #: input not parsed yet; ``_need``: the length that makes its next frame whole
         self._in = bytearray()
+        self._need = 0
+        #: (lsn, frames): a tx.commit-ok waiting for its fsync (``send_when_durable``)
+        self.held: tuple[int, list[bytes]] | None = None
         self._out: list[bytes] = []
         self._events: list[Event] = []
         self.channels: dict[int, ChannelCore] = {}
@@ -126,6 +106,12 @@ class ConnectionCore:
             return
         self.last_rx = self.broker.clock()
         self._in += data
+        if len(self._in) < self._need or self.held is not None:
+            return  # the next frame is not whole yet (or reading waits for an fsync)
+        self._consume()
+
+    def _consume(self) -> None:
+        """Parse what ``_in`` holds, then flush what the input made due."""
         # Each pass either ends the parse or moves the connection one step towards closed
         # (open -> closing -> discarding), so this loop runs at most three times.
         while True:
@@ -200,6 +186,14 @@ class ConnectionCore:
 
     def on_durable(self) -> None:
         self.confirms_dirty = True
+        held = self.held
+        if held is not None and self.broker.is_durable(held[0]):
+            self.held = None
+            if self.state is _OPEN:
+                self.send_frames(held[1])
+                if self._in and not (self.transport_closing or self.discard_input):
+                    self._consume()  # what the client sent after its commit, in order
+                    return
         self._after_input()
 
     def set_congested(self, congested: bool) -> None:
@@ -235,13 +229,21 @@ class ConnectionCore:
             self.blocked_notified = True
             self.send_method(spec.Connection.Blocked(reason=MEMORY_ALARM_REASON))
 
-    def request_sync(self) -> None:
-        """Make everything logged so far durable before the next reply (tx.commit)."""
-        if self.sync_requester is not None:
-            self.sync_requester()
-        else:
+    def send_when_durable(self, lsn: int, frames: list[bytes]) -> None:
+        """Send ``frames`` (a tx.commit-ok) once everything up to ``lsn`` is durable.
+
+        Without a shell the store syncs at once; with one (``sync_requester``) they wait for its
+        group commit (shared by all connections) and this connection parses nothing until then,
+        so what its client sent after the commit is answered after commit-ok, as before."""
+        if self.broker.is_durable(lsn):
+            self.send_frames(frames)
+        elif self.sync_requester is None:
             self.broker.store.sync_now()
             self.broker.on_synced()
+            self.send_frames(frames)
+        else:
+            self.held = (lsn, frames)
+            self.sync_requester()
 
     # -- plumbing --------------------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -280,18 +282,22 @@ class ConnectionCore:
 
     # -- framing -------------------------------------------------------------------------------
     def _parse(self) -> None:
-        buf = self._in
+        buf = bytes(self._in)  # one copy per parse: each payload is then one slice of it
+        self._in.clear()
+        self._need = 0
         pos = 0
+        n = len(buf)
         try:
-            while not self.transport_closing and self.state is not _CLOSED:
+            while not self.transport_closing and self.state is not _CLOSED and self.held is None:
                 if self.state is _AWAITING_HEADER:
-                    if len(buf) - pos < 8:
+                    if n - pos < 8:
                         return
-                    header = bytes(buf[pos : pos + 8])
+                    header = buf[pos : pos + 8]
                     pos += 8
                     self._on_protocol_header(header)
                     continue
-                if len(buf) - pos < 7:
+                if n - pos < 7:
+                    self._need = 7
                     return
                 ftype, channel, size = _FRAME_HDR.unpack_from(buf, pos)
                 # RabbitMQ 3.10 (rabbit_reader): a payload up to frame_max octets is accepted, i.e.
@@ -307,21 +313,49 @@ class ConnectionCore:
                         f"type {ftype}, all octets = <<>>: {{frame_too_large,{size},{self.frame_max - 8}}}",
                     )
                 end = pos + 7 + size
-                if len(buf) < end + 1:
+                if n < end + 1:
+                    self._need = end + 1 - pos
                     return
                 if buf[end] != FRAME_END:
                     raise AMQPError(
                         ReplyCode.FRAME_ERROR,
                         (
-                            f"type {ftype}, {_snippet(bytes(buf[pos + 7 : end]))}: "
+                            f"type {ftype}, {_snippet(buf[pos + 7 : end])}: "
                             f"{{invalid_frame_end_marker,{buf[end]}}}"
                         ),
                     )
-                payload = bytes(buf[pos + 7 : end])
+                if ftype == FRAME_METHOD and channel and size >= 9 and self.state is _OPEN \
+                        and buf[pos + 7 : pos + 11] == _PUBLISH_INDEX:
+                    ch = self.channels.get(channel)
+                    read = self._whole_publish(ch, buf, pos, end)
+                    if read is not None and ch is not None:
+                        pos = read[4]  # past all three frames, whatever the publish raises
+                        self._publish_read(ch, read)
+                        continue
+                payload = buf[pos + 7 : end]
                 pos = end + 1
                 self._on_frame(ftype, channel, payload)
         finally:
-            del buf[:pos]
+            if pos < n:
+                self._in += buf[pos:] if pos else buf
+
+    def _whole_publish(self, ch: ChannelCore | None, buf: bytes, pos: int, end: int) -> _Publish | None:
+        """The hot path: a whole, well-formed publish (``frames.read_publish``) on an open channel
+        expecting a method, in one step (``_publish_read``), same effects in the same order; None
+        for anything else: the frame-by-frame path then handles it, errors included."""
+        if ch is None or ch.state is not _CH_OPEN or ch.content is not _EXPECT_METHOD:
+            return None
+        return read_publish(buf, pos, end, ch.number, self.frame_max, self.broker.limits.max_message_size)
+
+    def _publish_read(self, ch: ChannelCore, read: _Publish) -> None:
+        (exchange, routing_key, mandatory, immediate), props_raw, props, body, _ = read
+        try:
+            self.on_publish()  # first the publish (memory alarm), then the complete message
+            ch.publish_content(exchange, routing_key, mandatory, immediate, props_raw, props, body)
+        except AMQPError as err:
+            if err.is_hard:
+                raise
+            ch.close_with_error(err)
 
     def _on_protocol_header(self, header: bytes) -> None:
         if header not in ACCEPTED_HEADERS:
@@ -579,6 +613,7 @@ class ConnectionCore:
             self.counted_open = False
             self.broker.open_connections -= 1
         self.blocked = False
+        self.held = None
         for ch in list(self.channels.values()):
             ch.teardown()
         self.channels.clear()

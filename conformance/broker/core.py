@@ -14,7 +14,7 @@ everything else is imported from the module that defines it.
 
 from __future__ import annotations
 
-from .connection import ConnectionCore, server_properties
+from .connection import ConnectionCore
 from .events import ChannelClosed, ChannelOpened, CloseTransport, ConnectionClosed, ConnectionOpened, Event
 from .frames import (
     CLIENT_CLOSE_TIMEOUT,
@@ -23,6 +23,7 @@ from .frames import (
     HANDSHAKE_TIMEOUT,
     marshal_method,
 )
+from .version import server_properties
 
 __all__ = [
     "CLIENT_CLOSE_TIMEOUT",

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pamqp import base, encode
 from pamqp import commands as spec
 
-from .messages import Message
+from .messages import Message, decode_properties_shared
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 #: headers answered with connection.start and spoken to in 0-9-1: ours, and AMQP 0-9's (class 1,
@@ -213,6 +213,74 @@ def decode_hot_method(payload: bytes) -> base.Frame | None:
 
 
 _PUBLISH, _ACK = spec.Basic.Publish, spec.Basic.Ack
+_PUBLISH_INDEX = _U32.pack(BASIC_PUBLISH)
+
+
+def decode_publish(buf: bytes, start: int, end: int) -> tuple[str, str, bool, bool] | None:
+    """basic.publish's fields (exchange, routing-key, mandatory, immediate) from the method
+    payload ``buf[start:end]`` (its index already checked), taken exactly as
+    ``decode_hot_method`` takes them, or None where that would leave the frame to pamqp."""
+    if end - start < 9:
+        return None
+    e_end = start + 7 + buf[start + 6]
+    if e_end >= end:
+        return None
+    r_end = e_end + 1 + buf[e_end]
+    if r_end >= end:
+        return None
+    try:
+        exchange = buf[start + 7 : e_end].decode("utf-8")
+        routing_key = buf[e_end + 1 : r_end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    bits = buf[r_end]
+    return exchange, routing_key, bits & 1 != 0, bits & 2 != 0
+
+
+def read_publish(
+    buf: bytes, pos: int, end: int, channel: int, frame_max: int, max_message_size: int
+) -> tuple[tuple[str, str, bool, bool], bytes, spec.Basic.Properties, bytes, int] | None:
+    """A whole publish at ``buf[pos:]``: the basic.publish method frame (delimited and checked
+    by the caller, its frame end at ``end``), then a content header and at most one body frame
+    carrying the whole body, on the same channel: (publish fields, raw properties, properties,
+    body, where the next frame starts).  None unless every frame is whole and well formed
+    within the limits and the body fits ``max_message_size``: anything else (including every
+    error) is the frame-by-frame path's."""
+    fields = decode_publish(buf, pos + 7, end)
+    if fields is None:
+        return None
+    n = len(buf)
+    h = end + 1  # the content header: type 2, same channel, within the spec's limit, class 60
+    if n < h + 7 + 14 + 1:
+        return None
+    ftype, hch, hsize = _FRAME_HDR.unpack_from(buf, h)
+    if ftype != FRAME_HEADER or hch != channel or hsize < 14 or (frame_max and hsize > frame_max - 8):
+        return None
+    hend = h + 7 + hsize
+    if n < hend + 1 or buf[hend] != FRAME_END:
+        return None
+    class_id, _weight, body_size = _CONTENT_HDR.unpack_from(buf, h + 7)
+    if class_id != 60 or body_size > max_message_size:
+        return None
+    props_raw = buf[h + 19 : hend]
+    try:
+        props = decode_properties_shared(props_raw)
+    except Exception:  # noqa: BLE001 - the frame-by-frame path reports it
+        return None
+    nxt = hend + 1
+    body = b""
+    if body_size:  # exactly one body frame with the whole body
+        if n < nxt + 8 + body_size:
+            return None
+        ftype, bch, bsize = _FRAME_HDR.unpack_from(buf, nxt)
+        if ftype != FRAME_BODY or bch != channel or bsize != body_size or (frame_max and bsize > frame_max):
+            return None
+        bend = nxt + 7 + bsize
+        if buf[bend] != FRAME_END:
+            return None
+        body = buf[nxt + 7 : bend]
+        nxt = bend + 1
+    return fields, props_raw, props, body, nxt
 
 
 def _snippet(payload: bytes) -> str:

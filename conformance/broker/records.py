@@ -133,7 +133,13 @@ _BY_KIND: dict[str, type[Record]] = {
 
 def encode(rec: Record) -> tuple[Any, ...]:
     """The on-disk tuple: the kind letter, then the fields in declaration order."""
-    return (rec.KIND, *(getattr(rec, f.name) for f in fields(rec)))
+    names = _NAMES.get(type(rec))
+    if names is None:
+        names = _NAMES[type(rec)] = tuple(f.name for f in fields(rec))  # once per type: fields() is slow
+    return (rec.KIND, *[getattr(rec, name) for name in names])
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def decode(raw: object) -> Record:

@@ -7,11 +7,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import queue
 import shutil
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,15 @@ from .store import Store
 log = logging.getLogger("conformance.broker")
 
 TICK_INTERVAL = 0.02
-#: Group commit: at most one fsync in flight; records appended meanwhile wait for the
-#: next one, which then covers all of them.  When the disk is idle a new fsync starts
-#: after this delay (0 = on the next loop iteration, i.e. after the current read has
-#: been fully processed, so one read's worth of publishes shares one fsync).
+#: Group commit: an fsync covers every record written before it started.  When records
+#: are waiting a new fsync starts after this delay (0 = on the next loop iteration, i.e.
+#: after the current read has been fully processed, so one read's worth of publishes shares
+#: one fsync), even while earlier ones are still in flight, up to SYNCS_IN_FLIGHT of them:
+#: a commit that arrives during an fsync need not wait for it to end before its own starts
+#: (measured here: one fdatasync at a time 480/s, p50 1.9 ms; four overlapping 13000/s; the
+#: tx-persistent bench with four connections: 2 in flight 2.1-2.8k commits/s, 4: 2.5-3.8k).
 GROUP_COMMIT_INTERVAL = 0.0
+SYNCS_IN_FLIGHT = 4
 #: Fair serving: messages a queue hands out per loop turn before other connections get theirs.
 DISPATCH_BURST = 256
 #: Write buffer per client above which deliveries pause (asyncio calls pause_writing).
@@ -42,6 +47,42 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is optional
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+class Syncer:
+    """The threads that fsync the log (``SYNCS_IN_FLIGHT`` of them, the GIL released while the
+    disk works): ``submit(target)`` asks for one fsync, ``done(target, error)`` is called on the
+    loop once it has ended.  Leaner than ``run_in_executor``: a commit waits for this round trip."""
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop,
+                 done: Callable[[int, OSError | None], None]) -> None:
+        self.store, self.loop, self.done = store, loop, done
+        self._requests: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._run, name="amqp-reference-fsync", daemon=True)
+                         for _ in range(SYNCS_IN_FLIGHT)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, target: int) -> None:
+        self._requests.put(target)
+
+    def _run(self) -> None:
+        while (target := self._requests.get()) is not None:
+            error: OSError | None = None
+            try:
+                self.store.fsync()
+            except OSError as exc:  # pragma: no cover - disk failure
+                error = exc
+            try:
+                self.loop.call_soon_threadsafe(self.done, target, error)
+            except RuntimeError:  # pragma: no cover - the loop is closed: nobody waits any more
+                return
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._requests.put(None)
+        for t in self._threads:
+            t.join()
 
 
 class AMQPProtocol(asyncio.Protocol):
@@ -58,6 +99,9 @@ class AMQPProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.core = ConnectionCore(self.server.broker, heartbeat=self.server.heartbeat, peer=str(peer))
         self.core.wake = self.schedule_flush
+        # a tx.commit-ok waits for the group commit (shared with every other connection)
+        # instead of an fsync on the event loop
+        self.core.sync_requester = self.server.after_activity
         self.server.protocols.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
 
@@ -72,8 +116,12 @@ class AMQPProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         assert self.core is not None
-        self.core.receive_data(data)
-        self.flush()
+        # the flush below sends whatever this read makes due: no flush to schedule meanwhile
+        self._flush_scheduled = True
+        try:
+            self.core.receive_data(data)
+        finally:
+            self.flush()
         self.server.after_activity()
 
     def _follow_block(self, core: ConnectionCore, transport: asyncio.Transport) -> None:
@@ -149,7 +197,9 @@ class BrokerServer:
         self.loop = asyncio.get_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._ticker: asyncio.Task[None] | None = None
-        self._sync_in_flight = False
+        self._syncs_in_flight = 0
+        self._syncer: Syncer | None = None
+        self._sync_started_lsn = 0  # what the newest fsync in flight covers
         self._sync_scheduled = False
 
     async def start(self) -> None:
@@ -168,6 +218,7 @@ class BrokerServer:
             )
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
         self._ticker = self.loop.create_task(self._tick_forever())
+        self._syncer = Syncer(self.store, self.loop, self._sync_done)
         self.broker.dispatch_burst = DISPATCH_BURST
         self.broker.dispatch_scheduler = self._schedule_dispatch
 
@@ -187,7 +238,7 @@ class BrokerServer:
                     if p.core is not None:
                         p.core.tick()
                         p.flush()
-                if self.store.should_compact() and not self._sync_in_flight:
+                if self.store.should_compact() and not self._syncs_in_flight:
                     self.broker.compact()
                 self.after_activity()
             except Exception:  # pragma: no cover - keep the broker alive, but say so
@@ -204,27 +255,34 @@ class BrokerServer:
         if self.broker.limits.memory_watermark:
             # after every read, not only every tick: a flood grows faster than the tick interval
             self.broker.check_alarm()
-        if self.store.needs_sync and not self._sync_scheduled and not self._sync_in_flight:
+        if self.store.needs_sync and not self._sync_scheduled and self._sync_due():
             self._sync_scheduled = True
             if GROUP_COMMIT_INTERVAL:
                 self.loop.call_later(GROUP_COMMIT_INTERVAL, self._start_sync)
             else:
                 self.loop.call_soon(self._start_sync)
 
+    def _sync_due(self) -> bool:
+        """Room for another fsync, and records appended since the newest one in flight began."""
+        return self._syncs_in_flight < SYNCS_IN_FLIGHT and self.store.appended_lsn > self._sync_started_lsn
+
     def _start_sync(self) -> None:
         self._sync_scheduled = False
-        if self._sync_in_flight or not self.store.needs_sync:
+        if not self.store.needs_sync or not self._sync_due():
             return
         self.store.write_pending()
         target = self.store.written_lsn
-        self._sync_in_flight = True
-        fut = self.loop.run_in_executor(None, self.store.fsync)
-        fut.add_done_callback(lambda f: self._sync_done(f, target))
+        self._syncs_in_flight += 1
+        self._sync_started_lsn = target
+        assert self._syncer is not None  # started with the server
+        self._syncer.submit(target)
 
-    def _sync_done(self, fut: asyncio.Future[None], target: int) -> None:
-        self._sync_in_flight = False
-        if fut.exception() is not None:  # pragma: no cover - disk failure
-            log.error("fsync failed: %s", fut.exception())
+    def _sync_done(self, target: int, error: OSError | None) -> None:
+        # an fsync covers what was written before it started: a later one may end first, and
+        # mark_synced never moves back
+        self._syncs_in_flight -= 1
+        if error is not None:  # pragma: no cover - disk failure
+            log.error("fsync failed: %s", error)
             return
         self.store.mark_synced(target)
         self.broker.on_synced()
@@ -252,13 +310,20 @@ class BrokerServer:
         for p in list(self.protocols):
             if p.transport is not None:
                 p.transport.abort()
-        while self._sync_in_flight:
-            await asyncio.sleep(0.001)
-        self.store.close()
+        await self._close_store()
         if self._server is not None:
             await self._server.wait_closed()
         if self._tls_server is not None:
             await self._tls_server.wait_closed()
+
+    async def _close_store(self) -> None:
+        """The fsyncs in flight end, their threads stop, the log is closed."""
+        while self._syncs_in_flight:
+            await asyncio.sleep(0.001)
+        if self._syncer is not None:
+            self._syncer.stop()
+            self._syncer = None
+        self.store.close()
 
 
 def tls_context(certfile: str, keyfile: str | None = None, cafile: str | None = None) -> ssl.SSLContext:

@@ -58,7 +58,7 @@ class SettlementHost(Protocol):
 
     def send_return(self, msg: Message, code: int, text: str) -> None: ...
 
-    def request_sync(self) -> None: ...
+    def send_when_durable(self, lsn: int, method: base.Frame) -> None: ...
 
     def redispatch(self) -> None: ...
 
@@ -160,10 +160,17 @@ class Settlement:
         if not self.confirm_pending:
             return
         broker = self.channel.broker
-        for seq, lsn in list(self.confirm_pending.items()):
-            if broker.is_durable(lsn):
-                del self.confirm_pending[seq]
-                self.confirm_ready.append((seq, True))
+        pending = self.confirm_pending
+        # in publish order, and so in log order: the first one still waiting ends the scan (a
+        # later one that is durable too waits at most for the next fsync, never confirms early)
+        done = []
+        for seq, lsn in pending.items():
+            if not broker.is_durable(lsn):
+                break
+            done.append(seq)
+        for seq in done:
+            del pending[seq]
+            self.confirm_ready.append((seq, True))
 
     def _collect(self, tag: int, multiple: bool) -> list[Unacked]:
         """RabbitMQ collect_acks: the tag must be outstanding, multiple takes everything up
@@ -279,8 +286,9 @@ class Settlement:
         # 001: "tx.commit-ok indicates that all transaction effects are visible and that
         # the broker has accepted responsibility for all the messages" -> fsync first.
         if lsn and not broker.is_durable(lsn):
-            ch.request_sync()
-        ch.send(spec.Tx.CommitOk())
+            ch.send_when_durable(lsn, spec.Tx.CommitOk())
+        else:
+            ch.send(spec.Tx.CommitOk())
 
     def tx_rollback(self, m: spec.Tx.Rollback) -> None:
         if not self.tx:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pamqp import commands as spec
 
+from conformance.broker.core import marshal_method
 from conformance.broker.model import Broker
 from conformance.broker.store import Store
 
@@ -184,6 +185,31 @@ def test_tx_commit_fsyncs_persistent(tmp_path: object, clock: FakeClock) -> None
     assert store.synced_lsn < store.appended_lsn
     link.rpc(spec.Tx.Commit(), spec.Tx.CommitOk)
     assert store.synced_lsn == store.appended_lsn
+    store.close()
+
+
+def test_tx_commit_ok_waits_for_the_shells_group_commit(tmp_path: object, clock: FakeClock) -> None:
+    """With a shell (sync_requester) commit-ok waits for its fsync, and nothing the client sent
+    after the commit is handled before commit-ok is out."""
+    store = Store(tmp_path)  # type: ignore[arg-type]
+    broker = make_broker(clock, store=store)
+    link, other = Link(broker), Link(broker)
+    requested: list[int] = []
+    link.core.sync_requester = lambda: requested.append(1)
+    link.declare("tg", durable=True)
+    link.rpc(spec.Tx.Select(), spec.Tx.SelectOk)
+    link.publish(b"p", routing_key="tg", delivery_mode=2)
+    passive = spec.Queue.Declare(queue="tg", passive=True)
+    link.feed(marshal_method(spec.Tx.Commit(), 1) + marshal_method(passive, 1))
+    link.send(spec.Basic.Get(queue="tg", no_ack=True))
+    link.nothing()
+    assert requested == [1] and store.synced_lsn < store.appended_lsn
+    assert other.declare("tg", passive=True).message_count == 1  # other connections go on
+    store.sync_now()
+    broker.on_synced()
+    link.expect(spec.Tx.CommitOk)
+    assert link.expect(spec.Queue.DeclareOk).message_count == 1
+    assert link.expect(Content).body == b"p"
     store.close()
 
 

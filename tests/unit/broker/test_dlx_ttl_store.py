@@ -307,3 +307,21 @@ def test_recovery_skips_unknown_vhost(tmp_path: Path, clock: FakeClock) -> None:
     store.close()
     vh = make_broker(clock, store=Store(tmp_path)).vhosts["/"]
     assert "dq" not in vh.queues
+
+
+def test_a_snapshot_over_the_limit_waits_until_the_log_doubles(tmp_path: Path, clock: FakeClock) -> None:
+    store = Store(tmp_path, compact_bytes=1)
+    broker = make_broker(clock, store=store)
+    link = Link(broker)
+    link.declare("big", durable=True)
+    for i in range(20):
+        link.publish(b"kept%d" % i, routing_key="big", delivery_mode=2)
+    store.write_pending()
+    assert store.should_compact()
+    broker.compact()
+    assert not store.should_compact()  # the snapshot alone is over compact_bytes
+    for i in range(25):
+        link.publish(b"more%d" % i, routing_key="big", delivery_mode=2)
+    store.write_pending()
+    assert store.should_compact()
+    store.close()
