@@ -144,10 +144,11 @@ TABLE_PREFIX = "#table:"
 
 def _build_small(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str, int], dict[str, Any]]:
     """Every table and view in one action; the tables written from the driver with pyarrow."""
-    built = {t.name: frames[t.name] for t in TABLES}
+    built: dict[str, DataFrame] = {}
     found: dict[str, Any] = {}
 
     def compute() -> int:
+        built.update({t.name: frames[t.name] for t in TABLES})  # planned here: part of the stage
         collects = dict(page_collects(frames, built, counts=False))
         collects.update({f"{TABLE_PREFIX}{n}": Collect(df, None, aware=True) for n, df in built.items()})
         found.update(gather(collects, one_task=True))
@@ -166,11 +167,12 @@ def _build_small(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str,
 
 def _build_large(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str, int], dict[str, Any]]:
     """Every table cached and written by the executors; the views and counts in one action."""
-    built = {t.name: frames[t.name] for t in TABLES}
+    built: dict[str, DataFrame] = {}
     tables: dict[str, int] = {}
     view: dict[str, Any] = {}
 
     def write_all() -> int:
+        built.update({t.name: frames[t.name] for t in TABLES})  # cached (planned) here
         # Each write is its own Spark job; side by side they overlap each job's fixed costs.
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:
             list(pool.map(lambda n: edges.write_only(built[n], out_dir, n), built))
