@@ -250,8 +250,13 @@ def page_collects(frames: Frames, built: dict[str, DataFrame], *, counts: bool =
 
 
 def collect_all(collects: Mapping[str, Collect]) -> dict[str, Any]:
-    """Gather every bounded frame in one action."""
-    return gather(collects)
+    """Gather every bounded frame in one action: one task in local mode (each task would
+    deserialise the plan of every frame; one core or two gain nothing from fifty tasks), one
+    per frame on a cluster."""
+    if not collects:
+        return {}
+    master = next(iter(collects.values())).frame.sparkSession.sparkContext.master or ""
+    return gather(collects, one_task=master.startswith("local"))
 
 
 def make_summary(
