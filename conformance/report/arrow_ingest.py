@@ -192,31 +192,42 @@ def _read_text(path: Path) -> str:
 
 def plan(files: list[str], say: Callable[[str], None]) -> list[dict[str, Any]] | None:
     """Every row of ``files`` when this path reproduces Spark's exactly, else None (said why)."""
+    per_file = plan_by_file(files, say)
+    return None if per_file is None else [r for rows in per_file for r in rows]
+
+
+def plan_by_file(
+    files: list[str], say: Callable[[str], None], who: str = "ingest"
+) -> list[list[dict[str, Any]]] | None:
+    """:func:`plan`, the rows of each file apart (in the order of ``files``); ``who`` starts the
+    line that says why Spark must parse instead."""
     if not _available():
-        say("ingest: pyarrow is not installed; using Spark")
+        say(f"{who}: pyarrow is not installed; using Spark")
         return None
     if any(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", f) and not f.startswith("file://") for f in files):
-        say("ingest: a URI input; using Spark")
+        say(f"{who}: a URI input; using Spark")
         return None
     paths = [Path(f.removeprefix("file://")) for f in files]
     size = sum(p.stat().st_size for p in paths)
     if size > MAX_BYTES:
-        say(f"ingest: {size / 2**20:.0f} MiB of input; using Spark")
+        say(f"{who}: {size / 2**20:.0f} MiB of input; using Spark")
         return None
-    out: list[dict[str, Any]] = []
+    out: list[list[dict[str, Any]]] = []
     for p in paths:
+        rows: list[dict[str, Any]] = []
         try:
             lines = _LINES.split(_read_text(p))
             for n, text in enumerate(lines, 1):
                 if text.strip(" ") == "":  # Spark's trim() removes spaces only
                     continue
                 try:
-                    out.append(parse_line(text))
+                    rows.append(parse_line(text))
                 except NotExact as exc:
                     raise NotExact(f"{p}:{n}: {exc}") from exc
         except NotExact as exc:
-            say(f"ingest: {exc}; using Spark (it keeps such lines aside exactly)")
+            say(f"{who}: {exc}; using Spark (it keeps such lines aside exactly)")
             return None
+        out.append(rows)
     return out
 
 

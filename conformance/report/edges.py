@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -86,6 +87,34 @@ def load_results(spark: SparkSession, files: list[str]) -> Loaded:
         malformed=malformed,
         examples=examples,
         workload=stages.workload_lines(lines),
+    )
+
+
+def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[str, Any]]]) -> Loaded:
+    """Rows parsed without Spark (:func:`conformance.report.arrow_ingest.plan_by_file`: every
+    line a clean record, parsed as :func:`stages.parse_lines` parses it) as the pipeline's input.
+
+    The frame comes from an Arrow table in the driver: no scan, no parse job, no cache to fill.
+    """
+    import pyarrow as pa
+
+    from conformance.report import arrow_ingest
+    from conformance.report.schema import MALFORMED_SCHEMA, RESULTS_COLUMNS, RESULTS_STRUCT
+
+    rows = [r for file_rows in per_file for r in file_rows]
+    table = pa.Table.from_pylist([{c: r[c] for c in RESULTS_COLUMNS} for r in rows],
+                                 schema=arrow_ingest.arrow_schema())
+    results = spark.createDataFrame(table, RESULTS_STRUCT)
+    malformed = spark.createDataFrame([], MALFORMED_SCHEMA)  # every line was a record
+    return Loaded(
+        parsed=results,
+        results=results,
+        # As file_stats counts them: files with a record (a file of blank lines has none).
+        files=[{"file": f, "n_valid": len(rs), "n_malformed": 0}
+               for f, rs in zip(files, per_file, strict=True) if rs],
+        n_valid=len(rows),
+        n_malformed=0,
+        malformed=malformed,
     )
 
 

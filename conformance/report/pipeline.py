@@ -17,7 +17,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from conformance.report import edges, page, store
+from conformance.report import arrow_ingest, edges, page, store
+from conformance.report.gather import gather, write_parquet
 from conformance.report.inputs import SMALL_INPUT_BYTES
 from conformance.report.schema import VERDICTS
 from conformance.report.tables import TABLES, Collect, Frames, count_of
@@ -66,13 +67,18 @@ def run_report(
     *,
     name: str | None = None,
     progress: Progress | None = None,
+    small: bool | None = None,
 ) -> dict[str, Any]:
     """Build the whole report with ``spark``; return the summary (also written as summary.json).
 
-    A handful of Spark jobs: read and parse once (cached), then every table of
-    :data:`~conformance.report.tables.TABLES` derived from the cached frames and written (the
-    writes run side by side), then the page's bounded views and every table's row count read from
-    the cached tables (side by side too).
+    A small local input (one run: :func:`small_local`) is a handful of Spark jobs: its records
+    parsed in the driver (or by Spark when a line needs Spark's judgement) and handed over as an
+    Arrow table, then every table of :data:`~conformance.report.tables.TABLES` and every bounded
+    view of the page computed in ONE action (:func:`conformance.report.gather.gather`), and the
+    small tables' Parquet files written from the driver. Anything else: parsed once and cached,
+    every table derived from the cached frames and written by the executors (side by side), then
+    the page's views and every table's row count gathered in one action. ``small``: which of
+    the two (None: :func:`small_local` decides; the tests compare them).
     """
     say = progress or _noop
     timer = Timer(say)
@@ -81,47 +87,33 @@ def run_report(
     say(f"report: {len(files)} input file(s)" + (f", {len(stores)} store(s)" if stores else ""))
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or out_dir.name
-    tables: dict[str, int] = {}
-    view: dict[str, Any] = {}
-
+    small = small_local(spark, files, stores) if small is None else small
     holder: dict[str, edges.Loaded] = {}
 
     def load() -> int:
-        holder["loaded"] = store.load_inputs(spark, files, stores)
+        per_file = arrow_ingest.plan_by_file(files, say, who="report") if small else None
+        if per_file is not None and any(per_file):
+            holder["loaded"] = edges.load_rows(spark, files, per_file)
+        else:
+            holder["loaded"] = store.load_inputs(spark, files, stores)
         return holder["loaded"].n_valid
 
     # Tuned before the first job: reading and parsing are small-input jobs too.
-    restore = tune_for_size(spark, files, stores)
+    restore = tune(spark, SMALL_INPUT_CONF) if small else {}
     try:
         timer.stage("read+parse", load)
-    except BaseException:
-        _restore(spark, restore)
-        raise
-    loaded = holder["loaded"]
-    if loaded.n_malformed:
-        say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
-            + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
-    frames = Frames(spark, loaded)
-    try:
-        built = {t.name: frames[t.name] for t in TABLES}
-
-        def write_all() -> int:
-            # Each write is its own Spark job; side by side they overlap each job's fixed costs.
-            with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-                list(pool.map(lambda n: edges.write_only(built[n], out_dir, n), built))
-            return len(built)
-
-        def collect() -> int:
-            found = collect_all(page_collects(frames, built))
-            tables.update({n: int(found.pop(f"{COUNT_PREFIX}{n}")) for n in built})
-            view.update(found)
-            return sum(len(v) for v in view.values() if isinstance(v, list))
-
-        timer.stage("tables", write_all, "tables")
-        timer.stage("collect", collect, "rows for the page")
+        loaded = holder["loaded"]
+        if loaded.n_malformed:
+            say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
+                + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
+        frames = Frames(spark, loaded, small=small)
+        try:
+            build = _build_small if small else _build_large
+            tables, view = build(frames, out_dir, timer)
+        finally:
+            frames.unpersist()
+            loaded.close()
     finally:
-        frames.unpersist()
-        loaded.close()
         _restore(spark, restore)
     rules = frames.rules
     summary = make_summary(
@@ -147,6 +139,56 @@ def run_report(
     return _jsonable(summary)
 
 
+TABLE_PREFIX = "#table:"
+
+
+def _build_small(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str, int], dict[str, Any]]:
+    """Every table and view in one action; the tables written from the driver with pyarrow."""
+    built: dict[str, DataFrame] = {}
+    found: dict[str, Any] = {}
+
+    def compute() -> int:
+        built.update({t.name: frames[t.name] for t in TABLES})  # planned here: part of the stage
+        collects = dict(page_collects(frames, built, counts=False))
+        collects.update({f"{TABLE_PREFIX}{n}": Collect(df, None, aware=True) for n, df in built.items()})
+        found.update(gather(collects, one_task=True))
+        return len(built)
+
+    def write() -> int:
+        for n, df in built.items():
+            write_parquet(df.schema, found[f"{TABLE_PREFIX}{n}"], out_dir / "tables" / n)
+        return sum(len(found[f"{TABLE_PREFIX}{n}"]) for n in built)
+
+    timer.stage("tables", compute, "tables")
+    timer.stage("write", write, "rows")
+    tables = {n: len(found.pop(f"{TABLE_PREFIX}{n}")) for n in built}
+    return tables, found
+
+
+def _build_large(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str, int], dict[str, Any]]:
+    """Every table cached and written by the executors; the views and counts in one action."""
+    built: dict[str, DataFrame] = {}
+    tables: dict[str, int] = {}
+    view: dict[str, Any] = {}
+
+    def write_all() -> int:
+        built.update({t.name: frames[t.name] for t in TABLES})  # cached (planned) here
+        # Each write is its own Spark job; side by side they overlap each job's fixed costs.
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            list(pool.map(lambda n: edges.write_only(built[n], out_dir, n), built))
+        return len(built)
+
+    def collect() -> int:
+        found = collect_all(page_collects(frames, built))
+        tables.update({n: int(found.pop(f"{COUNT_PREFIX}{n}")) for n in built})
+        view.update(found)
+        return sum(len(v) for v in view.values() if isinstance(v, list))
+
+    timer.stage("tables", write_all, "tables")
+    timer.stage("collect", collect, "rows for the page")
+    return tables, view
+
+
 WRITERS = 4
 # For a small input (one run, a few hundred rows) the fixed costs of each stage dominate: one
 # shuffle partition, and no whole-stage code generation (compiling each plan costs more than
@@ -160,21 +202,29 @@ SMALL_INPUT_CONF: dict[str, str] = {
     # Adaptive plans re-plan after every shuffle stage (more jobs, more planning): on one
     # partition there is nothing to coalesce or skew-split.
     "spark.sql.adaptive.enabled": "false",
+    # Every frame is one partition (Frames.small): a join of two needs no exchange, while a
+    # broadcast (a hint in the views, or chosen by size) is a job of its own.
+    "spark.sql.optimizer.disableHints": "true",
+    "spark.sql.autoBroadcastJoinThreshold": "-1",
 }
 
 
-def tune_for_size(spark: SparkSession, files: list[str], stores: list[Path]) -> dict[str, str]:
-    """Apply :data:`SMALL_INPUT_CONF` when the input is small local files; return what to restore."""
-    if stores or not (spark.sparkContext.master or "").startswith("local"):
-        return {}
+def small_local(spark: SparkSession, files: list[str], stores: list[Path]) -> bool:
+    """True for local files of at most SMALL_INPUT_BYTES read by a local session (one run's
+    results, a few of them): fixed costs dominate, and every table fits in the driver."""
+    if stores or not files or not (spark.sparkContext.master or "").startswith("local"):
+        return False
     try:
         size = sum(Path(f).stat().st_size for f in files)
-    except OSError:  # not a local path (hdfs://, s3a://): leave the session as it is
-        return {}
-    if size > SMALL_INPUT_BYTES:
-        return {}
-    restore = {k: str(spark.conf.get(k)) for k in SMALL_INPUT_CONF}
-    for k, v in SMALL_INPUT_CONF.items():
+    except OSError:  # not a local path (hdfs://, s3a://)
+        return False
+    return size <= SMALL_INPUT_BYTES
+
+
+def tune(spark: SparkSession, conf: Mapping[str, str]) -> dict[str, str]:
+    """Apply ``conf`` to the session; return what to restore."""
+    restore = {k: str(spark.conf.get(k)) for k in conf}
+    for k, v in conf.items():
         spark.conf.set(k, v)
     return restore
 
@@ -187,9 +237,12 @@ def _restore(spark: SparkSession, restore: dict[str, str]) -> None:
 COUNT_PREFIX = "#rows:"
 
 
-def page_collects(frames: Frames, built: dict[str, DataFrame]) -> dict[str, Collect]:
-    """Every table's row count and the page's bounded views, keyed as the page reads them."""
-    out: dict[str, Collect] = {f"{COUNT_PREFIX}{n}": count_of(df) for n, df in built.items()}
+def page_collects(frames: Frames, built: dict[str, DataFrame], *, counts: bool = True) -> dict[str, Collect]:
+    """The page's bounded views (and every table's row count, ``counts``), keyed as the page
+    reads them."""
+    out: dict[str, Collect] = {}
+    if counts:
+        out.update({f"{COUNT_PREFIX}{n}": count_of(df) for n, df in built.items()})
     for t in TABLES:
         if t.view is not None:
             out.update(t.view(built[t.name], frames))
@@ -197,14 +250,13 @@ def page_collects(frames: Frames, built: dict[str, DataFrame]) -> dict[str, Coll
 
 
 def collect_all(collects: Mapping[str, Collect]) -> dict[str, Any]:
-    """Gather every bounded frame: small collects over cached tables, run side by side."""
-
-    def one(key: str) -> Any:
-        c = collects[key]
-        return c.finish([r.asDict(recursive=True) for r in c.frame.limit(c.limit).collect()])
-
-    with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-        return dict(zip(collects, pool.map(one, collects), strict=True))
+    """Gather every bounded frame in one action: one task in local mode (each task would
+    deserialise the plan of every frame; one core or two gain nothing from fifty tasks), one
+    per frame on a cluster."""
+    if not collects:
+        return {}
+    master = next(iter(collects.values())).frame.sparkSession.sparkContext.master or ""
+    return gather(collects, one_task=master.startswith("local"))
 
 
 def make_summary(

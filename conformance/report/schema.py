@@ -109,6 +109,16 @@ LATEST_SCHEMA: Final = T.StructType(
     ]
 )
 
+# Malformed lines as the pipeline keeps them (stages.with_line_numbers; a test keeps the two equal).
+MALFORMED_SCHEMA: Final = T.StructType(
+    [
+        T.StructField("file", STR),
+        T.StructField("line", T.LongType()),
+        T.StructField("reason", STR),
+        T.StructField("value", STR),
+    ]
+)
+
 # Cases that got worse from a baseline to a candidate (stages.release_regressions and gate_regressions);
 # ``kind`` is regression | new-failure | new-non-strict.
 REGRESSION_SCHEMA: Final = T.StructType(

@@ -154,6 +154,10 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # PySpark records the Python call site of every column function for error messages:
+        # several calls into the JVM each, thousands per report (its own docs call it a
+        # slowdown). Errors still name the failing expression.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .config("spark.driver.extraJavaOptions", driver_opts)
         .config("spark.executor.extraJavaOptions", log_opts)
         # Tuned for the small inputs of one run (a few hundred rows) without hurting large ones:

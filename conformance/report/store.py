@@ -42,7 +42,7 @@ from conformance.report import edges, stages
 from conformance.report.inputs import MANIFEST as MANIFEST
 from conformance.report.inputs import is_store as is_store
 from conformance.report.inputs import split_inputs as split_inputs
-from conformance.report.schema import RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
+from conformance.report.schema import MALFORMED_SCHEMA, RESULTS_COLUMNS, RESULTS_COLUMNS_V1, RESULTS_STRUCT
 from conformance.report.session import spark_session
 
 FORMAT = 1
@@ -235,7 +235,7 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
         malformed = (spark.read.parquet(_uri(store / "malformed"))
                      .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
     else:
-        malformed = spark.createDataFrame([], "file string, line long, reason string, value string")
+        malformed = spark.createDataFrame([], MALFORMED_SCHEMA)
     examples = (
         [r.asDict() for r in malformed.orderBy("file", "line").limit(edges.MALFORMED_EXAMPLES).collect()]
         if n_malformed

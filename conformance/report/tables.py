@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from conformance.report import cluster, edges, power, stages, tx_table
+from conformance.report.gather import Collect as Collect
 from conformance.spec import Rule, load_rules
 
 # Bounds on what the page and the summary show (the Parquet tables hold everything).
@@ -41,20 +41,6 @@ MAX_PER_RUN = MAX_TIMELINE_RUNS * MAX_TIMELINE_ROWS
 PER_RUN = ("run_id", "queue_type", "t")
 
 
-def _rows(found: list[dict[str, Any]]) -> Any:
-    return found
-
-
-@dataclass(frozen=True)
-class Collect:
-    """A bounded frame the page needs: at most ``limit`` rows, turned into the view's value by
-    ``finish`` (default: the rows as dicts, in the frame's order)."""
-
-    frame: DataFrame
-    limit: int
-    finish: Callable[[list[dict[str, Any]]], Any] = _rows
-
-
 def count_of(df: DataFrame) -> Collect:
     return Collect(df.agg(F.count(F.lit(1)).alias("n")), 1, lambda rs: int(rs[0]["n"]))
 
@@ -66,25 +52,47 @@ def column_of(df: DataFrame, column: str, limit: int) -> Collect:
 class Frames:
     """The inputs every table is built from, and the tables built so far (by name)."""
 
-    def __init__(self, spark: SparkSession, loaded: edges.Loaded) -> None:
+    def __init__(self, spark: SparkSession, loaded: edges.Loaded, *, small: bool = False) -> None:
         self.spark = spark
         self.loaded = loaded
+        # A small input (one run) is computed in one action over one plan: nothing is read twice
+        # across actions, so nothing is cached. Every input frame is then one partition: one
+        # partition satisfies every distribution an aggregate, window or join asks for, so the
+        # plan needs no shuffle at all where it would otherwise need dozens (each a stage).
+        self.small = small
+        self.persist = not small
         # Mutation runs are another kind of run: compliance, flaky cases and regressions leave
         # them out; only the suite-power tables read them.
-        self.all_results = loaded.results
-        self.results = stages.normal_runs(loaded.results)
+        self.all_results = self.local(loaded.results)
+        self.results = stages.normal_runs(self.all_results)
         self._built: dict[str, DataFrame] = {}
+
+    def local(self, df: DataFrame) -> DataFrame:
+        """``df`` as one lazily checkpointed partition for a small input (see ``small``); as it
+        is otherwise.
+
+        The action that first reads a checkpoint stores its one block; every plan that reads
+        ``df`` starts from that block. So a table's derivation is planned once, not once per
+        place it appears in the one action's plan (``latest``: about thirty), and rows held in
+        a plan (the input, made from the driver's rows) are neither hashed at every comparison
+        of plans nor serialised into every task that reads them.
+        """
+        return df.coalesce(1).localCheckpoint(eager=False) if self.small else df
 
     def __getitem__(self, name: str) -> DataFrame:
         if name not in self._built:
-            # Every table is cached: its write computes it once, and the tables derived from it
-            # and the page's views read it from memory.
-            self._built[name] = BY_NAME[name].build(self).persist(StorageLevel.MEMORY_AND_DISK)
+            # Computed once either way: cached when persisting (its write computes it, the
+            # tables derived from it and the page's views read it from memory); for a small
+            # input checkpointed, so the plans of the tables and views derived from it start
+            # from its block instead of repeating (and re-planning) its whole derivation.
+            df = BY_NAME[name].build(self)
+            self._built[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if self.persist else self.local(df)
         return self._built[name]
 
     def unpersist(self) -> None:
-        for df in self._built.values():
-            df.unpersist()
+        if self.persist:
+            for df in self._built.values():
+                df.unpersist()
 
     @cached_property
     def rules(self) -> list[Rule]:
@@ -94,11 +102,20 @@ class Frames:
     def workload(self) -> DataFrame:
         """The ``faults`` records' lines (``value``); empty when no input had any."""
         lines = self.loaded.workload
-        return lines if lines is not None else cluster.empty_lines(self.spark)
+        return self.local(lines if lines is not None else cluster.empty_lines(self.spark))
 
     @cached_property
     def tx_seed(self) -> DataFrame:
-        return edges.tx_seed_frame(self.spark)
+        return self.local(edges.tx_seed_frame(self.spark))
+
+    @cached_property
+    def rules_frame(self) -> DataFrame:
+        return self.local(edges.rules_frame(self.spark, self.rules))
+
+    @cached_property
+    def mutants(self) -> DataFrame:
+        """This version's mutant catalogue."""
+        return self.local(edges.mutants_frame(self.spark))
 
     @cached_property
     def tx_obs(self) -> DataFrame:
@@ -291,13 +308,13 @@ TABLES: tuple[Table, ...] = (
     Table("profile_inference", "profile inference", lambda f: stages.profile_inference(f.tx_obs, f.tx_seed),
           profile_view, "profile"),
     Table("rule_coverage", "rule coverage",
-          lambda f: stages.rule_coverage(edges.rules_frame(f.spark, f.rules), f["latest"]),
+          lambda f: stages.rule_coverage(f.rules_frame, f["latest"]),
           rules_view, "rules"),
     Table("flaky", "flaky cases", lambda f: stages.flaky_cases(f["history"]), flaky_view, "flaky"),
     Table("regressions", "regressions", lambda f: stages.release_regressions(f["latest"]),
           regressions_view, "regressions"),
     Table("mutation_cases", "mutation cases",
-          lambda f: power.mutation_cases(power.mutation_runs(f.all_results), edges.mutants_frame(f.spark)),
+          lambda f: power.mutation_cases(power.mutation_runs(f.all_results), f.mutants),
           mutation_cases_view, "power"),
     Table("mutants", "mutants", lambda f: power.mutant_outcomes(f["mutation_cases"]), mutants_view, "power"),
     Table("mutation_scores", "mutation scores", lambda f: power.mutation_scores(f["mutants"]),

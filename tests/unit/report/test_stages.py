@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conformance.report import edges, stages
-from conformance.report.schema import LATEST_SCHEMA, LINES_SCHEMA, REGRESSION_SCHEMA
+from conformance.report.schema import LATEST_SCHEMA, LINES_SCHEMA, MALFORMED_SCHEMA, REGRESSION_SCHEMA
 from conformance.spec import Rule
 
 from .conftest import lines_frame, record, results_frame, tx
@@ -98,6 +98,9 @@ def test_line_numbers_add_earlier_splits_of_the_same_file(spark: SparkSession) -
         "file string, line long, value string",
         [("/r/a.jsonl", 2, "l2"), ("/r/a.jsonl", 5, "l5"), ("/r/b c.jsonl", 2, "b2")],
     )
+    # The schema a report without malformed lines (or from a store) declares for the table.
+    assert stages.with_line_numbers(stages.malformed_lines(stages.parse_lines(lines)),
+                                    stages.split_stats(lines)).schema == MALFORMED_SCHEMA
 
 
 # -------------------------------------------------------------------------------- latest, history

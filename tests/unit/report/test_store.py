@@ -4,6 +4,7 @@ to the report from the files, and a half-written ingest invisible."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from pyspark.sql import SparkSession
 
 from conformance.report import store
 from conformance.report.pipeline import run_report
+
+from .test_gather import assert_same_tables
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "fixtures" / "results"
@@ -67,11 +70,29 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
 
 def test_report_from_the_store_equals_the_report_from_the_files(
         spark: SparkSession, golden_store: Path, tmp_path: Path) -> None:
-    from_files = run_report(spark, [str(GOLDEN)], tmp_path / "files")
+    # The files: a small input (one action, tables written from the driver; a malformed line,
+    # so Spark parses). The store: the general path (cached tables written by the executors).
     lines: list[str] = []
+    from_files = run_report(spark, [str(GOLDEN)], tmp_path / "files", progress=lines.append)
+    assert any(ln.startswith("report: write: ") for ln in lines)
     from_store = run_report(spark, [str(golden_store)], tmp_path / "store", progress=lines.append)
     assert _comparable(from_store) == _comparable(from_files)
     assert "report: 0 input file(s), 1 store(s)" in lines
+    assert_same_tables(spark, tmp_path / "files", tmp_path / "store", nullability=False)
+
+
+def test_a_clean_run_read_without_spark_gives_the_same_report(spark: SparkSession, tmp_path: Path) -> None:
+    """Clean records parsed in the driver and handed to Spark as Arrow, every table in one
+    action and written from the driver: the same tables, summary and page as the general path."""
+    inputs = [str(GOLDEN / "rabbitmq-3.12.0.jsonl"), str(GOLDEN / "rabbitmq-3.13.0.jsonl")]
+    lines: list[str] = []
+    small = run_report(spark, inputs, tmp_path / "a", name="r", progress=lines.append, small=True)
+    assert not any("using Spark" in ln for ln in lines), lines
+    general = run_report(spark, inputs, tmp_path / "b", name="r", small=False)
+    assert small["inputs"] == general["inputs"] and _comparable(small) == _comparable(general)
+    assert_same_tables(spark, tmp_path / "a", tmp_path / "b")
+    page = [re.sub(r"generated \S+", "", (tmp_path / d / "index.html").read_text()) for d in ("a", "b")]
+    assert page[0] == page[1]
 
 
 def test_a_store_and_a_file_together(spark: SparkSession, golden_store: Path, tmp_path: Path) -> None:

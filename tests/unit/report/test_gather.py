@@ -1,0 +1,91 @@
+"""One action for many frames (gather) gives what collect() gives, and tables written from the
+driver (write_parquet) read back as Spark's own writes do: same schema, same rows."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from conformance.report.gather import Collect, gather, write_parquet
+
+SCHEMA = T.StructType([
+    T.StructField("id", T.IntegerType(), False),
+    T.StructField("name", T.StringType()),
+    T.StructField("n", T.LongType()),
+    T.StructField("x", T.DoubleType()),
+    T.StructField("ok", T.BooleanType()),
+    T.StructField("ts", T.TimestampType()),
+    T.StructField("tags", T.ArrayType(T.StringType())),
+    T.StructField("kills", T.ArrayType(T.StructType([
+        T.StructField("case_id", T.StringType()), T.StructField("at", T.TimestampType())]))),
+    T.StructField("extra", T.MapType(T.StringType(), T.StringType())),
+])
+ROWS = [
+    (1, "a \"quoted\" é\n", 2**40, 0.1, True, datetime(2024, 5, 1, 2, 3, 4, 123456), ["x", None],
+     [("c", datetime(2024, 5, 1, 0, 0, 0, 1))], {"k": "v", "n": None}),
+    (2, None, None, None, None, None, None, None, None),
+    (3, "", -1, -0.0, False, datetime(1999, 12, 31, 23, 59, 59), [], [], {}),
+    (4, "big", 0, 1e300, True, datetime(2024, 5, 1), ["y"], [(None, None)], {"": ""}),
+]
+
+
+def frame(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame(ROWS, SCHEMA)
+
+
+def test_gather_gives_each_frame_as_collect_gives_it(spark: SparkSession) -> None:
+    df = frame(spark)
+    specials = spark.createDataFrame([(float("nan"),), (float("inf"),), (float("-inf"),)], "x double")
+    found = gather({
+        "all": Collect(df.orderBy(F.col("id").desc()), 100),
+        "two": Collect(df.orderBy("id"), 2),
+        "count": Collect(df.agg(F.count(F.lit(1)).alias("n")), 1, lambda rs: rs[0]["n"]),
+        "none": Collect(df.where("id > 99"), 10),
+        "specials": Collect(specials, 10, lambda rs: [r["x"] for r in rs]),
+    }, one_task=True)
+    assert found["all"] == [r.asDict(recursive=True) for r in df.orderBy(F.col("id").desc()).collect()]
+    assert found["two"] == [r.asDict(recursive=True) for r in df.orderBy("id").limit(2).collect()]
+    assert found["count"] == 4 and found["none"] == []
+    nan, inf, minus_inf = found["specials"]
+    assert math.isnan(nan) and inf == math.inf and minus_inf == -math.inf
+
+
+def test_a_table_written_from_the_driver_reads_back_as_sparks_own(
+        spark: SparkSession, tmp_path: Path) -> None:
+    df = frame(spark)
+    df.write.parquet(str(tmp_path / "spark"))
+    rows: Any = gather({"t": Collect(df, None, aware=True)})["t"]
+    write_parquet(df.schema, rows, tmp_path / "driver")
+    ours, theirs = spark.read.parquet(str(tmp_path / "driver")), spark.read.parquet(str(tmp_path / "spark"))
+    assert ours.schema == theirs.schema
+    assert sorted(map(repr, ours.collect())) == sorted(map(repr, theirs.collect()))
+    arrow_ours, arrow_theirs = pq.read_table(tmp_path / "driver"), pq.read_table(tmp_path / "spark")
+    assert arrow_ours.schema.remove_metadata() == arrow_theirs.schema.remove_metadata()
+    assert (tmp_path / "driver" / "_SUCCESS").is_file()
+    # Written again: replaced whole, as Spark's overwrite replaces the folder.
+    write_parquet(df.schema, rows[:1], tmp_path / "driver")
+    assert spark.read.parquet(str(tmp_path / "driver")).count() == 1
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def assert_same_tables(spark: SparkSession, a: Path, b: Path, *, nullability: bool = True) -> None:
+    """Every Parquet table of report ``a`` reads back as the same one of report ``b``: same
+    Spark schema, same rows, and in the files the same column types (and nullability, unless
+    ``nullability`` is off: a report from a store reads its input as Parquet, every column
+    nullable, so a column computed from a required input column is nullable there)."""
+    names = sorted(p.name for p in (a / "tables").iterdir())
+    assert names == sorted(p.name for p in (b / "tables").iterdir())
+    for name in names:
+        ta, tb = spark.read.parquet(str(a / "tables" / name)), spark.read.parquet(str(b / "tables" / name))
+        assert ta.schema == tb.schema, name
+        assert sorted(map(repr, ta.collect())) == sorted(map(repr, tb.collect())), name
+        sa, sb = pq.read_table(a / "tables" / name).schema, pq.read_table(b / "tables" / name).schema
+        assert [(f.name, f.type, f.nullable or not nullability) for f in sa] == [
+            (f.name, f.type, f.nullable or not nullability) for f in sb], name
