@@ -53,8 +53,9 @@ def test_unknown_broker_kind(tmp_path: Path) -> None:
 
 def test_run_case_is_not_read_as_an_abbreviation(tmp_path: Path) -> None:
     # argparse once read --case as --case-timeout; the README's own example must work.
-    res = cli("run", "--case", "exchange.default-access-*", "--no-report", "--results", str(tmp_path / "r"),
-              "--report-out", str(tmp_path / "rep"), cwd=tmp_path, timeout=120)
+    # -n 0: in the run's own process (four workers to start cost more than the few cases)
+    res = cli("run", "-n", "0", "--case", "exchange.default-access-*", "--no-report", "--results",
+              str(tmp_path / "r"), "--report-out", str(tmp_path / "rep"), cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     ids = {
         json.loads(line)["case_id"]
@@ -88,8 +89,8 @@ def test_run_expected_failures_are_known_not_failing(tmp_path: Path) -> None:
     # Under the spec profile the reference broker (RabbitMQ semantics) answers queue.delete of a
     # missing queue with delete-ok where the spec wants 404: a FAIL. purge-missing-404 passes.
     cases = "queue.delete-missing-404,queue.purge-missing-404"
-    common = ("run", "--profile", "spec", "--case", cases, "--no-report", "--results", str(tmp_path / "r"),
-              "--report-out", str(tmp_path / "rep"))
+    common = ("run", "-n", "0", "--profile", "spec", "--case", cases, "--no-report", "--results",
+              str(tmp_path / "r"), "--report-out", str(tmp_path / "rep"))
     res = cli(*common, cwd=tmp_path, timeout=120)
     assert res.returncode == 1, res.stdout[-2000:] + res.stderr[-2000:]
     triage = tmp_path / "known.toml"
