@@ -6,29 +6,33 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-# Tests that alone take a large share of a run (minutes on a loaded 2-core machine). xdist hands
-# out work in collection order (groups first, the largest first), so one of these collected late
-# would start late and end the run long after the other workers went idle: they are moved to the
-# front. Node-id prefixes; a test marked ``slow`` is moved to the front too.
+# The order work is handed out in. xdist (--dist loadgroup --no-loadscope-reorder, pyproject
+# addopts) gives a free worker the next group or test in collection order, so a long test
+# collected late starts late and ends the run long after the other workers went idle. The
+# collection is therefore reordered (``_order``), longest first: these tests (each alone minutes
+# on a loaded 2-core machine; node-id prefixes, longest first), then those marked ``slow``, then
+# the groups (the Spark modules, several minutes together), then the rest in collection order.
 LEAD = (
     "tests/integration/test_power_report.py::",
-    "tests/integration/test_sensitivity.py::",
-    "tests/integration/test_ci_examples.py::",
-    "tests/integration/test_sigterm.py::",
-    "tests/integration/test_interrupt.py::",
+    "tests/unit/report/test_cds.py::test_a_recording_session",
+    "tests/integration/test_ci_examples.py::test_git",
     "tests/integration/test_library_deadlines.py::",
+    "tests/integration/test_sigterm.py::",
+    "tests/integration/test_sensitivity.py::",
+    "tests/integration/test_interrupt.py::",
 )
 
 
 def _shared_group(item: pytest.Item) -> str | None:
     """The xdist group of a test that uses a session- or package-scoped fixture of a conftest in
-    this tree (the report tests' one SparkSession, also through a module fixture built on it),
-    else None.
+    this tree (the report tests' SparkSession, also through a module fixture built on it): its
+    module and that fixture's name; else None.
 
-    ``python -m pytest`` runs with ``--dist loadgroup`` (pyproject addopts): a test in a group
-    runs on the worker that has the rest of its group, so such a fixture is set up once per run
-    (one JVM for all Spark tests, each Spark module fixture once), not once per worker that
-    happens to receive one of its tests. A module-scoped fixture alone does not group: those of
+    ``python -m pytest`` runs with ``--dist loadgroup`` (pyproject addopts): a group runs on one
+    worker, so a Spark module's own fixtures (a report, a store: minutes of Spark jobs) are built
+    once per run, not once per worker that happens to receive one of the module's tests, and a
+    worker starts one JVM for all the Spark modules it receives (at most one per worker; the
+    modules spread over the workers). A module-scoped fixture alone does not group: those of
     this tree are cheap (an in-process reference broker, a parsed table), so each worker that
     runs a test of the module sets up its own (one broker per module and worker) and the
     module's tests spread over the free workers.
@@ -36,8 +40,9 @@ def _shared_group(item: pytest.Item) -> str | None:
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None
+    module = item.nodeid.split("::", 1)[0]
     groups = [
-        f"{d.baseid}::{name}"
+        f"{module}::{name}"
         for name in item.fixturenames  # type: ignore[attr-defined]  # the closure: fixtures' fixtures too
         for d in info.name2fixturedefs.get(name, ())[-1:]
         # baseid "": a plugin's fixture (pytester's, the conformance plugin's); "x.py": a module's
@@ -46,8 +51,33 @@ def _shared_group(item: pytest.Item) -> str | None:
     return min(groups, default=None)
 
 
-def _leads(item: pytest.Item) -> bool:
-    return item.nodeid.startswith(LEAD) or item.get_closest_marker("slow") is not None
+def _order(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` longest first (see LEAD), the long ones apart.
+
+    A worker is handed its next test while it runs one (xdist keeps one in hand, to know what to
+    tear down): the test handed out just after a long one waits behind it. So the first
+    ``workers`` long tests start at once and the next ``workers`` tests handed out are short
+    ones; after that each long test is followed by a short one.
+    """
+    ranked = sorted(items, key=_rank)  # stable: otherwise collection order
+    long = [i for i in ranked if _rank(i)[0] < 2]
+    grouped = [i for i in ranked if _rank(i)[0] == 2]
+    short = [i for i in ranked if _rank(i)[0] == 3]
+    out = long[:workers] + short[:workers]
+    rest_long, rest_short = long[workers:], short[workers:]
+    for i, item in enumerate(rest_long):
+        out.append(item)
+        out.extend(rest_short[i:i + 1])
+    return out + grouped + rest_short[len(rest_long):]
+
+
+def _rank(item: pytest.Item) -> tuple[int, int]:
+    for i, prefix in enumerate(LEAD):
+        if item.nodeid.startswith(prefix):
+            return 0, i
+    if item.get_closest_marker("slow") is not None:
+        return 1, 0
+    return (2, 0) if item.get_closest_marker("xdist_group") is not None else (3, 0)
 
 
 # tryfirst: xdist's worker reads the xdist_group markers in its own pytest_collection_modifyitems
@@ -61,4 +91,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = _shared_group(item)
             if group is not None:
                 item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not _leads(item))  # stable: otherwise collection order
+    # xdist's workers collect and order; their order is the one work is handed out in
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        items[:] = _order(items, int(workers))
