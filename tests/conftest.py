@@ -23,26 +23,30 @@ LEAD = (
 )
 
 
-def _shared_group(item: pytest.Item) -> str | None:
-    """The xdist group of a test that uses a session- or package-scoped fixture of a conftest in
-    this tree (the report tests' SparkSession, also through a module fixture built on it): its
-    module and that fixture's name; else None.
+# The modules of tests that share a session fixture (the report tests' SparkSession) are dealt,
+# in collection order, into this many xdist groups: as many JVMs at most, run side by side. Two:
+# each such JVM grows to 3-4 GB, and four at once (beside a second run, or the report's own CLI
+# JVMs) ran a 24 GB machine out of memory (the kernel killed them mid-module).
+SHARED_SPLIT = 2
+
+
+def _shared_key(item: pytest.Item) -> str | None:
+    """The session- or package-scoped fixture of a conftest in this tree that ``item`` uses (the
+    report tests' SparkSession, also through a module fixture built on it), else None.
 
     ``python -m pytest`` runs with ``--dist loadgroup`` (pyproject addopts): a group runs on one
     worker, so a Spark module's own fixtures (a report, a store: minutes of Spark jobs) are built
-    once per run, not once per worker that happens to receive one of the module's tests, and a
-    worker starts one JVM for all the Spark modules it receives (at most one per worker; the
-    modules spread over the workers). A module-scoped fixture alone does not group: those of
-    this tree are cheap (an in-process reference broker, a parsed table), so each worker that
-    runs a test of the module sets up its own (one broker per module and worker) and the
-    module's tests spread over the free workers.
+    once per run, not once per worker that happens to receive one of the module's tests, and the
+    JVMs are the groups' (SHARED_SPLIT), not one per worker. A module-scoped fixture alone does not
+    group: those of this tree are cheap (an in-process reference broker, a parsed table), so each
+    worker that runs a test of the module sets up its own (one broker per module and worker) and
+    the module's tests spread over the free workers.
     """
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None
-    module = item.nodeid.split("::", 1)[0]
     groups = [
-        f"{module}::{name}"
+        f"{d.baseid}::{name}"
         for name in item.fixturenames  # type: ignore[attr-defined]  # the closure: fixtures' fixtures too
         for d in info.name2fixturedefs.get(name, ())[-1:]
         # baseid "": a plugin's fixture (pytester's, the conformance plugin's); "x.py": a module's
@@ -86,11 +90,16 @@ def _rank(item: pytest.Item) -> tuple[int, int]:
 # and the report module fixtures again).
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    modules: dict[str, list[str]] = {}  # shared fixture -> its modules, in collection order
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            group = _shared_group(item)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
+        key = _shared_key(item)
+        if key is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        module = item.nodeid.split("::", 1)[0]
+        dealt = modules.setdefault(key, [])
+        if module not in dealt:
+            dealt.append(module)
+        item.add_marker(pytest.mark.xdist_group(f"{key}#{dealt.index(module) % SHARED_SPLIT}"))
     # xdist's workers collect and order; their order is the one work is handed out in
     workers = getattr(config, "workerinput", {}).get("workercount")
     if workers:
