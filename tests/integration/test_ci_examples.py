@@ -3,7 +3,7 @@
 Each recipe is run twice, in fresh folders as CI jobs are: once recording the baseline (the
 documented first step), once gating against it. Only the environment differs from a vendor's
 CI: the broker URL is the reference broker's, and SUITE_ARGS picks one area without the Spark
-report, so the test stays quick.
+report and without xdist workers, so the test stays quick.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "github-actions" / "broker-release.yml"
 GITLAB = ROOT / "examples" / "gitlab" / "broker-release.gitlab-ci.yml"
-SUITE_ARGS = "--area exchange --no-report"
+SUITE_ARGS = "-n 0 --area exchange --no-report"  # -n 0: the 27 cases in the run's own process
 
 
 @pytest.fixture(scope="module")

@@ -118,6 +118,10 @@ def run_through(broker: EmbeddedBroker, fault: Fault, out: Path) -> tuple[dict[s
                 "pytest",
                 "-p",
                 "no:cacheprovider",
+                # not this checkout's pytest options (its -n 4 started four xdist workers per run),
+                # as `amqp-conformance run` does
+                "-o",
+                "addopts=",
                 "-q",
                 "--pyargs",
                 "conformance.scenarios",

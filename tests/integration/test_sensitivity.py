@@ -50,7 +50,9 @@ def broker() -> EmbeddedBroker:
 
 def run_case(url: str, module: str, case_id: str, out: Path) -> str:
     res = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs",
+        # -o addopts=: not this checkout's pytest options (its -n 4 started four xdist workers for
+        # the one case), as `amqp-conformance run` does
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-q", "--pyargs",
          f"conformance.scenarios.test_{module}", "--broker-url", url, "--case", case_id,
          "--case-timeout", "5", "--results", str(out), "--fail-on", "none"],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)

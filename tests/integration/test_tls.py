@@ -122,7 +122,7 @@ def test_reference_plain_to_tls_port_and_tls_to_plain_port(ref: EmbeddedBroker, 
 
 
 def test_run_exits_4_with_one_line_for_an_untrusted_certificate(
-    ref: EmbeddedBroker, stranger: TLSFiles
+    ref: EmbeddedBroker, stranger: TLSFiles, tmp_path: Path
 ) -> None:
     url = str(URL.parse(ref.tls_url).with_(cacertfile=str(stranger.ca)))
     done = subprocess.run(
@@ -142,7 +142,7 @@ def test_run_exits_4_with_one_line_for_an_untrusted_certificate(
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=ROOT,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 4, done.stdout + done.stderr
@@ -150,9 +150,11 @@ def test_run_exits_4_with_one_line_for_an_untrusted_certificate(
     assert len(lines) == 1 and "Traceback" not in done.stderr
 
 
-def _run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # cwd: a folder of the test's own (run writes reports/junit and reports/allure-results there,
+    # and cleans the latter: not the checkout's, shared by the tests running at the same time)
     return subprocess.run([sys.executable, "-m", "conformance.cli", "run", "-n", "0", "--no-report", *argv],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT,
+                          capture_output=True, text=True, timeout=180, cwd=cwd,
                           env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
@@ -169,13 +171,14 @@ def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles,
         "connection.pika-*,connection.aio-*",
         "--results",
         results,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for f in Path(results).glob("*.jsonl") for line in f.read_text().splitlines()]
     assert {r["verdict"] for r in rows} == {"PASS"} and len(rows) == 2
     assert all("cacertfile" in r["extra"]["url"] for r in rows)
     # the insecure switch as the environment twin of --amqp-tls-insecure
-    done = _run("--broker-url", bare, "--case", "connection.pika-*", "--results", results,
+    done = _run("--broker-url", bare, "--case", "connection.pika-*", "--results", results, cwd=tmp_path,
                 env={"AMQP_CONFORMANCE_TLS_INSECURE": "yes"})
     assert done.returncode == 0, done.stdout + done.stderr
     # a bad option value or combination is refused before anything starts (2); a URL the TLS options
@@ -186,11 +189,11 @@ def test_run_tls_options_fold_into_the_url(ref: EmbeddedBroker, certs: TLSFiles,
         (("--broker-url", bare, "--tls"), "for --broker-url give an amqps:// URL", 2),
         (("--broker", "local:garagemq", "--tls"), "--tls is available for reference and local:rabbitmq", 2),
     ):
-        done = _run(*argv, "--area", "connection", "--results", results)
+        done = _run(*argv, "--area", "connection", "--results", results, cwd=tmp_path)
         assert done.returncode == code, done.stdout + done.stderr
         lines = [ln for ln in (done.stdout + done.stderr).splitlines() if says in ln]
         assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    done = _run("--broker-url", bare, "--area", "connection", "--results", results,
+    done = _run("--broker-url", bare, "--area", "connection", "--results", results, cwd=tmp_path,
                 env={"AMQP_CONFORMANCE_TLS_INSECURE": "maybe"})
     assert done.returncode == 2 and "takes 1/0, true/false" in done.stderr, done.stdout + done.stderr
 
@@ -207,6 +210,7 @@ def test_run_broker_reference_tls(tmp_path: Path) -> None:
         "connection.pika-*,connection.aio-*,connection.unknown-vhost,durability.aio-pika-*,durability.pika-*",
         "--results",
         str(results),
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [json.loads(line) for f in results.glob("*.jsonl") for line in f.read_text().splitlines()]
@@ -380,7 +384,7 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
 
 
 def test_mutate_proxy_connects_upstream_over_tls(
-    ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles
+    ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles, tmp_path: Path
 ) -> None:
     from conformance.mutate.proxy import FaultProxy, NoRedeliveredFlag
 
@@ -394,7 +398,7 @@ def test_mutate_proxy_connects_upstream_over_tls(
             RawConnection.open(proxy.url(), timeout=5.0)
         assert proxy.errors and "is not accepted" in proxy.errors[0]
     done = subprocess.run([sys.executable, "-m", "conformance.cli", "mutate", "--broker-url", str(untrusted),
-                           "--mutant", "*"], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                           "--mutant", "*"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 3, done.stdout + done.stderr  # mutate's "the target could not be reached"
     assert (
