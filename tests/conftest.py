@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# The tests' reports are a few thousand rows: a JVM of the report's default 4g per Spark group
+# (and per report subprocess) grew to ~4 GB each under load, and two suites side by side ran the
+# machine out of memory. Subprocesses (the CLI's reports) inherit it.
+os.environ.setdefault("SPARK_DRIVER_MEMORY", "2g")
 
 # The order work is handed out in. xdist (--dist loadgroup --no-loadscope-reorder, pyproject
 # addopts) gives a free worker the next group or test in collection order, so a long test

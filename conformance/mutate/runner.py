@@ -336,6 +336,10 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
             "pytest",
             "-p",
             "no:cacheprovider",
+            # a pytest config where mutate starts (e.g. this checkout's -n 4) must not change how
+            # each mutant's run goes, as for `run`
+            "-o",
+            "addopts=",
             "-v",
             "--no-header",
             "-rN",

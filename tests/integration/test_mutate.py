@@ -62,11 +62,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     try:
         yield Session(upstream=Upstream("127.0.0.1", broker.port, "guest", "guest", "/"),
                       results=tmp_path_factory.mktemp("mutate"), session_id="ci-mutate", workers="0",
-                      case_timeout="3", run_timeout=120.0,
-                      # The runner's pytest inherits this checkout's pytest options (addopts: -n 4
-                      # started four xdist workers per run); `run` passes -o addopts=, the runner
-                      # does not yet.
-                      extra_pytest=["-o", "addopts="])
+                      case_timeout="3", run_timeout=120.0)
     finally:
         broker.stop()
 
