@@ -185,24 +185,12 @@ def decode_hot_method(payload: bytes) -> base.Frame | None:
         return None
     index = _U32.unpack_from(payload)[0]
     if index == BASIC_PUBLISH:
-        e_end = 7 + payload[6]
-        if e_end >= n:
+        fields = decode_publish(payload, 0, n)
+        if fields is None:
             return None
-        r_end = e_end + 1 + payload[e_end]
-        if r_end >= n:
-            return None
-        try:
-            exchange = payload[7:e_end].decode("utf-8")
-            routing_key = payload[e_end + 1 : r_end].decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-        bits = payload[r_end]
         pub = _PUBLISH.__new__(_PUBLISH)
         pub.ticket = _U16.unpack_from(payload, 4)[0]
-        pub.exchange = exchange
-        pub.routing_key = routing_key
-        pub.mandatory = bits & 1 != 0
-        pub.immediate = bits & 2 != 0
+        pub.exchange, pub.routing_key, pub.mandatory, pub.immediate = fields
         return pub
     if index == BASIC_ACK and n >= 13:
         ack = _ACK.__new__(_ACK)
@@ -218,8 +206,8 @@ _PUBLISH_INDEX = _U32.pack(BASIC_PUBLISH)
 
 def decode_publish(buf: bytes, start: int, end: int) -> tuple[str, str, bool, bool] | None:
     """basic.publish's fields (exchange, routing-key, mandatory, immediate) from the method
-    payload ``buf[start:end]`` (its index already checked), taken exactly as
-    ``decode_hot_method`` takes them, or None where that would leave the frame to pamqp."""
+    payload ``buf[start:end]`` (its index already checked; ``decode_hot_method`` reads a whole
+    payload with it), or None where that would leave the frame to pamqp."""
     if end - start < 9:
         return None
     e_end = start + 7 + buf[start + 6]
