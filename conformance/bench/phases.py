@@ -1,7 +1,7 @@
 """``amqp-conformance bench run``: the main job (``run``) with the time of each phase printed, so a
 regression in one of them shows: the suite, the JVM's start (overlapping the suite; what of it the
-suite did not hide), the report as a whole and its stages (read+parse, the Parquet writes, the
-page's collects, the HTML), and the whole command.
+suite did not hide), the report as a whole and its stages (parse, the wait for Spark, read,
+tables, the Parquet writes, the page's collects, the HTML), and the whole command.
 
 Takes every option of ``run`` and exits with its code. The phases go to stdout as one table, and
 as one JSON object with ``--json``.

@@ -7,6 +7,7 @@ importing this package costs nothing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,12 @@ def check_inputs(inputs: list[str]) -> None:
             read_manifest(s)
 
 
+def _active_session() -> bool:
+    """A SparkSession is already running in this process (a caller's, kept running)."""
+    sql = sys.modules.get("pyspark.sql")  # not imported: no session can be running
+    return sql is not None and sql.SparkSession.getActiveSession() is not None
+
+
 def build_report(
     inputs: list[str],
     out_dir: Path,
@@ -69,14 +76,19 @@ def build_report(
     try:
         check_inputs(inputs)  # fail on bad inputs before paying for a JVM
         from conformance.report.inputs import are_small
+        from conformance.report.session import EarlySession, spark_session
+
+        if session is None and not _active_session():
+            if progress is not None:
+                progress("report: starting Spark")
+            # The JVM starts in the background while the pipeline's modules are imported and a
+            # small input's records are parsed.
+            session = EarlySession(master, small_input=are_small(inputs))
         from conformance.report.pipeline import run_report
-        from conformance.report.session import spark_session
 
         if session is not None:
-            return run_report(session.get(), inputs, Path(out_dir), name=name, progress=progress)
-        if progress is not None:
-            progress("report: starting Spark")
-        with spark_session(master, small_input=are_small(inputs)) as spark:
+            return run_report(session, inputs, Path(out_dir), name=name, progress=progress)
+        with spark_session(master) as spark:  # the active one: kept running afterwards
             return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
     finally:
         if session is not None:

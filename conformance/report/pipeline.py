@@ -7,6 +7,7 @@ the summary, and the small aggregate tables (scores, tx table, profile inference
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from conformance.report import arrow_ingest, edges, page, store
 from conformance.report.gather import gather, write_parquet
 from conformance.report.inputs import SMALL_INPUT_BYTES
 from conformance.report.schema import VERDICTS
+from conformance.report.session import EarlySession
 from conformance.report.tables import TABLES, Collect, Frames, count_of
 
 Progress = Callable[[str], None]
@@ -61,7 +63,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def run_report(
-    spark: SparkSession,
+    spark: SparkSession | EarlySession,
     inputs: list[str],
     out_dir: Path,
     *,
@@ -79,6 +81,9 @@ def run_report(
     every table derived from the cached frames and written by the executors (side by side), then
     the page's views and every table's row count gathered in one action. ``small``: which of
     the two (None: :func:`small_local` decides; the tests compare them).
+
+    ``spark`` may be a session still starting (:class:`EarlySession`): a small input's records
+    are parsed in Python while its JVM starts, and the report waits for it only then.
     """
     say = progress or _noop
     timer = Timer(say)
@@ -87,26 +92,44 @@ def run_report(
     say(f"report: {len(files)} input file(s)" + (f", {len(stores)} store(s)" if stores else ""))
     out_dir.mkdir(parents=True, exist_ok=True)
     name = name or out_dir.name
-    small = small_local(spark, files, stores) if small is None else small
-    holder: dict[str, edges.Loaded] = {}
+    early = spark if isinstance(spark, EarlySession) else None
+    if small is None:
+        # The master is known before the session is up, except under spark-submit.
+        master = early.master if early is not None else None
+        small = small_local(master or _session(spark).sparkContext.master or "", files, stores)
+    holder: dict[str, Any] = {}
+
+    def parse() -> int | None:
+        # Plain Python, beside the JVM's start when it is still starting.
+        holder["per_file"] = per_file = arrow_ingest.plan_by_file(files, say, who="report") if small else None
+        return sum(len(rows) for rows in per_file) if per_file is not None else None
+
+    def wait() -> None:
+        holder["spark"] = _session(spark)
 
     def load() -> int:
-        per_file = arrow_ingest.plan_by_file(files, say, who="report") if small else None
+        per_file, session = holder["per_file"], holder["spark"]
         if per_file is not None and any(per_file):
-            holder["loaded"] = edges.load_rows(spark, files, per_file)
+            holder["loaded"] = edges.load_rows(session, files, per_file)
         else:
-            holder["loaded"] = store.load_inputs(spark, files, stores)
-        return holder["loaded"].n_valid
+            holder["loaded"] = store.load_inputs(session, files, stores)
+        return int(holder["loaded"].n_valid)
 
+    timer.stage("parse", parse)
+    if early is not None:
+        timer.stage("spark start (not hidden)", wait, "")
+    else:
+        wait()
+    session: SparkSession = holder["spark"]
     # Tuned before the first job: reading and parsing are small-input jobs too.
-    restore = tune(spark, SMALL_INPUT_CONF) if small else {}
+    restore = tune(session, SMALL_INPUT_CONF) if small else {}
     try:
-        timer.stage("read+parse", load)
+        timer.stage("read", load)
         loaded = holder["loaded"]
         if loaded.n_malformed:
             say(f"report: {loaded.n_malformed:,} malformed line(s), first: "
                 + "; ".join(f"{e['file']}:{e['line']}: {e['reason']}" for e in loaded.examples[:3]))
-        frames = Frames(spark, loaded, small=small)
+        frames = Frames(session, loaded, small=small)
         try:
             build = _build_small if small else _build_large
             tables, view = build(frames, out_dir, timer)
@@ -114,7 +137,7 @@ def run_report(
             frames.unpersist()
             loaded.close()
     finally:
-        _restore(spark, restore)
+        _restore(session, restore)
     rules = frames.rules
     summary = make_summary(
         name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
@@ -148,10 +171,19 @@ def _build_small(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str,
     found: dict[str, Any] = {}
 
     def compute() -> int:
-        built.update({t.name: frames[t.name] for t in TABLES})  # planned here: part of the stage
-        collects = dict(page_collects(frames, built, counts=False))
-        collects.update({f"{TABLE_PREFIX}{n}": Collect(df, None, aware=True) for n, df in built.items()})
-        found.update(gather(collects, one_task=True))
+        # Planning is the JVM's work on the thread each call comes from: in lanes, the two
+        # cores plan side by side (tables, then views, then two gathers of half the frames each).
+        with ThreadPoolExecutor(max_workers=SMALL_LANES) as pool:
+            names = [t.name for t in TABLES]
+            built.update(zip(names, pool.map(frames.__getitem__, names), strict=True))
+            collects: dict[str, Collect] = {}
+            for part in pool.map(lambda t: t.view(built[t.name], frames) if t.view else {}, TABLES):
+                collects.update(part)
+            collects.update({f"{TABLE_PREFIX}{n}": Collect(df, None, aware=True) for n, df in built.items()})
+            keys = list(collects)
+            halves = [{k: collects[k] for k in keys[i::SMALL_LANES]} for i in range(SMALL_LANES)]
+            for part in pool.map(lambda h: gather(h, one_task=True), halves):
+                found.update(part)
         return len(built)
 
     def write() -> int:
@@ -190,6 +222,10 @@ def _build_large(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str,
 
 
 WRITERS = 4
+# Threads that plan a small input's tables and views, and gather them (one action each): one per
+# core, 2 to 4 (planning is CPU work on the JVM thread serving each; more lanes than cores only
+# contend).
+SMALL_LANES = min(4, max(2, os.cpu_count() or 2))
 # For a small input (one run, a few hundred rows) the fixed costs of each stage dominate: one
 # shuffle partition, and no whole-stage code generation (compiling each plan costs more than
 # running it interpreted). Large inputs keep the session's settings.
@@ -209,10 +245,14 @@ SMALL_INPUT_CONF: dict[str, str] = {
 }
 
 
-def small_local(spark: SparkSession, files: list[str], stores: list[Path]) -> bool:
-    """True for local files of at most SMALL_INPUT_BYTES read by a local session (one run's
-    results, a few of them): fixed costs dominate, and every table fits in the driver."""
-    if stores or not files or not (spark.sparkContext.master or "").startswith("local"):
+def _session(spark: SparkSession | EarlySession) -> SparkSession:
+    return spark.get() if isinstance(spark, EarlySession) else spark
+
+
+def small_local(master: str, files: list[str], stores: list[Path]) -> bool:
+    """True for local files of at most SMALL_INPUT_BYTES read by a local session (``master``)
+    (one run's results, a few of them): fixed costs dominate, and every table fits in the driver."""
+    if stores or not files or not (master or "").startswith("local"):
         return False
     try:
         size = sum(Path(f).stat().st_size for f in files)

@@ -92,6 +92,14 @@ def check_java(java: str | None = None) -> int:
     return major
 
 
+def resolve_master(master: str | None) -> str | None:
+    """The master a session built for ``master`` gets; None under spark-submit with no master
+    named (spark-submit's own ``--master`` then holds)."""
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    return master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+
+
 def is_local(master: str) -> bool:
     return master.startswith("local")
 
@@ -140,7 +148,7 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
     # Under spark-submit the JVM is already up with spark-submit's --master and settings: keep
     # them unless a master is named here.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and master is None
-    master = master or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+    master = resolve_master(master) or DEFAULT_MASTER
     log_opts = f"-Dlog4j2.configurationFile=file:{_log_config()}"
     driver_opts = log_opts
     if is_local(master) and not submitted:
@@ -222,10 +230,13 @@ class EarlySession:
     (:class:`EnvironmentProblem` for a missing Java); ``stop()`` stops it if it started.
     """
 
-    def __init__(self, master: str | None = None) -> None:
+    def __init__(self, master: str | None = None, *, small_input: bool = True) -> None:
         import threading
 
         self._master = master
+        self._small_input = small_input
+        # What the session's master will be (None: spark-submit's), known before it starts.
+        self.master = resolve_master(master)
         self._spark: SparkSession | None = None
         self._error: BaseException | None = None
         self._stopped = False
@@ -234,8 +245,7 @@ class EarlySession:
 
     def _start(self) -> None:
         try:
-            # One run's results: always a small input.
-            self._spark = build_session(self._master, record_cds=True, small_input=True)
+            self._spark = build_session(self._master, record_cds=True, small_input=self._small_input)
         except BaseException as exc:  # handed to whoever calls get()  # noqa: BLE001
             self._error = exc
 

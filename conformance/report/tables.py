@@ -11,9 +11,10 @@ others derive from is planned and computed once).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from typing import TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -22,6 +23,8 @@ from pyspark.sql import functions as F
 from conformance.report import cluster, edges, power, stages, tx_table
 from conformance.report.gather import Collect as Collect
 from conformance.spec import Rule, load_rules
+
+_T = TypeVar("_T")
 
 # Bounds on what the page and the summary show (the Parquet tables hold everything).
 MAX_BROKERS = 200  # broker versions in the summary table / summary.json
@@ -50,7 +53,12 @@ def column_of(df: DataFrame, column: str, limit: int) -> Collect:
 
 
 class Frames:
-    """The inputs every table is built from, and the tables built so far (by name)."""
+    """The inputs every table is built from, and the tables built so far (by name).
+
+    Safe to use from several threads (the small-input report builds its tables in lanes): each
+    table and derived input is built once, by the first thread asking for it; another thread
+    asking meanwhile waits for it.
+    """
 
     def __init__(self, spark: SparkSession, loaded: edges.Loaded, *, small: bool = False) -> None:
         self.spark = spark
@@ -66,6 +74,18 @@ class Frames:
         self.all_results = self.local(loaded.results)
         self.results = stages.normal_runs(self.all_results)
         self._built: dict[str, DataFrame] = {}
+        self._memo: dict[str, object] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    def _once(self, key: str, make: Callable[[], _T]) -> _T:
+        """``make()``, called once for ``key`` whatever the threads (no cycle between keys)."""
+        with self._locks_lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._memo:
+                self._memo[key] = make()
+            return self._memo[key]  # type: ignore[return-value]
 
     def local(self, df: DataFrame) -> DataFrame:
         """``df`` as one lazily checkpointed partition for a small input (see ``small``); as it
@@ -80,46 +100,50 @@ class Frames:
         return df.coalesce(1).localCheckpoint(eager=False) if self.small else df
 
     def __getitem__(self, name: str) -> DataFrame:
-        if name not in self._built:
+        def build() -> DataFrame:
             # Computed once either way: cached when persisting (its write computes it, the
             # tables derived from it and the page's views read it from memory); for a small
             # input checkpointed, so the plans of the tables and views derived from it start
             # from its block instead of repeating (and re-planning) its whole derivation.
             df = BY_NAME[name].build(self)
-            self._built[name] = df.persist(StorageLevel.MEMORY_AND_DISK) if self.persist else self.local(df)
-        return self._built[name]
+            built = df.persist(StorageLevel.MEMORY_AND_DISK) if self.persist else self.local(df)
+            self._built[name] = built
+            return built
+
+        return self._once(f"table:{name}", build)
 
     def unpersist(self) -> None:
         if self.persist:
             for df in self._built.values():
                 df.unpersist()
 
-    @cached_property
+    @property
     def rules(self) -> list[Rule]:
-        return load_rules()
+        return self._once("rules", load_rules)
 
-    @cached_property
+    @property
     def workload(self) -> DataFrame:
         """The ``faults`` records' lines (``value``); empty when no input had any."""
         lines = self.loaded.workload
-        return self.local(lines if lines is not None else cluster.empty_lines(self.spark))
+        return self._once("workload", lambda: self.local(
+            lines if lines is not None else cluster.empty_lines(self.spark)))
 
-    @cached_property
+    @property
     def tx_seed(self) -> DataFrame:
-        return self.local(edges.tx_seed_frame(self.spark))
+        return self._once("tx_seed", lambda: self.local(edges.tx_seed_frame(self.spark)))
 
-    @cached_property
+    @property
     def rules_frame(self) -> DataFrame:
-        return self.local(edges.rules_frame(self.spark, self.rules))
+        return self._once("rules_frame", lambda: self.local(edges.rules_frame(self.spark, self.rules)))
 
-    @cached_property
+    @property
     def mutants(self) -> DataFrame:
         """This version's mutant catalogue."""
-        return self.local(edges.mutants_frame(self.spark))
+        return self._once("mutants", lambda: self.local(edges.mutants_frame(self.spark)))
 
-    @cached_property
+    @property
     def tx_obs(self) -> DataFrame:
-        return stages.tx_observations(self["latest"])
+        return self._once("tx_obs", lambda: stages.tx_observations(self["latest"]))
 
     def recent_brokers(self, n: int) -> DataFrame:
         """The ``n`` broker versions that ran last (one column, ``broker``)."""
