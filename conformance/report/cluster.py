@@ -11,6 +11,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from conformance.report import edges
+
 LATENCY = ("p50", "p99")
 COUNTS = ("ok", "lost", "recovered", "unconfirmed", "unexpected", "duplicated", "duplicated_unflagged")
 
@@ -64,7 +66,7 @@ EVENT_SCHEMA = T.StructType([
 
 
 def empty_lines(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], T.StructType([T.StructField("value", T.StringType())]))
+    return edges.local_frame(spark, [], T.StructType([T.StructField("value", T.StringType())]))
 
 
 def _records(lines: DataFrame, kind: str, schema: T.StructType) -> DataFrame:

@@ -12,6 +12,7 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from conformance.report import stages, tx_table
 
@@ -105,7 +106,7 @@ def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[st
     table = pa.Table.from_pylist([{c: r[c] for c in RESULTS_COLUMNS} for r in rows],
                                  schema=arrow_ingest.arrow_schema())
     results = spark.createDataFrame(table, RESULTS_STRUCT)
-    malformed = spark.createDataFrame([], MALFORMED_SCHEMA)  # every line was a record
+    malformed = local_frame(spark, [], MALFORMED_SCHEMA)  # every line was a record
     return Loaded(
         parsed=results,
         results=results,
@@ -118,13 +119,33 @@ def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[st
     )
 
 
+def local_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.StructType) -> DataFrame:
+    """A small frame of the driver's ``rows`` (tuples in ``schema``'s order), handed to the JVM
+    as an Arrow table.
+
+    ``createDataFrame`` of a Python list makes a Python RDD: the first job that reads it starts
+    PySpark's Python worker daemon, a second interpreter importing PySpark (over a second of a
+    one-run report, on its critical path: the job's tasks wait for it). Through Arrow the rows
+    are the JVM's at once. Without pyarrow, the list way.
+    """
+    try:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+    except ImportError:
+        return spark.createDataFrame(rows, schema)
+    names = schema.fieldNames()
+    table = pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows],
+                                 schema=to_arrow_schema(schema))
+    return spark.createDataFrame(table, schema)
+
+
 def tx_seed_frame(spark: SparkSession) -> DataFrame:
     rows = [
         (row, ri, col, ci, tx_table.TX_TABLE[row][col])
         for ri, row in enumerate(tx_table.ROWS)
         for ci, col in enumerate(tx_table.COLUMNS)
     ]
-    return spark.createDataFrame(rows, TX_SEED_SCHEMA)
+    return local_frame(spark, rows, TX_SEED_SCHEMA)
 
 
 def mutants_frame(spark: SparkSession) -> DataFrame:
@@ -133,13 +154,13 @@ def mutants_frame(spark: SparkSession) -> DataFrame:
 
     rows = [(m.id, m.category, m.description, m.rule, m.should, bool(m.equivalent), m.equivalent or None)
             for m in CATALOGUE]
-    return spark.createDataFrame(rows, MUTANTS_SCHEMA)
+    return local_frame(spark, rows, MUTANTS_SCHEMA)
 
 
 def rules_frame(spark: SparkSession, rules: list[Rule] | None = None) -> DataFrame:
     rules = rules if rules is not None else load_rules()
     rows = [(r.id, r.class_name or r.domain, r.method, r.field, r.name, r.level, r.on_failure) for r in rules]
-    return spark.createDataFrame(rows, RULES_SCHEMA)
+    return local_frame(spark, rows, RULES_SCHEMA)
 
 
 def write_only(df: DataFrame, out_dir: Path, name: str) -> None:

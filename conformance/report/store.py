@@ -235,7 +235,7 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
         malformed = (spark.read.parquet(_uri(store / "malformed"))
                      .where(F.col(PARTITION).isin(committed)).select("file", "line", "reason", "value"))
     else:
-        malformed = spark.createDataFrame([], MALFORMED_SCHEMA)
+        malformed = edges.local_frame(spark, [], MALFORMED_SCHEMA)
     examples = (
         [r.asDict() for r in malformed.orderBy("file", "line").limit(edges.MALFORMED_EXAMPLES).collect()]
         if n_malformed
