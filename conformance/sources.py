@@ -283,6 +283,15 @@ DOCUMENTS: tuple[Document, ...] = (
                 "have been delivered to consumers but are pending acknowledgement will be requeued\"",
                 "behaviour",
             ),
+            "failover-acks": Section(
+                "Behaviour on leader failure, item 2: the promoted mirror \"requeues all messages that have "
+                "been delivered to clients but are pending acknowledgement. This can include messages for "
+                "which a client has issued acknowledgements, say, if an acknowledgement was either lost on "
+                "the wire before reaching the node hosting queue leader, or it was lost when broadcast from "
+                "the leader to the mirrors\"; item 4: clients that re-consume \"must be aware that they are "
+                "likely to subsequently receive messages that they have already received\"",
+                "behaviour",
+            ),
             "cancellation": Section(
                 "Consumer Cancellation: \"clients that are consuming from a mirrored queue may wish to know "
                 "that the queue from which they have been consuming has failed over ... set "

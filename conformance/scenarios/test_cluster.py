@@ -228,13 +228,27 @@ def test_majority_down_no_confirm(cluster, amqp, ctx, cleanup, request, qtype: s
     _check_nothing_lost(ctx, confirmed, drained.numbers)
 
 
-@pytest.mark.parametrize("qtype", family(
-    "unacked-redelivered-after-leader-loss", DESTRUCTIVE, FAILOVER_SOURCES,
-    description="10 messages published with confirms; a consumer on L's node (manual ack, prefetch 10) "
-                "receives all 10 and acks the first 4; L killed with kill -9; the queue drained through S",
-    expectation="exactly the 6 unacked messages come back, each with redelivered=true (and x-delivery-count "
-                "≥ 1 on quorum queues); none of the 4 acked ones comes back",
-))
+UNACKED_DESCRIPTION = ("10 messages published with confirms; a consumer on L's node (manual ack, "
+                       "prefetch 10) receives all 10 and acks the first 4; L killed with kill -9; the queue "
+                       "drained through S")
+
+
+@pytest.mark.parametrize("qtype", [
+    *family("unacked-redelivered-after-leader-loss", ("quorum",), FAILOVER_SOURCES,
+            description=UNACKED_DESCRIPTION,
+            expectation="exactly the 6 unacked messages come back, each with redelivered=true and "
+                        "x-delivery-count ≥ 1; none of the 4 acked ones comes back"),
+    # The mirroring guide says a promoted mirror requeues what it saw no ack for, acked or not (an ack
+    # still on its way from the master to the mirrors when the master died): an acked message may come
+    # back. RabbitMQ 3.10.8 did so (acked [2, 3] back, flagged redelivered) in one run in three under
+    # load; expecting none of them was more than the guide promises.
+    *family("unacked-redelivered-after-leader-loss", (MIRRORED,),
+            {MIRRORED: (*FAILOVER_SOURCES[MIRRORED], f"{MIRROR_DOC}#failover-acks")},
+            description=UNACKED_DESCRIPTION,
+            expectation="all 6 unacked messages come back, each with redelivered=true; an acked one may "
+                        "come back too (an ack the mirrors had not seen when the master died), and then "
+                        "also with redelivered=true"),
+])
 def test_unacked_redelivered_after_leader_loss(cluster, amqp, ctx, cleanup, request, qtype: str) -> None:
     queue, lead, via, survivor = _setup(cluster, amqp, ctx, cleanup, request, qtype)
     confirms = publish_numbered(cluster.nodes[via].url, queue, range(10), timeout=2 * ctx.timeout)
@@ -254,8 +268,13 @@ def test_unacked_redelivered_after_leader_loss(cluster, amqp, ctx, cleanup, requ
     finally:
         conn.close(timeout=1.0)
     drained = drain_ids(cluster.nodes[survivor].url, queue, timeout=3 * ctx.timeout)
-    ctx.check(sorted(drained.numbers & acked), [], "acked messages delivered again")
-    ctx.check(sorted(drained.numbers), sorted(set(numbers) - acked), "messages back after the leader died")
+    acked_back = sorted(drained.numbers & acked)
+    if qtype == MIRRORED:
+        ctx.observe("acked messages requeued by the promoted mirror (the guide allows it)", acked_back)
+    else:
+        ctx.check(acked_back, [], "acked messages delivered again")
+    ctx.check(sorted(drained.numbers - acked), sorted(set(numbers) - acked),
+              "unacked messages back after the leader died")
     flags = sorted({redelivered for d in drained.got.values() for redelivered, _ in d})
     ctx.check(flags, [True], "redelivered flag of the returned messages")
     if qtype == "quorum":
