@@ -12,9 +12,9 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cases import Case
-from conformance.protocol.raw import RawChannel, RawConnection
+from conformance.protocol.raw import RawChannel, RawConnection, method_name
 from conformance.sources import cite_text
-from conformance.verdicts import CaseOutcome, Mismatch, Strictness
+from conformance.verdicts import CaseOutcome, CaseTimeout, Mismatch, Strictness
 
 
 class CaseContext:
@@ -77,12 +77,81 @@ class CaseContext:
         self.informational_note = note or "recorded"
 
 
-class Cleanup:
-    """Entities a case created, deleted in reverse order after it (errors ignored, bounded)."""
+# The longest a clean-up waits for one delete's round trip (bookkeeping, not a verdict).
+DELETE_WAIT_S = 3.0
+# How many case ids a clean-up note names (the count is always whole).
+NOTE_CASES = 3
 
-    def __init__(self, url: str, timeout: float) -> None:
+
+def delete_wait(case_timeout: float) -> float:
+    """The longest a clean-up waits for one delete's round trip."""
+    return min(DELETE_WAIT_S, case_timeout)
+
+
+class CleanupNotes:
+    """What the broker left unanswered in the clean-ups of a run, for the run's summary.
+
+    A clean-up runs after its case's record is written, so what it saw goes here, not there.
+    ``unanswered``: the broker answered the barrier sent right behind the method (so it had
+    handled the method: a channel's methods are handled in order) but never the method itself.
+    ``silent``: not even the barrier was answered within the wait. Each: method name -> the ids
+    of the cases whose clean-up saw it, in order.
+    """
+
+    KINDS = ("unanswered", "silent")
+
+    def __init__(self) -> None:
+        self.unanswered: dict[str, list[str]] = {}
+        self.silent: dict[str, list[str]] = {}
+
+    def add(self, kind: str, method: str, case_id: str) -> None:
+        getattr(self, kind).setdefault(method, []).append(case_id)
+
+    def __bool__(self) -> bool:
+        return bool(self.unanswered or self.silent)
+
+    def as_dict(self) -> dict[str, dict[str, list[str]]]:
+        return {kind: getattr(self, kind) for kind in self.KINDS}
+
+    def merge(self, data: dict[str, dict[str, list[str]]]) -> None:
+        """Add another process's notes (an xdist worker's ``as_dict``)."""
+        for kind in self.KINDS:
+            for method, cases in (data.get(kind) or {}).items():
+                getattr(self, kind).setdefault(method, []).extend(cases)
+
+    def lines(self, wait: float) -> list[str]:
+        """One line per method: what the broker did not answer, how often, after which cases."""
+        out = []
+        for method, cases in sorted(self.unanswered.items()):
+            out.append(f"clean-up: {method} was never answered (the barrier sent after it on the same "
+                       f"channel was): {len(cases)} time(s), {_after(cases)}")
+        for method, cases in sorted(self.silent.items()):
+            out.append(f"clean-up: no answer within {wait:.1f}s to {method} nor to the barrier sent after "
+                       f"it: {len(cases)} time(s), {_after(cases)}")
+        return out
+
+
+def _after(cases: list[str]) -> str:
+    """``after 2 case(s): a, b`` (the first NOTE_CASES named)."""
+    unique = list(dict.fromkeys(cases))
+    more = len(unique) - NOTE_CASES
+    return (f"after {len(unique)} case(s): " + ", ".join(unique[:NOTE_CASES])
+            + (f" and {more} more" if more > 0 else ""))
+
+
+class Cleanup:
+    """Entities a case created, deleted in reverse order after it (errors ignored, bounded).
+
+    Each delete goes out with a barrier right behind it (a passive declare of ``amq.direct``)
+    and the clean-up waits for the barrier's answer, not for a fixed time: a broker that never
+    answers a delete (garagemq and exchange.delete) costs one round trip, not the whole wait,
+    and is noted in ``notes`` (the run's summary says so).
+    """
+
+    def __init__(self, url: str, timeout: float, notes: CleanupNotes | None = None) -> None:
         self.url = url
         self.timeout = timeout
+        self.notes = notes if notes is not None else CleanupNotes()
         self.items: list[tuple[str, str]] = []
 
     def queue(self, name: str) -> str:
@@ -93,10 +162,11 @@ class Cleanup:
         self.items.append(("exchange", name))
         return name
 
-    def run(self) -> None:
+    def run(self, case_id: str = "?") -> None:
         if not self.items:
             return
         deadline = time.monotonic() + max(2.0, self.timeout)
+        wait = delete_wait(self.timeout)
         try:
             conn = RawConnection.open(self.url, timeout=min(5.0, self.timeout))
         except CaseOutcome:
@@ -114,14 +184,43 @@ class Cleanup:
                         if kind == "queue"
                         else spec.Exchange.Delete(exchange=name)
                     )
-                    ch.rpc(method, timeout=min(3.0, self.timeout))
+                    if not self._delete(ch, method, wait, case_id):
+                        ch = None  # a 404 closed the channel; open another for the next one
                 except CaseOutcome:
-                    ch = None  # a 404 closed the channel; open another for the next one
+                    ch = None  # no answer, or the connection ended: a fresh channel, if any
                 except ValueError:
                     continue  # a name the codec refuses to encode was never created by us
         finally:
             conn.close(timeout=1.0)
             self.items.clear()
+
+    def _delete(self, ch: RawChannel, method: Any, wait: float, case_id: str) -> bool:
+        """``method`` and a barrier behind it; True when the channel is still open after both.
+
+        Waits (at most ``wait``) for the barrier's answer or the channel's close, whichever comes
+        first. The broker answers a channel's methods in order, so a barrier answered before any
+        reply to ``method`` means it will not answer ``method``: noted, not waited for.
+        """
+        names = tuple(method.valid_responses or ())
+        ch.send(method)
+        ch.barrier_send(timeout=wait)
+        try:
+            ended = ch.conn.wait_event(
+                ch.id, lambda e: isinstance(e.method, (spec.Exchange.DeclareOk, spec.Channel.Close)),
+                f"exchange.declare-ok (barrier behind {method_name(method)})", timeout=wait,
+                close_is_error=False,
+            )
+        except CaseTimeout:
+            self.notes.add("silent", method_name(method), case_id)
+            raise
+        before = [e for e in ch.pending() if e.seq < ended.seq]
+        for event in before:
+            ch.conn.discard(ch.id, event)  # dealt with: never taken for a later delete's answer
+        if isinstance(ended.method, spec.Channel.Close):
+            return False
+        if not any(e.method.name in names for e in before):
+            self.notes.add("unanswered", method_name(method), case_id)
+        return True
 
 
 class Connections:

@@ -18,6 +18,7 @@ import pytest
 from conformance.cases import Case, case_of
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
+from conformance.plugin.context import delete_wait
 from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
 from conformance.plugin.interrupted import (
     INTERRUPTED_MESSAGE,
@@ -70,6 +71,7 @@ VERDICT_KEY = "verdict"
 TRACE_KEY = "frame_trace"  # a report's user property carrying the trace text to JUnit (not a JUnit property)
 INVARIANTS_KEY = "invariants"  # broken wire invariants of a case, comma separated (report property)
 CASE_VERDICT_KEY = "case_verdict"  # the case's own verdict beside broken invariants (report property)
+CLEANUP_NOTES_KEY = "amqp_conformance_cleanup"  # an xdist worker's clean-up notes (workeroutput)
 DEADLINE = pytest.StashKey[float]()
 WAIT_TICK_S = 0.2
 THREAD_JOIN_S = 2.0
@@ -527,10 +529,19 @@ class ConformancePlugin:
 
     # -- the end ---------------------------------------------------------------------------------
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """An xdist worker ended: what its clean-ups left unanswered joins the run's notes."""
+        notes = getattr(node, "workeroutput", {}).get(CLEANUP_NOTES_KEY)
+        if notes:
+            self.state.cleanup_notes.merge(notes)
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         state = self.state
         if is_worker(session.config):
+            # xdist's worker sends its workeroutput to the controller after this hook
+            session.config.workeroutput[CLEANUP_NOTES_KEY] = state.cleanup_notes.as_dict()  # type: ignore[attr-defined]
             return
         if self.unresponsive() is not None:
             session.exitstatus = EXIT_UNRESPONSIVE
@@ -599,6 +610,8 @@ class ConformancePlugin:
         for line in slowest_cases(self.node_case, self.node_seconds):
             tr.write_line(line)
         for line in unsupported_groups(self.unsupported):
+            tr.write_line(line)
+        for line in state.cleanup_notes.lines(delete_wait(state.case_timeout)):
             tr.write_line(line)
         if self.interrupted_not_run is not None:
             tr.write_line(f"INTERRUPTED (^C): {self.interrupted_not_run} case(s) not run, recorded NOT_RUN; "

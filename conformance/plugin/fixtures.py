@@ -72,10 +72,10 @@ def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> Case
 
 
 @pytest.fixture
-def cleanup(broker_url: str, case_timeout: float) -> Iterator[Cleanup]:
-    c = Cleanup(broker_url, case_timeout)
+def cleanup(request: pytest.FixtureRequest, conformance_state: SessionState) -> Iterator[Cleanup]:
+    c = Cleanup(conformance_state.url, conformance_state.case_timeout, conformance_state.cleanup_notes)
     yield c
-    c.run()
+    c.run(request.node.stash.get(RECORD_ID, request.node.nodeid))
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from conformance import __version__
 from conformance.cases import Case
-from conformance.plugin.context import CaseContext
+from conformance.plugin.context import CaseContext, delete_wait
 from conformance.plugin.session import SessionState
 from conformance.probe import ServerInfo
 from conformance.protocol.raw import redact
@@ -182,7 +182,13 @@ def allure_environment(state: SessionState) -> dict[str, str]:
         "client.raw": client_version("raw"),
         "client.pika": client_version("pika"),
         "client.aio-pika": client_version("aio-pika"),
-    }
+    } | cleanup_environment(state)
+
+
+def cleanup_environment(state: SessionState) -> dict[str, str]:
+    """The clean-up notes of the run (what the broker left unanswered), when there are any."""
+    lines = state.cleanup_notes.lines(delete_wait(state.case_timeout))
+    return {f"cleanup.{i + 1}": line for i, line in enumerate(lines)}
 
 
 def write_allure_environment(alluredir: Path, state: SessionState) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from conformance.plugin.context import CleanupNotes
 from conformance.plugin.options import Settings
 from conformance.probe import ProbeError, ServerInfo, probe
 from conformance.protocol.uri import with_tls_options
@@ -52,6 +53,8 @@ class SessionState:
     limits: dict[str, int] = field(default_factory=dict)
     # Selected queue types the broker refused to declare, with what it answered (asked once).
     unoffered: dict[str, str] = field(default_factory=dict)
+    # What the broker left unanswered in the cases' clean-ups (the workers' merged in the controller).
+    cleanup_notes: CleanupNotes = field(default_factory=CleanupNotes)
 
     # Shorthands for the settings most code reads.
     @property
