@@ -1,5 +1,7 @@
 """A case's clean-up waits for events, not for time: a delete the broker never answers costs one
-round trip (the barrier sent behind it is answered), and the run's notes say it was not answered."""
+round trip (the barrier sent behind it is answered), and the run's notes say it was not answered.
+A private broker a case left unhealthy is killed and started again, not stopped (a wedged broker
+ignores a clean stop)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pamqp import commands as spec
 from conformance.plugin.context import Cleanup, CleanupNotes, delete_wait
 from conformance.protocol.errors import AnswerTimeout
 from conformance.protocol.rawevents import Event
+from conformance.verify.fixtures import private_broker
 from tests.fakebroker import FakeBroker
 
 
@@ -126,3 +129,29 @@ def test_notes_merge_across_workers_and_say_what_was_not_answered() -> None:
         "clean-up: no answer within 3.0s to queue.delete nor to the barrier sent after it: 1 time(s), "
         "after 1 case(s): acks.x",
     ]
+
+
+class _Controller:
+    def __init__(self) -> None:
+        self.restarts: list[bool] = []
+
+    def restart(self, *, kill: bool = False) -> None:
+        self.restarts.append(kill)
+
+
+def _private_broker_run(healthy: bool) -> list[bool]:
+    ctl = _Controller()
+    target = SimpleNamespace(url="amqp://127.0.0.1:1/", controller=ctl)
+    request = SimpleNamespace(getfixturevalue=lambda name: target)
+    gen = private_broker.__wrapped__(request, "amqp://shared/")  # type: ignore[attr-defined]
+    url, health = next(gen)
+    assert url == target.url and health == {"healthy": False}
+    health["healthy"] = healthy
+    for _ in gen:
+        pass
+    return ctl.restarts
+
+
+def test_a_private_broker_left_unhealthy_is_killed_and_started_again() -> None:
+    assert _private_broker_run(healthy=False) == [True]
+    assert _private_broker_run(healthy=True) == []
