@@ -23,6 +23,7 @@ from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allu
 from conformance.plugin.interrupted import (
     INTERRUPTED_MESSAGE,
     collected_path,
+    give_line_numbers,
     not_run,
     selected_of,
     write_collected,
@@ -535,6 +536,12 @@ class ConformancePlugin:
         notes = getattr(node, "workeroutput", {}).get(CLEANUP_NOTES_KEY)
         if notes:
             self.state.cleanup_notes.merge(notes)
+
+    @pytest.hookimpl(tryfirst=True)  # before the terminal reporter formats the traceback
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        tb = excinfo.value.__traceback__ if give_line_numbers(excinfo.value) else None
+        if tb is not None:
+            excinfo.traceback = type(excinfo.traceback)(tb)  # the entries pytest's report reads
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:

@@ -12,6 +12,7 @@ import importlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
 import pytest
 
@@ -68,3 +69,50 @@ def not_run(path: Path, results_dir: Path, run_id: str,
         if c is not None:
             out.append((c, s))
     return out
+
+
+def give_line_numbers(exc: BaseException) -> bool:
+    """Give every traceback entry of ``exc`` and of the exceptions chained to it a line number;
+    True when one had none.
+
+    Python 3.11 leaves ``tb_lineno`` None where a frame stopped at an instruction without a source
+    line (code the compiler adds: an ``except ... as`` clean-up, a ``with`` exit). A ^C that lands
+    there made pytest's report of the interrupt raise (``TracebackEntry.lineno``: None - 1): the
+    session never learnt it was interrupted, no NOT_RUN was recorded and ``run`` exited 1, not 130.
+    Such an entry gets the line of the nearest instruction before it that has one (else the
+    function's first line).
+    """
+    fixed = False
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        todo += [e.__cause__, e.__context__]
+        tb = e.__traceback__
+        entries: list[TracebackType] = []
+        while tb is not None:
+            entries.append(tb)
+            tb = tb.tb_next
+        if all(t.tb_lineno is not None for t in entries):
+            continue
+        rebuilt: TracebackType | None = None
+        for t in reversed(entries):
+            line = t.tb_lineno if t.tb_lineno is not None else _line_before(t)
+            rebuilt = TracebackType(rebuilt, t.tb_frame, t.tb_lasti, line)
+        e.__traceback__ = rebuilt
+        fixed = True
+    return fixed
+
+
+def _line_before(tb: TracebackType) -> int:
+    code = tb.tb_frame.f_code
+    line = code.co_firstlineno
+    for start, _end, lineno in code.co_lines():
+        if start > tb.tb_lasti:
+            break
+        if lineno is not None:
+            line = lineno
+    return line

@@ -655,6 +655,56 @@ def test_interrupt_records_the_cases_not_run(pytester: pytest.Pytester, workers:
     assert not list((pytester.path / "out").glob("*.collected.json"))
 
 
+CLEANUP_INTERRUPT_CASES = '''
+import sys
+import types
+from conformance.cases import case
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+def stopped_in_cleanup():
+    try:
+        pass
+    except ValueError as e:  # its clean-up code (e = None; del e) has no source line
+        pass
+    return sys._getframe()
+
+@case("demo.a-first", description="d", expectation="x", sources=DOC)
+def test_first(ctx):
+    pass
+
+@case("demo.b-interrupted", description="d", expectation="x", sources=DOC)
+def test_interrupted(ctx):
+    frame = stopped_in_cleanup()
+    lasti = next(start for start, _end, line in frame.f_code.co_lines() if line is None)
+    tb = types.TracebackType(None, frame, lasti, -1)
+    assert tb.tb_lineno is None
+    raise KeyboardInterrupt().with_traceback(tb)  # a ^C that landed on that clean-up code
+
+@case("demo.c-later", description="d", expectation="x", sources=DOC)
+def test_later(ctx):
+    pass
+'''
+
+
+def test_an_interrupt_at_an_instruction_without_a_line_is_reported(pytester: pytest.Pytester) -> None:
+    """Python 3.11 gives a traceback entry no line number where the frame stopped at code the
+    compiler added; a ^C there crashed pytest's report of the interrupt (exit 1, nothing recorded
+    NOT_RUN). The interrupt is reported as any other."""
+    pytester.makepyfile(test_demo=CLEANUP_INTERRUPT_CASES)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:xdist", "--broker-url", fb.url,
+                                            "--results", "out")
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.INTERRUPTED, text
+    assert "TypeError" not in text and "INTERNALERROR" not in text, text
+    verdicts = {k: v["verdict"] for k, v in _records(pytester.path / "out").items()}
+    expected = {"demo.a-first": "PASS", "demo.b-interrupted": "NOT_RUN", "demo.c-later": "NOT_RUN"}
+    assert verdicts == expected, text
+    assert "INTERRUPTED (^C): 2 case(s) not run, recorded NOT_RUN" in text, text
+    assert "KeyboardInterrupt" in text, text  # pytest's own report of it
+
+
 def test_a_collection_error_is_reported_as_pytest_reports_it(pytester: pytest.Pytester) -> None:
     """The plugin is loaded into every pytest run of an environment it is installed in (its entry
     point), a client library's own test suite too: a module that fails to import is pytest's
