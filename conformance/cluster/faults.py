@@ -80,6 +80,9 @@ EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERNAL, EXIT_CLUSTER = 0, 1, 2, 3, 4
 class FaultsConfig:
     queue_type: str = "quorum"
     duration: float = 60.0
+    # >0: publishing ends once this many publishes are confirmed, ``duration`` only bounds it (a
+    # workload of a known size whatever the machine's speed)
+    messages: int = 0
     nemesis: tuple[str, ...] = NEMESES
     interval: float = 4.0  # quiet time between a recovery and the next fault (s)
     hold: float = 6.0  # how long a fault lasts (s)
@@ -268,8 +271,8 @@ def run_faults(
     queue, policy = f"faults-{run_id}", f"faults-ha-{run_id}"
     client_urls = list(urls or [n.url for n in cluster.nodes])
     broker = _declare(cluster, config, queue, policy)
-    history = History()
-    stop_clients, stop_nemesis = threading.Event(), threading.Event()
+    history = History(goal=config.messages)
+    stop_clients, stop_nemesis = threading.Event(), history.reached  # enough confirms end the schedule
     pubs = [
         Publisher(i, client_urls, queue, history, stop_clients, run_id, config.rate)
         for i in range(config.publishers)
@@ -282,7 +285,8 @@ def run_faults(
             t.start()
         progress.start()
         nemesis.run(time.monotonic() + config.duration, stop_nemesis)
-        # the schedule may end early (no supported nemesis): keep the clients going to the end
+        # the schedule may end early (no supported nemesis): keep the clients going to the end,
+        # or until config.messages publishes are confirmed
         stop_nemesis.wait(max(0.0, config.duration - history.now()))
         for p in pubs:
             p.stop_event.set()

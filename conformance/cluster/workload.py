@@ -41,9 +41,22 @@ class History:
     publishes: list[Publish] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     client_events: list[dict[str, object]] = field(default_factory=list)  # reconnects, errors
+    goal: int = 0  # broker-confirmed publishes after which ``reached`` is set (0: never)
+    reached: threading.Event = field(default_factory=threading.Event)
+    _acked: int = field(default=0, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def now(self) -> float:
         return time.monotonic() - self.t0
+
+    def published(self, publish: Publish) -> None:
+        """Record a publish's outcome; the ``goal``-th broker ack sets ``reached``."""
+        self.publishes.append(publish)
+        if publish.outcome == ACK and self.goal:
+            with self._lock:
+                self._acked += 1
+                if self._acked >= self.goal:
+                    self.reached.set()
 
     def note(self, who: str, node: int, what: str) -> None:
         self.client_events.append({"t": round(self.now(), 3), "client": who, "node": node, "event": what})
@@ -140,13 +153,13 @@ class Publisher(_Client):
             try:
                 ch.basic_publish("", self.queue, msg_id.encode(), props)
             except pika.exceptions.NackError:
-                self.history.publishes.append(Publish(msg_id, sent, NACK, self.history.now(), node))
+                self.history.published(Publish(msg_id, sent, NACK, self.history.now(), node))
                 continue
             except BaseException:
                 # no answer: the broker may or may not have the message, it promised nothing
-                self.history.publishes.append(Publish(msg_id, sent, UNKNOWN, None, node))
+                self.history.published(Publish(msg_id, sent, UNKNOWN, None, node))
                 raise
-            self.history.publishes.append(Publish(msg_id, sent, ACK, self.history.now(), node))
+            self.history.published(Publish(msg_id, sent, ACK, self.history.now(), node))
 
 
 class Consumer(_Client):

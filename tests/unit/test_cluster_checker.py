@@ -8,7 +8,7 @@ import pytest
 
 from conformance.cluster.checker import ACK, NACK, UNKNOWN, Delivery, Publish, buckets, check, percentile
 from conformance.cluster.faults import FaultsConfig, FaultsResult, _active, records, render
-from conformance.cluster.workload import next_node
+from conformance.cluster.workload import History, next_node
 
 
 def pub(i: str, outcome: str = ACK, t: float = 0.0, lat: float = 0.01) -> Publish:
@@ -100,6 +100,20 @@ def test_clients_of_a_failed_node_spread_over_the_others_and_come_home() -> None
     assert all(next_node(2, c, 3, home=2) != 2 for c in range(4))
     assert next_node(1, 0, 3, home=0) == 0  # away from home: back home next
     assert next_node(0, 5, 1, home=0) == 0
+
+
+def test_the_goal_is_reached_on_the_goal_th_broker_ack() -> None:
+    h = History(goal=2)
+    h.published(Publish("a", 0.0, ACK, 0.1, 0))
+    h.published(Publish("b", 0.0, NACK, 0.1, 0))
+    h.published(Publish("c", 0.0, UNKNOWN, None, 0))
+    assert not h.reached.is_set()  # a nack or a missing answer is no confirm
+    h.published(Publish("d", 0.0, ACK, 0.1, 0))
+    assert h.reached.is_set() and len(h.publishes) == 4
+    endless = History()
+    for i in range(50):
+        endless.published(Publish(str(i), 0.0, ACK, 0.1, 0))
+    assert not endless.reached.is_set()  # goal 0: the duration ends the workload
 
 
 def test_active_faults_per_bucket() -> None:
