@@ -626,7 +626,13 @@ def test_interrupt_records_the_cases_not_run(pytester: pytest.Pytester, workers:
 
     pytester.makepyfile(test_demo=INTERRUPTIBLE_CASES)
     with FakeBroker() as fb:
-        proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:randomly", *workers,
+        # The pytest under test gets ^C's usual handler whatever this suite inherited: started in
+        # the background of a script (`cmd &`, no job control) it has SIGINT ignored, children
+        # inherit that, and a Python started so installs no KeyboardInterrupt handler (the case
+        # then waited out its 60 s and the test timed out).
+        start = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                 "sys.exit(pytest.main(sys.argv[1:]))")
+        proc = subprocess.Popen([sys.executable, "-c", start, "-p", "no:randomly", *workers,
                                  "--broker-url", fb.url, "--case-timeout", "30", "--results", "out"],
                                 cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
