@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 from pamqp import commands as spec
@@ -27,12 +26,11 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
         conn.close()
         assert target.controller is not None
         if kill:
-            # RabbitMQ 3.10 sends declare-ok before the durable queue's record is in Mnesia's log
-            # file (measured: ~0.3 s after it at load 11), and nothing a client sees says when it
-            # is: the confirm covers the message store only. A kill -9 inside that window lost
-            # the declare (404 after the restart). This test is about the target's restart, not
-            # that window: it waits until the record is on disk.
-            _wait_for_queue_on_disk(target.controller, "amqpc-target-test")
+            # Seen once under load on RabbitMQ 3.10: a kill -9 right after the confirmed publish
+            # lost the durable queue's declare (404 after the restart; probably Mnesia's log not
+            # yet written — not investigated further). This test is about the target's restart,
+            # not that window, so it lets the broker settle first.
+            time.sleep(3)
         target.controller.restart(kill=kill)
         conn = RawConnection.open(target.url, timeout=10)
         ch = conn.channel()
@@ -47,23 +45,6 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
         # detaches and used to stay behind after every run), not a CLI call's.
         port = target.url.rsplit(":", 1)[1].strip("/")
         assert describe(processes_with_env(f"RABBITMQ_NODENAME=amqpc{port}@localhost")) == []
-
-
-def _wait_for_queue_on_disk(controller: object, queue: str, bound: float = 60.0) -> None:
-    """Until a file of the node's Mnesia directory holds the queue's name (its durable record)."""
-    env = getattr(controller, "env", None) or {}
-    folder = Path(env["RABBITMQ_MNESIA_BASE"]) / env["RABBITMQ_NODENAME"]
-    deadline = time.monotonic() + bound
-    while not any(_holds(f, queue.encode()) for f in folder.iterdir()):
-        assert time.monotonic() < deadline, f"the queue's record never reached {folder}"
-        time.sleep(0.05)
-
-
-def _holds(path: Path, needle: bytes) -> bool:
-    try:
-        return path.is_file() and needle in path.read_bytes()
-    except OSError:  # Mnesia renamed or removed it meanwhile (a log dump): the next look sees its successor
-        return False
 
 
 @pytest.mark.skipif(
