@@ -32,7 +32,10 @@ ENV = "AMQP_CONFORMANCE_SPARK_CDS"
 # stdout, which carries results: CDS logging is off, whatever happens.
 QUIET = "-Xlog:cds*=off -Xlog:class+path=off"
 STALE_TMP_SECONDS = 3600.0  # a recording left by a killed JVM is removed after this long
-DUMP_TIMEOUT = 120.0  # the JVM's exit with its dump (≈5 s on 2 cores)
+# The JVM's exit with its dump: ≈5 s on 2 cores, over 120 s at load 12–17. The wait ends when the
+# JVM exits, when the dump has written nothing for DUMP_STALL seconds, or at DUMP_TIMEOUT.
+DUMP_STALL = 60.0
+DUMP_TIMEOUT = 900.0
 
 _recording: Path | None = None  # the file this process's JVM dumps into at exit, if any
 
@@ -100,6 +103,42 @@ def _remove_stale(folder: Path) -> None:
             pass
 
 
+def _progress(pid: int, tmp: Path) -> tuple[object, ...]:
+    """What changes while the recording JVM works towards its exit: its CPU time (Linux: linking
+    and copying the classes writes nothing for a while) and the archive file's size and time."""
+    state: list[object] = []
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        state.append(int(fields[11]) + int(fields[12]))  # utime + stime, in clock ticks
+    except (OSError, IndexError, ValueError):
+        state.append(None)
+    try:
+        st = tmp.stat()
+        state.append((st.st_size, st.st_mtime_ns))
+    except OSError:
+        state.append(None)  # not created yet: the JVM is still shutting Spark down
+    return tuple(state)
+
+
+def _wait_dump(proc: subprocess.Popen[bytes], tmp: Path, poll: float = 1.0) -> bool:
+    """Wait for the recording JVM to exit while it makes progress (:func:`_progress`); False once
+    it has made none for DUMP_STALL seconds, or DUMP_TIMEOUT has passed."""
+    start = last_change = time.monotonic()
+    seen = _progress(proc.pid, tmp)
+    while True:
+        try:
+            proc.wait(timeout=poll)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        state = _progress(proc.pid, tmp)
+        if state != seen:
+            seen, last_change = state, now
+        if now - last_change > DUMP_STALL or now - start > DUMP_TIMEOUT:
+            return False
+
+
 def finish() -> None:
     """After the session that records an archive is stopped: end its JVM (the dump happens at the
     JVM's exit), then put the archive in place. A no-op when nothing is being recorded."""
@@ -116,11 +155,9 @@ def finish() -> None:
             gateway.shutdown()
         if proc is not None and proc.stdin is not None:
             proc.stdin.close()  # PySpark's gateway JVM exits (System.exit(0)) on EOF of its stdin
-            try:
-                proc.wait(timeout=DUMP_TIMEOUT)
-            except subprocess.TimeoutExpired:
+            if not _wait_dump(proc, tmp):
                 proc.kill()  # a JVM that does not end is not left behind; its dump is dropped
-                proc.wait(timeout=DUMP_TIMEOUT)
+                proc.wait(timeout=DUMP_STALL)
     except Exception:  # noqa: BLE001 - an archive is an optimisation: never fail the report for it
         tmp.unlink(missing_ok=True)
         return

@@ -105,3 +105,32 @@ def test_a_recording_session_leaves_the_archive_and_prints_nothing(tmp_path: Pat
     made = list((tmp_path / "cache" / "amqp-conformance").iterdir())
     assert [p.suffix for p in made] == [".jsa"], made
     assert made[0].stat().st_size > 10_000_000  # Spark's classes, not an empty file
+
+
+def test_the_dump_wait_lasts_while_the_jvm_works_and_ends_when_it_stalls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cds, "DUMP_STALL", 3.0)
+    archive = tmp_path / "a.jsa.tmp"
+    # Works for longer than DUMP_STALL (burns CPU, then writes the file a bit at a time), then exits.
+    worker = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time\n"
+                               "end = time.monotonic() + 4\n"
+                               "while time.monotonic() < end: pass\n"
+                               "with open(sys.argv[1], 'wb') as f:\n"
+                               "    for _ in range(15):\n"
+                               "        f.write(b'x' * 1000); f.flush(); time.sleep(0.1)\n", str(archive)])
+    try:
+        assert cds._wait_dump(worker, archive, poll=0.1) is True
+        assert worker.returncode == 0 and archive.stat().st_size == 15_000
+    finally:
+        worker.kill()
+        worker.wait()
+    # Neither CPU nor the file moves: given up after DUMP_STALL, the process still running.
+    stalled = subprocess.Popen(["sleep", "60"])
+    try:
+        assert cds._wait_dump(stalled, tmp_path / "never.jsa.tmp", poll=0.1) is False
+        assert stalled.poll() is None
+    finally:
+        stalled.kill()
+        stalled.wait()
