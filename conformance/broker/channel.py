@@ -158,6 +158,20 @@ class ChannelCore:
         m = consumer.queue.view(qm, first=False)
         self.conn.send_frames([deliver_bytes(self.number, ctag, tag, qm.redelivered, m, self.conn.frame_max)])
 
+    def deliver_no_ack(self, consumer: Consumer, qms: list[QueuedMessage]) -> None:
+        """``deliver`` for a run of messages to a no-ack consumer: one send for the run."""
+        tag = self.next_tag
+        self.next_tag = tag + len(qms)
+        ctag = consumer.wire_tag or self._wire_tag(consumer)
+        queue, number, frame_max = consumer.queue, self.number, self.conn.frame_max
+        if queue.quorum:
+            frames = [deliver_bytes(number, ctag, tag + i, qm.redelivered, queue.view(qm, first=False),
+                                    frame_max) for i, qm in enumerate(qms)]
+        else:
+            frames = [deliver_bytes(number, ctag, t, qm.redelivered, qm.msg, frame_max)
+                      for t, qm in enumerate(qms, tag)]
+        self.conn.send_frames(frames)
+
     @staticmethod
     def _wire_tag(consumer: Consumer) -> bytes:
         consumer.wire_tag = shortstr(consumer.tag)

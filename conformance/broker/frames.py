@@ -121,8 +121,17 @@ BASIC_DELIVER = spec.Basic.Deliver.index
 
 
 def shortstr(value: str) -> bytes:
-    """A shortstr as pamqp encodes it (TypeError beyond 255 octets, as in ``marshal_method``)."""
-    return encode.short_string(value)
+    """A shortstr as pamqp encodes it (TypeError beyond 255 octets, as in ``marshal_method``),
+    without pamqp's generic string helper: every delivery carries three of them."""
+    if not isinstance(value, str):
+        return encode.short_string(value)  # pamqp's TypeError
+    raw = value.encode("utf-8")
+    if len(raw) > 255:
+        return encode.short_string(value)  # pamqp's TypeError
+    return _LEN_BYTE[len(raw)] + raw
+
+
+_LEN_BYTE = tuple(bytes((n,)) for n in range(256))
 
 
 def ack_frame(channel: int, index: int, tag: int, bits: int) -> bytes:
@@ -130,15 +139,27 @@ def ack_frame(channel: int, index: int, tag: int, bits: int) -> bytes:
     return _ACK_FRAME.pack(FRAME_METHOD, channel, 13, index, tag, bits, FRAME_END)
 
 
+#: exchange + routing-key shortstrs by (exchange, routing key): most publishers use a few of
+#: them, and encoding two strings costs more than a lookup; bounded, dropped whole when full
+_ROUTES: dict[tuple[str, str], bytes] = {}
+_ROUTES_MAX = 1024
+#: frame-end of one frame followed by the header (type, channel, size) of the next
+_END_NEXT = struct.Struct(">BBHI")
+
+
 def message_wire(msg: Message) -> tuple[bytes, bytes]:
     """The parts of a delivery that depend only on the message, computed once per message:
     exchange + routing-key shortstrs, and the content-header payload."""
     wire = msg.wire
     if wire is None:
-        wire = msg.wire = (
-            shortstr(msg.exchange) + shortstr(msg.routing_key),
-            _CONTENT_HDR.pack(60, 0, len(msg.body)) + msg.props,
-        )
+        key = (msg.exchange, msg.routing_key)
+        route = _ROUTES.get(key)
+        if route is None:
+            route = shortstr(msg.exchange) + shortstr(msg.routing_key)
+            if len(_ROUTES) >= _ROUTES_MAX:
+                _ROUTES.clear()
+            _ROUTES[key] = route
+        wire = msg.wire = (route, _CONTENT_HDR.pack(60, 0, len(msg.body)) + msg.props)
     return wire
 
 
@@ -163,9 +184,18 @@ def deliver_bytes(
 ) -> bytes:
     """basic.deliver (consumer tag already a shortstr) and the message's content frames."""
     route, hdr_payload = message_wire(msg)
-    size = 4 + len(ctag) + 9 + len(route)
+    body = msg.body
+    n = len(body)
+    if n and (not frame_max or n <= frame_max - 8):
+        # the usual delivery, a body in one frame: nine parts joined once
+        return b"".join((
+            _METHOD_HDR.pack(FRAME_METHOD, channel, 13 + len(ctag) + len(route), BASIC_DELIVER), ctag,
+            _TAG_BITS.pack(tag, 1 if redelivered else 0), route,
+            _END_NEXT.pack(FRAME_END, FRAME_HEADER, channel, len(hdr_payload)), hdr_payload,
+            _END_NEXT.pack(FRAME_END, FRAME_BODY, channel, n), body, b"\xce",
+        ))
     return b"".join((
-        _METHOD_HDR.pack(FRAME_METHOD, channel, size, BASIC_DELIVER), ctag,
+        _METHOD_HDR.pack(FRAME_METHOD, channel, 13 + len(ctag) + len(route), BASIC_DELIVER), ctag,
         _TAG_BITS.pack(tag, 1 if redelivered else 0), route, b"\xce",
         content_bytes(channel, msg, frame_max, hdr_payload),
     ))

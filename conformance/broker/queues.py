@@ -56,6 +56,9 @@ class ConsumerSink(Protocol):
 
     def deliver(self, consumer: Consumer, qm: QueuedMessage) -> None: ...
 
+    def deliver_no_ack(self, consumer: Consumer, qms: list[QueuedMessage]) -> None:
+        """``deliver`` of each of ``qms`` in turn, to a no-ack consumer."""
+
     def cancelled_by_broker(self, consumer: Consumer) -> None: ...
 
 
@@ -261,20 +264,49 @@ class Queue:
         now = broker.clock()
         burst = broker.dispatch_burst if broker.dispatch_scheduler is not None else 0
         handed = 0
-        while self.ready and self.consumers and not self.deleted:
+        ready = self.ready
+        consumers = self.consumers
+        while ready and consumers and not self.deleted:
             if burst and handed >= burst:
                 broker.defer_dispatch(self)
                 return
-            handed += 1
-            self.expire_head(now, grace=True)
-            if not self.ready:
-                return
+            if ready[0].expires_at is not None:
+                self.expire_head(now, grace=True)
+                if not ready:
+                    return
             consumer = self._next_consumer()
             if consumer is None:
                 return
+            if consumer.no_ack and len(consumers) == 1:
+                # Alone on the queue, a no-ack consumer would be chosen for every message of this
+                # turn (nothing a delivery does changes what can_deliver answers): hand out the
+                # run at once, each message as the loop below would.
+                handed += self._no_ack_run(consumer, burst - handed if burst else len(ready), now)
+                continue
+            handed += 1
             qm = self._pop_head()
             self.hand_out(qm, no_ack=consumer.no_ack)
             consumer.sink.deliver(consumer, qm)
+
+    def _no_ack_run(self, consumer: Consumer, limit: int, now: float) -> int:
+        """Up to ``limit`` messages from the head to one no-ack consumer, stopping before a
+        message that has expired (the next turn of the loop expires it); returns how many."""
+        ready = self.ready
+        run: list[QueuedMessage] = []
+        size = 0
+        while ready and len(run) < limit:
+            qm = ready[0]
+            if qm.expires_at is not None and qm.expires_at < now:  # ``grace``: == now is delivered
+                break
+            ready.popleft()
+            size += len(qm.msg.body)
+            if qm.persisted:
+                self.forget(qm)
+            run.append(qm)
+        self.ready_bytes -= size
+        if run:
+            consumer.sink.deliver_no_ack(consumer, run)
+        return len(run)
 
     def _next_consumer(self) -> Consumer | None:
         """The consumer the next message goes to: round robin among those that can take it, and

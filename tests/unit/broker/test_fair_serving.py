@@ -11,7 +11,7 @@ from pamqp import commands as spec
 
 from conformance.broker.model import Broker
 
-from .link import Content, Link
+from .link import Content, FakeClock, Link
 
 
 def _deliveries(link: Link) -> list[Any]:
@@ -108,3 +108,35 @@ def test_a_congested_consumer_does_not_hold_up_another_connection(broker: Broker
     for _ in range(4):
         slow.publish(b"x", routing_key="q")
     assert _deliveries(slow) == [] and len(_deliveries(fast)) == 4
+
+
+def test_a_lone_no_ack_consumer_gets_its_run_in_order_around_an_expired_message(
+    broker: Broker, clock: FakeClock
+) -> None:
+    # A lone no-ack consumer is handed a run of messages at once; a run stops before an expired
+    # message, which is expired (dead-lettered) as the per-message loop would, and goes on after.
+    link = Link(broker)
+    link.declare("dlq")
+    link.declare("q", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    for i in range(6):
+        link.publish(f"m{i}".encode(), routing_key="q", **({"expiration": "10"} if i in (2, 3) else {}))
+    clock.advance(1)
+    link.rpc(spec.Basic.Consume(queue="q", consumer_tag="c", no_ack=True), spec.Basic.ConsumeOk)
+    got = _deliveries(link)
+    assert [c.body for c in got] == [b"m0", b"m1", b"m4", b"m5"]
+    assert [c.method.delivery_tag for c in got] == [1, 2, 3, 4]
+    assert link.declare("dlq", passive=True).message_count == 2
+
+
+def test_a_run_to_a_quorum_queue_consumer_carries_the_delivery_count(broker: Broker) -> None:
+    link = Link(broker)
+    link.declare("q", durable=True, arguments={"x-queue-type": "quorum"})
+    for body in (b"m1", b"m2"):
+        link.publish(body, routing_key="q")
+    link.get("q")  # m1 goes out with an ack pending ...
+    link.send(spec.Basic.Reject(delivery_tag=1, requeue=True))  # ... and returns (to the back)
+    link.take()
+    link.rpc(spec.Basic.Consume(queue="q", consumer_tag="c", no_ack=True), spec.Basic.ConsumeOk)
+    got = _deliveries(link)
+    assert [(c.body, c.method.redelivered, c.properties.headers) for c in got] == [
+        (b"m2", False, None), (b"m1", True, {"x-delivery-count": 1})]
