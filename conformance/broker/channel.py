@@ -35,6 +35,7 @@ from .frames import (
     content_frames,
     decoded,
     deliver_bytes,
+    deliver_run_bytes,
     marshal_method,
     shortstr,
     unvalidated,
@@ -164,13 +165,11 @@ class ChannelCore:
         self.next_tag = tag + len(qms)
         ctag = consumer.wire_tag or self._wire_tag(consumer)
         queue, number, frame_max = consumer.queue, self.number, self.conn.frame_max
-        if queue.quorum:
-            frames = [deliver_bytes(number, ctag, tag + i, qm.redelivered, queue.view(qm, first=False),
-                                    frame_max) for i, qm in enumerate(qms)]
+        if queue.quorum:  # x-delivery-count: each message as the queue hands it out
+            self.conn.send_frames([deliver_bytes(number, ctag, t, qm.redelivered, queue.view(qm, first=False),
+                                                 frame_max) for t, qm in enumerate(qms, tag)])
         else:
-            frames = [deliver_bytes(number, ctag, t, qm.redelivered, qm.msg, frame_max)
-                      for t, qm in enumerate(qms, tag)]
-        self.conn.send_frames(frames)
+            self.conn.send_frames([deliver_run_bytes(number, ctag, tag, qms, frame_max)])
 
     @staticmethod
     def _wire_tag(consumer: Consumer) -> bytes:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from pamqp import base, encode
 from pamqp import commands as spec
 
-from .messages import Message, decode_properties_shared
+from .messages import Message, QueuedMessage, decode_properties_shared
 
 PROTOCOL_HEADER = b"AMQP\x00\x00\x09\x01"
 #: headers answered with connection.start and spoken to in 0-9-1: ours, and AMQP 0-9's (class 1,
@@ -199,6 +199,35 @@ def deliver_bytes(
         _TAG_BITS.pack(tag, 1 if redelivered else 0), route, b"\xce",
         content_bytes(channel, msg, frame_max, hdr_payload),
     ))
+
+
+def deliver_run_bytes(channel: int, ctag: bytes, tag: int, qms: list[QueuedMessage], frame_max: int) -> bytes:
+    """``deliver_bytes`` of each of ``qms`` (tags from ``tag`` on), joined: what consecutive
+    messages share (route, properties, body size: a publisher's stream) is encoded once, so a
+    delivery costs one struct call and its share of one join."""
+    parts: list[bytes] = []
+    pack_tag = _TAG_BITS.pack
+    head = mid = b""
+    last: tuple[str, str, bytes, int] | None = None
+    for qm in qms:
+        msg = qm.msg
+        body = msg.body
+        n = len(body)
+        if last is None or n != last[3] or msg.props != last[2] or msg.routing_key != last[1] \
+                or msg.exchange != last[0]:
+            if not n or (frame_max and n > frame_max - 8):  # no body frame, or several
+                parts.append(deliver_bytes(channel, ctag, tag, qm.redelivered, msg, frame_max))
+                tag += 1
+                last = None
+                continue
+            route, hdr_payload = message_wire(msg)
+            head = _METHOD_HDR.pack(FRAME_METHOD, channel, 13 + len(ctag) + len(route), BASIC_DELIVER) + ctag
+            mid = b"".join((route, _END_NEXT.pack(FRAME_END, FRAME_HEADER, channel, len(hdr_payload)),
+                            hdr_payload, _END_NEXT.pack(FRAME_END, FRAME_BODY, channel, n)))
+            last = (msg.exchange, msg.routing_key, msg.props, n)
+        parts += (head, pack_tag(tag, 1 if qm.redelivered else 0), mid, body, b"\xce")
+        tag += 1
+    return b"".join(parts)
 
 
 _U16 = struct.Struct(">H")

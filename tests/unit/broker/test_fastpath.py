@@ -20,11 +20,12 @@ from conformance.broker.frames import (
     content_frames,
     decode_hot_method,
     deliver_bytes,
+    deliver_run_bytes,
     marshal_method,
     shortstr,
     unvalidated,
 )
-from conformance.broker.messages import Message, decode_properties, decode_properties_shared
+from conformance.broker.messages import Message, QueuedMessage, decode_properties, decode_properties_shared
 
 names = st.text(max_size=40).filter(lambda s: len(s.encode()) <= 255)
 
@@ -102,6 +103,28 @@ def test_deliver_bytes_equal_the_generic_encoding(
     assert deliver_bytes(channel, shortstr(ctag), tag, redelivered, msg, frame_max) == generic
     # the per-message part is cached: a second delivery of the same message is the same
     assert deliver_bytes(channel, shortstr(ctag), tag, redelivered, msg, frame_max) == generic
+
+
+_PROPS = (b"\x00\x00", spec.Basic.Properties(delivery_mode=2).marshal(),
+          spec.Basic.Properties(content_type="text/plain", headers={"h": 1}).marshal())
+
+
+@given(st.lists(st.tuples(st.sampled_from(["", "ex"]), st.sampled_from(["q", "r", "é" * 3]),
+                          st.sampled_from(_PROPS), st.sampled_from([b"", b"x", b"y" * 64, b"z" * 300]),
+                          st.booleans()), max_size=12),
+       st.sampled_from([0, 4096, 131072, 9, 100]), st.integers(1, 65535), st.integers(1, 2**62))
+@settings(max_examples=300, deadline=None)
+def test_a_run_of_deliveries_equals_each_delivery_encoded_alone(
+    msgs: list[tuple[str, str, bytes, bytes, bool]], frame_max: int, channel: int, tag: int
+) -> None:
+    # consecutive messages alike (route, properties, body size) share their encoding; any
+    # change, an empty body or a body in several frames must come out as deliver_bytes has it
+    qms = [QueuedMessage(i, Message(ex, key, props, body), redelivered=again)
+           for i, (ex, key, props, body, again) in enumerate(msgs)]
+    ctag = shortstr("ctag")
+    alone = b"".join(deliver_bytes(channel, ctag, tag + i, qm.redelivered, Message(qm.msg.exchange,
+                     qm.msg.routing_key, qm.msg.props, qm.msg.body), frame_max) for i, qm in enumerate(qms))
+    assert deliver_run_bytes(channel, ctag, tag, qms, frame_max) == alone
 
 
 @given(st.integers(0, 2**63 - 1), st.booleans(), st.integers(1, 65535))
