@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Protocol
 
 from pamqp import base
@@ -40,7 +38,14 @@ from .frames import (
     shortstr,
     unvalidated,
 )
-from .messages import Message, QueuedMessage, decode_properties, decode_properties_shared
+from .messages import (
+    ContentState,
+    Message,
+    PendingPublish,
+    QueuedMessage,
+    decode_properties,
+    decode_properties_shared,
+)
 from .model import Broker, VHost
 from .queues import Consumer, Queue
 from .replyto import REPLY_QUEUE, ReplyConsumer
@@ -72,23 +77,6 @@ class ChannelConnection(Protocol):
     def on_publish(self) -> None: ...
 
     def send_when_durable(self, lsn: int, frames: list[bytes]) -> None: ...
-
-class ContentState(Enum):
-    METHOD = "method"
-    HEADER = "header"
-    BODY = "body"
-
-
-@dataclass(eq=False)
-class PendingPublish:
-    method: spec.Basic.Publish
-    body_size: int = 0
-    props_raw: bytes = b""
-    props: spec.Basic.Properties | None = None
-    parts: list[bytes] | None = None
-    received: int = 0
-    oversize: bool = False  # above max_message_size: the body is counted, not kept
-
 
 # Enum members as module constants for the per-frame checks (a slow lookup on Python 3.11).
 _OPEN, _CLOSING, _CONN_OPEN = ChannelState.OPEN, ChannelState.CLOSING, ConnectionState.OPEN

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from pamqp import commands as spec
@@ -114,3 +115,20 @@ class QueuedMessage:
     persisted: bool = False
     delivered_logged: bool = False
     delivery_count: int = 0  # quorum queues: earlier deliveries returned to the queue (x-delivery-count)
+
+
+class ContentState(Enum):
+    METHOD = "method"
+    HEADER = "header"
+    BODY = "body"
+
+
+@dataclass(eq=False)
+class PendingPublish:
+    method: spec.Basic.Publish
+    body_size: int = 0
+    props_raw: bytes = b""
+    props: spec.Basic.Properties | None = None
+    parts: list[bytes] | None = None
+    received: int = 0
+    oversize: bool = False  # above max_message_size: the body is counted, not kept
