@@ -200,12 +200,13 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
 
 
 @contextmanager
-def spark_session(master: str | None = None, *, small_input: bool = False) -> Iterator[SparkSession]:
-    """A session for one command; stopped at the end only if this call started it."""
+def spark_session(master: str | None = None) -> Iterator[SparkSession]:
+    """A session for one command (large inputs: a small one's report starts an
+    :class:`EarlySession`); stopped at the end only if this call started it."""
     from pyspark.sql import SparkSession
 
     existed = SparkSession.getActiveSession() is not None
-    spark = build_session(master, record_cds=not existed, small_input=small_input)
+    spark = build_session(master, record_cds=not existed)
     try:
         yield spark
     finally:
