@@ -23,15 +23,29 @@ CASES = ",".join(
 
 
 def cli(*args: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return finish(start(*args, cwd=cwd), timeout)
+
+
+def start(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
         [sys.executable, "-m", "conformance.cli", *args],
         cwd=cwd,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         stdin=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+def finish(proc: subprocess.Popen[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def outcomes(mutants: list[dict[str, object]]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
@@ -47,7 +61,16 @@ def test_mutate_run_ends_in_a_report_with_suite_power(tmp_path: Path) -> None:
     mutate = json.loads(summary_file.read_text())
     assert mutate["total"]["killed"] == 2 and mutate["total"]["equivalent"] == 1, mutate
 
-    rep = cli("report", str(summary_file), "--out", str(tmp_path / "rep"), cwd=tmp_path, timeout=1500)
+    # The report from the summary and the one through a results store (below) are independent:
+    # the first runs while the store is ingested and reported from.
+    reporting = start("report", str(summary_file), "--out", str(tmp_path / "rep"), cwd=tmp_path)
+    try:
+        store = tmp_path / "store"
+        ing = cli("ingest", str(tmp_path / "mutate"), "--store", str(store), cwd=tmp_path, timeout=1500)
+        rep2 = cli("report", "--store", str(store), "--out", str(tmp_path / "rep2"), cwd=tmp_path,
+                   timeout=1500)
+    finally:
+        rep = finish(reporting, timeout=1500)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "suite power on amqp-conformance reference broker@3.10.8: 3 mutants, 2 killed, 0 survived, " \
            "0 no result, 1 equivalent; mutation score 100.0%" in rep.stdout, rep.stdout
@@ -67,10 +90,7 @@ def test_mutate_run_ends_in_a_report_with_suite_power(tmp_path: Path) -> None:
     assert mutants_table.is_dir()
 
     # through a results store: ingest the mutate results folder (the summary is skipped), report from it
-    store = tmp_path / "store"
-    ing = cli("ingest", str(tmp_path / "mutate"), "--store", str(store), cwd=tmp_path, timeout=1500)
     assert ing.returncode == 0, ing.stdout + ing.stderr
-    rep2 = cli("report", "--store", str(store), "--out", str(tmp_path / "rep2"), cwd=tmp_path, timeout=1500)
     assert rep2.returncode == 0, rep2.stdout + rep2.stderr
     summary2 = json.loads((tmp_path / "rep2" / "summary.json").read_text())
     assert summary2["mutation"] == summary["mutation"]
@@ -79,13 +99,9 @@ def test_mutate_run_ends_in_a_report_with_suite_power(tmp_path: Path) -> None:
 
 
 def outcomes_from_report(out: Path) -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """Per mutant outcome and killing cases read back from the report's ``mutants`` table."""
-    code = ("import json, sys; from pyspark.sql import SparkSession; "
-            "s = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate(); "
-            "rows = s.read.parquet(sys.argv[1]).where('latest').collect(); "
-            "print(json.dumps([{'mutant': r['mutant'], 'outcome': r['outcome'], "
-            "'kills': [k.asDict() for k in r['kills']]} for r in rows])); s.stop()")
-    proc = subprocess.run([sys.executable, "-c", code, str(out / "tables" / "mutants")], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return outcomes(json.loads(proc.stdout.strip().splitlines()[-1]))
+    """Per mutant outcome and killing cases read back from the report's ``mutants`` table (the
+    Parquet files as written, read with pyarrow: no second JVM)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(out / "tables" / "mutants").to_pylist()
+    return outcomes([r for r in rows if r["latest"]])

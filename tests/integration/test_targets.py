@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import time
 
 import pytest
 from pamqp import commands as spec
@@ -20,17 +19,22 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
         conn = RawConnection.open(target.url, timeout=10)
         ch = conn.channel()
         ch.declare_queue("amqpc-target-test", durable=True)
+        assert target.controller is not None
+        if kill:
+            # RabbitMQ 3.10 keeps the durable queue's declare in Mnesia: a kill -9 soon after it
+            # lost it once under load (404 after the restart). This test is about the target's
+            # restart and the confirmed message, not that window, so it waits for the declare
+            # to be on disk rather than for a while: a clean restart writes it out (what crash
+            # cases do, Target.settle_topology), then the message is published and the broker
+            # killed.
+            conn.close()
+            target.settle_topology()
+            conn = RawConnection.open(target.url, timeout=10)
+            ch = conn.channel()
         ch.confirm_select()
         ch.publish("", "amqpc-target-test", b"persist me", persistent=True)
         ch.wait(spec.Basic.Ack)
         conn.close()
-        assert target.controller is not None
-        if kill:
-            # Seen once under load on RabbitMQ 3.10: a kill -9 right after the confirmed publish
-            # lost the durable queue's declare (404 after the restart; probably Mnesia's log not
-            # yet written — not investigated further). This test is about the target's restart,
-            # not that window, so it lets the broker settle first.
-            time.sleep(3)
         target.controller.restart(kill=kill)
         conn = RawConnection.open(target.url, timeout=10)
         ch = conn.channel()

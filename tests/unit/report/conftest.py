@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,24 @@ def spark() -> Iterator[SparkSession]:
     session.conf.set("spark.sql.adaptive.enabled", "false")
     yield session
     session.stop()
+
+
+GOLDEN = Path(__file__).resolve().parents[3] / "fixtures" / "results"
+
+
+@pytest.fixture(scope="session")
+def golden_report(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any], list[str]]:
+    """The report over the golden result sets (fixtures/results/) as ``report`` builds it: its
+    folder, summary and progress lines. Built once: test_golden reads it, test_store compares the
+    report from a store of the same files with it (tests/conftest.py keeps both on one worker)."""
+    from conformance.report.pipeline import run_report
+
+    out = tmp_path_factory.mktemp("golden") / "golden"
+    lines: list[str] = []
+    summary = run_report(spark, [str(GOLDEN)], out, progress=lines.append)
+    return out, summary, lines
 
 
 BASE: dict[str, Any] = {

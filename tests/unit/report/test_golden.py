@@ -22,7 +22,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from conformance.report.cli import report_main
-from conformance.report.pipeline import run_report
 
 from .conftest import chromium
 
@@ -31,10 +30,8 @@ GOLDEN = ROOT / "fixtures" / "results"
 
 
 @pytest.fixture(scope="module")
-def report(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    out = tmp_path_factory.mktemp("golden") / "golden"
-    lines: list[str] = []
-    summary = run_report(spark, [str(GOLDEN)], out, progress=lines.append)
+def report(golden_report: tuple[Path, dict[str, Any], list[str]]) -> tuple[Path, dict[str, Any]]:
+    out, summary, lines = golden_report
     assert any(line.startswith("report: tables: 22 tables") for line in lines), lines
     assert summary["tables"]["latest"]["rows"] == 34
     return out, summary

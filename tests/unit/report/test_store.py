@@ -69,16 +69,18 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_report_from_the_store_equals_the_report_from_the_files(
-        spark: SparkSession, golden_store: Path, tmp_path: Path) -> None:
-    # The files: a small input (one action, tables written from the driver; a malformed line,
-    # so Spark parses). The store: the general path (cached tables written by the executors).
+        spark: SparkSession, golden_store: Path, golden_report: tuple[Path, dict[str, Any], list[str]],
+        tmp_path: Path) -> None:
+    # The files (the golden report): a small input (one action, tables written from the driver; a
+    # malformed line, so Spark parses). The store: the general path (cached tables written by the
+    # executors).
+    files, from_files, files_lines = golden_report
+    assert any(ln.startswith("report: write: ") for ln in files_lines)
     lines: list[str] = []
-    from_files = run_report(spark, [str(GOLDEN)], tmp_path / "files", progress=lines.append)
-    assert any(ln.startswith("report: write: ") for ln in lines)
     from_store = run_report(spark, [str(golden_store)], tmp_path / "store", progress=lines.append)
     assert _comparable(from_store) == _comparable(from_files)
     assert "report: 0 input file(s), 1 store(s)" in lines
-    assert_same_tables(spark, tmp_path / "files", tmp_path / "store", nullability=False)
+    assert_same_tables(spark, files, tmp_path / "store", nullability=False)
 
 
 def test_a_clean_run_read_without_spark_gives_the_same_report(spark: SparkSession, tmp_path: Path) -> None:
