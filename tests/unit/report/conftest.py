@@ -27,9 +27,13 @@ def spark() -> Iterator[SparkSession]:
     except EnvironmentProblem as exc:
         pytest.skip(f"Spark tests need Java 17+: {exc}")
     session = build_session("local[1]", app_name="amqp-conformance-tests", small_input=True)
-    # Tiny frames: one shuffle partition and no adaptive re-planning keep each job short.
+    # Tiny frames: one shuffle partition and no adaptive re-planning keep each job short; no
+    # whole-stage code generation either (Spark's own fallback, the same results): compiling a
+    # class per stage costs more than the few rows it then runs over (the Spark modules of
+    # test_stages, test_power and test_cluster 74-82 s with it off, 99-109 s on; load 6-8).
     session.conf.set("spark.sql.shuffle.partitions", "1")
     session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
     yield session
     session.stop()
 
