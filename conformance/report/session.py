@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -72,12 +74,45 @@ def parse_java_major(version_output: str) -> int | None:
     return major
 
 
+def _checked_mark(java: str) -> Path | None:
+    """Where a passed check of this very ``java`` binary is remembered (its path, size, time and
+    bytes: a new JDK is a new binary), or None when it cannot be read."""
+    from conformance.report import cds
+
+    try:
+        real = Path(java).resolve()
+        st = real.stat()
+        digest = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0".encode() + real.read_bytes())
+    except OSError:
+        return None
+    return cds.cache_dir() / f"java-{digest.hexdigest()[:20]}.ok"
+
+
 def check_java(java: str | None = None) -> int:
-    """Return the Java major version, or raise EnvironmentProblem with one line saying what to do."""
+    """Return the Java major version, or raise EnvironmentProblem with one line saying what to do.
+
+    A passed check is remembered (:func:`_checked_mark`): ``java -version`` costs ~0.15 s before
+    every report's JVM can start, and the binary it asked cannot change without a new mark.
+    """
     java = java if java is not None else java_binary()
     if java is None:
         where = "JAVA_HOME/bin/java" if os.environ.get("JAVA_HOME") else "java on PATH"
         raise EnvironmentProblem(f"Spark needs Java {MIN_JAVA}+ but no {where} was found; {INSTALL_HINT}")
+    mark = _checked_mark(java)
+    with contextlib.suppress(OSError, ValueError):
+        if mark is not None and (known := int(mark.read_text(encoding="ascii"))) >= MIN_JAVA:
+            return known
+    major = _ask_java(java)  # raises unless it is MIN_JAVA or later
+    if mark is not None:
+        with contextlib.suppress(OSError):
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            tmp = mark.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(str(major), encoding="ascii")
+            tmp.replace(mark)
+    return major
+
+
+def _ask_java(java: str) -> int:
     try:
         proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
