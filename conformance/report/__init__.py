@@ -87,7 +87,9 @@ def build_report(
         from conformance.report.pipeline import run_report
 
         if session is not None:
-            return run_report(session, inputs, Path(out_dir), name=name, progress=progress)
+            # Spark stops while the page is rendered (build_report waits for it below).
+            return run_report(session, inputs, Path(out_dir), name=name, progress=progress,
+                              release=lambda: session.stop(wait=False))
         with spark_session(master) as spark:  # the active one: kept running afterwards
             return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
     finally:

@@ -70,6 +70,7 @@ def run_report(
     name: str | None = None,
     progress: Progress | None = None,
     small: bool | None = None,
+    release: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Build the whole report with ``spark``; return the summary (also written as summary.json).
 
@@ -84,6 +85,8 @@ def run_report(
 
     ``spark`` may be a session still starting (:class:`EarlySession`): a small input's records
     are parsed in Python while its JVM starts, and the report waits for it only then.
+    ``release``: called once Spark's part is done (the summary and the page are Python), e.g. to
+    stop the session meanwhile.
     """
     say = progress or _noop
     timer = Timer(say)
@@ -139,6 +142,8 @@ def run_report(
     finally:
         _restore(session, restore)
     rules = frames.rules
+    if release is not None:
+        release()
     summary = make_summary(
         name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
     )

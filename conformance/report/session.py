@@ -275,7 +275,9 @@ class EarlySession:
         self.master = resolve_master(master)
         self._spark: SparkSession | None = None
         self._error: BaseException | None = None
-        self._stopped = False
+        self._stop_lock = threading.Lock()
+        self._stopper: threading.Thread | None = None
+        self._stop_error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
         self._thread.start()
 
@@ -294,12 +296,30 @@ class EarlySession:
         assert self._spark is not None
         return self._spark
 
-    def stop(self) -> None:
-        """Stop the session (waiting for it to finish starting first); safe to call twice."""
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the session (waiting for it to finish starting first); safe to call again and from
+        several threads. ``wait=False``: stop it in a background thread, so that the caller's next
+        work (a report's page, once Spark's part is done) overlaps Spark's stop and the JVM's exit;
+        a later ``stop()`` waits for that stop and raises what it raised."""
+        import threading
+
+        with self._stop_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(target=self._stop, name="spark-stop", daemon=True)
+                self._stopper.start()
+        if wait:
+            self._stopper.join()
+            if self._stop_error is not None:
+                error, self._stop_error = self._stop_error, None
+                raise error
+
+    def _stop(self) -> None:
         self._thread.join()
-        if self._spark is not None and not self._stopped:
-            self._stopped = True
-            stop_session(self._spark)
+        try:
+            if self._spark is not None:
+                stop_session(self._spark)
+        except BaseException as exc:  # handed to the stop() that waits  # noqa: BLE001
+            self._stop_error = exc
 
 
 def start_session_early(master: str | None = None) -> EarlySession:
