@@ -103,8 +103,11 @@ def run_report(
     holder: dict[str, Any] = {}
 
     def parse() -> int | None:
-        # Plain Python, beside the JVM's start when it is still starting.
+        # Plain Python, beside the JVM's start when it is still starting (the page's catalogue
+        # and templates too, then).
         holder["per_file"] = per_file = arrow_ingest.plan_by_file(files, say, who="report") if small else None
+        if early is not None:
+            page.prepare()
         return sum(len(rows) for rows in per_file) if per_file is not None else None
 
     def wait() -> None:

@@ -180,6 +180,12 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
         return active
     java = java_binary()
     check_java(java)
+    if not os.environ.get("SPARK_HOME"):
+        # What PySpark launches its JVM from. Unset, its spark-submit script starts a Python
+        # interpreter just to find it (~0.15 s before the JVM, more through a version shim).
+        from pyspark.find_spark_home import _find_spark_home
+
+        os.environ["SPARK_HOME"] = _find_spark_home()
     # Under spark-submit the JVM is already up with spark-submit's --master and settings: keep
     # them unless a master is named here.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and master is None
