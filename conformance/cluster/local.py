@@ -17,8 +17,9 @@ data and ports; ``pause`` / ``resume`` = SIGSTOP / SIGCONT of the group; ``parti
 filtering: each node runs in its own cgroup v2 (``<unified>/amqpc-<run>/n<i>``) and an iptables
 chain of the run (``AMQPC-<run>``, jumped to from OUTPUT) marks every TCP connection between the
 isolated node and the others' distribution ports (``-m cgroup --path``, ``CONNMARK``) and drops
-marked packets, both directions; clients (AMQP) and rabbitmqctl are not cut off. ``heal`` flushes
-the chain. Without root, iptables or cgroup v2 the partition nemesis is UNSUPPORTED (one line).
+marked packets, both directions; clients (AMQP) and the controller (erl_call) are not cut off.
+``heal`` flushes the chain. Without root, iptables or cgroup v2 the partition nemesis is
+UNSUPPORTED (one line).
 
 Teardown (``close``, also from ``atexit``, a SIGTERM while inside ``with`` and a failed start):
 resume paused nodes, remove the iptables chain, SIGKILL every node's process group and every
@@ -318,7 +319,9 @@ class LocalCluster:
 
     def wait_running(self, timeout: float = 120.0) -> None:
         """Wait until some answering node sees every node running (after a kill, a partition);
-        ClusterError naming what it last saw when the deadline passes."""
+        ClusterError naming what it last saw when the deadline passes. Then, within the same
+        deadline, until every quorum queue's restarted members have heard from their leader
+        (:meth:`_wait_caught_up`)."""
         deadline = time.monotonic() + timeout
         last: object = "no node answered"
         while True:
@@ -329,6 +332,7 @@ class LocalCluster:
                     last = exc
                     continue
                 if len(nodes) == len(self._nodes):
+                    self._wait_caught_up(index, deadline)
                     return
                 last = f"node {self._nodes[index].name} sees {nodes} running"
                 break
@@ -337,6 +341,24 @@ class LocalCluster:
             # membership changes send no event a controller outside the cluster can wait on; a
             # look costs one erl_call (milliseconds), so look often
             time.sleep(0.2)
+
+    def _wait_caught_up(self, index: int, deadline: float) -> None:
+        """Until no quorum queue has a member its leader has not reached since the member's node
+        restarted (:func:`conformance.targets.rabbitnode.lagging_quorum_queues`): the leader
+        reaches it on its next tick, up to 5 s later, and a queue.delete waits for that. Never
+        an error: a node that cannot say, or a deadline passed, ends the wait (logged)."""
+        while True:
+            try:
+                lagging = self._call(index, rabbitnode.lagging_quorum_queues)
+            except ClusterError as exc:
+                self._log(f"cluster {self.run_id}: cannot tell whether replicas caught up: {exc}")
+                return
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                self._log(f"cluster {self.run_id}: replicas still catching up: {', '.join(lagging[:3])}")
+                return
+            time.sleep(0.2)  # the leader's tick sends nothing a controller can wait on; a look: one erl_call
 
     def _setup_users(self) -> None:
         """The second vhost and the restricted user the other areas need (as the single-node local

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
 
 __all__ = [
-    "EvalError", "QueueHome", "add_user", "add_vhost", "clear_policy", "join_cluster", "memory_alarm",
-    "queue_home", "running_nodes", "set_permissions", "set_policy", "transport",
+    "EvalError", "QueueHome", "add_user", "add_vhost", "clear_policy", "join_cluster",
+    "lagging_quorum_queues", "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy",
+    "transport",
 ]
 
 #: who the node's audit events name for these changes (rabbitmqctl says ``rmq-cli``)
@@ -29,6 +30,24 @@ def running_nodes(node: str, env: Env, timeout: float = 30.0) -> list[str]:
     ``rabbitmqctl cluster_status`` prints (it needs the rabbit application running, so does this)."""
     got = evaluate(node, env, "proplists:get_value(running_nodes, rabbit_mnesia:status())", timeout=timeout)
     return [str(n) for n in got or []]
+
+
+_LAGGING = """
+[N || Q <- rabbit_amqqueue:list_by_type(quorum),
+      {resource, V, queue, N} <- [amqqueue:get_name(Q)],
+      Rows <- [catch rabbit_quorum_queue:status(V, N)], is_list(Rows),
+      I <- [[{proplists:get_value(<<"Raft State">>, R), proplists:get_value(<<"Commit Index">>, R)}
+             || R <- Rows, is_list(R)]],
+      lists:any(fun({leader, C}) -> is_integer(C) andalso C > 0; (_) -> false end, I),
+      lists:member(0, [C || {_, C} <- I])]"""
+
+
+def lagging_quorum_queues(node: str, env: Env, timeout: float = 30.0) -> list[str]:
+    """The quorum queues (names) with a member that has not heard from its leader: commit index 0
+    where the leader's is above it (``rabbit_quorum_queue:status``, what ``rabbitmq-queues
+    quorum_status`` prints). A member restarted after a kill stays there until the leader's next
+    tick (``quorum_tick_interval``, 5 s) contacts it; a queue.delete meanwhile waits for it."""
+    return [str(n) for n in evaluate(node, env, _LAGGING, timeout=timeout) or []]
 
 
 def join_cluster(node: str, env: Env, first: str, timeout: float = 120.0) -> None:

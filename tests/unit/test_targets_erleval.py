@@ -90,3 +90,9 @@ def test_without_erl_call_rabbitmqctl_eval_runs_the_same_expression(
     assert evaluate("n@h", {}, "1 + 2") == 3
     argv = (tmp_path / "argv").read_text().splitlines()
     assert argv[:5] == ["-n", "n@h", "-t", "30", "eval"] and "1 + 2" in argv[5]
+
+
+def test_lagging_quorum_queues_are_names(fake_erl_call) -> None:
+    seen = fake_erl_call(f'{MARK}{{"ok": ["q1", "q2"]}}\n')
+    assert rabbitnode.lagging_quorum_queues("a@h", {}) == ["q1", "q2"]
+    assert "rabbit_quorum_queue:status" in (seen.parent / "seen.stdin").read_text()
