@@ -532,12 +532,12 @@ class LocalCluster:
             if home is None:
                 last = f"node {node.name} does not list queue {queue!r}"
                 continue
-            how = f"{rabbitnode.transport()} -n {node.name}: rabbit_amqqueue:lookup + info (as list_queues "
+            how = f"{rabbitnode.transport()} -n {node.name}: "
             if home.queue_type in ("quorum", "stream") and home.leader:
-                return Leader(queue, home.queue_type, home.leader, home.members,
-                              how + "name type leader members)")
+                how += "rabbit_amqqueue:info leader members (as list_queues name type leader members)"
+                return Leader(queue, home.queue_type, home.leader, home.members, how)
             return Leader(queue, home.queue_type, home.master, (home.master, *home.mirrors),
-                          how + "name pid slave_pids)")
+                          how + "the queue record's pid and slave_pids (as list_queues name pid slave_pids)")
         raise ClusterError(f"cannot say where {queue!r} leads: {last}")
 
     def set_policy(self, name: str, pattern: str, definition: str, vhost: str = "/") -> None:
