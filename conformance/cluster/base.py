@@ -41,7 +41,7 @@ class Leader:
     queue_type: str  # quorum | classic | stream
     leader: str  # node name
     members: tuple[str, ...]  # quorum members, or master + mirrors
-    how: str  # e.g. "rabbitmqctl -n rabbit@x list_queues name type leader members"
+    how: str  # e.g. "erl_call -n rabbit@x: rabbit_amqqueue:info leader members (as list_queues ...)"
 
 
 class ClusterController(Protocol):

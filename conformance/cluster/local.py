@@ -17,8 +17,9 @@ data and ports; ``pause`` / ``resume`` = SIGSTOP / SIGCONT of the group; ``parti
 filtering: each node runs in its own cgroup v2 (``<unified>/amqpc-<run>/n<i>``) and an iptables
 chain of the run (``AMQPC-<run>``, jumped to from OUTPUT) marks every TCP connection between the
 isolated node and the others' distribution ports (``-m cgroup --path``, ``CONNMARK``) and drops
-marked packets, both directions; clients (AMQP) and rabbitmqctl are not cut off. ``heal`` flushes
-the chain. Without root, iptables or cgroup v2 the partition nemesis is UNSUPPORTED (one line).
+marked packets, both directions; clients (AMQP) and the controller (erl_call) are not cut off.
+``heal`` flushes the chain. Without root, iptables or cgroup v2 the partition nemesis is
+UNSUPPORTED (one line).
 
 Teardown (``close``, also from ``atexit``, a SIGTERM while inside ``with`` and a failed start):
 resume paused nodes, remove the iptables chain, SIGKILL every node's process group and every
@@ -32,9 +33,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -54,7 +53,6 @@ from conformance.cluster.procs import (
     _cgroup2_root,
     _cgroup_pids,
     _free_port,
-    _pid_node,
     _preexec,
     _raise_exit,
     _remove_cgroups,
@@ -62,11 +60,12 @@ from conformance.cluster.procs import (
     leftovers,
     sweep_stale,
 )
+from conformance.targets import rabbitnode
+from conformance.targets.rabbitnode import EvalError
 
 __all__ = ["RUN_ENV", "LocalCluster", "leftovers", "local_cluster", "sweep_stale"]
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 PARTITION_HANDLING = "pause_minority"
 NET_TICKTIME = 5
 #: as the single-node local target: small, so the limits cases can cross it
@@ -196,8 +195,7 @@ class LocalCluster:
         self._log(f"cluster {self.run_id}: {self.size} nodes up in {time.monotonic() - t0:.0f} s")
         first = self._nodes[0].name
         for node in self._nodes[1:]:
-            for args in (("stop_app",), ("join_cluster", first), ("start_app",)):
-                self.ctl(node.index, *args)
+            self._call(node.index, rabbitnode.join_cluster, first)
         running = self.running_nodes(0)
         if sorted(running) != sorted(n.name for n in self._nodes):
             raise ClusterError(f"nodes did not cluster: node 0 sees {running}")
@@ -304,39 +302,26 @@ class LocalCluster:
         server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else str(shutil.which("rabbitmq-server"))
         node.proc = self._popen([server], node.env, node.base / "stdout.log", node.cgroup)
 
-    # -- rabbitmqctl -------------------------------------------------------------------------
+    # -- node calls (conformance.targets.rabbitnode: erl_call, rabbitmqctl's calls) -----------
 
-    def ctl(self, index: int, *args: str, timeout: float = 90.0) -> str:
-        """``rabbitmqctl -n NODE args`` with that node's environment; its stdout, or ClusterError."""
+    def _call(self, index: int, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(node name, node env, *args)`` of :mod:`conformance.targets.rabbitnode` on node
+        ``index``; ClusterError (one line) when the node does not answer or refuses."""
         node = self._nodes[index]
-        ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
-        if not ctl:
-            raise ClusterError("rabbitmqctl is not installed")
         try:
-            done = subprocess.run(
-                [ctl, "-n", node.name, *args],
-                env=node.env,
-                capture_output=True,
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ClusterError(f"rabbitmqctl -n {node.name} {args[0]} failed: {exc}") from exc
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
-            raise ClusterError(
-                f"rabbitmqctl -n {node.name} {args[0]} exited with {done.returncode}: {' '.join(tail)}"
-            )
-        return done.stdout.decode(errors="replace")
+            return fn(node.name, node.env, *args, **kwargs)
+        except EvalError as exc:
+            raise ClusterError(str(exc)) from exc
 
     def running_nodes(self, index: int) -> list[str]:
-        """The running nodes node ``index`` sees (``cluster_status --formatter json``)."""
-        out = self.ctl(index, "cluster_status", "--formatter", "json")
-        return list(json.loads(out).get("running_nodes", []))
+        """The running nodes node ``index`` sees (what ``rabbitmqctl cluster_status`` prints)."""
+        return list(self._call(index, rabbitnode.running_nodes))
 
     def wait_running(self, timeout: float = 120.0) -> None:
         """Wait until some answering node sees every node running (after a kill, a partition);
-        ClusterError naming what it last saw when the deadline passes."""
+        ClusterError naming what it last saw when the deadline passes. Then, within the same
+        deadline, until every quorum queue's restarted members have heard from their leader
+        (:meth:`_wait_caught_up`)."""
         deadline = time.monotonic() + timeout
         last: object = "no node answered"
         while True:
@@ -347,12 +332,33 @@ class LocalCluster:
                     last = exc
                     continue
                 if len(nodes) == len(self._nodes):
+                    self._wait_caught_up(index, deadline)
                     return
                 last = f"node {self._nodes[index].name} sees {nodes} running"
                 break
             if time.monotonic() > deadline:
                 raise ClusterError(f"the cluster did not get all {len(self._nodes)} nodes running: {last}")
-            time.sleep(1)  # membership changes have no event we can wait on from here
+            # membership changes send no event a controller outside the cluster can wait on; a
+            # look costs one erl_call (milliseconds), so look often
+            time.sleep(0.2)
+
+    def _wait_caught_up(self, index: int, deadline: float) -> None:
+        """Until no quorum queue has a member its leader has not reached since the member's node
+        restarted (:func:`conformance.targets.rabbitnode.lagging_quorum_queues`): the leader
+        reaches it on its next tick, up to 5 s later, and a queue.delete waits for that. Never
+        an error: a node that cannot say, or a deadline passed, ends the wait (logged)."""
+        while True:
+            try:
+                lagging = self._call(index, rabbitnode.lagging_quorum_queues)
+            except ClusterError as exc:
+                self._log(f"cluster {self.run_id}: cannot tell whether replicas caught up: {exc}")
+                return
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                self._log(f"cluster {self.run_id}: replicas still catching up: {', '.join(lagging[:3])}")
+                return
+            time.sleep(0.2)  # the leader's tick sends nothing a controller can wait on; a look: one erl_call
 
     def _setup_users(self) -> None:
         """The second vhost and the restricted user the other areas need (as the single-node local
@@ -360,21 +366,15 @@ class LocalCluster:
         from conformance.targets.base import RESTRICTED
 
         try:
-            self.ctl(0, "add_vhost", SECOND_VHOST)
-            self.ctl(0, "set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*")
+            self._call(0, rabbitnode.add_vhost, SECOND_VHOST)
+            self._call(0, rabbitnode.set_permissions, SECOND_VHOST, "guest", ".*", ".*", ".*")
             self.second_vhost = SECOND_VHOST
         except ClusterError as exc:
             self.restricted_problem = str(exc)
         try:
-            self.ctl(0, "add_user", RESTRICTED.name, RESTRICTED.password)
-            self.ctl(
-                0,
-                "set_permissions",
-                "-p",
-                "/",
-                RESTRICTED.name,
-                RESTRICTED.configure,
-                RESTRICTED.write,
+            self._call(0, rabbitnode.add_user, RESTRICTED.name, RESTRICTED.password)
+            self._call(
+                0, rabbitnode.set_permissions, "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write,
                 RESTRICTED.read,
             )
         except ClusterError as exc:
@@ -517,74 +517,34 @@ class LocalCluster:
         return [n.index for n in self._nodes if n.alive() and not n.paused]
 
     def leader(self, queue: str, vhost: str = "/") -> Leader:
-        """Ask a running node with ``rabbitmqctl list_queues`` (quorum: ``leader members``;
-        classic: ``pid slave_pids``, the master being the node of ``pid``)."""
+        """Ask a running node where ``queue`` lives (:func:`conformance.targets.rabbitnode.queue_home`,
+        what ``rabbitmqctl list_queues name type leader members pid slave_pids`` shows): a quorum
+        queue's or stream's ``leader`` and ``members``; a classic queue's master (the node of its
+        ``pid``) and mirrors (of its ``slave_pids``)."""
         last = "no node running"
         for index in self._answering():
             node = self._nodes[index]
             try:
-                out = self.ctl(
-                    index,
-                    "list_queues",
-                    "-p",
-                    vhost,
-                    "name",
-                    "type",
-                    "leader",
-                    "members",
-                    "pid",
-                    "slave_pids",
-                    "--formatter",
-                    "json",
-                    timeout=30,
-                )
+                home = self._call(index, rabbitnode.queue_home, queue, vhost, timeout=30)
             except ClusterError as exc:
                 last = str(exc)
                 continue
-            for row in json.loads(out or "[]"):
-                if row.get("name") != queue:
-                    continue
-                how = f"rabbitmqctl -n {node.name} list_queues name type leader members pid slave_pids"
-                qtype = str(row.get("type", "classic"))
-                if qtype in ("quorum", "stream") and row.get("leader"):
-                    return Leader(
-                        queue, qtype, str(row["leader"]), tuple(map(str, row.get("members") or ())), how
-                    )
-                # the JSON formatter prints pids without their node; the plain one keeps it
-                plain = self.ctl(
-                    index,
-                    "list_queues",
-                    "-p",
-                    vhost,
-                    "name",
-                    "pid",
-                    "slave_pids",
-                    "--no-table-headers",
-                    "--silent",
-                    timeout=30,
-                )
-                for line in plain.splitlines():
-                    cols = line.split("\t")
-                    if cols[0] == queue and len(cols) >= 2:
-                        master = _pid_node(cols[1])
-                        mirrors = tuple(_pid_node(p) for p in re.findall(r"<[^>]+>", " ".join(cols[2:])))
-                        return Leader(
-                            queue,
-                            qtype,
-                            master,
-                            (master, *mirrors),
-                            f"rabbitmqctl -n {node.name} list_queues name pid slave_pids",
-                        )
-            last = f"node {node.name} does not list queue {queue!r}"
+            if home is None:
+                last = f"node {node.name} does not list queue {queue!r}"
+                continue
+            how = f"{rabbitnode.transport()} -n {node.name}: "
+            if home.queue_type in ("quorum", "stream") and home.leader:
+                how += "rabbit_amqqueue:info leader members (as list_queues name type leader members)"
+                return Leader(queue, home.queue_type, home.leader, home.members, how)
+            return Leader(queue, home.queue_type, home.master, (home.master, *home.mirrors),
+                          how + "the queue record's pid and slave_pids (as list_queues name pid slave_pids)")
         raise ClusterError(f"cannot say where {queue!r} leads: {last}")
 
     def set_policy(self, name: str, pattern: str, definition: str, vhost: str = "/") -> None:
-        index = self._answering()[0]
-        self.ctl(index, "set_policy", "-p", vhost, "--apply-to", "queues", name, pattern, definition)
+        self._call(self._answering()[0], rabbitnode.set_policy, vhost, name, pattern, definition)
 
     def clear_policy(self, name: str, vhost: str = "/") -> None:
-        index = self._answering()[0]
-        self.ctl(index, "clear_policy", "-p", vhost, name)
+        self._call(self._answering()[0], rabbitnode.clear_policy, vhost, name)
 
     # -- teardown ----------------------------------------------------------------------------
 

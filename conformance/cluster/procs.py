@@ -122,12 +122,6 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
-def _pid_node(pid: str) -> str:
-    """``<rabbit@host.1.2.3>`` as rabbitmqctl prints a pid -> ``rabbit@host``."""
-    text = pid.strip("<>")
-    return text.split(".", 1)[0] if "@" in text else text
-
-
 def _remove_cgroups(run: Path, deadline: float) -> None:
     """rmdir the run's cgroups, retrying until ``deadline``: a killed node's Erlang VM is orphaned
     when its shell dies first and stays in the cgroup as a zombie until PID 1 reaps it (seconds,

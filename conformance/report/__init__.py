@@ -50,6 +50,9 @@ def _active_session() -> bool:
     return sql is not None and sql.SparkSession.getActiveSession() is not None
 
 
+LAUNCH_WAIT = 60.0  # seconds; a bound only: the launch follows a few imports and a cached Java check
+
+
 def build_report(
     inputs: list[str],
     out_dir: Path,
@@ -84,10 +87,15 @@ def build_report(
             # The JVM starts in the background while the pipeline's modules are imported and a
             # small input's records are parsed.
             session = EarlySession(master, small_input=are_small(inputs))
+            # The pipeline's imports (pyarrow, jinja2, …) and the parsing wait for the JVM's
+            # launch: before it, they would only slow down the Python work that leads to it.
+            session.launching.wait(LAUNCH_WAIT)
         from conformance.report.pipeline import run_report
 
         if session is not None:
-            return run_report(session, inputs, Path(out_dir), name=name, progress=progress)
+            # Spark stops while the page is rendered (build_report waits for it below).
+            return run_report(session, inputs, Path(out_dir), name=name, progress=progress,
+                              release=lambda: session.stop(wait=False))
         with spark_session(master) as spark:  # the active one: kept running afterwards
             return run_report(spark, inputs, Path(out_dir), name=name, progress=progress)
     finally:

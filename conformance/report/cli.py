@@ -8,6 +8,7 @@ Progress goes to stderr; stdout carries only the command's result (the gate's ta
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -108,6 +109,9 @@ def report_main(argv: list[str]) -> int:
             f"mutation score {score}"
             + (f"; not killed: {', '.join(m['not_killed'][:10])}" if m["not_killed"] else "")
         )
+    # Everything is written and closed: the interpreter's collections at exit need not walk the
+    # report's objects again (~0.2-0.4 s of the command's wall time).
+    gc.freeze()
     return EXIT_OK
 
 

@@ -59,7 +59,8 @@ def gather(collects: Mapping[str, Collect], *, one_task: bool = False) -> dict[s
     A frame's rows keep its order: each is one child of the union, and a sorted, limited child
     is one sorted partition, which the union passes through in place. ``one_task``: the last
     stage is one task (small inputs): each task deserialises the whole plan of the stage, which
-    for some fifty children costs far more than computing a few hundred rows in each.
+    for some fifty children costs far more than computing a few hundred rows in each; each frame's
+    ``limit`` is then applied in the driver (see below).
     """
     if not collects:
         return {}
@@ -68,7 +69,11 @@ def gather(collects: Mapping[str, Collect], *, one_task: bool = False) -> dict[s
     parts: list[DataFrame] = []
     for i, key in enumerate(keys):
         c = collects[key]
-        frame = c.frame if c.limit is None else c.frame.limit(c.limit)
+        # One task (a small input): the limit is applied here, in the driver. In Spark, a limit
+        # over a sort plans a TakeOrderedAndProject, whose ordering is compiled to Java (twice:
+        # planning it, and again in the task) whatever the session's codegen settings say, while
+        # a plain sort is interpreted like every other expression.
+        frame = c.frame if c.limit is None or one_task else c.frame.limit(c.limit)
         schemas.append(frame.schema)
         # One SQL expression: one call into the JVM, not one per column.
         parts.append(frame.selectExpr(f"{i} AS k", f"to_json(struct(*), {_JSON_OPTIONS_SQL}) AS j"))
@@ -81,7 +86,8 @@ def gather(collects: Mapping[str, Collect], *, one_task: bool = False) -> dict[s
     found: list[list[dict[str, Any]]] = [[] for _ in keys]
     for k, text in union.collect():
         found[k].append(from_json(schemas[k], json.loads(text), aware=collects[keys[k]].aware))
-    return {key: collects[key].finish(rows) for key, rows in zip(keys, found, strict=True)}
+    return {key: collects[key].finish(rows if collects[key].limit is None else rows[: collects[key].limit])
+            for key, rows in zip(keys, found, strict=True)}
 
 
 def from_json(dtype: T.DataType, value: Any, *, aware: bool = False) -> Any:

@@ -334,6 +334,16 @@ def single_run(view: Mapping[str, Any]) -> bool:
     return sum(int(b.get("n_runs") or 0) for b in view.get("brokers", [])) <= 1
 
 
+def prepare() -> None:
+    """Load what every page needs (the case catalogue, the spec's rules, the compiled templates),
+    e.g. while the report's JVM is still starting; render_report then only renders."""
+    case_catalogue()
+    spec_rules()
+    env = environment()
+    for name in env.list_templates(filter_func=lambda n: n.endswith(".j2")):
+        env.get_template(name)
+
+
 def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
     one = single_run(view)
     shown = [s for s in tables.sections() if not (one and s in NEEDS_RUNS)]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,12 +75,45 @@ def parse_java_major(version_output: str) -> int | None:
     return major
 
 
+def _checked_mark(java: str) -> Path | None:
+    """Where a passed check of this very ``java`` binary is remembered (its path, size, time and
+    bytes: a new JDK is a new binary), or None when it cannot be read."""
+    from conformance.report import cds
+
+    try:
+        real = Path(java).resolve()
+        st = real.stat()
+        digest = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0".encode() + real.read_bytes())
+    except OSError:
+        return None
+    return cds.cache_dir() / f"java-{digest.hexdigest()[:20]}.ok"
+
+
 def check_java(java: str | None = None) -> int:
-    """Return the Java major version, or raise EnvironmentProblem with one line saying what to do."""
+    """Return the Java major version, or raise EnvironmentProblem with one line saying what to do.
+
+    A passed check is remembered (:func:`_checked_mark`): ``java -version`` costs ~0.15 s before
+    every report's JVM can start, and the binary it asked cannot change without a new mark.
+    """
     java = java if java is not None else java_binary()
     if java is None:
         where = "JAVA_HOME/bin/java" if os.environ.get("JAVA_HOME") else "java on PATH"
         raise EnvironmentProblem(f"Spark needs Java {MIN_JAVA}+ but no {where} was found; {INSTALL_HINT}")
+    mark = _checked_mark(java)
+    with contextlib.suppress(OSError, ValueError):
+        if mark is not None and (known := int(mark.read_text(encoding="ascii"))) >= MIN_JAVA:
+            return known
+    major = _ask_java(java)  # raises unless it is MIN_JAVA or later
+    if mark is not None:
+        with contextlib.suppress(OSError):
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            tmp = mark.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(str(major), encoding="ascii")
+            tmp.replace(mark)
+    return major
+
+
+def _ask_java(java: str) -> int:
     try:
         proc = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)
     except OSError as exc:
@@ -129,14 +165,44 @@ def _log_config() -> Path:
 SMALL_INPUT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def _launch_warming_extensions(opts: dict[str, str]) -> None:
+    """Launch the local JVM as ``getOrCreate`` would (the same ``--conf``), then, in a background
+    thread, load the session extensions found on the classpath while the SparkContext is built.
+
+    PySpark's jars include MLlib, which registers a session extension (``META-INF/services``)
+    whose first load starts Scala's runtime reflection: ~1 s of CPU that a new SparkSession
+    otherwise waits for after the SparkContext, alone on one core. Loaded beside the context,
+    the session finds it done. Only the order of class loading changes; a failure here is left
+    for the session's own load to meet.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(list(opts.items())))
+    jvm = SparkContext._jvm
+    assert jvm is not None
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            provider = jvm.java.lang.Class.forName("org.apache.spark.sql.SparkSessionExtensionsProvider")
+            found = jvm.java.util.ServiceLoader.load(provider).iterator()
+            while found.hasNext():
+                found.next()
+
+    threading.Thread(target=load, name="spark-extensions", daemon=True).start()
+
+
 def build_session(master: str | None = None, app_name: str = "amqp-conformance-report", *,
-                  record_cds: bool = False, small_input: bool = False) -> SparkSession:
+                  record_cds: bool = False, small_input: bool = False,
+                  launching: threading.Event | None = None) -> SparkSession:
     """A new (or the already active) SparkSession, configured quiet and small for local mode.
 
     A local driver maps the class-data-sharing archive when there is one (:mod:`cds`);
     ``record_cds``: without one, this session's JVM records it (the caller stops the session
     with :func:`stop_session`, which puts the archive in place). ``small_input``: the JVM is
-    started for a small input (:data:`SMALL_INPUT_JVM`).
+    started for a small input (:data:`SMALL_INPUT_JVM`). ``launching``: set when the JVM is
+    about to be launched (this thread's Python work before it is done).
     """
     from pyspark.sql import SparkSession
 
@@ -145,6 +211,12 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
         return active
     java = java_binary()
     check_java(java)
+    if not os.environ.get("SPARK_HOME"):
+        # What PySpark launches its JVM from. Unset, its spark-submit script starts a Python
+        # interpreter just to find it (~0.15 s before the JVM, more through a version shim).
+        from pyspark.find_spark_home import _find_spark_home
+
+        os.environ["SPARK_HOME"] = _find_spark_home()
     # Under spark-submit the JVM is already up with spark-submit's --master and settings: keep
     # them unless a master is named here.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and master is None
@@ -156,42 +228,43 @@ def build_session(master: str | None = None, app_name: str = "amqp-conformance-r
 
         small = SMALL_INPUT_JVM if small_input else ""
         driver_opts = " ".join(o for o in (log_opts, small, cds.java_options(java, record=record_cds)) if o)
-    builder = SparkSession.builder if submitted else SparkSession.builder.master(master)
-    builder = (
-        builder.appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
+    opts: dict[str, str] = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
         # PySpark records the Python call site of every column function for error messages:
         # several calls into the JVM each, thousands per report (its own docs call it a
         # slowdown). Errors still name the failing expression.
-        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
-        .config("spark.driver.extraJavaOptions", driver_opts)
-        .config("spark.executor.extraJavaOptions", log_opts)
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
+        "spark.driver.extraJavaOptions": driver_opts,
+        "spark.executor.extraJavaOptions": log_opts,
         # Tuned for the small inputs of one run (a few hundred rows) without hurting large ones:
         # adaptive plans coalesce tiny shuffles and turn small joins into broadcasts; no Hive
         # catalogue to initialise; the v2 committer moves each task's files once, not twice.
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
-        .config("spark.sql.autoBroadcastJoinThreshold", str(32 * 1024 * 1024))
-        .config("spark.sql.catalogImplementation", "in-memory")
-        .config("spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version", "2")
-        .config("spark.sql.sources.partitionOverwriteMode", "static")
-    )
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.coalescePartitions.enabled": "true",
+        "spark.sql.autoBroadcastJoinThreshold": str(32 * 1024 * 1024),
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "2",
+        "spark.sql.sources.partitionOverwriteMode": "static",
+    }
+    if not submitted:
+        opts["spark.master"] = master
     if is_local(master) and not submitted:
         cores = local_cores(master)
-        builder = (
-            builder.config(
-                "spark.driver.memory", os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
-            )
-            .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
-            .config("spark.default.parallelism", str(max(2, 2 * cores)))
-        )
+        opts["spark.driver.memory"] = os.environ.get("SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)
+        opts["spark.sql.shuffle.partitions"] = opts["spark.default.parallelism"] = str(max(2, 2 * cores))
         if not os.environ.get("SPARK_LOCAL_IP"):
             # Local mode talks to itself only: loopback, not the host's address (which may not
             # answer, or answer late, and leaves a port open to the network).
-            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
-                "spark.driver.host", "127.0.0.1")
+            opts["spark.driver.bindAddress"] = opts["spark.driver.host"] = "127.0.0.1"
+        if launching is not None:
+            launching.set()
+        _launch_warming_extensions(opts)
+    if launching is not None:
+        launching.set()
+    builder = SparkSession.builder.config(map=dict(opts))
     # The JVM's own chatter ("Using Spark's default log4j profile", native-hadoop warnings) goes
     # to stderr before our log config applies; PySpark's gateway keeps stdout clean.
     spark = builder.getOrCreate()
@@ -232,23 +305,29 @@ class EarlySession:
     """
 
     def __init__(self, master: str | None = None, *, small_input: bool = True) -> None:
-        import threading
-
         self._master = master
         self._small_input = small_input
         # What the session's master will be (None: spark-submit's), known before it starts.
         self.master = resolve_master(master)
         self._spark: SparkSession | None = None
         self._error: BaseException | None = None
-        self._stopped = False
+        self._stop_lock = threading.Lock()
+        # Set once the JVM is being launched (or starting failed): Python work done before then
+        # (imports, parsing) competes for the interpreter with what leads to the launch.
+        self.launching = threading.Event()
+        self._stopper: threading.Thread | None = None
+        self._stop_error: BaseException | None = None
         self._thread = threading.Thread(target=self._start, name="spark-start", daemon=True)
         self._thread.start()
 
     def _start(self) -> None:
         try:
-            self._spark = build_session(self._master, record_cds=True, small_input=self._small_input)
+            self._spark = build_session(self._master, record_cds=True, small_input=self._small_input,
+                                        launching=self.launching)
         except BaseException as exc:  # handed to whoever calls get()  # noqa: BLE001
             self._error = exc
+        finally:
+            self.launching.set()
 
     def get(self, timeout: float | None = None) -> SparkSession:
         self._thread.join(timeout)
@@ -259,12 +338,28 @@ class EarlySession:
         assert self._spark is not None
         return self._spark
 
-    def stop(self) -> None:
-        """Stop the session (waiting for it to finish starting first); safe to call twice."""
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop the session (waiting for it to finish starting first); safe to call again and from
+        several threads. ``wait=False``: stop it in a background thread, so that the caller's next
+        work (a report's page, once Spark's part is done) overlaps Spark's stop and the JVM's exit;
+        a later ``stop()`` waits for that stop and raises what it raised."""
+        with self._stop_lock:
+            if self._stopper is None:
+                self._stopper = threading.Thread(target=self._stop, name="spark-stop", daemon=True)
+                self._stopper.start()
+        if wait:
+            self._stopper.join()
+            if self._stop_error is not None:
+                error, self._stop_error = self._stop_error, None
+                raise error
+
+    def _stop(self) -> None:
         self._thread.join()
-        if self._spark is not None and not self._stopped:
-            self._stopped = True
-            stop_session(self._spark)
+        try:
+            if self._spark is not None:
+                stop_session(self._spark)
+        except BaseException as exc:  # handed to the stop() that waits  # noqa: BLE001
+            self._stop_error = exc
 
 
 def start_session_early(master: str | None = None) -> EarlySession:

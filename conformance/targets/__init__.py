@@ -40,8 +40,8 @@ def spawn_private(
 ) -> Target:
     """A broker process of our own (with a controller), of a spawned kind of the registry
     (:mod:`conformance.targets.kinds`); with ``tls`` one listening with TLS (kinds with ``tls``
-    only). ``restricted=False`` skips making the access cases' restricted user where that costs
-    time (rabbitmqctl): the restart cases' private brokers do not need it."""
+    only). ``restricted=False`` skips making the access cases' restricted user: the restart cases'
+    private brokers do not need it."""
     k, arg = lookup(kind)
     if k.start is None:
         raise TargetError(f"--broker {kind} is not started by the suite (use {spellings(spawnable)})")

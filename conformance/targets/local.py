@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import yaml
 
+from conformance.targets import rabbitnode
 from conformance.targets.base import (
     RESTRICTED,
     SECOND_VHOST,
@@ -26,6 +26,7 @@ from conformance.targets.base import (
     spawned_target,
     tls_files,
 )
+from conformance.targets.erleval import EvalError
 from conformance.targets.readiness import amqp_ready
 from conformance.targets.tlscerts import TLSFiles
 
@@ -155,50 +156,34 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     return target
 
 
-def _rabbitmqctl(env: dict[str, str], node: str, *args: str) -> str | None:
-    """Run one rabbitmqctl command on the node; None when it worked, else one line saying why not."""
-    ctl = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
-    if not ctl:
-        return "rabbitmqctl is not installed"
-    argv = [ctl, "-n", node, *args]
-    try:
-        done = subprocess.run(argv, env=env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"rabbitmqctl {args[0]} failed: {exc}"
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()[-1:]
-        return f"rabbitmqctl {args[0]} exited with {done.returncode}: {' '.join(tail)}"
-    return None
-
-
 def _rabbitmq_memory_alarm(env: dict[str, str], node: str, on: bool) -> None:
     """Raise or clear the node's memory alarm (RabbitMQ's Memory guide: an absolute
     vm_memory_high_watermark below what the node uses triggers it at once; the default
-    relative 0.4 clears it). TargetError (one line) when rabbitmqctl fails."""
-    problem = _rabbitmqctl(env, node, "set_vm_memory_high_watermark", *(["absolute", "1"] if on else ["0.4"]))
-    if problem is not None:
-        raise TargetError(f"cannot {'raise' if on else 'clear'} the memory alarm: {problem}")
+    relative 0.4 clears it). TargetError (one line) when the node does not do it."""
+    try:
+        rabbitnode.memory_alarm(node, env, on)
+    except EvalError as exc:
+        raise TargetError(f"cannot {'raise' if on else 'clear'} the memory alarm: {exc}") from exc
 
 
 def _rabbitmq_add_vhost(env: dict[str, str], node: str) -> str | None:
-    """Create the second vhost with rabbitmqctl (None, and the vhost cases UNSUPPORTED, if that fails)."""
-    for args in (
-        ("add_vhost", SECOND_VHOST),
-        ("set_permissions", "-p", SECOND_VHOST, "guest", ".*", ".*", ".*"),
-    ):
-        if _rabbitmqctl(env, node, *args) is not None:
-            return None
+    """Create the second vhost (None, and the vhost cases UNSUPPORTED, if that fails)."""
+    try:
+        rabbitnode.add_vhost(node, env, SECOND_VHOST)
+        rabbitnode.set_permissions(node, env, SECOND_VHOST, "guest", ".*", ".*", ".*")
+    except EvalError:
+        return None
     return SECOND_VHOST
 
 
 def _rabbitmq_add_restricted_user(env: dict[str, str], node: str) -> str | None:
     """The access cases' restricted user (permissions in "/" only); None when created, else why not."""
-    for args in (("add_user", RESTRICTED.name, RESTRICTED.password),
-                 ("set_permissions", "-p", "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write,
-                  RESTRICTED.read)):
-        problem = _rabbitmqctl(env, node, *args)
-        if problem is not None:
-            return f"the restricted user could not be created: {problem}"
+    try:
+        rabbitnode.add_user(node, env, RESTRICTED.name, RESTRICTED.password)
+        rabbitnode.set_permissions(node, env, "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write,
+                                   RESTRICTED.read)
+    except EvalError as exc:
+        return f"the restricted user could not be created: {exc}"
     return None
 
 

@@ -67,6 +67,23 @@ def test_nodes_are_one_cluster(cluster: LocalCluster) -> None:
     assert len({n.url for n in cluster.nodes}) == 3
 
 
+def test_rabbitmqctl_eval_answers_where_erl_call_is_missing(
+        cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.targets import erleval
+
+    conn = pika.BlockingConnection(pika.URLParameters(cluster.nodes[0].url))
+    try:
+        conn.channel().queue_declare("qq-eval", durable=True, arguments={"x-queue-type": "quorum"})
+    finally:
+        conn.close()
+    seen = sorted(cluster.running_nodes(0))
+    where = cluster.leader("qq-eval")
+    monkeypatch.setattr(erleval, "erl_call_path", lambda: None)
+    assert sorted(cluster.running_nodes(0)) == seen
+    by_ctl = cluster.leader("qq-eval")
+    assert "rabbitmqctl eval" in by_ctl.how and by_ctl.members == where.members
+
+
 def test_quorum_leader_and_kill_restart(cluster: LocalCluster) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(cluster.nodes[0].url))
     try:
@@ -75,7 +92,7 @@ def test_quorum_leader_and_kill_restart(cluster: LocalCluster) -> None:
         conn.close()
     leader = cluster.leader("qq-it")
     assert leader.queue_type == "quorum" and len(leader.members) == 3 and leader.leader in leader.members
-    assert "rabbitmqctl" in leader.how
+    assert "erl_call" in leader.how or "rabbitmqctl" in leader.how
     victim = next(n.index for n in cluster.nodes if n.name == leader.leader)
     cluster.kill(victim)
     assert not cluster.answers(victim)

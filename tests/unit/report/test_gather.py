@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -40,7 +41,8 @@ def frame(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame(ROWS, SCHEMA)
 
 
-def test_gather_gives_each_frame_as_collect_gives_it(spark: SparkSession) -> None:
+@pytest.mark.parametrize("one_task", [True, False], ids=["one-task", "tasks"])
+def test_gather_gives_each_frame_as_collect_gives_it(spark: SparkSession, one_task: bool) -> None:
     df = frame(spark)
     specials = spark.createDataFrame([(float("nan"),), (float("inf"),), (float("-inf"),)], "x double")
     found = gather({
@@ -49,7 +51,7 @@ def test_gather_gives_each_frame_as_collect_gives_it(spark: SparkSession) -> Non
         "count": Collect(df.agg(F.count(F.lit(1)).alias("n")), 1, lambda rs: rs[0]["n"]),
         "none": Collect(df.where("id > 99"), 10),
         "specials": Collect(specials, 10, lambda rs: [r["x"] for r in rs]),
-    }, one_task=True)
+    }, one_task=one_task)
     assert found["all"] == [r.asDict(recursive=True) for r in df.orderBy(F.col("id").desc()).collect()]
     assert found["two"] == [r.asDict(recursive=True) for r in df.orderBy("id").limit(2).collect()]
     assert found["count"] == 4 and found["none"] == []

@@ -1,0 +1,149 @@
+"""What the suite asks of a RabbitMQ node it started: the rabbitmqctl commands it needs, as the calls
+rabbitmqctl 3.10 makes for them, evaluated through :mod:`conformance.targets.erleval` (erl_call:
+milliseconds, where rabbitmqctl boots an Erlang VM per command).
+
+Every function takes the node's name and the environment its rabbitmqctl would run with (``HOME``
+holding the cookie, ``ERL_EPMD_PORT``) and raises :class:`~conformance.targets.erleval.EvalError`
+(one line) when the node does not do it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
+
+__all__ = [
+    "EvalError", "QueueHome", "add_user", "add_vhost", "clear_policy", "join_cluster",
+    "lagging_quorum_queues", "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy",
+    "transport",
+]
+
+#: who the node's audit events name for these changes (rabbitmqctl says ``rmq-cli``)
+ACTING_USER = erl_bin("amqp-conformance")
+Env = Mapping[str, str]
+
+
+def running_nodes(node: str, env: Env, timeout: float = 30.0) -> list[str]:
+    """The running nodes ``node`` sees: ``running_nodes`` of ``rabbit_mnesia:status()``, what
+    ``rabbitmqctl cluster_status`` prints (it needs the rabbit application running, so does this)."""
+    got = evaluate(node, env, "proplists:get_value(running_nodes, rabbit_mnesia:status())", timeout=timeout)
+    return [str(n) for n in got or []]
+
+
+_LAGGING = """
+[N || Q <- rabbit_amqqueue:list_by_type(quorum),
+      {resource, V, queue, N} <- [amqqueue:get_name(Q)],
+      Rows <- [catch rabbit_quorum_queue:status(V, N)], is_list(Rows),
+      I <- [[{proplists:get_value(<<"Raft State">>, R), proplists:get_value(<<"Commit Index">>, R)}
+             || R <- Rows, is_list(R)]],
+      lists:any(fun({leader, C}) -> is_integer(C) andalso C > 0; (_) -> false end, I),
+      lists:member(0, [C || {_, C} <- I])]"""
+
+
+def lagging_quorum_queues(node: str, env: Env, timeout: float = 30.0) -> list[str]:
+    """The quorum queues (names) with a member that has not heard from its leader: commit index 0
+    where the leader's is above it (``rabbit_quorum_queue:status``, what ``rabbitmq-queues
+    quorum_status`` prints). A member restarted after a kill stays there until the leader's next
+    tick (``quorum_tick_interval``, 5 s) contacts it; a queue.delete meanwhile waits for it."""
+    return [str(n) for n in evaluate(node, env, _LAGGING, timeout=timeout) or []]
+
+
+def join_cluster(node: str, env: Env, first: str, timeout: float = 120.0) -> None:
+    """``rabbitmqctl stop_app; join_cluster FIRST; start_app`` in one call (``rabbit:stop/0``,
+    ``rabbit_mnesia:join_cluster/2`` as a disc node, ``rabbit:start/0``)."""
+    evaluate(node, env,
+             f"ok = rabbit:stop(), "
+             f"case rabbit_mnesia:join_cluster({_atom(first)}, disc) of "
+             f"ok -> ok; {{ok, already_member}} -> ok end, "
+             f"ok = rabbit:start()", timeout=timeout, running=False)
+
+
+def add_vhost(node: str, env: Env, vhost: str) -> None:
+    """``rabbitmqctl add_vhost``: ``rabbit_vhost:add/2``."""
+    evaluate(node, env, f"ok = rabbit_vhost:add({erl_bin(vhost)}, {ACTING_USER})")
+
+
+def set_permissions(node: str, env: Env, vhost: str, user: str, configure: str, write: str,
+                    read: str) -> None:
+    """``rabbitmqctl set_permissions -p VHOST USER CONF WRITE READ``."""
+    args = ", ".join(erl_bin(s) for s in (user, vhost, configure, write, read))
+    evaluate(node, env, f"ok = rabbit_auth_backend_internal:set_permissions({args}, {ACTING_USER})")
+
+
+def add_user(node: str, env: Env, user: str, password: str) -> None:
+    """``rabbitmqctl add_user``: ``rabbit_auth_backend_internal:add_user/3``."""
+    args = f"{erl_bin(user)}, {erl_bin(password)}"
+    evaluate(node, env, f"ok = rabbit_auth_backend_internal:add_user({args}, {ACTING_USER})")
+
+
+def set_policy(node: str, env: Env, vhost: str, name: str, pattern: str, definition: str,
+               apply_to: str = "queues") -> None:
+    """``rabbitmqctl set_policy -p VHOST --apply-to APPLY_TO NAME PATTERN DEFINITION`` (priority 0):
+    ``rabbit_policy:parse_set/7``, which reads the definition as JSON."""
+    args = ", ".join(erl_bin(s) for s in (vhost, name, pattern, definition))
+    evaluate(node, env, f"ok = rabbit_policy:parse_set({args}, 0, {erl_bin(apply_to)}, {ACTING_USER})")
+
+
+def clear_policy(node: str, env: Env, vhost: str, name: str) -> None:
+    """``rabbitmqctl clear_policy -p VHOST NAME``: ``rabbit_policy:delete/3``."""
+    evaluate(node, env, f"ok = rabbit_policy:delete({erl_bin(vhost)}, {erl_bin(name)}, {ACTING_USER})")
+
+
+def memory_alarm(node: str, env: Env, on: bool) -> None:
+    """``rabbitmqctl set_vm_memory_high_watermark absolute 1`` (on: the alarm goes off whatever the
+    node uses) or ``0.4`` (RabbitMQ's default: cleared)."""
+    value = "{absolute, 1}" if on else "0.4"
+    evaluate(node, env, f"ok = vm_memory_monitor:set_vm_memory_high_watermark({value})")
+
+
+@dataclass(frozen=True)
+class QueueHome:
+    """Where a queue lives, as ``rabbitmqctl list_queues name type leader members pid slave_pids``
+    shows it: ``leader``/``members`` of a quorum queue or stream, ``master`` (the node of ``pid``)
+    and ``mirrors`` (the nodes of ``slave_pids``) of a classic one."""
+
+    queue_type: str  # classic | quorum | stream
+    leader: str  # "" for a classic queue
+    members: tuple[str, ...]
+    master: str
+    mirrors: tuple[str, ...]
+
+
+_QUEUE_HOME = """
+case rabbit_amqqueue:lookup(rabbit_misc:r({vhost}, queue, {queue})) of
+  {{error, not_found}} -> null;
+  {{ok, Q}} ->
+    T = amqqueue:get_type(Q),
+    I = case T of rabbit_classic_queue -> #{{}};
+                  _ -> maps:from_list(rabbit_amqqueue:info(Q, [leader, members])) end,
+    P = amqqueue:get_pid(Q),
+    M = if is_pid(P) -> node(P); is_tuple(P) -> element(2, P); true -> '' end,
+    #{{type => T, leader => maps:get(leader, I, ''), members => maps:get(members, I, []),
+      master => M, mirrors => [node(S) || S <- amqqueue:get_slave_pids(Q), is_pid(S)]}}
+end"""
+#: queue type modules as rabbitmqctl list_queues names them
+_TYPES = {"rabbit_classic_queue": "classic", "rabbit_quorum_queue": "quorum", "rabbit_stream_queue": "stream"}
+
+
+def queue_home(node: str, env: Env, queue: str, vhost: str = "/", timeout: float = 30.0) -> QueueHome | None:
+    """Where ``queue`` lives, from ``node``'s view of the queue's record (``rabbit_amqqueue:lookup``;
+    ``leader`` and ``members`` from ``rabbit_amqqueue:info``, as list_queues reads them); None when
+    ``node`` does not know the queue."""
+    got = evaluate(node, env, _QUEUE_HOME.format(vhost=erl_bin(vhost), queue=erl_bin(queue)), timeout=timeout)
+    if got is None:
+        return None
+    qtype = str(got.get("type", ""))
+    return QueueHome(
+        queue_type=_TYPES.get(qtype, qtype),
+        leader=str(got.get("leader") or ""),
+        members=tuple(map(str, got.get("members") or ())),
+        master=str(got.get("master") or ""),
+        mirrors=tuple(map(str, got.get("mirrors") or ())),
+    )
+
+
+def _atom(text: str) -> str:
+    """``text`` as an Erlang expression of that atom (a node name)."""
+    return f"binary_to_atom({erl_bin(text)}, utf8)"

@@ -1,0 +1,98 @@
+"""The Erlang-expression transport to a RabbitMQ node (erl_call, rabbitmqctl eval as fallback):
+literals, the wrapped expression, and how an answer, an error and a missing answer are told apart.
+A fake erl_call stands in for the node."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from conformance.targets import erleval, rabbitnode
+from conformance.targets.erleval import MARK, EvalError, erl_bin, evaluate
+
+
+@pytest.fixture
+def fake_erl_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Install a fake erl_call printing ``out`` (and exiting ``rc``); returns a setter and the
+    file its stdin and argv are saved to."""
+    script = tmp_path / "erl_call"
+    seen = tmp_path / "seen"
+
+    def install(out: str, rc: int = 0) -> Path:
+        (tmp_path / "out").write_text(out)
+        script.write_text(f'#!/bin/sh\necho "$@" > {seen}.argv\ncat > {seen}.stdin\n'
+                          f'cat {tmp_path / "out"}\nexit {rc}\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        return seen
+
+    monkeypatch.setattr(erleval, "erl_call_path", lambda: str(script))
+    return install
+
+
+def test_erl_bin_escapes_quotes_backslashes_and_non_ascii() -> None:
+    assert erl_bin("plain") == '<<"plain"/utf8>>'
+    assert erl_bin('a"b\\c') == '<<"a\\x{22}b\\x{5C}c"/utf8>>'
+    assert erl_bin("é\n") == '<<"\\x{E9}\\x{A}"/utf8>>'
+    assert erl_bin("x é").isascii()
+
+
+def test_the_answer_is_the_marked_line(fake_erl_call) -> None:
+    seen = fake_erl_call(f'noise\n{MARK}{{"ok": ["a@h", "b@h"]}}\n{{ok, ok}}')
+    assert evaluate("n@h", {}, "node()", timeout=7) == ["a@h", "b@h"]
+    argv = (seen.parent / "seen.argv").read_text().split()
+    assert argv[:4] == ["-sname", "n@h", "-timeout", "7"] and "-fetch_stdout" in argv
+    sent = (seen.parent / "seen.stdin").read_text()
+    assert "node()" in sent and "rabbit:is_running()" in sent and sent.endswith(".\n")
+
+
+def test_not_running_check_is_optional(fake_erl_call) -> None:
+    seen = fake_erl_call(f'{MARK}{{"ok": "ok"}}\n')
+    evaluate("n@h", {}, "ok", running=False)
+    assert "rabbit:is_running()" not in (seen.parent / "seen.stdin").read_text()
+
+
+def test_an_error_raised_by_the_expression_is_an_eval_error(fake_erl_call) -> None:
+    fake_erl_call(f'{MARK}{{"error": "error: {{badmatch,\\n  {{error_string,\\"no\\"}}}}"}}\n')
+    with pytest.raises(EvalError, match=r"n@h: error: \{badmatch, \{error_string"):
+        evaluate("n@h", {}, "ok = x")
+
+
+@pytest.mark.parametrize(("out", "rc", "says"), [
+    ("", 1, "exited with 1 and no answer"),
+    ('{error, "*** syntax error before: \'end\'"}', 0, "syntax error"),
+    (f"{MARK}not json\n", 0, "unreadable answer"),
+])
+def test_no_answer_is_never_taken_for_one(fake_erl_call, out: str, rc: int, says: str) -> None:
+    fake_erl_call(out, rc)
+    with pytest.raises(EvalError, match=says):
+        evaluate("n@h", {}, "ok")
+
+
+def test_queue_home_reads_types_as_list_queues_names_them(fake_erl_call) -> None:
+    fake_erl_call(f'{MARK}{{"ok": {{"type": "rabbit_classic_queue", "leader": "", "members": [], '
+                  f'"master": "a@h", "mirrors": ["b@h", "c@h"]}}}}\n')
+    home = rabbitnode.queue_home("a@h", {}, "q")
+    assert home == rabbitnode.QueueHome("classic", "", (), "a@h", ("b@h", "c@h"))
+    fake_erl_call(f'{MARK}{{"ok": null}}\n')
+    assert rabbitnode.queue_home("a@h", {}, "q") is None
+
+
+def test_without_erl_call_rabbitmqctl_eval_runs_the_same_expression(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctl = tmp_path / "rabbitmqctl"
+    ctl.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/argv\necho \'{MARK}{{"ok": 3}}\'\necho ok\n')
+    ctl.chmod(0o755)
+    monkeypatch.setattr(erleval, "erl_call_path", lambda: None)
+    monkeypatch.setattr(erleval, "RABBITMQCTL", str(ctl))
+    assert erleval.transport() == "rabbitmqctl eval"
+    assert evaluate("n@h", {}, "1 + 2") == 3
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:5] == ["-n", "n@h", "-t", "30", "eval"] and "1 + 2" in argv[5]
+
+
+def test_lagging_quorum_queues_are_names(fake_erl_call) -> None:
+    seen = fake_erl_call(f'{MARK}{{"ok": ["q1", "q2"]}}\n')
+    assert rabbitnode.lagging_quorum_queues("a@h", {}) == ["q1", "q2"]
+    assert "rabbit_quorum_queue:status" in (seen.parent / "seen.stdin").read_text()
