@@ -6,6 +6,7 @@ is stopped by whoever started it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -130,6 +131,8 @@ def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls:
     ctl.start()
     try:
         target = spawned_target("local:rabbitmq", url, ctl, tls=files, plain_url=plain_url)
+        with contextlib.suppress(EvalError):  # a node that never gets there: the calls below say so
+            rabbitnode.await_running(node, env)
         target.second_vhost = _rabbitmq_add_vhost(env, node)
         problem = (
             _rabbitmq_add_restricted_user(env, node) if restricted else "not made for this private broker"
@@ -161,6 +164,7 @@ def _rabbitmq_memory_alarm(env: dict[str, str], node: str, on: bool) -> None:
     vm_memory_high_watermark below what the node uses triggers it at once; the default
     relative 0.4 clears it). TargetError (one line) when the node does not do it."""
     try:
+        rabbitnode.await_running(node, env)  # a restart case may have restarted it just before
         rabbitnode.memory_alarm(node, env, on)
     except EvalError as exc:
         raise TargetError(f"cannot {'raise' if on else 'clear'} the memory alarm: {exc}") from exc

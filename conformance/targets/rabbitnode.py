@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
 
 __all__ = [
-    "EvalError", "QueueHome", "add_user", "add_vhost", "clear_policy", "join_cluster",
+    "EvalError", "QueueHome", "add_user", "add_vhost", "await_running", "clear_policy", "join_cluster",
     "lagging_quorum_queues", "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy",
     "transport",
 ]
@@ -58,6 +58,17 @@ def join_cluster(node: str, env: Env, first: str, timeout: float = 120.0) -> Non
              f"case rabbit_mnesia:join_cluster({_atom(first)}, disc) of "
              f"ok -> ok; {{ok, already_member}} -> ok end, "
              f"ok = rabbit:start()", timeout=timeout, running=False)
+
+
+def await_running(node: str, env: Env, timeout: float = 60.0) -> None:
+    """Wait until the rabbit application runs on ``node`` (polled in the node every 50 ms, within
+    ``timeout``). A node accepts AMQP connections before its boot has finished; the calls that need
+    the application (add_vhost, add_user, …) fail until then with ``rabbit_app_not_running``."""
+    polls = max(1, int(timeout * 0.9 / 0.05))
+    evaluate(node, env,
+             "(fun W__(0) -> erlang:error(rabbit_app_not_running); "
+             "W__(N__) -> case rabbit:is_running() of true -> ok; "
+             f"false -> timer:sleep(50), W__(N__ - 1) end end)({polls})", timeout=timeout, running=False)
 
 
 def add_vhost(node: str, env: Env, vhost: str) -> None:
