@@ -61,6 +61,7 @@ from conformance.cluster.procs import (
     sweep_stale,
 )
 from conformance.targets import rabbitnode
+from conformance.targets.base import SECOND_VHOST
 from conformance.targets.rabbitnode import EvalError
 
 __all__ = ["RUN_ENV", "LocalCluster", "leftovers", "local_cluster", "sweep_stale"]
@@ -70,7 +71,6 @@ PARTITION_HANDLING = "pause_minority"
 NET_TICKTIME = 5
 #: as the single-node local target: small, so the limits cases can cross it
 MAX_MESSAGE_SIZE = 1048576
-SECOND_VHOST = "amqpc-second"  # the name conformance.targets.base uses for the vhost cases
 
 
 @dataclass
@@ -192,6 +192,8 @@ class LocalCluster:
         deadline = time.monotonic() + self.start_timeout
         for node in self._nodes:
             wait_amqp(self.host, node.port, deadline, node.alive, f"node {node.name}")
+            # AMQP answers before the boot ends; joining and the set-up need the application
+            self._call(node.index, rabbitnode.await_running, timeout=max(1.0, deadline - time.monotonic()))
         self._log(f"cluster {self.run_id}: {self.size} nodes up in {time.monotonic() - t0:.0f} s")
         first = self._nodes[0].name
         for node in self._nodes[1:]:
@@ -363,20 +365,13 @@ class LocalCluster:
     def _setup_users(self) -> None:
         """The second vhost and the restricted user the other areas need (as the single-node local
         target makes them; definitions are cluster-wide, so node 0 is enough)."""
-        from conformance.targets.base import RESTRICTED
-
         try:
-            self._call(0, rabbitnode.add_vhost, SECOND_VHOST)
-            self._call(0, rabbitnode.set_permissions, SECOND_VHOST, "guest", ".*", ".*", ".*")
+            self._call(0, rabbitnode.add_second_vhost)
             self.second_vhost = SECOND_VHOST
         except ClusterError as exc:
             self.restricted_problem = str(exc)
         try:
-            self._call(0, rabbitnode.add_user, RESTRICTED.name, RESTRICTED.password)
-            self._call(
-                0, rabbitnode.set_permissions, "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write,
-                RESTRICTED.read,
-            )
+            self._call(0, rabbitnode.add_restricted_user)
         except ClusterError as exc:
             self.restricted_problem = f"the restricted user could not be created: {exc}"
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from conformance.targets.base import RESTRICTED, SECOND_VHOST
 from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
 
 __all__ = [
-    "EvalError", "QueueHome", "add_user", "add_vhost", "await_running", "clear_policy", "join_cluster",
-    "lagging_quorum_queues", "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy",
-    "transport",
+    "EvalError", "QueueHome", "add_restricted_user", "add_second_vhost", "add_user", "add_vhost",
+    "await_running", "clear_policy", "join_cluster", "lagging_quorum_queues", "memory_alarm", "queue_home",
+    "running_nodes", "set_permissions", "set_policy", "transport",
 ]
 
 #: who the node's audit events name for these changes (rabbitmqctl says ``rmq-cli``)
@@ -69,6 +70,20 @@ def await_running(node: str, env: Env, timeout: float = 60.0) -> None:
              "(fun W__(0) -> erlang:error(rabbit_app_not_running); "
              "W__(N__) -> case rabbit:is_running() of true -> ok; "
              f"false -> timer:sleep(50), W__(N__ - 1) end end)({polls})", timeout=timeout, running=False)
+
+
+def add_second_vhost(node: str, env: Env) -> None:
+    """The second vhost the vhost cases need (:data:`~conformance.targets.base.SECOND_VHOST`),
+    guest allowed everything in it."""
+    add_vhost(node, env, SECOND_VHOST)
+    set_permissions(node, env, SECOND_VHOST, "guest", ".*", ".*", ".*")
+
+
+def add_restricted_user(node: str, env: Env) -> None:
+    """The access cases' restricted user (:data:`~conformance.targets.base.RESTRICTED`):
+    permissions in "/" only."""
+    add_user(node, env, RESTRICTED.name, RESTRICTED.password)
+    set_permissions(node, env, "/", RESTRICTED.name, RESTRICTED.configure, RESTRICTED.write, RESTRICTED.read)
 
 
 def add_vhost(node: str, env: Env, vhost: str) -> None:
