@@ -46,6 +46,9 @@ class Loaded:
     malformed: DataFrame  # with file and line
     examples: list[dict[str, object]] = field(default_factory=list)
     workload: DataFrame | None = None  # the ``faults`` records' lines (``value``), if any input had some
+    # Inputs known, from rows the driver parsed, to hold nothing (:func:`known_empty`). A table fed
+    # by such an input is empty (tables.Table.source): not derived, only given its recorded schema.
+    known_empty: frozenset[str] = frozenset()
 
     def close(self) -> None:
         self.parsed.unpersist()
@@ -116,7 +119,26 @@ def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[st
         n_valid=len(rows),
         n_malformed=0,
         malformed=malformed,
+        known_empty=known_empty(rows),
     )
+
+
+def known_empty(rows: list[dict[str, Any]]) -> frozenset[str]:
+    """Which inputs (:attr:`Loaded.known_empty`) ``rows``, every line of the input a result record
+    (no ``faults`` workload line: :func:`arrow_ingest.plan_by_file` leaves those to Spark), lack:
+    mutation runs, a second normal run (flaky cases need one), a second version of a product among
+    normal runs (regressions need one; a null version is a version, as Spark's ``distinct`` has it)."""
+    normal = [r for r in rows if r["mutant"] is None]
+    versions: dict[Any, set[Any]] = {}
+    for r in normal:
+        versions.setdefault(r["broker_product"], set()).add(r["broker_version"])
+    lacks = {
+        "workload": True,
+        "mutation": len(normal) == len(rows),
+        "second_run": len({r["run_id"] for r in normal}) < 2,
+        "second_version": all(len(v) < 2 for v in versions.values()),
+    }
+    return frozenset(k for k, v in lacks.items() if v)
 
 
 def local_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.StructType) -> DataFrame:
@@ -135,7 +157,7 @@ def local_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: T.Stru
         return spark.createDataFrame(rows, schema)
     names = schema.fieldNames()
     table = pa.Table.from_pylist([dict(zip(names, row, strict=True)) for row in rows],
-                                 schema=to_arrow_schema(schema))
+                                 schema=to_arrow_schema(schema, timezone="UTC"))  # the session's zone
     return spark.createDataFrame(table, schema)
 
 

@@ -11,14 +11,18 @@ others derive from is planned and computed once).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from conformance.report import cluster, edges, power, stages, tx_table
 from conformance.report.gather import Collect as Collect
@@ -101,11 +105,18 @@ class Frames:
 
     def __getitem__(self, name: str) -> DataFrame:
         def build() -> DataFrame:
+            table = BY_NAME[name]
+            if table.source in self.loaded.known_empty:
+                # Empty whatever else the input holds: planning its derivation (and its view's)
+                # is a twentieth of a one-run report's JVM time for nothing.
+                empty = edges.local_frame(self.spark, [], recorded_schema(name))
+                self._built[name] = empty
+                return empty
             # Computed once either way: cached when persisting (its write computes it, the
             # tables derived from it and the page's views read it from memory); for a small
             # input checkpointed, so the plans of the tables and views derived from it start
             # from its block instead of repeating (and re-planning) its whole derivation.
-            df = BY_NAME[name].build(self)
+            df = table.build(self)
             built = df.persist(StorageLevel.MEMORY_AND_DISK) if self.persist else self.local(df)
             self._built[name] = built
             return built
@@ -164,6 +175,10 @@ class Table:
     build: Callable[[Frames], DataFrame]
     view: View | None = None  # what the page shows of it; None: the table only
     section: str | None = None  # the page section (and template) that shows it
+    # The input that feeds it (edges.Loaded.known_empty): when that is known empty, so is the
+    # table, whatever else the input holds (tests/unit/report/test_known_empty.py proves it for
+    # each such table with its real derivation), and it is given its recorded schema instead.
+    source: str | None = None
 
 
 # ------------------------------------------------------------------------------------------ views
@@ -318,14 +333,15 @@ TABLES: tuple[Table, ...] = (
     Table("queue_types", "queue types", lambda f: stages.queue_type_matrix(f["latest"]),
           queue_types_view, "queue-types"),
     Table("cluster_runs", "faults runs", lambda f: cluster.fault_runs(f.workload), cluster_runs_view,
-          "cluster"),
+          "cluster", source="workload"),
     Table("cluster_faults", "faults per queue type and nemesis",
           lambda f: cluster.fault_summary(f["cluster_runs"]),
-          cluster_view("cluster_faults", ("broker", "queue_type", "nemesis"), MAX_ROWS), "cluster"),
+          cluster_view("cluster_faults", ("broker", "queue_type", "nemesis"), MAX_ROWS), "cluster",
+          source="workload"),
     Table("cluster_timeline", "faults timeline", lambda f: cluster.fault_timeline(f.workload),
-          cluster_view("cluster_timeline", PER_RUN, MAX_PER_RUN), "cluster"),
+          cluster_view("cluster_timeline", PER_RUN, MAX_PER_RUN), "cluster", source="workload"),
     Table("cluster_events", "faults nemesis events", lambda f: cluster.fault_events(f.workload),
-          cluster_view("cluster_events", PER_RUN, MAX_PER_RUN), "cluster"),
+          cluster_view("cluster_events", PER_RUN, MAX_PER_RUN), "cluster", source="workload"),
     Table("cluster_cases", "cluster area verdicts", lambda f: cluster.cluster_cases(f["latest"]),
           cluster_view("cluster_cases", ("case_id", "broker"), MAX_MATRIX_CASES), "cluster"),
     Table("tx_table", "tx table", lambda f: stages.tx_comparison(f.tx_obs, f.tx_seed), tx_view, "tx"),
@@ -334,19 +350,31 @@ TABLES: tuple[Table, ...] = (
     Table("rule_coverage", "rule coverage",
           lambda f: stages.rule_coverage(f.rules_frame, f["latest"]),
           rules_view, "rules"),
-    Table("flaky", "flaky cases", lambda f: stages.flaky_cases(f["history"]), flaky_view, "flaky"),
+    Table("flaky", "flaky cases", lambda f: stages.flaky_cases(f["history"]), flaky_view, "flaky",
+          source="second_run"),
     Table("regressions", "regressions", lambda f: stages.release_regressions(f["latest"]),
-          regressions_view, "regressions"),
+          regressions_view, "regressions", source="second_version"),
     Table("mutation_cases", "mutation cases",
           lambda f: power.mutation_cases(power.mutation_runs(f.all_results), f.mutants),
-          mutation_cases_view, "power"),
-    Table("mutants", "mutants", lambda f: power.mutant_outcomes(f["mutation_cases"]), mutants_view, "power"),
+          mutation_cases_view, "power", source="mutation"),
+    Table("mutants", "mutants", lambda f: power.mutant_outcomes(f["mutation_cases"]), mutants_view, "power",
+          source="mutation"),
     Table("mutation_scores", "mutation scores", lambda f: power.mutation_scores(f["mutants"]),
-          mutation_scores_view, "power"),
+          mutation_scores_view, "power", source="mutation"),
     Table("malformed", "malformed lines", lambda f: f.loaded.malformed, malformed_view, "malformed"),
 )
 
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
+
+# Every table's Spark schema as its derivation gives it (tests/unit/report/test_known_empty.py
+# checks each against its derivation; ``UPDATE_TABLE_SCHEMAS=1`` there rewrites the file).
+SCHEMAS_FILE = Path(__file__).with_name("table_schemas.json")
+
+
+@cache
+def recorded_schema(name: str) -> T.StructType:
+    schemas = json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))
+    return T.StructType.fromJson(schemas[name])
 
 
 def sections() -> list[str]:
