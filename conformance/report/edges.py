@@ -49,6 +49,8 @@ class Loaded:
     # Inputs known, from rows the driver parsed, to hold nothing (:func:`known_empty`). A table fed
     # by such an input is empty (tables.Table.source): not derived, only given its recorded schema.
     known_empty: frozenset[str] = frozenset()
+    # Broker versions among the normal runs, when the driver parsed every row (None: unknown).
+    n_brokers: int | None = None
 
     def close(self) -> None:
         self.parsed.unpersist()
@@ -120,6 +122,7 @@ def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[st
         n_malformed=0,
         malformed=malformed,
         known_empty=known_empty(rows),
+        n_brokers=len({r["broker"] for r in rows if r["mutant"] is None}),
     )
 
 

@@ -161,7 +161,10 @@ class Frames:
         return self["brokers"].orderBy(F.col("last_ts").desc(), "broker").limit(n).select("broker")
 
     def among_recent(self, df: DataFrame, n: int) -> DataFrame:
-        """Rows of ``df`` whose broker is one of the ``n`` most recent."""
+        """Rows of ``df`` (of the normal runs' broker versions) whose broker is one of the ``n``
+        most recent: all of them when there are no more than ``n`` (known from the driver's parse)."""
+        if self.loaded.n_brokers is not None and self.loaded.n_brokers <= n:
+            return df
         return df.join(F.broadcast(self.recent_brokers(n)), "broker", "left_semi")
 
 

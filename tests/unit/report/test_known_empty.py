@@ -123,3 +123,19 @@ def test_a_known_empty_table_is_given_its_recorded_schema(spark: SparkSession) -
         assert df.schema == recorded_schema(name) and df.count() == 0
     # not derived: no table it derives from was built on the way (mutants reads mutation_cases)
     assert "table:mutation_cases" not in frames._memo and "table:cluster_runs" not in frames._memo
+
+
+def test_all_broker_versions_are_among_the_recent_when_there_are_no_more(spark: SparkSession) -> None:
+    """The views keep the rows of the most recent broker versions; with no more versions than
+    that (known from the driver's parse) every row, in the same order, without the join."""
+    files = [str(GOLDEN / name) for name in ("rabbitmq-3.12.0.jsonl", "rabbitmq-3.13.0.jsonl")]
+    per_file = arrow_ingest.plan_by_file(files, lambda _: None, who="report")
+    assert per_file is not None
+    frames = Frames(spark, edges.load_rows(spark, files, per_file), small=True)
+    assert frames.loaded.n_brokers == 2
+    latest = frames["latest"]
+    joined = latest.join(frames.recent_brokers(2), "broker", "left_semi")
+    assert frames.among_recent(latest, 2) is latest
+    assert latest.collect() == joined.collect()
+    fewer = frames.among_recent(latest, 1)
+    assert fewer is not latest and {r["broker"] for r in fewer.collect()} == {"RabbitMQ@3.13.0"}
