@@ -179,12 +179,14 @@ def cluster(conformance_state: SessionState, cleanup: Cleanup) -> Iterator[Any]:
 
 
 def _restore_nodes(handle: Any, case_timeout: float) -> None:
-    """Resume and start every node that does not answer, then wait until all run (a case's fault
-    must not leak into the next case)."""
+    """Resume and start every node that does not answer (all at once: nodes boot independently,
+    and a case that took two down then waits for one boot, not two), then wait until all run (a
+    case's fault must not leak into the next case)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from conformance.cluster.base import ClusterError
 
-    down = [n.index for n in handle.nodes if not handle.answers(n.index)]
-    for index in down:
+    def bring_back(index: int) -> None:
         for action in ("resume", "start"):
             if handle.supports(action) is None:
                 try:
@@ -192,6 +194,12 @@ def _restore_nodes(handle: Any, case_timeout: float) -> None:
                 except ClusterError as exc:
                     raise CaseTimeout(f"node {index + 1} back after the case", case_timeout,
                                       observed=str(exc)) from exc
+
+    down = [n.index for n in handle.nodes if not handle.answers(n.index)]
+    if down:
+        with ThreadPoolExecutor(len(down), thread_name_prefix="amqpc-restore") as pool:
+            for done in [pool.submit(bring_back, index) for index in down]:
+                done.result()  # every start has its own deadline (the controller's start timeout)
     if down and hasattr(handle, "wait_running"):
         try:
             handle.wait_running(timeout=max(60.0, 6 * case_timeout))

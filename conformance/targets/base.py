@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -130,6 +132,20 @@ def spawned_target(name: str, url: str, ctl: Controller, *, tls: TLSFiles | None
     if tls is None:
         return Target(name=name, url=url, controller=ctl, cleanup=[ctl.stop])
     return TLSTarget(name=name, url=url, controller=ctl, cleanup=[ctl.stop], plain_url=plain_url, tls=tls)
+
+
+def in_own_folder(prefix: str, workdir: Path | None, start: Callable[[Path], Target]) -> Target:
+    """``start(folder)`` in a fresh temp folder (``prefix``, under ``workdir``) the target owns: the
+    folder (data, logs, config, certificates) is removed when the start fails and, on ``close()``,
+    after the broker is stopped (first in ``cleanup``, which runs last first)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=workdir))
+    try:
+        target = start(folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    target.cleanup.insert(0, lambda: shutil.rmtree(folder, ignore_errors=True))
+    return target
 
 
 def tls_files(folder: Path) -> TLSFiles:

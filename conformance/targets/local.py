@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from conformance.targets.base import (
     TargetError,
     amqps_url,
     free_port,
+    in_own_folder,
     spawned_target,
     tls_files,
 )
@@ -83,10 +83,15 @@ def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
 def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
                    restricted: bool = True) -> Target:
     """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
-    and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one."""
+    and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one.
+    Its folder (``amqpc-rmq-*``) is removed once it is stopped."""
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
         "rabbitmq-server", None, "install it with: apt-get install -y rabbitmq-server")
-    base = Path(tempfile.mkdtemp(prefix="amqpc-rmq-", dir=workdir))
+    return in_own_folder("amqpc-rmq-", workdir, lambda base: _start_rabbitmq(
+        base, server, host=host, tls=tls, restricted=restricted))
+
+
+def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted: bool) -> Target:
     port, dist, epmd_port = free_port(host), free_port(host), free_port(host)
     node = f"amqpc{port}@localhost"
     epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
@@ -219,8 +224,12 @@ def garagemq_config(port: int, admin_port: int, db: Path, host: str = "127.0.0.1
 
 
 def start_garagemq(workdir: Path | None = None, *, host: str = "127.0.0.1") -> Target:
+    """garagemq on free ports; its folder (``amqpc-gmq-*``) is removed once it is stopped."""
     binary = _find("garagemq", None, "install it with: apt-get install -y garagemq")
-    base = Path(tempfile.mkdtemp(prefix="amqpc-gmq-", dir=workdir))
+    return in_own_folder("amqpc-gmq-", workdir, lambda base: _start_garagemq(base, binary, host))
+
+
+def _start_garagemq(base: Path, binary: str, host: str) -> Target:
     port, admin = free_port(host), free_port(host)
     cfg_path = base / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(garagemq_config(port, admin, base / "db", host)))

@@ -9,16 +9,18 @@ holding the cookie, ``ERL_EPMD_PORT``) and raises :class:`~conformance.targets.e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from conformance.targets.base import RESTRICTED, SECOND_VHOST
 from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
 
 __all__ = [
     "EvalError", "QueueHome", "add_restricted_user", "add_second_vhost", "add_user", "add_vhost",
-    "await_running", "clear_policy", "join_cluster", "lagging_quorum_queues", "memory_alarm", "queue_home",
-    "running_nodes", "set_permissions", "set_policy", "transport",
+    "await_running", "boot_plugins_dir", "clear_policy", "join_cluster", "lagging_quorum_queues",
+    "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy", "transport",
 ]
 
 #: who the node's audit events name for these changes (rabbitmqctl says ``rmq-cli``)
@@ -173,3 +175,45 @@ def queue_home(node: str, env: Env, queue: str, vhost: str = "/", timeout: float
 def _atom(text: str) -> str:
     """``text`` as an Erlang expression of that atom (a node name)."""
     return f"binary_to_atom({erl_bin(text)}, utf8)"
+
+
+#: where Debian's rabbitmq-server keeps its release (``rabbitmq_server-<version>/plugins``)
+RABBITMQ_LIB = Path("/usr/lib/rabbitmq/lib")
+#: what rabbitmq-server boots: the rabbit application, after its prelaunch
+BOOT_APPS = ("rabbit", "rabbitmq_prelaunch")
+
+
+def boot_plugins_dir(folder: Path, enabled: Sequence[str] = (), lib: Path = RABBITMQ_LIB) -> Path | None:
+    """``folder`` made a plugins directory (``RABBITMQ_PLUGINS_DIR``) holding links to only the
+    applications the node boots — rabbit, its prelaunch, the plugins in ``enabled`` and what their
+    ``.app`` files need — instead of the release's ~70. The node runs the same code: a plugin that
+    is not enabled is never started, but at boot RabbitMQ reads the config schema of every plugin
+    in the directory and the modules of every application there, ~1 s of CPU per boot here (2.8-3.3
+    s instead of 3.8-5.1 s for a node restart). None (the node then uses the release's directory)
+    when the release is not found or not unpacked (``.ez`` archives)."""
+    releases = sorted(lib.glob("rabbitmq_server-*/plugins"))
+    if not releases:
+        return None
+    apps = {d.name.rsplit("-", 1)[0]: d for d in releases[-1].iterdir() if (d / "ebin").is_dir()}
+    need: set[str] = set()
+    todo = [*BOOT_APPS, *enabled]
+    while todo:
+        name = todo.pop()
+        if name in apps and name not in need:
+            need.add(name)
+            todo += _app_dependencies(apps[name] / "ebin" / f"{name}.app")
+    if not need.issuperset([*BOOT_APPS, *enabled]):
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in sorted(need):
+        (folder / apps[name].name).symlink_to(apps[name])
+    return folder
+
+
+def _app_dependencies(app_file: Path) -> list[str]:
+    """The ``applications`` an Erlang ``.app`` file lists (OTP's own are not in the plugins directory)."""
+    try:
+        found = re.search(r"\{\s*applications\s*,\s*\[([^\]]*)\]", app_file.read_text(errors="replace"))
+    except OSError:
+        return []
+    return re.findall(r"[a-z][A-Za-z0-9_]*", found.group(1)) if found else []

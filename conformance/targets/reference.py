@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 from pathlib import Path
 
 from conformance.targets.base import (
@@ -17,6 +16,7 @@ from conformance.targets.base import (
     TargetError,
     amqps_url,
     free_port,
+    in_own_folder,
     spawned_target,
     tls_files,
 )
@@ -38,8 +38,12 @@ def _signal_alarm(ctl: ProcessController, on: bool) -> None:
 def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
     """The reference broker; with ``tls`` also its TLS listener (certificates made in the target's
     folder, client certificates asked for but optional, as local:rabbitmq's listener) and the
-    returned :class:`TLSTarget`'s URL is the amqps:// one, verified against that CA."""
-    base = Path(tempfile.mkdtemp(prefix="amqpc-ref-", dir=workdir))
+    returned :class:`TLSTarget`'s URL is the amqps:// one, verified against that CA. Its folder
+    (``amqpc-ref-*``) is removed once it is stopped."""
+    return in_own_folder("amqpc-ref-", workdir, lambda base: _start_reference(base, host=host, tls=tls))
+
+
+def _start_reference(base: Path, *, host: str, tls: bool) -> Target:
     data = base / "data"
     data.mkdir()
     port = free_port(host)

@@ -1,9 +1,11 @@
-"""A local 3-node RabbitMQ cluster: started, joined, a node killed and restarted, and nothing of the
-run left behind — after a normal exit, and when the process starting it is stopped by SIGTERM or
-SIGKILL half-way through the start."""
+"""A local 3-node RabbitMQ cluster: started, joined, a node killed and restarted, paused and
+partitioned, the cluster area's proof that it can fail (``--cluster-inject-loss``), and nothing of
+the run left behind. One cluster serves the module (a start costs ~20 s); every test leaves it
+whole, as it found it. (A start stopped half-way: test_cluster_teardown.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -15,6 +17,7 @@ import pika.exceptions
 import pytest
 
 from conformance.cluster.local import RABBITMQ_SERVER, LocalCluster, leftovers
+from conformance.targets.erleval import evaluate
 
 pytestmark = [
     pytest.mark.integration,
@@ -65,6 +68,10 @@ def test_nodes_are_one_cluster(cluster: LocalCluster) -> None:
     for i in range(3):
         assert sorted(cluster.running_nodes(i)) == names
     assert len({n.url for n in cluster.nodes}) == 3
+    # the nodes boot from the run's own plugins directory (only what they boot), the release's code
+    plugins_dir = "list_to_binary(rabbit_plugins:plugins_dir())"
+    got = cluster._call(0, lambda name, env: evaluate(name, env, plugins_dir))
+    assert cluster.base is not None and got == str(cluster.base / "plugins"), got
 
 
 def test_rabbitmqctl_eval_answers_where_erl_call_is_missing(
@@ -143,3 +150,51 @@ def test_pause_and_partition(cluster: LocalCluster) -> None:
     finally:
         cluster.heal()
     cluster.wait_running(90)  # the partition healed
+
+
+class _Lent:
+    """The module's cluster lent to one ``amqp-conformance run``: started already, and not the run's
+    to close (everything else is the cluster's own)."""
+
+    def __init__(self, inner: LocalCluster) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> _Lent:
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+INJECTED_CASE = "cluster.confirm-survives-publisher-node.quorum"
+
+
+def test_injected_loss_is_a_fail(
+        cluster: LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``amqp-conformance run --broker local:rabbitmq-cluster --area cluster --cluster-inject-loss``
+    (in this process, the command's cluster start lent this module's cluster): the confirm case,
+    reaching the nodes through a proxy that drops confirmed publishes, must FAIL naming the loss —
+    the proof that it can — and the run's clean-up leaves the cluster whole (its killed node back)."""
+    from conformance import cli
+    from conformance.cluster import local
+
+    monkeypatch.setattr(local, "LocalCluster", lambda *_a, **_k: _Lent(cluster))
+    for name in [k for k in os.environ if k.startswith("AMQP_CONFORMANCE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AMQP_CONFORMANCE_RUN_ID", "")  # run sets it; restored after the test
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    code = cli.main(["run", "--broker", "local:rabbitmq-cluster", "--area", "cluster",
+                     "--case", INJECTED_CASE, "--cluster-inject-loss", "0.05", "-n", "0", "--no-report",
+                     "--fail-on", "none",
+                     "--results", str(results), "--report-out", str(tmp_path / "reports")])
+    assert code == 0
+    records = [json.loads(line) for f in results.glob("*.jsonl") for line in f.read_text().splitlines()]
+    (rec,) = [r for r in records if r.get("case_id") == INJECTED_CASE]
+    assert rec["verdict"] == "FAIL", rec
+    assert "lost" in json.dumps(rec["observed"]) or "lost" in (rec["message"] or ""), rec
+    names = sorted(n.name for n in cluster.nodes)
+    assert all(cluster.answers(i) for i in range(3)) and sorted(cluster.running_nodes(0)) == names

@@ -41,35 +41,46 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_a_start_stopped_half_way_leaves_nothing(sig: int) -> None:
-    run_id = f"s{sig}{os.getpid() % 10000:04d}"
+def _spawn_child(run_id: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", CHILD, run_id], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
+
+
+def test_a_start_stopped_half_way_leaves_nothing() -> None:
+    """Two controllers at once (their clusters are independent: own run id, ports, epmd, cgroups),
+    one stopped by SIGTERM and one by SIGKILL, so the two waits for the nodes' boot and end overlap."""
+    runs = {sig: f"s{sig}{os.getpid() % 10000:04d}" for sig in (signal.SIGTERM, signal.SIGKILL)}
+    procs = {sig: _spawn_child(run_id) for sig, run_id in runs.items()}
     try:
         deadline = time.monotonic() + 60
         # epmd and three nodes spawned (each node is a shell script with the Erlang VM under it)
-        while len(processes_with_env(f"{RUN_ENV}={run_id}")) < 4:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            assert time.monotonic() < deadline, "the nodes were not spawned"
-            time.sleep(0.2)
+        for sig, run_id in runs.items():
+            proc = procs[sig]
+            while len(processes_with_env(f"{RUN_ENV}={run_id}")) < 4:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                assert time.monotonic() < deadline, "the nodes were not spawned"
+                time.sleep(0.2)
         time.sleep(3)  # half-way: the VMs are booting
-        proc.send_signal(sig)
-        proc.wait(60)
+        for sig, proc in procs.items():
+            proc.send_signal(sig)
+        for proc in procs.values():
+            proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
     deadline = time.monotonic() + 60
-    while processes_with_env(f"{RUN_ENV}={run_id}") and time.monotonic() < deadline:
+    while any(processes_with_env(f"{RUN_ENV}={r}") for r in runs.values()) and time.monotonic() < deadline:
         time.sleep(0.5)  # SIGKILL: the nodes get SIGTERM from the kernel and shut down
-    assert processes_with_env(f"{RUN_ENV}={run_id}") == []
-    if sig == signal.SIGTERM:
-        assert leftovers(run_id) == []
-    else:
-        # a SIGKILLed controller cannot remove its (empty) cgroups; the next run sweeps them
-        assert [x for x in leftovers(run_id) if x.startswith("process")] == []
-        sweep_stale(run_id, min_age=0)
-        assert leftovers(run_id) == []
+    for run_id in runs.values():
+        assert processes_with_env(f"{RUN_ENV}={run_id}") == []
+    # SIGTERM: the controller tore everything down
+    assert leftovers(runs[signal.SIGTERM]) == []
+    # SIGKILL: a SIGKILLed controller cannot remove its (empty) cgroups; the next run sweeps them
+    killed = runs[signal.SIGKILL]
+    assert [x for x in leftovers(killed) if x.startswith("process")] == []
+    sweep_stale(killed, min_age=0)
+    assert leftovers(killed) == []

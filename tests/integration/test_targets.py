@@ -46,8 +46,10 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
         assert ev is not None and ev.body == b"persist me"
         conn.close()
     finally:
+        folder = target.controller.log_path.parent  # type: ignore[union-attr]
         target.close()
     assert target.controller is not None and not target.controller.running  # type: ignore[attr-defined]
+    assert not folder.exists(), f"the target's folder {folder} outlived it"
     if kind == "local:rabbitmq":
         # Nothing of the node outlives it: not its epmd (rabbitmq-server's own `epmd -daemon`
         # detaches and used to stay behind after every run), not a CLI call's.

@@ -90,3 +90,28 @@ def test_a_start_interrupted_by_the_ceiling_leaves_no_process(tmp_path: Path) ->
         except subprocess.TimeoutExpired:
             ctl.kill()
             pytest.fail("the broker process outlived the interrupted start")
+
+
+def test_a_target_folder_is_removed_on_close_and_on_a_failed_start(tmp_path: Path) -> None:
+    from conformance.targets.base import Target, in_own_folder
+
+    made: list[Path] = []
+
+    def start(folder: Path) -> Target:
+        made.append(folder)
+        (folder / "data").mkdir()
+        return Target(name="t", url="amqp://x/", cleanup=[lambda: made.append(folder / "stopped")])
+
+    target = in_own_folder("amqpc-t-", tmp_path, start)
+    assert made[0].parent == tmp_path and made[0].name.startswith("amqpc-t-") and made[0].exists()
+    target.close()
+    assert made[-1] == made[0] / "stopped"  # stopped first, then removed
+    assert not made[0].exists()
+
+    def fail(folder: Path) -> Target:
+        made.append(folder)
+        raise KeyboardInterrupt  # the case's ceiling, ^C: any exit of the start
+
+    with pytest.raises(KeyboardInterrupt):
+        in_own_folder("amqpc-t-", tmp_path, fail)
+    assert not made[-1].exists() and list(tmp_path.iterdir()) == []
