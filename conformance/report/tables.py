@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -106,7 +106,7 @@ class Frames:
     def __getitem__(self, name: str) -> DataFrame:
         def build() -> DataFrame:
             table = BY_NAME[name]
-            if table.source in self.loaded.known_empty:
+            if self.known_empty(name):
                 # Empty whatever else the input holds: planning its derivation (and its view's)
                 # is a twentieth of a one-run report's JVM time for nothing.
                 empty = edges.local_frame(self.spark, [], recorded_schema(name))
@@ -122,6 +122,10 @@ class Frames:
             return built
 
         return self._once(f"table:{name}", build)
+
+    def known_empty(self, name: str) -> bool:
+        """Table ``name`` is empty, known from the input (its source holds nothing)."""
+        return BY_NAME[name].source in self.loaded.known_empty
 
     def unpersist(self) -> None:
         if self.persist:
@@ -369,15 +373,24 @@ TABLES: tuple[Table, ...] = (
 
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 
-# Every table's Spark schema as its derivation gives it (tests/unit/report/test_known_empty.py
-# checks each against its derivation; ``UPDATE_TABLE_SCHEMAS=1`` there rewrites the file).
+# Every table's Spark schema as its derivation gives it, and the page's view of each table that can
+# be known empty (Table.source) when it is (tests/unit/report/test_known_empty.py checks both against
+# the derivations; ``UPDATE_TABLE_SCHEMAS=1`` there rewrites the file).
 SCHEMAS_FILE = Path(__file__).with_name("table_schemas.json")
 
 
 @cache
+def _recorded() -> dict[str, Any]:
+    return dict(json.loads(SCHEMAS_FILE.read_text(encoding="utf-8")))
+
+
 def recorded_schema(name: str) -> T.StructType:
-    schemas = json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))
-    return T.StructType.fromJson(schemas[name])
+    return T.StructType.fromJson(_recorded()["schemas"][name])
+
+
+def empty_view(name: str) -> dict[str, Any]:
+    """What the page shows of table ``name`` when it is known empty (its view's value then)."""
+    return dict(_recorded()["empty_views"][name])
 
 
 def sections() -> list[str]:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from conformance.report import arrow_ingest, edges
-from conformance.report.tables import BY_NAME, SCHEMAS_FILE, TABLES, Frames, recorded_schema
+from conformance.report import arrow_ingest, edges, tables
+from conformance.report.gather import gather
+from conformance.report.tables import BY_NAME, SCHEMAS_FILE, TABLES, Frames, empty_view, recorded_schema
 
 from .test_cluster import _run
 from .test_power import RECORDS
@@ -65,12 +67,35 @@ def test_every_recorded_schema_is_the_derivations(spark: SparkSession, tmp_path:
     frames = _frames(spark, _folder(tmp_path, workload=True, mutation=True))
     derived = {t.name: frames[t.name].schema.jsonValue() for t in TABLES}
     if os.environ.get("UPDATE_TABLE_SCHEMAS") == "1":
-        SCHEMAS_FILE.write_text(json.dumps(derived, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        recorded_schema.cache_clear()
-    recorded = json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))
+        _update("schemas", derived)
+    recorded = json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))["schemas"]
     assert sorted(recorded) == sorted(derived), "tables added or removed: UPDATE_TABLE_SCHEMAS=1 rewrites it"
     for name, schema in derived.items():
         assert recorded[name] == schema, f"{name}: the recorded schema is not the derivation's"
+
+
+def _update(key: str, value: dict[str, Any]) -> None:
+    whole = json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))
+    whole[key] = value
+    SCHEMAS_FILE.write_text(json.dumps(whole, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tables._recorded.cache_clear()
+
+
+def test_every_recorded_empty_view_is_the_view_of_the_empty_table(spark: SparkSession) -> None:
+    """A known-empty table's view is not planned: its recorded value is the real view's, gathered
+    from the empty table (and the other tables of the same source it reads, empty too)."""
+    files = [str(GOLDEN / "rabbitmq-3.13.0.jsonl")]
+    per_file = arrow_ingest.plan_by_file(files, lambda _: None, who="report")
+    assert per_file is not None
+    frames = Frames(spark, edges.load_rows(spark, files, per_file), small=True)
+    empty = [t for t in TABLES if t.source is not None and t.view is not None]
+    assert all(frames.known_empty(t.name) for t in empty)
+    derived = {t.name: gather(t.view(frames[t.name], frames), one_task=True)  # type: ignore[misc]
+               for t in empty}
+    if os.environ.get("UPDATE_TABLE_SCHEMAS") == "1":
+        _update("empty_views", derived)
+    assert json.loads(SCHEMAS_FILE.read_text(encoding="utf-8"))["empty_views"] == derived
+    assert {t.name: empty_view(t.name) for t in empty} == derived
 
 
 @pytest.mark.parametrize("source", sorted(WITHOUT))
