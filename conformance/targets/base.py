@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -186,7 +187,45 @@ def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:
     return run
 
 
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+    return lo, hi
+
+
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing is bound to on ``host``, outside the kernel's ephemeral range.
+
+    A broker is restarted on the ports it was given (its clients' URLs, a node's distribution
+    port), and the kernel draws the local port of every outgoing connection from the ephemeral
+    range: a port from there can be taken by any client between the stop and the start (a local
+    RabbitMQ's restart failed once with ``dist_port_already_used``, the port held by a connection
+    of a parallel test). Drawn with ``secrets`` (pytest-randomly seeds ``random`` alike in every
+    worker); the ephemeral range only when nothing outside it is free.
+    """
+    lo, hi = _ephemeral_range()
+    spans = [(LOWEST_PORT, lo), (hi + 1, 65536)]
+    spans = [(a, b) for a, b in spans if b > a]
+    total = sum(b - a for a, b in spans)
+    for _ in range(200 if total else 0):
+        n = secrets.randbelow(total)
+        for a, b in spans:
+            if n < b - a:
+                port = a + n
+                break
+            n -= b - a
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])

@@ -95,8 +95,11 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
     port, dist, epmd_port = free_port(host), free_port(host), free_port(host)
     node = f"amqpc{port}@localhost"
     epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
+    enabled = ["rabbitmq_auth_mechanism_ssl"] if tls else []
     plugins = base / "enabled_plugins"
-    plugins.write_text("[rabbitmq_auth_mechanism_ssl].\n" if tls else "[].\n")
+    plugins.write_text(f"[{','.join(enabled)}].\n")
+    # Only what the node boots in its plugins directory: a second less CPU per (re)start.
+    plugins_dir = rabbitnode.boot_plugins_dir(base / "plugins", enabled)
     conf = base / "rabbitmq.conf"
     # loopback_users: guest may log in over loopback only (RabbitMQ's default, kept explicit).
     text = (f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
@@ -127,6 +130,8 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
         "ERL_FLAGS": "-start_epmd false",
         "RABBITMQ_LOGS": str(base / "log" / "rabbit.log"),
     })
+    if plugins_dir is not None:
+        env["RABBITMQ_PLUGINS_DIR"] = str(plugins_dir)
     plain_url = f"amqp://guest:guest@{host}:{port}/"
     url = plain_url if files is None else amqps_url(host, tls_port, files)
     ctl = ProcessController(["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", epmd, server], env=env,

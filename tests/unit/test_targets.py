@@ -115,3 +115,23 @@ def test_a_target_folder_is_removed_on_close_and_on_a_failed_start(tmp_path: Pat
     with pytest.raises(KeyboardInterrupt):
         in_own_folder("amqpc-t-", tmp_path, fail)
     assert not made[-1].exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_brokers_port_is_not_ephemeral(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outgoing connection's local port comes from the ephemeral range: a broker restarted on its
+    port must not find it taken by one."""
+    import socket
+
+    from conformance.targets import base
+
+    rng = tmp_path / "ip_local_port_range"
+    rng.write_text("20000\t60999\n")
+    monkeypatch.setattr(base, "EPHEMERAL_RANGE_FILE", rng)
+    ports = {base.free_port() for _ in range(200)}
+    assert all(base.LOWEST_PORT <= p < 20000 or p > 60999 for p in ports)
+    assert len(ports) > 150  # drawn, not the same few for every caller
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", base.free_port()))  # free indeed
+    # Nothing outside the range: the kernel's choice.
+    rng.write_text(f"{base.LOWEST_PORT}\t65535\n")
+    assert base.LOWEST_PORT <= base.free_port() <= 65535
