@@ -84,28 +84,43 @@ def test_finish_without_recording_does_nothing(cache: Path) -> None:
     assert not cache.exists()
 
 
-def test_a_recording_session_leaves_the_archive_and_prints_nothing(tmp_path: Path) -> None:
+def test_a_recording_session_leaves_an_archive_the_next_session_maps(tmp_path: Path) -> None:
     """A real JVM with an empty cache, as the first `report` or `run` starts it (a session that
-    records, one query, stopped by stop_session): the archive is in place, no recording is left,
-    and stdout carries only what the program printed (no JVM warning about the classes it could
-    not archive)."""
+    records, stopped by stop_session): the archive is in place, no recording is left, and stdout
+    carries only what the program printed (no JVM warning about the classes it could not
+    archive). Then the next session of the same process maps it: Spark's classes come from it.
+
+    Neither session runs a query: its classes would make the archive larger and the dump (most of
+    this test) longer, and prove nothing more (what a session loads is the JVM's to record; the
+    session start loads Spark's core classes). The second session's JVM logs where each class
+    came from (JDK_JAVA_OPTIONS, read by the java launcher: the session's own options are left
+    as the product sets them)."""
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     env.pop(cds.ENV, None)
+    env.pop("JDK_JAVA_OPTIONS", None)
+    loaded = tmp_path / "class-load.log"
     code = (
+        "import os\n"
         "from conformance.report.session import build_session, stop_session\n"
         "s = build_session('local[1]', record_cds=True, small_input=True)\n"
-        "assert s.range(5).count() == 5\n"
         "stop_session(s)\n"
+        "print('recorded')\n"
+        f"os.environ['JDK_JAVA_OPTIONS'] = '-Xlog:class+load=info:file={loaded}'\n"
+        "stop_session(build_session('local[1]', record_cds=True, small_input=True))\n"
         "print('done')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout == "done\n"
+    assert proc.stdout == "recorded\ndone\n"
     # The archive, and no recording left (the cache also remembers the passed Java check).
     made = [p for p in (tmp_path / "cache" / "amqp-conformance").iterdir() if p.name.startswith("spark-")]
     assert [p.suffix for p in made] == [".jsa"], made
     assert made[0].stat().st_size > 10_000_000  # Spark's classes, not an empty file
+    # Mapped: the JVM's class-loading log (the launcher's own JVM may rotate a first one aside)
+    # names the archive's top layer as the source of Spark's classes.
+    log = "".join(p.read_text(errors="replace") for p in tmp_path.glob("class-load.log*"))
+    assert "org.apache.spark.SparkContext source: shared objects file (top)" in log, log[-2000:]
 
 
 def test_the_dump_wait_lasts_while_the_jvm_works_and_ends_when_it_stalls(

@@ -101,8 +101,11 @@ def _fake_java(tmp_path: Path, version: str) -> str:
     return str(java)
 
 
-def test_check_java_says_what_to_install(tmp_path: Path) -> None:
+def test_check_java_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a passed check is remembered in the cache (session._checked_mark): a temporary one, not the user's
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert check_java(_fake_java(tmp_path, "17.0.1")) == 17
+    assert [p.suffix for p in (tmp_path / "cache" / "amqp-conformance").iterdir()] == [".ok"]
     with pytest.raises(
         EnvironmentProblem, match=r"^Spark needs Java 17\+ but .* is Java 11; install a Java 17\+ runtime"
     ):
