@@ -508,6 +508,7 @@ class EmbeddedBroker:
         self.start()
 
     def cleanup(self) -> None:
+        """Remove the data folder this broker made itself (after :meth:`stop`; ``with`` does both)."""
         if self._own_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 

@@ -104,6 +104,7 @@ def broker() -> Iterator[EmbeddedBroker]:
     b.start()
     yield b
     b.stop()
+    b.cleanup()
 
 
 def run_through(broker: EmbeddedBroker, fault: Fault, out: Path) -> tuple[dict[str, dict[str, Any]], float]:

@@ -65,6 +65,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
                       case_timeout="3", run_timeout=120.0)
     finally:
         broker.stop()
+        broker.cleanup()
 
 
 @pytest.mark.parametrize(("mutant_id", "area", "cases", "killer"), ROWS, ids=[r[0] for r in ROWS])

@@ -148,4 +148,5 @@ def test_the_invariant_monitor_watches_every_raw_connection_of_a_case(mutant_id:
     finally:
         invariants.end()
         broker.stop()
+        broker.cleanup()
     assert sorted({v.invariant for v in monitor.violations}) == broken, monitor.violations

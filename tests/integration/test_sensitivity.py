@@ -46,6 +46,7 @@ def broker() -> EmbeddedBroker:
     b.start()
     yield b
     b.stop()
+    b.cleanup()
 
 
 def run_case(url: str, module: str, case_id: str, out: Path) -> str:
