@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from conformance.report import stages, tx_table
+from conformance.report import aggregates, stages, tx_table
 
 # Re-exported: callers that already use Spark name them here.
 from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
@@ -46,6 +46,8 @@ class Loaded:
     malformed: DataFrame  # with file and line
     examples: list[dict[str, object]] = field(default_factory=list)
     workload: DataFrame | None = None  # the ``faults`` records' lines (``value``), if any input had some
+    # The tables' aggregates when the input keeps them (a results store); None: computed from ``results``.
+    partials: aggregates.Partials | None = None
 
     def close(self) -> None:
         self.parsed.unpersist()
