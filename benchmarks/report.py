@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from conformance.extras import missing_extra
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+GENERATED = "generated.json"  # in --work: the rows and seed of the results generated there
 
 
 def _err(message: str) -> None:
@@ -34,11 +36,13 @@ def run_bench(
     seed: int = 7,
     progress: Callable[[str], None] | None = None,
     store: bool = False,
+    reuse: bool = False,
 ) -> dict[str, Any]:
     """Return the figures: startup, generation, per-stage and total report seconds, rows/s.
 
     With ``store``, the generated files are first ingested into a results store (timed as
-    ``ingest_s``) and the report reads the store instead of the files.
+    ``ingest_s``) and the report reads the store instead of the files. With ``reuse``, results
+    generated earlier in ``work`` with the same rows and seed are used as they are (generate_s 0).
     """
     from benchmarks import synth  # pyspark: imported once the [report] extra is known to be there
     from conformance.report.pipeline import run_report
@@ -55,8 +59,13 @@ def run_bench(
             master_url = spark.sparkContext.master
             say(f"bench: Spark up in {startup:.1f}s ({master_url}); generating {rows:,} rows → {data}")
             t1 = time.perf_counter()
-            cores = spark.sparkContext.defaultParallelism
-            synth.write_jsonl(synth.generate(spark, rows, seed=seed), data, files=max(1, cores))
+            marker, made = base / GENERATED, {"rows": rows, "seed": seed}
+            if reuse and marker.exists() and json.loads(marker.read_text()) == made:
+                say(f"bench: reusing the results generated in {data}")
+            else:
+                cores = spark.sparkContext.defaultParallelism
+                synth.write_jsonl(synth.generate(spark, rows, seed=seed), data, files=max(1, cores))
+                marker.write_text(json.dumps(made))
             generate_s = time.perf_counter() - t1
             files = sorted(data.glob("*.jsonl"))
             size_mb = sum(f.stat().st_size for f in files) / 1e6
@@ -68,6 +77,7 @@ def run_bench(
 
                 t_ing = time.perf_counter()
                 source = base / "store"
+                shutil.rmtree(source, ignore_errors=True)  # a fresh store: the ingest is timed whole
                 ingest(spark, [str(data)], source, progress=say)
                 ingest_s = time.perf_counter() - t_ing
                 say(f"bench: ingested into {source} in {ingest_s:.1f}s")
@@ -115,6 +125,8 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="generator seed")
     p.add_argument("--store", action="store_true",
                    help="ingest the generated results into a results store and report from the store")
+    p.add_argument("--reuse", action="store_true",
+                   help="with --work: reuse the results generated there before (same --rows and --seed)")
     return p
 
 
@@ -131,7 +143,7 @@ def main(argv: list[str]) -> int:
 
     try:
         figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
-                            store=args.store)
+                            store=args.store, reuse=args.reuse)
     except EnvironmentProblem as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from conformance.report import stages, tx_table
+from conformance.report import aggregates, stages, tx_table
 
 # Re-exported: callers that already use Spark name them here.
 from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
@@ -51,6 +51,8 @@ class Loaded:
     known_empty: frozenset[str] = frozenset()
     # Broker versions among the normal runs, when the driver parsed every row (None: unknown).
     n_brokers: int | None = None
+    # The tables' aggregates when the input keeps them (a results store); None: computed from ``results``.
+    partials: aggregates.Partials | None = None
 
     def close(self) -> None:
         self.parsed.unpersist()

@@ -9,8 +9,10 @@ Layout of DIR (a local folder, or one shared by every node of a cluster)::
     store.json                      the manifest: format, committed ingests, their runs and sources
     results/ingest=<id>/*.parquet   valid records (schema.RESULTS_COLUMNS), one partition per ingest
     malformed/ingest=<id>/*.parquet malformed lines kept aside (file, line, reason, value)
+    aggregates/<name>/ingest=<id>/  the ingest's mergeable aggregates (conformance.report.aggregates),
+                                    computed by Spark at ingest; the report reads these, not the rows
 
-Commit protocol: an ingest writes its partitions first and then replaces ``store.json``
+Commit protocol: an ingest writes its partitions (aggregates included) first and then replaces ``store.json``
 atomically (write + rename). Readers take only the ingests the manifest lists, so an ingest
 that died half-way is invisible, and the next ingest removes its leftovers. Idempotent by run
 id: a run already in the manifest is never appended again, whichever file brings it; a source
@@ -18,7 +20,9 @@ file's malformed lines are kept once per (file, line).
 
 Small, clean local inputs are ingested without Spark (:func:`ingest_without_spark`, pyarrow):
 the same partition layout, columns, types and commit. A store written before the mutation
-columns existed is still read (they are null in its older partitions) and is appended to.
+columns existed is still read (they are null in its older partitions) and is appended to. An
+ingest without aggregates (written by :func:`ingest_without_spark`, or by a version before them:
+its manifest entry has no ``aggregates``) gets them computed from its rows by each report.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.argparsing import command_parser
-from conformance.report import edges, stages
+from conformance.report import aggregates, edges, stages
 from conformance.report.inputs import MANIFEST as MANIFEST
 from conformance.report.inputs import is_store as is_store
 from conformance.report.inputs import split_inputs as split_inputs
@@ -47,6 +51,8 @@ from conformance.report.session import spark_session
 
 FORMAT = 1
 PARTITION = "ingest"
+AGGREGATES = "aggregates"
+AGGREGATE_FILES = 2
 
 
 class StoreProblem(edges.InputProblem):
@@ -87,16 +93,19 @@ def read_manifest(store: Path) -> dict[str, Any]:
 
 
 def _commit(store: Path, manifest: dict[str, Any], ingest_id: str, files: Sequence[str],
-            new_runs: dict[str, int], malformed: int) -> None:
+            new_runs: dict[str, int], malformed: int, *, with_aggregates: bool = False) -> None:
     """Record the ingest in the manifest and write it: the commit point of both ingest paths."""
-    manifest["ingests"].append({
+    entry: dict[str, Any] = {
         "id": ingest_id,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "sources": [_display(f) for f in files],
         "runs": new_runs,
         "rows": sum(new_runs.values()),
         "malformed": malformed,
-    })
+    }
+    if with_aggregates:
+        entry["aggregates"] = aggregates.VERSION
+    manifest["ingests"].append(entry)
     _write_manifest(store, manifest)
 
 
@@ -112,8 +121,8 @@ def _uri(path: Path) -> str:
 
 def _remove_uncommitted(store: Path, committed: set[str]) -> None:
     """Partitions of ingests that never reached the manifest (a crash between write and commit)."""
-    for table in ("results", "malformed"):
-        folder = store / table
+    tables = [store / "results", store / "malformed", *[_aggregate_dir(store, n) for n in aggregates.NAMES]]
+    for folder in tables:
         if not folder.is_dir():
             continue
         for part in folder.glob(f"{PARTITION}=*"):
@@ -168,6 +177,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
             rows = rows.select(*RESULTS_COLUMNS).withColumn(PARTITION, F.lit(ingest_id))
             say(f"ingest: writing {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
             rows.write.mode("append").partitionBy(PARTITION).parquet(_uri(store / "results"))
+            write_aggregates(spark, store, ingest_id, say)
         if malformed is not None and n_malformed:
             malformed.withColumn(PARTITION, F.lit(ingest_id)).coalesce(1).write.mode("append") \
                 .partitionBy(PARTITION).parquet(_uri(store / "malformed"))
@@ -175,11 +185,29 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
         if malformed is not None:
             malformed.unpersist()
         parsed.unpersist()
-    _commit(store, manifest, ingest_id, files, new_runs, n_malformed)
+    _commit(store, manifest, ingest_id, files, new_runs, n_malformed, with_aggregates=True)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.1f}s")
     return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)),
                          tuple(skipped), n_malformed, secs)
+
+
+def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
+                     say: Callable[[str], None] = lambda _m: None) -> None:
+    """The ingest's aggregates (:class:`~conformance.report.aggregates.Partials`), from the rows it
+    just wrote (Parquet: only the columns they need are read back), each under
+    ``aggregates/<name>/ingest=<id>``. Before the commit: an ingest that dies here stays invisible."""
+    t0 = time.perf_counter()
+    rows = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
+    for name, df in aggregates.partials_of(rows).items():
+        # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.
+        df.coalesce(AGGREGATE_FILES).withColumn(PARTITION, F.lit(ingest_id)).write.mode("append") \
+            .partitionBy(PARTITION).parquet(_uri(_aggregate_dir(store, name)))
+    say(f"ingest: aggregates written in {time.perf_counter() - t0:.1f}s")
+
+
+def _aggregate_dir(store: Path, name: str) -> Path:
+    return store / AGGREGATES / name
 
 
 def ingest_without_spark(inputs: list[str], store: Path,
@@ -252,7 +280,38 @@ def load_store(spark: SparkSession, store: Path) -> edges.Loaded:
         }
     ]
     return edges.Loaded(parsed=results, results=results, files=files, n_valid=n_valid,
-                        n_malformed=n_malformed, malformed=malformed, examples=examples)
+                        n_malformed=n_malformed, malformed=malformed, examples=examples,
+                        partials=load_partials(spark, store, manifest))
+
+
+def load_partials(spark: SparkSession, store: Path, manifest: dict[str, Any]) -> aggregates.Partials:
+    """The committed ingests' aggregates, merged: those the store keeps, and those computed from
+    the rows of the ingests that have none (or of another version)."""
+    with_rows = [ing for ing in manifest["ingests"] if int(ing["rows"])]
+    kept = [ing["id"] for ing in with_rows if ing.get("aggregates") == aggregates.VERSION]
+    lacking = [ing["id"] for ing in with_rows if ing.get("aggregates") != aggregates.VERSION]
+    parts = []
+    if kept:
+        # Read with the schemas the stages give (an empty aggregate leaves no file to infer one from).
+        empty = aggregates.partials_of(_empty(spark, RESULTS_STRUCT))
+        parts.append(aggregates.Partials(**{
+            name: _read_aggregate(spark, _aggregate_dir(store, name), df.schema, kept)
+            for name, df in empty.items()}))
+    if lacking:
+        rows = read_results(spark, store).where(F.col(PARTITION).isin(lacking)).select(*RESULTS_COLUMNS)
+        parts.append(aggregates.partials_of(rows))
+    return aggregates.merge(parts)
+
+
+def _empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
+    return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+
+
+def _read_aggregate(spark: SparkSession, folder: Path, schema: T.StructType, ingests: list[str]) -> DataFrame:
+    if not folder.is_dir():  # every ingest's was empty
+        return _empty(spark, schema)
+    full = T.StructType([*schema.fields, T.StructField(PARTITION, T.StringType())])
+    return spark.read.schema(full).parquet(_uri(folder)).where(F.col(PARTITION).isin(ingests)).drop(PARTITION)
 
 
 def read_results(spark: SparkSession, store: Path) -> DataFrame:
@@ -279,6 +338,10 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
     for w in workloads[1:]:
         workload = w if workload is None else workload.unionByName(w)
     persisted = next((p.parsed for p in parts if p.parsed is not p.results), parts[0].parsed)
+    # Aggregates of every part (those of a store, computed for the files), merged.
+    partials = None
+    if any(p.partials is not None for p in parts):
+        partials = aggregates.merge([p.partials or aggregates.partials_of(p.results) for p in parts])
     return edges.Loaded(
         parsed=persisted,
         results=results,
@@ -288,6 +351,7 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
         malformed=malformed,
         examples=[e for p in parts for e in p.examples][: edges.MALFORMED_EXAMPLES],
         workload=workload,
+        partials=partials,
     )
 
 

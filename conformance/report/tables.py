@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from conformance.report import cluster, edges, power, stages, tx_table
+from conformance.report import aggregates, cluster, edges, power, stages, tx_table
 from conformance.report.gather import Collect as Collect
 from conformance.spec import Rule, load_rules
 
@@ -77,6 +77,9 @@ class Frames:
         # them out; only the suite-power tables read them.
         self.all_results = self.local(loaded.results)
         self.results = stages.normal_runs(self.all_results)
+        # What the tables read of the rows: the input's aggregates (a store keeps them), else
+        # those of the rows (aggregates.Partials: the same stages either way).
+        self.partials = loaded.partials or aggregates.partials_of(self.all_results)
         self._built: dict[str, DataFrame] = {}
         self._memo: dict[str, object] = {}
         self._locks: dict[str, threading.Lock] = {}
@@ -326,15 +329,16 @@ def mutation_cases_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
 # --------------------------------------------------------------------------------------- registry
 
 TABLES: tuple[Table, ...] = (
-    Table("latest", "latest verdicts", lambda f: stages.latest_verdicts(f.results)),
-    Table("history", "case history", lambda f: stages.case_history(f.results)),
-    Table("brokers", "broker summary", lambda f: stages.broker_summary(f.results, f["latest"]),
+    Table("latest", "latest verdicts", lambda f: stages.latest_final(f.partials.latest)),
+    Table("history", "case history", lambda f: stages.history_final(f.partials.history)),
+    Table("brokers", "broker summary",
+          lambda f: stages.broker_summary_of(f.partials.broker_runs, f["latest"]),
           brokers_view, "summary"),
     Table("scores_area", "scores per area", lambda f: stages.scores(f["latest"], "area"),
           scores_view("scores_area", "area"), "plot"),
     Table("scores_level", "scores per level", lambda f: stages.scores(f["latest"], "level"),
           scores_view("scores_level", "level"), "plot"),
-    Table("scores_run", "scores per run", lambda f: stages.run_scores(f.results), trend_view, "trend"),
+    Table("scores_run", "scores per run", lambda f: f.partials.run_scores, trend_view, "trend"),
     Table("matrix", "compliance matrix", lambda f: stages.compliance_matrix(f["latest"]),
           matrix_view, "matrix"),
     Table("queue_types", "queue types", lambda f: stages.queue_type_matrix(f["latest"]),
@@ -362,7 +366,7 @@ TABLES: tuple[Table, ...] = (
     Table("regressions", "regressions", lambda f: stages.release_regressions(f["latest"]),
           regressions_view, "regressions", source="second_version"),
     Table("mutation_cases", "mutation cases",
-          lambda f: power.mutation_cases(power.mutation_runs(f.all_results), f.mutants),
+          lambda f: power.mutation_cases(f.partials.mutation_rows, f.mutants),
           mutation_cases_view, "power", source="mutation"),
     Table("mutants", "mutants", lambda f: power.mutant_outcomes(f["mutation_cases"]), mutants_view, "power",
           source="mutation"),
