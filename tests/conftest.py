@@ -45,7 +45,7 @@ SHARED_SPLIT = 2
 SPARK_COST_S = {
     "tests/unit/report/test_store.py::test_a_clean_run_read_without_spark": 150.0,
     "tests/unit/report/test_store.py::test_report_from_the_store_equals": 100.0,
-    "tests/unit/report/test_store.py::test_a_store_and_a_file_together": 85.0,
+    "tests/unit/report/test_store.py::test_a_store_and_a_file_together": 15.0,
     "tests/unit/report/test_store.py::test_manifest_lists_each_run_once": 20.0,
     "tests/unit/report/test_golden.py::test_inputs_and_malformed_line": 55.0,
     "tests/unit/report/test_golden.py::test_report_command_exit_codes": 43.0,

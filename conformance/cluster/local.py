@@ -41,6 +41,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -72,6 +73,8 @@ __all__ = ["RUN_ENV", "LocalCluster", "leftovers", "local_cluster", "sweep_stale
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 PARTITION_HANDLING = "pause_minority"
 NET_TICKTIME = 5
+# Set (not "0"): the cluster's folder (nodes' data and logs) is kept when it is stopped, for a post-mortem.
+KEEP_ENV = "AMQP_CONFORMANCE_KEEP_CLUSTER"
 #: as the single-node local target: small, so the limits cases can cross it
 MAX_MESSAGE_SIZE = 1048576
 
@@ -585,7 +588,10 @@ class LocalCluster:
             _remove_cgroups(self._cgroup_run, time.monotonic() + 30)
         self._spawner.shutdown(wait=False)
         if self.base is not None:
-            shutil.rmtree(self.base, ignore_errors=True)
+            if os.environ.get(KEEP_ENV, "") not in ("", "0"):
+                print(f"local cluster: kept {self.base} ({KEEP_ENV} set)", file=sys.stderr)
+            else:
+                shutil.rmtree(self.base, ignore_errors=True)
 
 
 @contextlib.contextmanager

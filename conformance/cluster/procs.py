@@ -27,11 +27,10 @@ RUN_ENV = "AMQPC_CLUSTER_RUN"
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
-    import socket
+    """Outside the ephemeral range, as every broker's port: nodes are restarted on theirs."""
+    from conformance.targets.base import free_port
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_port(host)
 
 
 def _cgroup2_root() -> Path | None:

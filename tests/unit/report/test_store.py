@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from conformance.report import store
 from conformance.report.pipeline import run_report
+from conformance.report.tables import Frames
 
 from .test_gather import assert_same_tables
 
@@ -101,8 +102,12 @@ def test_a_store_and_a_file_together(spark: SparkSession, golden_store: Path, tm
     extra = tmp_path / "new.jsonl"
     rec = json.loads((GOLDEN / "rabbitmq-3.13.0.jsonl").read_text().splitlines()[0])
     extra.write_text(json.dumps({**rec, "run_id": "new-run"}) + "\n")
-    summary = run_report(spark, [str(golden_store), str(extra)], tmp_path / "both")
-    assert summary["inputs"]["n_rows"] == 46 and summary["inputs"]["n_malformed"] == 1
+    # What the report reads of both (the tables over them: test_store_merge, a store and its files).
+    loaded = store.load_inputs(spark, [str(extra)], [golden_store])
+    assert (loaded.n_valid, loaded.n_malformed) == (46, 1)
+    # The file's run merged with the store's aggregates: a second run of RabbitMQ 3.13.0.
+    runs = {r["broker"]: r["n_runs"] for r in Frames(spark, loaded)["brokers"].collect()}
+    assert runs == {"RabbitMQ@3.12.0": 2, "RabbitMQ@3.13.0": 2, "garagemq@0.1.0": 1}
 
 
 def test_an_ingest_that_died_before_its_commit_is_invisible_and_cleaned(
