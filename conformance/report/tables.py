@@ -111,7 +111,7 @@ class Frames:
             table = BY_NAME[name]
             if self.known_empty(name):
                 # Empty whatever else the input holds: planning its derivation (and its view's)
-                # is a twentieth of a one-run report's JVM time for nothing.
+                # would be JVM time for nothing (all of them: ~40 % of a one-run report's rule runs).
                 empty = edges.local_frame(self.spark, [], recorded_schema(name))
                 self._built[name] = empty
                 return empty
