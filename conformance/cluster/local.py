@@ -56,7 +56,6 @@ from conformance.cluster.procs import (
     RUN_ENV,
     _cgroup2_root,
     _cgroup_pids,
-    _free_port,
     _preexec,
     _raise_exit,
     _remove_cgroups,
@@ -65,7 +64,7 @@ from conformance.cluster.procs import (
     sweep_stale,
 )
 from conformance.targets import rabbitnode
-from conformance.targets.base import SECOND_VHOST
+from conformance.targets.base import SECOND_VHOST, free_port
 from conformance.targets.rabbitnode import EvalError
 
 __all__ = ["RUN_ENV", "LocalCluster", "leftovers", "local_cluster", "sweep_stale"]
@@ -215,7 +214,7 @@ class LocalCluster:
 
     def _make_node(self, i: int) -> _LocalNode:
         assert self.base is not None and self.home is not None
-        port, dist = _free_port(self.host), _free_port(self.host)
+        port, dist = free_port(self.host), free_port(self.host)
         name = f"amqpc{self.run_id}n{i}@localhost"
         base = self.base / f"n{i}"
         base.mkdir()
@@ -290,7 +289,7 @@ class LocalCluster:
     def _start_epmd(self) -> None:
         assert self.base is not None
         epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
-        self.epmd_port = _free_port(self.host)
+        self.epmd_port = free_port(self.host)
         env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port), RUN_ENV: self.run_id}
         self._epmd = self._popen(
             [epmd, "-port", str(self.epmd_port), "-address", self.host],

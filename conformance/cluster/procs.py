@@ -26,13 +26,6 @@ PR_SET_PDEATHSIG = 1
 RUN_ENV = "AMQPC_CLUSTER_RUN"
 
 
-def _free_port(host: str = "127.0.0.1") -> int:
-    """Outside the ephemeral range, as every broker's port: nodes are restarted on theirs."""
-    from conformance.targets.base import free_port
-
-    return free_port(host)
-
-
 def _cgroup2_root() -> Path | None:
     for root in (CGROUP2_ROOT, CGROUP2_FALLBACK):
         if (root / "cgroup.procs").exists() and (root / "cgroup.subtree_control").exists():

@@ -185,12 +185,14 @@ def _build_small(frames: Frames, out_dir: Path, timer: Timer) -> tuple[dict[str,
             names = [t.name for t in TABLES]
             built.update(zip(names, pool.map(frames.__getitem__, names), strict=True))
             collects: dict[str, Collect] = {}
-            viewed = [t for t in TABLES if t.view is not None and not frames.known_empty(t.name)]
-            for part in pool.map(lambda t: t.view(built[t.name], frames), viewed):
+            shown = [t for t in TABLES if t.view is not None]
+            for part in pool.map(lambda t: t.view(built[t.name], frames),
+                                 [t for t in shown if not frames.known_empty(t.name)]):
                 collects.update(part)
             # A known-empty table's view is a constant: recorded, and checked against the real view.
-            found.update({k: v for t in TABLES if t.view is not None and frames.known_empty(t.name)
-                          for k, v in empty_view(t.name).items()})
+            for t in shown:
+                if frames.known_empty(t.name):
+                    found.update(empty_view(t.name))
             collects.update({f"{TABLE_PREFIX}{n}": Collect(df, None, aware=True) for n, df in built.items()})
             keys = list(collects)
             halves = [{k: collects[k] for k in keys[i::SMALL_LANES]} for i in range(SMALL_LANES)]

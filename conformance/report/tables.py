@@ -11,6 +11,7 @@ others derive from is planned and computed once).
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -73,12 +74,11 @@ class Frames:
         # plan needs no shuffle at all where it would otherwise need dozens (each a stage).
         self.small = small
         self.persist = not small
-        # Mutation runs are another kind of run: compliance, flaky cases and regressions leave
-        # them out; only the suite-power tables read them.
         self.all_results = self.local(loaded.results)
-        self.results = stages.normal_runs(self.all_results)
         # What the tables read of the rows: the input's aggregates (a store keeps them), else
-        # those of the rows (aggregates.Partials: the same stages either way).
+        # those of the rows (aggregates.Partials: the same stages either way). Mutation runs are
+        # another kind of run: the partials of compliance, flaky cases and regressions leave them
+        # out; only the suite-power tables read them.
         self.partials = loaded.partials or aggregates.partials_of(self.all_results)
         self._built: dict[str, DataFrame] = {}
         self._memo: dict[str, object] = {}
@@ -393,8 +393,9 @@ def recorded_schema(name: str) -> T.StructType:
 
 
 def empty_view(name: str) -> dict[str, Any]:
-    """What the page shows of table ``name`` when it is known empty (its view's value then)."""
-    return dict(_recorded()["empty_views"][name])
+    """What the page shows of table ``name`` when it is known empty (its view's value then): a
+    copy, the recorded values are shared by every report of the process."""
+    return copy.deepcopy(_recorded()["empty_views"][name])
 
 
 def sections() -> list[str]:
