@@ -13,6 +13,32 @@ pytest_plugins = ["pytester"]
 # machine out of memory. Subprocesses (the CLI's reports) inherit it.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "2g")
 
+# The dev extra's pytest plugins, which no pytest the tests start uses (a user's pytest need not
+# have them): each pytest process would import them at start (hypothesis alone ~0.7 s of CPU, of
+# ~1.4 s to collect a scenario module), and the tests start a few hundred such processes (pytester
+# runs, `python -m pytest` runs, their xdist workers). Blocked by name, so every plugin a user's
+# pytest autoloads (conformance, xdist, allure) is still autoloaded. `amqp-conformance run` and
+# `mutate` load only their own plugins anyway (cli.RUN_PLUGINS).
+DEV_ONLY_PLUGINS = ("hypothesispytest", "benchmark", "pytest_cov")
+BLOCK_DEV_PLUGINS = " ".join(f"-p no:{name}" for name in DEV_ONLY_PLUGINS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every pytest started by a test (``python -m pytest``, and ``run``'s pytest through the CLI)
+    reads PYTEST_ADDOPTS from the environment it inherits. Set in the process that runs the tests
+    (an xdist worker, or the only process), after its own configuration: not in a controller, whose
+    workers (started after this) would inherit it."""
+    controller = not hasattr(config, "workerinput") and bool(config.getoption("numprocesses", None))
+    if not controller:
+        os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} {BLOCK_DEV_PLUGINS}".strip()
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
+    """pytester's runs drop PYTEST_ADDOPTS: its subprocess runs get the block as ``-p`` options."""
+    pytester.plugins.extend(f"no:{name}" for name in DEV_ONLY_PLUGINS)
+    return pytester
+
 # The order work is handed out in. xdist (--dist loadgroup --no-loadscope-reorder, pyproject
 # addopts) gives a free worker the next group or test in collection order, so a long chain of
 # work handed out late ends the run long after the other workers went idle. The collection is

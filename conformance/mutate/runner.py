@@ -185,8 +185,7 @@ def main(argv: Sequence[str]) -> int:
         target = open_target(
             args.broker or "",
             args.broker_url,
-            workdir=Path(tempfile.mkdtemp(prefix="amqpc-mut-")),
-            tls=args.tls,
+            tls=args.tls,  # a spawned target makes (and removes) its own temp folder
         )
     except (TargetError, OSError, ValueError) as exc:
         _err(f"cannot start the target: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
@@ -334,6 +333,11 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
             sys.executable,
             "-m",
             "pytest",
+            # Only the plugins a run uses, as `run` loads them (cli.RUN_PLUGINS, and no autoload in
+            # env below): every other installed pytest11 plugin (hypothesis's from a dev install:
+            # ~0.7 s of imports) would be loaded by each pytest process of each mutant's run.
+            "-p",
+            "conformance.plugin",
             "-p",
             "no:cacheprovider",
             # a pytest config where mutate starts (e.g. this checkout's -n 4) must not change how
@@ -360,8 +364,9 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
         if cases:
             cmd += ["--case", cases]
         if session.workers not in ("0", ""):
-            cmd += ["-n", session.workers]
-        env = {**os.environ, "AMQP_CONFORMANCE_RUN_ID": run_id, "AMQP_CONFORMANCE_MUTANT": mutant_id}
+            cmd += ["-p", "xdist.plugin", "-n", session.workers]
+        env = {**os.environ, "AMQP_CONFORMANCE_RUN_ID": run_id, "AMQP_CONFORMANCE_MUTANT": mutant_id,
+               "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
         env.pop("AMQP_CONFORMANCE_CASE", None)
         problem = _run_bounded(cmd, env, session.run_timeout)
         tainted = bool(proxy.errors)

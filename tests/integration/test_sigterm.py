@@ -40,7 +40,10 @@ def _brokers(mark: str, run_pid: int) -> list[int]:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_stopped_run_leaves_no_broker(tmp_path: Path, sig: int) -> None:
     mark = f"AMQPC_SIGTERM_TEST={uuid.uuid4().hex}"
-    env = {**os.environ, "AMQPC_SIGTERM_TEST": mark.split("=", 1)[1],
+    # TMPDIR: a SIGKILLed run cannot remove its brokers' temp folders (the brokers stop, their
+    # folders stay); the test's own folder takes them
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "AMQPC_SIGTERM_TEST": mark.split("=", 1)[1], "TMPDIR": str(tmp_path / "tmp"),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     results = tmp_path / "results"
     proc = subprocess.Popen(

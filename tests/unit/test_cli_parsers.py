@@ -105,10 +105,12 @@ def test_run_ignores_the_addopts_of_a_pytest_config_where_it_starts(tmp_path: Pa
     assert argv[i - 1] == "-o" and argv[-1] == "-x", argv
 
 
-def test_run_loads_only_the_plugins_it_names(tmp_path: Path) -> None:
+def test_run_loads_only_the_plugins_it_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Installed pytest plugins a run does not use (hypothesis's, here from the dev extra) are not
     loaded, in the controller or (through the environment) in any worker; the ones run names are."""
     import os
+
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # the tests' own block of the dev plugins
 
     from _pytest.config import _prepareconfig
 

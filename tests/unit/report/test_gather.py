@@ -3,6 +3,7 @@ driver (write_parquet) read back as Spark's own writes do: same schema, same row
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from conformance.report.gather import Collect, gather, write_parquet
+from conformance.report.gather import SPARK_SCHEMA_KEY, Collect, gather, write_parquet
 
 SCHEMA = T.StructType([
     T.StructField("id", T.IntegerType(), False),
@@ -67,6 +68,8 @@ def test_a_table_written_from_the_driver_reads_back_as_sparks_own(
     write_parquet(df.schema, rows, tmp_path / "driver")
     ours, theirs = spark.read.parquet(str(tmp_path / "driver")), spark.read.parquet(str(tmp_path / "spark"))
     assert ours.schema == theirs.schema
+    # what assert_same_tables compares instead of a read by Spark
+    assert spark_schema(tmp_path / "driver") == ours.schema == spark_schema(tmp_path / "spark")
     assert sorted(map(repr, ours.collect())) == sorted(map(repr, theirs.collect()))
     arrow_ours, arrow_theirs = pq.read_table(tmp_path / "driver"), pq.read_table(tmp_path / "spark")
     assert arrow_ours.schema.remove_metadata() == arrow_theirs.schema.remove_metadata()
@@ -77,21 +80,40 @@ def test_a_table_written_from_the_driver_reads_back_as_sparks_own(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
-def assert_same_tables(spark: SparkSession, a: Path, b: Path, *, nullability: bool = True) -> None:
+def spark_schema(folder: Path) -> T.StructType:
+    """The schema ``spark.read.parquet(folder)`` gives, without Spark: the one Spark keeps in each
+    file's footer (``SPARK_SCHEMA_KEY``; every part file of a table holds the same), every field
+    made nullable as Spark makes a file source's schema. A read by Spark runs a job to read that
+    footer: a second or more per table on a loaded machine, for every table of a comparison."""
+    found = set()
+    for part in sorted(folder.glob("*.parquet")):
+        meta = pq.read_schema(part).metadata or {}
+        found.add(meta[SPARK_SCHEMA_KEY])
+    assert len(found) == 1, (folder, found)
+
+    def nullable(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (True if k in ("nullable", "containsNull", "valueContainsNull") else nullable(v))
+                    for k, v in node.items()}
+        return [nullable(v) for v in node] if isinstance(node, list) else node
+
+    return T.StructType.fromJson(nullable(json.loads(found.pop())))
+
+
+def assert_same_tables(a: Path, b: Path, *, nullability: bool = True) -> None:
     """Every Parquet table of report ``a`` reads back as the same one of report ``b``: same
     Spark schema, same rows, and in the files the same column types (and nullability, unless
     ``nullability`` is off: a report from a store reads its input as Parquet, every column
     nullable, so a column computed from a required input column is nullable there).
 
-    The rows are compared as Parquet holds them (pyarrow): with the same Spark schema (from the
-    files' footers) and the same column types in the files, Spark reads equal files as equal
-    rows, and a Spark job per table and side would cost minutes per comparison on a loaded
-    machine."""
+    The rows are compared as Parquet holds them (pyarrow), the Spark schema as the footers hold
+    it (``spark_schema``, checked against Spark's own read below): with the same Spark schema and
+    the same column types in the files, Spark reads equal files as equal rows, and a Spark job
+    per table and side would cost minutes per comparison on a loaded machine."""
     names = sorted(p.name for p in (a / "tables").iterdir())
     assert names == sorted(p.name for p in (b / "tables").iterdir())
     for name in names:
-        ta, tb = spark.read.parquet(str(a / "tables" / name)), spark.read.parquet(str(b / "tables" / name))
-        assert ta.schema == tb.schema, name
+        assert spark_schema(a / "tables" / name) == spark_schema(b / "tables" / name), name
         pa_, pb = pq.read_table(a / "tables" / name), pq.read_table(b / "tables" / name)
         assert sorted(map(repr, pa_.to_pylist())) == sorted(map(repr, pb.to_pylist())), name
         assert [(f.name, f.type, f.nullable or not nullability) for f in pa_.schema] == [

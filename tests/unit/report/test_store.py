@@ -3,6 +3,8 @@ to the report from the files, and a half-written ingest invisible."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -69,19 +71,35 @@ def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@pytest.fixture(scope="module")
+def store_report(spark: SparkSession, golden_store: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], str, str]:
+    """The report command over the golden store (the general path: cached tables written by the
+    executors): its folder, summary, stdout and stderr (the progress lines). One report for the
+    tests of the command and of the store's report."""
+    from conformance.report.cli import report_main
+
+    out = tmp_path_factory.mktemp("store-report")
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = report_main(["--store", str(golden_store), "--out", str(out)])
+    assert rc == 0, stderr.getvalue()[-2000:]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    return out, summary, stdout.getvalue(), stderr.getvalue()
+
+
 def test_report_from_the_store_equals_the_report_from_the_files(
-        spark: SparkSession, golden_store: Path, golden_report: tuple[Path, dict[str, Any], list[str]],
-        tmp_path: Path) -> None:
+        golden_report: tuple[Path, dict[str, Any], list[str]],
+        store_report: tuple[Path, dict[str, Any], str, str]) -> None:
     # The files (the golden report): a small input (one action, tables written from the driver; a
     # malformed line, so Spark parses). The store: the general path (cached tables written by the
     # executors).
     files, from_files, files_lines = golden_report
     assert any(ln.startswith("report: write: ") for ln in files_lines)
-    lines: list[str] = []
-    from_store = run_report(spark, [str(golden_store)], tmp_path / "store", progress=lines.append)
+    out, from_store, _, progress = store_report
     assert _comparable(from_store) == _comparable(from_files)
-    assert "report: 0 input file(s), 1 store(s)" in lines
-    assert_same_tables(spark, files, tmp_path / "store", nullability=False)
+    assert "report: 0 input file(s), 1 store(s)" in progress.splitlines()
+    assert_same_tables(files, out, nullability=False)
 
 
 def test_a_clean_run_read_without_spark_gives_the_same_report(spark: SparkSession, tmp_path: Path) -> None:
@@ -93,7 +111,7 @@ def test_a_clean_run_read_without_spark_gives_the_same_report(spark: SparkSessio
     assert not any("using Spark" in ln for ln in lines), lines
     general = run_report(spark, inputs, tmp_path / "b", name="r", small=False)
     assert small["inputs"] == general["inputs"] and _comparable(small) == _comparable(general)
-    assert_same_tables(spark, tmp_path / "a", tmp_path / "b")
+    assert_same_tables(tmp_path / "a", tmp_path / "b")
     page = [re.sub(r"generated \S+", "", (tmp_path / d / "index.html").read_text()) for d in ("a", "b")]
     assert page[0] == page[1]
 
@@ -133,7 +151,8 @@ def test_a_store_of_another_format_is_refused(tmp_path: Path) -> None:
 
 
 def test_ingest_and_report_commands(
-    golden_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    golden_store: Path, store_report: tuple[Path, dict[str, Any], str, str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str]
 ) -> None:
     from conformance.report.cli import report_main
 
@@ -143,10 +162,13 @@ def test_ingest_and_report_commands(
     assert "is not a results store" in capsys.readouterr().err
     assert store.ingest_main([str(GOLDEN), "--store", str(golden_store), "--quiet"]) == 0
     assert "(nothing new)" in capsys.readouterr().out
-    assert report_main(["--store", str(golden_store), "--out", str(tmp_path / "r"), "--quiet"]) == 0
-    assert "45 executions" in capsys.readouterr().out
+    # the command's report of the store (exit 0: store_report)
+    assert ": 45 executions, " in store_report[2], store_report[2]
 
 
+# a benchmark's own run (generate, ingest, report: minutes of Spark jobs on a loaded machine), so
+# in CI's benchmark step (`pytest -m bench`), not the default run
+@pytest.mark.bench
 def test_bench_report_through_the_store(spark: SparkSession, tmp_path: Path) -> None:
     from benchmarks.report import run_bench
 
