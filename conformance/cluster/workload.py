@@ -151,8 +151,12 @@ class Publisher(_Client):
             sent = self.history.now()
             props = pika.BasicProperties(message_id=msg_id, delivery_mode=2)
             try:
-                ch.basic_publish("", self.queue, msg_id.encode(), props)
-            except pika.exceptions.NackError:
+                # mandatory: a message routed to no queue is returned before its confirm (RabbitMQ's
+                # confirms guide), and pika raises UnroutableError instead of reporting an ack
+                ch.basic_publish("", self.queue, msg_id.encode(), props, mandatory=True)
+            except (pika.exceptions.NackError, pika.exceptions.UnroutableError):
+                # nacked, or returned unroutable (then acked): either way no queue took it, nothing
+                # was promised; counted with the nacks
                 self.history.published(Publish(msg_id, sent, NACK, self.history.now(), node))
                 continue
             except BaseException:

@@ -8,6 +8,7 @@ connection's part of the story (recorded), never the case.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -142,34 +143,56 @@ def consumer_arguments(qtype: str) -> dict[str, Any] | None:
 
 @dataclass
 class Confirms:
-    """What one publisher channel saw: publish number → ack / nack, and how the channel ended."""
+    """What one publisher channel saw: publish number → ack / nack, and how the channel ended.
+
+    Publishes are mandatory: a message the broker routed to no queue comes back (basic.return,
+    312 NO_ROUTE) and is then confirmed all the same — RabbitMQ's confirms guide: "For unroutable
+    messages, the broker will issue a confirm once the exchange verifies a message won't route to
+    any queue"; with mandatory "the basic.return is sent to the client before basic.ack". Such a
+    message is in ``returned``, never in ``acked``: ``acked`` is what a queue took. (A stream
+    whose every node stopped is unroutable for a moment after the nodes are back: RabbitMQ 3.10.8
+    acked publishes into that gap, and counted as stored they looked lost.)"""
 
     published: list[int] = field(default_factory=list)  # message numbers, in publish order
-    acked: set[int] = field(default_factory=set)
+    acked: set[int] = field(default_factory=set)  # confirmed and not returned: stored by a queue
     nacked: set[int] = field(default_factory=set)
+    returned: set[int] = field(default_factory=set)  # returned unroutable (then confirmed): not stored
     ended: str = ""  # "" while open; else what the client saw (connection.close, socket closed ...)
 
     @property
     def unconfirmed(self) -> set[int]:
-        return set(self.published) - self.acked - self.nacked
+        return set(self.published) - self.acked - self.nacked - self.returned
 
     def summary(self) -> str:
         return (f"published {len(self.published)}, acked {len(self.acked)}, nacked {len(self.nacked)}, "
-                f"unanswered {len(self.unconfirmed)}" + (f"; then {self.ended}" if self.ended else ""))
+                + (f"returned unroutable {len(self.returned)}, " if self.returned else "")
+                + f"unanswered {len(self.unconfirmed)}" + (f"; then {self.ended}" if self.ended else ""))
 
 
 def _read_confirms(ch: RawChannel, seq_to_msg: dict[int, int], got: Confirms) -> None:
-    """Fold the acks and nacks ``ch`` received so far into ``got`` (multiple=true covers a range)."""
+    """Fold the returns, acks and nacks ``ch`` received so far into ``got`` (multiple=true covers a
+    range), in the order they came: a return precedes its message's confirm."""
     settled: set[int] = set()
+    returned: set[int] = set()
     for ev in ch.history():
         m = ev.method
-        if isinstance(m, (spec.Basic.Ack, spec.Basic.Nack)):
+        if isinstance(m, spec.Basic.Return):
+            with contextlib.suppress(TypeError, ValueError):
+                returned.add(int(ev.body or b""))
+        elif isinstance(m, (spec.Basic.Ack, spec.Basic.Nack)):
             tags = [t for t in seq_to_msg if (t <= m.delivery_tag and t not in settled)] if m.multiple \
                 else [m.delivery_tag]
             for tag in tags:
                 settled.add(tag)
-                if tag in seq_to_msg:
-                    (got.acked if isinstance(m, spec.Basic.Ack) else got.nacked).add(seq_to_msg[tag])
+                if tag not in seq_to_msg:
+                    continue
+                n = seq_to_msg[tag]
+                if isinstance(m, spec.Basic.Nack):
+                    got.nacked.add(n)
+                elif n in returned:
+                    got.returned.add(n)
+                else:
+                    got.acked.add(n)
 
 
 def publish_numbered(url: str, queue: str, numbers: Iterable[int], *, timeout: float,
@@ -190,7 +213,7 @@ def publish_numbered(url: str, queue: str, numbers: Iterable[int], *, timeout: f
         ch.confirm_select()
         for i, n in enumerate(numbers):
             try:
-                seq_to_msg[ch.publish("", queue, str(n).encode(), persistent=True)] = n
+                seq_to_msg[ch.publish("", queue, str(n).encode(), persistent=True, mandatory=True)] = n
             except Exception as exc:  # noqa: BLE001 - the node died under the publisher: recorded
                 got.ended = f"publish {n} failed: {type(exc).__name__}: {exc}"
                 break
