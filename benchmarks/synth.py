@@ -1,6 +1,6 @@
 """Realistic synthetic results for the benchmark: many brokers × versions × nightly runs × cases.
 
-Case ids come from :func:`conformance.cases.all_cases` when scenario modules exist; otherwise from
+Case ids come from :func:`conformance.model.cases.all_cases` when scenario modules exist; otherwise from
 a built-in list of ~150 ids over the suite's areas. Generation runs on Spark (``range`` →
 columns → ``to_json``), so a million rows take seconds and never pass through the driver.
 
@@ -250,7 +250,7 @@ def builtin_cases() -> list[SynthCase]:
 def suite_cases() -> list[SynthCase]:
     """The suite's registered cases when scenario modules exist, else the built-in list."""
     try:
-        from conformance.cases import all_cases
+        from conformance.scenarios import all_cases
 
         cases = all_cases()
     except (ImportError, ValueError):  # scenario modules mid-edit must not stop a benchmark

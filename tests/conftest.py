@@ -18,7 +18,7 @@ os.environ.setdefault("SPARK_DRIVER_MEMORY", "2g")
 # ~1.4 s to collect a scenario module), and the tests start a few hundred such processes (pytester
 # runs, `python -m pytest` runs, their xdist workers). Blocked by name, so every plugin a user's
 # pytest autoloads (conformance, xdist, allure) is still autoloaded. `amqp-conformance run` and
-# `mutate` load only their own plugins anyway (cli.RUN_PLUGINS).
+# `mutate` load only their own plugins anyway (conformance.cli.run.RUN_PLUGINS).
 DEV_ONLY_PLUGINS = ("hypothesispytest", "benchmark", "pytest_cov")
 BLOCK_DEV_PLUGINS = " ".join(f"-p no:{name}" for name in DEV_ONLY_PLUGINS)
 

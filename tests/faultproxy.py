@@ -1,10 +1,10 @@
 """The fault-injecting proxy, for the machinery's own tests: it lives in the product now
-(:mod:`conformance.mutate.proxy`, behind ``amqp-conformance mutate``); this module keeps the
+(:mod:`conformance.protocol.proxy`, behind ``amqp-conformance mutate``); this module keeps the
 names the sensitivity tests import and subclass."""
 
 from __future__ import annotations
 
-from conformance.mutate.proxy import (
+from conformance.protocol.proxy import (
     FAULTS,
     TO_CLIENT,
     DoubleConfirm,

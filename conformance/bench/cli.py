@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import OneLineErrors, command_parser
 from conformance.targets.kinds import local, parse_kind, spellings
 

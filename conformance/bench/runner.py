@@ -20,6 +20,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.bench import load
 from conformance.bench.wire import BenchConnection, BenchError
 from conformance.protocol.raw import URL, redact

@@ -18,7 +18,7 @@ from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
 from conformance.cluster.base import host_port
-from conformance.mutate.proxy import TO_CLIENT, Fault, FaultProxy, Frame, replace
+from conformance.protocol.proxy import TO_CLIENT, Fault, FaultProxy, Frame, replace
 
 
 class ConfirmThenDiscard(Fault):

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser
 from conformance.targets.kinds import parse_kind, spawnable, spellings
 

@@ -7,7 +7,7 @@ cases can observe the mutant: the runner runs only those, so the catalogue stays
 An ``equivalent`` mutant carries the reason no client can tell it from a correct broker; it is
 run too (a kill would mean a case asserts something the documents do not promise).
 
-Rules are ids from ``python -m conformance.spec``; ``field:`` names a method field whose meaning
+Rules are ids from ``python -m conformance.model.spec``; ``field:`` names a method field whose meaning
 the spec XML defines; other sources are the reference documents (see
 /work/shared/reference/README.md) by topic.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pamqp import commands as spec
 
 from conformance.mutate import faults as f
-from conformance.mutate.proxy import (
+from conformance.protocol.proxy import (
     DoubleConfirm,
     ExclusiveIgnored,
     Fault,
@@ -67,13 +67,13 @@ def _flip_last(body: bytes) -> bytes:
 
 
 def _no_headers(props: object) -> object:
-    from conformance.mutate.proxy import replace
+    from conformance.protocol.proxy import replace
 
     return replace(props, headers=None)
 
 
 def _other_mode(props: object) -> object:
-    from conformance.mutate.proxy import replace
+    from conformance.protocol.proxy import replace
 
     mode = getattr(props, "delivery_mode", None)
     return replace(props, delivery_mode=1 if mode == 2 else 2)

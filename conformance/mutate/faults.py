@@ -15,7 +15,7 @@ from pamqp import commands as spec
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
-from conformance.mutate.proxy import TO_CLIENT, Fault, Frame, assemble, replace
+from conformance.protocol.proxy import TO_CLIENT, Fault, Frame, assemble, replace
 from conformance.protocol.wire import CONTENT_METHODS
 
 Change = Callable[[Any], dict[str, Any]]

@@ -30,14 +30,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypedDict
 
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser, workers
+from conformance.model.verdicts import HarnessError
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
-from conformance.mutate.proxy import Fault, FaultProxy
 from conformance.plugin.options import checked_as
 from conformance.protocol.handshake import connect
+from conformance.protocol.proxy import Fault, FaultProxy
 from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, parse_kind, spawnable, spellings, tls_capable
-from conformance.verdicts import HarnessError
 
 EXIT_SURVIVORS = 1
 EXIT_BAD_INPUT = 2

@@ -3,7 +3,7 @@
 ``pytest --pyargs conformance --broker-url amqp://…`` runs the suite against any broker. Before
 any case runs, the target is started (reference, local:*, container:*) or taken as given (url)
 and probed; if it cannot be used the run stops with one line saying why and a non-zero exit.
-Each case's outcome becomes one verdict (see ``conformance.verdicts``), shown as pytest's status
+Each case's outcome becomes one verdict (see ``conformance.model.verdicts``), shown as pytest's status
 word, written as one JSON line to ``reports/results/`` and counted in an area × verdict table.
 
 The package: ``options`` (command line), ``session`` (state, target lifecycle, xdist hand-off),
@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cases import MARKER
+from conformance.model.cases import MARKER
+from conformance.model.verdicts import Decision, decide
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.core import VERDICT_KEY, ConformancePlugin
 from conformance.plugin.fixtures import RESTRICTED_MARK
 from conformance.plugin.options import OPTIONS, Settings, add_options, read_settings
 from conformance.plugin.records import STATUS, area_table
 from conformance.plugin.session import CTX, STATE, SessionState, new_state
-from conformance.verdicts import Decision, decide
 
 __all__ = [
     "CTX", "OPTIONS", "STATE", "STATUS", "VERDICT_KEY", "CaseContext", "Cleanup", "ConformancePlugin",

@@ -2,7 +2,7 @@
 
 Every wait of a case should be bounded by the case timeout itself (the raw client is; the
 library paths are made so). If one is not, the case must still end: a real-time interval timer
-(``signal.setitimer``) raises :class:`~conformance.verdicts.CeilingExceeded` in the main thread —
+(``signal.setitimer``) raises :class:`~conformance.model.verdicts.CeilingExceeded` in the main thread —
 where pytest, and pytest-xdist's workers, run the cases — interrupting a blocking socket read,
 lock wait or event loop. The timer repeats every second until disarmed, so a library that catches
 and retries still gets interrupted again.
@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from conformance.verdicts import CeilingExceeded
+from conformance.model.verdicts import CeilingExceeded
 
 REPEAT_S = 1.0
 STACK_FRAMES = 40

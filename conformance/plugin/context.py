@@ -11,10 +11,10 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.cases import Case
+from conformance.model.cases import Case
+from conformance.model.sources import cite_text
+from conformance.model.verdicts import CaseOutcome, CaseTimeout, Mismatch, Strictness
 from conformance.protocol.raw import RawChannel, RawConnection, method_name
-from conformance.sources import cite_text
-from conformance.verdicts import CaseOutcome, CaseTimeout, Mismatch, Strictness
 
 
 class CaseContext:
@@ -47,7 +47,7 @@ class CaseContext:
 
     def declare_fields(self, **declare: Any) -> dict[str, Any]:
         """queue.declare fields for this case's queue type (``x-queue-type``, durable for quorum)."""
-        from conformance.queue_types import CLASSIC, declare_fields
+        from conformance.verify.queue_types import CLASSIC, declare_fields
 
         return declare_fields(self.queue_type or CLASSIC, declare)
 

@@ -15,7 +15,11 @@ from typing import Any
 import pluggy
 import pytest
 
-from conformance.cases import Case, case_of
+from conformance.gate.triage import InvariantFacts
+from conformance.model.cases import Case, case_of
+from conformance.model.results import merge_parts, recorded_case_ids
+from conformance.model.sources import cite_all
+from conformance.model.verdicts import CeilingExceeded, Decision, Verdict, decide
 from conformance.plugin import qtypes
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.context import delete_wait
@@ -62,10 +66,6 @@ from conformance.plugin.session import (
 )
 from conformance.protocol import invariants, trace
 from conformance.protocol.raw import redact
-from conformance.results import merge_parts, recorded_case_ids
-from conformance.sources import cite_all
-from conformance.triage import InvariantFacts
-from conformance.verdicts import CeilingExceeded, Decision, Verdict, decide
 from conformance.verify.unsupported import case_ending
 
 VERDICT_KEY = "verdict"
@@ -183,7 +183,7 @@ class ConformancePlugin:
 
     def _run_id(self, item: pytest.Item, c: Case) -> str:
         """The case's id in this run's results: its plain id, ``[type]``-suffixed for other types
-        than classic (``conformance.queue_types``)."""
+        than classic (``conformance.verify.queue_types``)."""
         return qtypes.run_id_of(item, c, self.state.settings.queue_types)
 
     @staticmethod

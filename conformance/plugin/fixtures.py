@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from conformance.cases import Case, Level, case_of
+from conformance.model.cases import Case, Level, case_of
+from conformance.model.sources import cite_all
+from conformance.model.verdicts import CaseTimeout
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.qtypes import item_queue_type
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
-from conformance.probe import ServerInfo
-from conformance.queue_types import CLASSIC, run_case_id
-from conformance.sources import cite_all
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import kind_of
-from conformance.verdicts import CaseTimeout
+from conformance.targets.probe import ServerInfo
+from conformance.verify.queue_types import CLASSIC, run_case_id
 from conformance.verify.unsupported import Unsupported
 
 
@@ -311,7 +311,7 @@ def _allure_labels(c: Case, record_id: str) -> None:
 
 def allure_description(c: Case) -> str:
     """What allure shows as a case's description: what it does, expects, and the rules' text."""
-    from conformance.spec import load_rules
+    from conformance.model.spec import load_rules
 
     rules = {r.id: r for r in load_rules()}
     lines = [c.description, "", f"Expectation: {c.expectation}", f"Level: {c.level.value}"]

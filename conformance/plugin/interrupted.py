@@ -16,8 +16,8 @@ from types import TracebackType
 
 import pytest
 
-from conformance.cases import REGISTRY, Case, case_of
-from conformance.results import recorded_case_ids
+from conformance.model.cases import REGISTRY, Case, case_of
+from conformance.model.results import recorded_case_ids
 
 INTERRUPTED_MESSAGE = "interrupted (^C) before this case ran"
 

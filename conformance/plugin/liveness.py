@@ -15,7 +15,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError
+from conformance.model.verdicts import CaseOutcome, CaseTimeout, HarnessError
 from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 
 # The exit code of a run whose target stopped answering (pytest's own codes are 0–5).

@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
+from conformance.gate.triage import Triage, TriageProblem, load_triage
+from conformance.model.verdicts import Verdict, parse_fail_on
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
 from conformance.targets.kinds import kinds, spellings, tls_capable
-from conformance.triage import Triage, TriageProblem, load_triage
-from conformance.verdicts import Verdict, parse_fail_on
 
 N = TypeVar("N", int, float)
 
@@ -112,7 +113,7 @@ def _cluster_urls(text: str) -> tuple[str, ...]:
 
 
 def _queue_types(text: str) -> tuple[str, ...]:
-    from conformance.queue_types import QUEUE_TYPES
+    from conformance.verify.queue_types import QUEUE_TYPES
 
     names = _globs(text.lower())
     unknown = [n for n in names if n not in QUEUE_TYPES]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import Case, case_of
-from conformance.queue_types import CLASSIC, run_case_id
+from conformance.model.cases import Case, case_of
+from conformance.verify.queue_types import CLASSIC, run_case_id
 
 FIXTURE = "queue_type"
 

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 from conformance import __version__
-from conformance.cases import Case
+from conformance.model.cases import Case
+from conformance.model.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
+from conformance.model.verdicts import Decision, Verdict
 from conformance.plugin.context import CaseContext, delete_wait
 from conformance.plugin.session import SessionState
-from conformance.probe import ServerInfo
 from conformance.protocol.raw import redact
-from conformance.queue_types import run_case_id
-from conformance.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
-from conformance.verdicts import Decision, Verdict
+from conformance.targets.probe import ServerInfo
+from conformance.verify.queue_types import run_case_id
 
 # pytest's status for each verdict: (category, short letter, word)
 STATUS: dict[Verdict, tuple[str, str, str]] = {

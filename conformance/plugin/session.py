@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
+from conformance.model.results import ResultsWriter, new_run_id
+from conformance.model.verdicts import Verdict
 from conformance.plugin.context import CleanupNotes
 from conformance.plugin.options import Settings
-from conformance.probe import ProbeError, ServerInfo, probe
 from conformance.protocol.uri import with_tls_options
-from conformance.queue_types import offered
-from conformance.results import ResultsWriter, new_run_id
 from conformance.targets import Target, TargetError, open_target
-from conformance.verdicts import Verdict
+from conformance.targets.probe import ProbeError, ServerInfo, probe
+from conformance.verify.queue_types import offered
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
 SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"

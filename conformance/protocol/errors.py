@@ -2,7 +2,7 @@
 evidence (expected, observed) and nothing else.
 
 They say what happened on the wire, not what it means for a case: the verdict model
-(``conformance.verdicts``) maps each kind to a verdict. :class:`Mismatch` is the broker's doing,
+(``conformance.model.verdicts``) maps each kind to a verdict. :class:`Mismatch` is the broker's doing,
 :class:`AnswerTimeout` its silence, :class:`ClientFault` ours (socket, decoding).
 """
 

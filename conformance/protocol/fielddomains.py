@@ -28,7 +28,7 @@ from typing import Any
 
 from pamqp import commands as pcommands
 
-from conformance.spec import SPEC_FILE, SPEC_PACKAGE
+from conformance.data import SPEC_FILE, SPEC_PACKAGE
 
 _EMPTY: dict[str, tuple[Any, ...]] = {
     "shortstr": ("", b""),

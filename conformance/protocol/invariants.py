@@ -3,7 +3,7 @@
 Every raw connection a case opens feeds the frames it sends and receives (after the handshake)
 into a :class:`WireMonitor`. A frame that breaks an invariant is recorded as an
 :class:`~conformance.protocol.errors.InvariantViolation` in the running case's :class:`CaseMonitor`; the
-plugin hands them to :func:`~conformance.verdicts.decide`, which makes the case FAIL naming the
+plugin hands them to :func:`~conformance.model.verdicts.decide`, which makes the case FAIL naming the
 invariant, even when the case body itself passed. The monitor only reads: it never changes what
 the client does.
 

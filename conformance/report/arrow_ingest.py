@@ -29,8 +29,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from conformance.model.results import REQUIRED_FIELDS
 from conformance.report.schema import MUTATION_COLUMNS, RESULT_SCHEMA, RESULTS_COLUMNS, VERDICTS
-from conformance.results import REQUIRED_FIELDS
 
 MAX_BYTES = 64 * 1024 * 1024  # of input, beyond which Spark's parallel parse is the better tool
 

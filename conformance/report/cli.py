@@ -13,9 +13,9 @@ import gc
 import sys
 from pathlib import Path
 
-from conformance import gate
 from conformance.argparsing import command_parser
 from conformance.extras import missing_extra
+from conformance.gate import compare as gate
 
 EXIT_OK = 0
 EXIT_REGRESSIONS = 1
@@ -119,6 +119,6 @@ def report_main(argv: list[str]) -> int:
 
 # ------------------------------------------------------------------------------------------- gate
 
-# The gate is plain Python (conformance.gate): no JVM, so it answers in well under a second.
+# The gate is plain Python (conformance.gate.compare): no JVM, so it answers in well under a second.
 parse_selector = gate.parse_selector
 Selector = gate.Selector

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from conformance.model.spec import Rule, load_rules
 from conformance.report import aggregates, stages, tx_table
 
 # Re-exported: callers that already use Spark name them here.
@@ -21,7 +22,6 @@ from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
 from conformance.report.inputs import InputProblem as InputProblem
 from conformance.report.inputs import resolve_inputs as resolve_inputs
 from conformance.report.schema import MUTANTS_SCHEMA, RULES_SCHEMA, TX_SEED_SCHEMA
-from conformance.spec import Rule, load_rules
 
 MALFORMED_EXAMPLES = 50
 

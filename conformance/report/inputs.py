@@ -13,9 +13,14 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from conformance.record_schema import schema_problem
-from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_workload_record, mutate_results_of
-from conformance.verdicts import ALL_VERDICTS
+from conformance.model.record_schema import schema_problem
+from conformance.model.results import (
+    MUTATE_SUMMARY_SUFFIX,
+    REQUIRED_FIELDS,
+    is_workload_record,
+    mutate_results_of,
+)
+from conformance.model.verdicts import ALL_VERDICTS
 
 MANIFEST = "store.json"  # a results store's manifest (conformance.report.store)
 # Files up to this size are read through here when their first line is not a record, to tell a

@@ -19,7 +19,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from conformance import sources
+from conformance.model import sources
 from conformance.report import page_cluster, page_power, tables, tx_table
 from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar
 from conformance.report.schema import LEVELS, VERDICTS
@@ -33,14 +33,14 @@ MAX_TITLE_BROKERS = 4
 @lru_cache(maxsize=1)
 def case_catalogue() -> dict[str, dict[str, Any]]:
     """This version's cases by id (description, expectation, rules, sources) for the drill-down."""
-    from conformance.cases import all_cases
+    from conformance.scenarios import all_cases
 
     return {c.id: c.as_dict() for c in all_cases()}
 
 
 @lru_cache(maxsize=1)
 def spec_rules() -> dict[str, list[Any]]:
-    from conformance.spec import load_rules
+    from conformance.model.spec import load_rules
 
     out: dict[str, list[Any]] = defaultdict(list)
     for r in load_rules():

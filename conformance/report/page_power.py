@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from conformance import sources
+from conformance.model import sources
 from conformance.report.html import COLORS, hbar_chart, pct
 
 OUTCOME_CLASS: dict[str, str] = {

@@ -1,6 +1,6 @@
 """Explicit Spark schemas of the pipeline's input and of the tables it writes.
 
-The input schema is built from :class:`conformance.results.ResultRecord`'s fields, so the two
+The input schema is built from :class:`conformance.model.results.ResultRecord`'s fields, so the two
 cannot drift; the latest-verdicts table takes its columns from the results table's.
 """
 
@@ -11,8 +11,8 @@ from typing import Final
 
 from pyspark.sql import types as T
 
-from conformance.results import ResultRecord
-from conformance.verdicts import ALL_VERDICTS, Verdict
+from conformance.model.results import ResultRecord
+from conformance.model.verdicts import ALL_VERDICTS, Verdict
 
 STR = T.StringType()
 

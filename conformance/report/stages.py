@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from conformance.model.results import REQUIRED_FIELDS, WORKLOAD_RECORD_PREFIX
 from conformance.report import tx_table
 from conformance.report.schema import (
     BAD_AFTER_PASS,
@@ -25,7 +26,6 @@ from conformance.report.schema import (
     SCORED_VERDICTS,
     VERDICTS,
 )
-from conformance.results import REQUIRED_FIELDS, WORKLOAD_RECORD_PREFIX
 
 # Worst first: the verdict a group of verdicts is summarised by.
 SEVERITY: tuple[str, ...] = (
@@ -266,7 +266,7 @@ def case_history(results: DataFrame) -> DataFrame:
     return history_final(history_partial(results))
 
 
-# Queue types side by side: ids ``x`` (classic) and ``x[quorum]`` (conformance.queue_types). The type
+# Queue types side by side: ids ``x`` (classic) and ``x[quorum]`` (conformance.verify.queue_types). The type
 # is read from the id, so records older than the ``queue_type`` field are classic rows as they were.
 QUEUE_TYPE_COLUMNS: tuple[str, ...] = ("classic", "quorum")
 _SUFFIX = r"^(.*)\[([a-z]+)\]$"

@@ -25,9 +25,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from conformance.model.spec import Rule, load_rules
 from conformance.report import aggregates, cluster, edges, power, stages, tx_table
 from conformance.report.gather import Collect as Collect
-from conformance.spec import Rule, load_rules
 
 _T = TypeVar("_T")
 

@@ -20,7 +20,7 @@ COLUMNS: Final[tuple[str, ...]] = tuple(_TABLE["columns"])
 
 COLUMN_LABELS: Final[dict[str, str]] = {name: col["label"] for name, col in _TABLE["columns"].items()}
 
-# The suite's profile (conformance.cases.PROFILES) each column stands for: ``spec`` is the XML read
+# The suite's profile (conformance.model.cases.PROFILES) each column stands for: ``spec`` is the XML read
 # strictly, ``rabbitmq`` is RabbitMQ 3.x, which the >= 2.8.0 column describes. The two older
 # RabbitMQ columns have no profile of their own.
 COLUMN_PROFILE: Final[dict[str, str | None]] = {

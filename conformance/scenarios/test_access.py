@@ -29,7 +29,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import URL, Handshake, RawChannel, UnexpectedClose, describe
 from conformance.verify import Mismatch, Unsupported, expect_channel_close, publish_confirmed, short
 

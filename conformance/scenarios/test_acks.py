@@ -16,7 +16,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.cases import Level, case
+from conformance.model.cases import Level, case
 from conformance.protocol import Event, RawChannel, UnexpectedClose, bodies, default_client_properties, tags
 from conformance.verify import (
     DeclareQueue,

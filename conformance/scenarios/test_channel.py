@@ -14,7 +14,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import content_body, content_header
 from conformance.verify import (
     CaseTimeout,

@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, param
+from conformance.model.cases import Case, Level, param
 from conformance.protocol import RawConnection
 from conformance.verify import load_table
 from conformance.verify.cluster import (

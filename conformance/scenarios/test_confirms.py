@@ -21,7 +21,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Event, RawChannel, UnexpectedClose
 from conformance.verify import (
     CONFIRM_TYPES,

@@ -22,7 +22,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import PROTOCOL_HEADER, URL, Handshake, describe, publish_unsplit
 from conformance.verify import (
     CaseTimeout,

@@ -8,7 +8,7 @@ turns. Measured on RabbitMQ 3.10.8 with the raw client.
 
 from __future__ import annotations
 
-from conformance.cases import Level, case
+from conformance.model.cases import Level, case
 from conformance.verify import drain_confirms
 
 DEFINITION = "rabbitmq-consumer-priority#definition"

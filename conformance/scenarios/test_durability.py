@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.cases import MISSING, Level, case
+from conformance.model.cases import MISSING, Level, case
 from conformance.protocol import RawChannel, UnexpectedClose
 from conformance.verify import Mismatch, drain_confirms, publish_confirmed, restarted
 

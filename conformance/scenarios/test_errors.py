@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import UnexpectedClose
 from conformance.verify import (
     CaseTimeout,

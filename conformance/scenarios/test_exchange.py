@@ -14,7 +14,7 @@ import pytest
 from pamqp import commands as spec
 from pamqp.common import FieldTable
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.verify import (
     Mismatch,
     Unsupported,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import RawChannel
 from conformance.verify import Mismatch, answer, expect_ok, passive_answer, restarted
 

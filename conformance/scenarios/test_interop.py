@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Handshake, HandshakeError, UnexpectedClose, describe
 from conformance.verify import CaseTimeout, Mismatch, check_outcome, outcome, quiet_window
 

@@ -27,7 +27,7 @@ from pamqp import frame as pframe
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Event, RawChannel, RawConnection, default_client_properties
 from conformance.verify import (
     CaseTimeout,

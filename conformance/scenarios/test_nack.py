@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Event, RawChannel, UnexpectedClose
 from conformance.verify import (
     Mismatch,

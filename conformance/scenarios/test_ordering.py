@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Event, RawChannel
 from conformance.verify import (
     CaseTimeout,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pamqp import commands as spec
 
-from conformance.cases import Level, case
+from conformance.model.cases import Level, case
 from conformance.protocol import RawChannel
 from conformance.verify import drain_confirms
 

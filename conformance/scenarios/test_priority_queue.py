@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import RawChannel
 from conformance.verify import check_outcome, drain_confirms, outcome
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import RawChannel, UnexpectedClose, bodies
 from conformance.verify import (
     CaseTimeout,

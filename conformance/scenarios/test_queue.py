@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import method_name
 from conformance.verify import (
     Mismatch,

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.verify import (
     QUORUM,
     check_outcome,

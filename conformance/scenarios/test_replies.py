@@ -23,7 +23,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.cases import Level, case
+from conformance.model.cases import Level, case
 from conformance.protocol import Event, RawChannel
 from conformance.verify import Mismatch, fill, publish_confirmed
 

@@ -16,7 +16,7 @@ from pamqp import frame as pframe
 from pamqp import header as pheader
 from pamqp.body import ContentBody
 
-from conformance.cases import Case, Level, case, param
+from conformance.model.cases import Case, Level, case, param
 from conformance.verify import check_outcome, drain_confirms, outcome
 
 REPLY_TO = "amq.rabbitmq.reply-to"

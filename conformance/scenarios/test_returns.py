@@ -14,7 +14,7 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.cases import Level, case
+from conformance.model.cases import Level, case
 from conformance.protocol import Event, RawChannel, SocketClosed, UnexpectedClose
 from conformance.verify import (
     CaseTimeout,

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from pamqp import commands as spec
 
-from conformance.cases import Case, Level, param
-from conformance.cases import case as case_decorator
+from conformance.model.cases import Case, Level, param
+from conformance.model.cases import case as case_decorator
 from conformance.protocol import Event, RawChannel, UnexpectedClose, reply_name
 from conformance.verify import (
     CaseTimeout,

@@ -158,26 +158,6 @@ def _start_container(arg: str, *, workdir: Path | None = None, tls: bool = False
     return start_container(arg)
 
 
-def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                         restricted: bool = True, cluster_size: int = 3,
-                         cluster_inject_loss: float | None = None, **_: object) -> Target:
-    from conformance.cluster.target import start_local_cluster_target
-
-    if tls:
-        raise TargetError("--tls is not available for local:rabbitmq-cluster")
-    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss)
-
-
-def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                        restricted: bool = True, cluster_urls: tuple[str, ...] = (),
-                        cluster_templates: tuple[tuple[str, str], ...] = (), **_: object) -> Target:
-    from conformance.cluster.target import user_cluster_target
-
-    if not cluster_urls:
-        raise TargetError("--broker cluster needs --cluster-url (one amqp:// URL per node)")
-    return user_cluster_target(cluster_urls, templates=dict(cluster_templates))
-
-
 def _builtin() -> None:
     register(TargetKind("reference", "the built-in reference broker", _start_reference,
                         restart=True, alarm=True, tls=True))
@@ -188,12 +168,7 @@ def _builtin() -> None:
     register(TargetKind("local:garagemq", "garagemq installed on this machine", _start_garagemq,
                         restart=True))
     register(TargetKind("container:", "a broker image run with Docker", _start_container, metavar="IMAGE"))
-    # Clusters (conformance/cluster/): several nodes behind one target; the other areas use node 1.
-    register(TargetKind("local:rabbitmq-cluster",
-                        "--cluster-size nodes (3) of the installed rabbitmq-server, joined",
-                        _start_local_cluster, cluster=True))
-    register(TargetKind("cluster", "a running cluster given by --cluster-url (one URL per node) and "
-                        "--cluster-cmd-kill|start|pause|resume", _start_user_cluster, cluster=True))
+    # Clusters register themselves (conformance/cluster/__init__.py): the package sits above this one.
 
 
 _builtin()

@@ -8,8 +8,8 @@ from conformance.targets.base import TargetError
 
 
 def amqp_ready(url: str, deadline: float, what: str) -> None:
+    from conformance.model.verdicts import CaseOutcome
     from conformance.protocol.raw import RawConnection
-    from conformance.verdicts import CaseOutcome
 
     last = "no attempt"
     while time.monotonic() < deadline:

@@ -19,9 +19,8 @@ The verdict exceptions a case raises (``Mismatch``, ``CaseTimeout``, ``Unsupport
 re-exported too.
 """
 
+from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.profiles import load_table
-from conformance.queue_types import QUORUM
-from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify import declare_rules, settle
 from conformance.verify.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.verify.expect import (
@@ -52,6 +51,7 @@ from conformance.verify.libs import (
     tls_failure,
 )
 from conformance.verify.outcomes import answer, check_outcome, expected_patterns, matches, outcome, short
+from conformance.verify.queue_types import QUORUM
 from conformance.verify.restarts import controller_did_nothing, restarted
 from conformance.verify.settle import x_death_reason
 from conformance.verify.steps import (

@@ -20,10 +20,10 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.cluster.base import ClusterController, ClusterError, Leader
+from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.protocol.rawevents import UnexpectedClose
-from conformance.queue_types import QUORUM
-from conformance.verdicts import CaseTimeout
+from conformance.verify.queue_types import QUORUM
 from conformance.verify.unsupported import Unsupported
 
 #: the replicated queue types the cluster cases run on: quorum, classic mirrored, and stream

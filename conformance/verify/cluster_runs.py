@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.verdicts import CaseTimeout
+from conformance.model.verdicts import CaseTimeout
 from conformance.verify.cluster import (
     ClusterController,
     Confirms,

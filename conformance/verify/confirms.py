@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 from pamqp import commands as spec
 
+from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import Event, RawChannel
-from conformance.verdicts import CaseTimeout
 
 CONFIRM_TYPES = (spec.Basic.Ack, spec.Basic.Nack)
 

@@ -16,8 +16,8 @@ from typing import Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
-from conformance.cases import Case, Level, param
-from conformance.verdicts import CaseOutcome
+from conformance.model.cases import Case, Level, param
+from conformance.model.verdicts import CaseOutcome
 from conformance.verify.expect import expect_channel_close, expect_passive_missing
 from conformance.verify.outcomes import check_outcome, outcome
 from conformance.verify.steps import bad_name_frame

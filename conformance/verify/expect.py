@@ -1,8 +1,8 @@
 """``expect_*`` helpers: one place that turns broker behaviour into clear expected-vs-observed.
 
-Each helper either returns (the expectation held), raises :class:`~conformance.verdicts.Mismatch`
+Each helper either returns (the expectation held), raises :class:`~conformance.model.verdicts.Mismatch`
 (the broker did something else: FAIL or NON_STRICT by the case's level) or raises
-:class:`~conformance.verdicts.CaseTimeout` (the broker said nothing within the deadline).
+:class:`~conformance.model.verdicts.CaseTimeout` (the broker said nothing within the deadline).
 
 Where a broker could *silently accept* an invalid method (no reply is ever due), the helpers
 send a synchronous probe after it (:meth:`RawChannel.barrier`): an answer to the probe proves the
@@ -20,6 +20,7 @@ from typing import Any
 from pamqp import commands as spec
 from pamqp.base import Frame
 
+from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import (
     Event,
     RawChannel,
@@ -29,7 +30,6 @@ from conformance.protocol.raw import (
     method_name,
     reply_name,
 )
-from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify.confirms import settle_all
 
 # How long to keep listening for a late close after the probe has been answered.

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import pytest
 
-from conformance.cases import case_of
+from conformance.model.cases import case_of
 from conformance.protocol.raw import RawChannel
-from conformance.queue_types import declare_fields
 from conformance.verify.expect import ACTIVE_CONTEXT
+from conformance.verify.queue_types import declare_fields
 from conformance.verify.unsupported import Unsupported
 
 __all__ = [

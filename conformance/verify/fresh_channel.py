@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from conformance.model.verdicts import CaseOutcome
 from conformance.protocol.raw import RawChannel, RawConnection
-from conformance.verdicts import CaseOutcome
 
 CLOSE_TIMEOUT = 1.0  # the connection's close is bounded: a broker that does not answer it is let go
 

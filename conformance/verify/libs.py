@@ -36,10 +36,10 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
+from conformance.model.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
 from conformance.protocol import trace
 from conformance.protocol.uri import aio_pika_connect_kwargs, pika_parameters
 from conformance.protocol.wire import URL, redact
-from conformance.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
 
 T = TypeVar("T")
 

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 
 from pamqp import commands as spec
 
-from conformance.cases import Case
+from conformance.model.cases import Case
+from conformance.model.verdicts import CaseTimeout, Mismatch, Strictness
 from conformance.protocol.raw import Event, RawChannel, SocketClosed, UnexpectedClose
 from conformance.protocol.wire import method_name, short_method
-from conformance.verdicts import CaseTimeout, Mismatch, Strictness
 from conformance.verify.expect import LATE_CLOSE_GRACE, PROBE_SETTLE
 
 # A synchronous probe sent after the method under test: AMQP processes a channel's methods in

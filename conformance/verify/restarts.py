@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from pamqp import commands as spec
 
+from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import UnexpectedClose
-from conformance.verdicts import CaseTimeout
 from conformance.verify.unsupported import Unsupported
 
 if TYPE_CHECKING:

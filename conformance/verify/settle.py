@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
+from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import Event, RawChannel
-from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify.expect import expect_get_empty
 from conformance.verify.fixtures import DeclareQueue
 from conformance.verify.libs import aio_pika_settle_then_get, run_async

@@ -10,8 +10,8 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 from pamqp.base import Frame
 
+from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import Event, RawChannel, UnexpectedClose, tags
-from conformance.verdicts import CaseTimeout, Mismatch
 from conformance.verify.confirms import settle_all
 from conformance.verify.expect import reply_or_probe
 from conformance.verify.fixtures import DeclareQueue

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from conformance.model.verdicts import Mismatch
 from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
-from conformance.verdicts import Mismatch
 from conformance.verify.steps import get_tags, publish_confirmed, quiet_window, tx_select
 
 

@@ -2,7 +2,7 @@
 
 A pytest skip, so that pytest, JUnit and allure show such a case as skipped; that is why it lives
 here and not in the verdict model, which imports no pytest and recognises it by the
-:class:`~conformance.verdicts.UnsupportedOutcome` mark.
+:class:`~conformance.model.verdicts.UnsupportedOutcome` mark.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conformance.verdicts import UnsupportedOutcome
+from conformance.model.verdicts import UnsupportedOutcome
 
 
 # pytest.skip.Exception (_pytest.outcomes.Skipped) is public only as this attribute, which
@@ -27,7 +27,7 @@ class Unsupported(pytest.skip.Exception, UnsupportedOutcome):  # type: ignore[na
 
 
 def case_ending(excinfo: pytest.ExceptionInfo[BaseException] | None) -> BaseException | None:
-    """What a case phase ended with, as :func:`~conformance.verdicts.decide` reads it: a bare
+    """What a case phase ended with, as :func:`~conformance.model.verdicts.decide` reads it: a bare
     pytest skip (a marker, a fixture's ``pytest.skip``) is UNSUPPORTED with its reason."""
     if excinfo is None:
         return None

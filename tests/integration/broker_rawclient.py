@@ -17,9 +17,9 @@ from pamqp import header as pheader
 from pamqp.base import Frame
 from pamqp.body import ContentBody
 
+from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.handshake import Handshake, connect
 from conformance.protocol.wire import CONTENT_METHODS, URL
-from conformance.verdicts import CaseTimeout
 
 CAPABILITIES = {"authentication_failure_close": True, "consumer_cancel_notify": True, "basic.nack": True}
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conformance.broker import EmbeddedBroker
-from conformance.verdicts import Mismatch
+from conformance.model.verdicts import Mismatch
 from conformance.verify.libs import aio_pika_session, run_async
 
 

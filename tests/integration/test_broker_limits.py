@@ -14,8 +14,8 @@ from pamqp import commands as spec
 
 from conformance.broker import EmbeddedBroker
 from conformance.broker.limits import Limits
+from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import RawConnection
-from conformance.verdicts import CaseTimeout
 
 
 def _wait_blocked(conn: RawConnection, ch_publish, timeout: float = 10.0) -> int:

@@ -10,8 +10,8 @@ import pytest
 
 from conformance.broker import EmbeddedBroker
 from conformance.cluster.base import ClusterError, Leader, Node, Unsupported
-from conformance.cluster.faults import FaultsConfig, run_faults
 from conformance.cluster.injector import loss_proxy
+from conformance.faults.command import FaultsConfig, run_faults
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 
 from conformance.broker import EmbeddedBroker
 from conformance.cluster.base import ClusterError, Unsupported, free_port_url
-from conformance.cluster.faults import main
 from conformance.cluster.user import UserCluster
+from conformance.faults.command import main
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,8 @@ import pytest
 from pamqp import commands as spec
 
 from conformance.broker import EmbeddedBroker
-from conformance.cases import Case, all_cases
+from conformance.model.cases import Case
+from conformance.scenarios import all_cases
 from tests.faultproxy import Fault, FaultProxy, Frame
 
 CASE_TIMEOUT = 2.0

@@ -15,8 +15,8 @@ import pytest
 
 from conformance.broker import EmbeddedBroker
 from conformance.mutate.catalogue import CATALOGUE
-from conformance.mutate.proxy import Fault
 from conformance.mutate.runner import Session, Upstream, judge, run_areas
+from conformance.protocol.proxy import Fault
 
 # mutant id, area, cases run, the case that must kill it
 ROWS = [

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from pamqp import commands as spec
 
+from conformance.model.verdicts import Mismatch
 from conformance.protocol.raw import RawChannel, RawConnection, UnexpectedClose
-from conformance.verdicts import Mismatch
 from conformance.verify.expect import expect_channel_close, expect_connection_close, reply_or_probe
 from conformance.verify.outcomes import outcome
 from tests.fakebroker import FakeBroker

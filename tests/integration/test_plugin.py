@@ -14,7 +14,7 @@ from tests.fakebroker import FakeBroker
 
 CASES = '''
 from pamqp import commands as spec
-from conformance.cases import case, Level
+from conformance.model.cases import case, Level
 from conformance.verify.expect import expect_channel_close
 from conformance.verify import Unsupported
 
@@ -204,7 +204,7 @@ def test_machinery_tests_do_not_start_a_target(pytester: pytest.Pytester) -> Non
 
 STUCK = '''
 import socket, threading, time
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 
@@ -294,7 +294,7 @@ def test_case_ceiling_is_validated(pytester: pytest.Pytester) -> None:
 
 
 WEDGE = '''
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 
@@ -435,7 +435,7 @@ def test_unwritable_results_is_one_line_before_the_target_starts(pytester: pytes
 STUCK_TEARDOWN = '''
 import threading
 import pytest
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 
@@ -514,7 +514,7 @@ def test_settings_come_from_the_command_line_then_env_then_ini(pytester: pytest.
 
 RESTRICTED_CASES = '''
 import pytest
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["rabbitmq-access-control#how-permissions-work"]
 
@@ -593,7 +593,7 @@ def test_limits_options_are_validated(pytester: pytest.Pytester, args: list[str]
 INTERRUPTIBLE_CASES = '''
 import threading
 from pathlib import Path
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 
@@ -664,7 +664,7 @@ def test_interrupt_records_the_cases_not_run(pytester: pytest.Pytester, workers:
 CLEANUP_INTERRUPT_CASES = '''
 import sys
 import types
-from conformance.cases import case
+from conformance.model.cases import case
 
 DOC = ["003_50388870ec53b6aa.txt#acks"]
 

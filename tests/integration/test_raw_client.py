@@ -7,10 +7,10 @@ import time
 import pytest
 from pamqp import commands as spec
 
-from conformance.probe import ProbeError, probe
+from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import URL, RawConnection, UnexpectedClose, redact
 from conformance.targets.base import free_port
-from conformance.verdicts import CaseTimeout, Mismatch
+from conformance.targets.probe import ProbeError, probe
 from conformance.verify.expect import expect_channel_close, expect_connection_close
 from tests.fakebroker import FakeBroker
 
@@ -125,8 +125,8 @@ def test_the_invariant_monitor_watches_every_raw_connection_of_a_case(mutant_id:
     invariant on the raw client's frames although no check of the scenario looks at them."""
     from conformance.broker import EmbeddedBroker
     from conformance.mutate.catalogue import CATALOGUE
-    from conformance.mutate.proxy import Fault, FaultProxy
     from conformance.protocol import invariants
+    from conformance.protocol.proxy import Fault, FaultProxy
 
     fault = next(m for m in CATALOGUE if m.id == mutant_id).make() if mutant_id else Fault()
     broker = EmbeddedBroker()

@@ -21,9 +21,9 @@ import pytest
 
 from conformance.broker.cli import main as broker_main
 from conformance.broker.server import EmbeddedBroker, tls_context
-from conformance.probe import ProbeError, probe
 from conformance.protocol.raw import RawConnection
 from conformance.protocol.wire import URL
+from conformance.targets.probe import ProbeError, probe
 from conformance.targets.tlscerts import TLSFiles, make_tls_files
 
 pytestmark = pytest.mark.integration
@@ -349,7 +349,7 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
                                                          stranger: TLSFiles) -> None:
     """libs.py connects pika and aio-pika from the full URL; an untrusted certificate or a URL a
     library cannot honour is a one-line ERROR (HarnessError), never a broker verdict."""
-    from conformance.verdicts import HarnessError
+    from conformance.model.verdicts import HarnessError
     from conformance.verify.libs import aio_pika_connect, pika_session, run_async
 
     url = _tls_url(ref, certs)
@@ -386,7 +386,7 @@ def test_library_cases_blame_tls_failures_on_the_harness(ref: EmbeddedBroker, ce
 def test_mutate_proxy_connects_upstream_over_tls(
     ref: EmbeddedBroker, certs: TLSFiles, stranger: TLSFiles, tmp_path: Path
 ) -> None:
-    from conformance.mutate.proxy import FaultProxy, NoRedeliveredFlag
+    from conformance.protocol.proxy import FaultProxy, NoRedeliveredFlag
 
     up = _tls_url(ref, certs)
     with FaultProxy(up.host, up.port, NoRedeliveredFlag(), upstream_tls=up) as proxy:

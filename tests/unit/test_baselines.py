@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.triage import InvariantFacts, load_triage, triage_beside
+from conformance.gate.triage import InvariantFacts, load_triage, triage_beside
 
 BASELINES = Path(__file__).resolve().parents[2] / "fixtures" / "baselines"
 NAMES = sorted(p.name.removesuffix(".jsonl") for p in BASELINES.glob("*.jsonl"))

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import MISSING, REGISTRY, Case, Level, param, register
-from conformance.coverage import rule_coverage, unknown_rule_refs
-from conformance.spec import load_rules
+from conformance.model.cases import MISSING, REGISTRY, Case, Level, param, register
+from conformance.model.coverage import rule_coverage, unknown_rule_refs
+from conformance.model.spec import load_rules
 
 
 def test_case_id_and_rules_are_validated() -> None:
@@ -45,7 +45,7 @@ def test_param_carries_its_case() -> None:
 
 
 def test_every_suite_case_cites_existing_rules() -> None:
-    from conformance.cases import all_cases
+    from conformance.scenarios import all_cases
 
     cases = all_cases()
     assert len(cases) >= 250

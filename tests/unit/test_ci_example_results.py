@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conformance.gate import resolve_inputs
+from conformance.gate.compare import resolve_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "github-actions" / "broker-release.yml"

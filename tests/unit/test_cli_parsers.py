@@ -65,7 +65,7 @@ def test_command_parser_refuses_a_prefix_and_names_the_command(cls: type[argpars
 
 
 def test_run_ends_with_verdict_counts_and_what_to_read_first(tmp_path: Path) -> None:
-    from conformance.results import final_lines
+    from conformance.model.results import final_lines
 
     lines = [{"case_id": f"a.p{i}", "verdict": "PASS"} for i in range(3)] + [
         {"case_id": "a.ns", "verdict": "NON_STRICT"}, {"case_id": "a.u", "verdict": "UNSUPPORTED"},
@@ -86,7 +86,7 @@ def test_run_ends_with_verdict_counts_and_what_to_read_first(tmp_path: Path) -> 
 def test_a_cluster_target_runs_in_process_by_default(argv: list[str], in_process: bool) -> None:
     """The cluster controller lives in the process that started the cluster: workers would only
     get its URL and every cluster case would be UNSUPPORTED."""
-    from conformance.cli import _resolve_workers, _run_parser
+    from conformance.cli.run import _resolve_workers, _run_parser
 
     args = _run_parser().parse_args(argv)
     _resolve_workers(args)
@@ -96,7 +96,7 @@ def test_a_cluster_target_runs_in_process_by_default(argv: list[str], in_process
 def test_run_ignores_the_addopts_of_a_pytest_config_where_it_starts(tmp_path: Path) -> None:
     """This checkout's own addopts (-n 4, -m 'not cluster') would deselect the cluster area and
     put in-process runs on workers: run overrides them (a user's -- args still come last)."""
-    from conformance.cli import _pytest_args, _resolve_workers, _run_parser
+    from conformance.cli.run import _pytest_args, _resolve_workers, _run_parser
 
     args = _run_parser().parse_args(["--area", "cluster", "--", "-x"])
     _resolve_workers(args)
@@ -114,7 +114,7 @@ def test_run_loads_only_the_plugins_it_names(tmp_path: Path, monkeypatch: pytest
 
     from _pytest.config import _prepareconfig
 
-    from conformance.cli import (
+    from conformance.cli.run import (
         NO_AUTOLOAD,
         RUN_PLUGINS,
         _no_plugin_autoload,

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from conformance.cluster.checker import ACK, NACK, UNKNOWN, Delivery, Publish, buckets, check, percentile
-from conformance.cluster.faults import FaultsConfig, FaultsResult, _active, records, render
-from conformance.cluster.workload import History, next_node
+from conformance.faults.checker import ACK, NACK, UNKNOWN, Delivery, Publish, buckets, check, percentile
+from conformance.faults.command import FaultsConfig, FaultsResult, _active, records, render
+from conformance.faults.workload import History, next_node
 
 
 def pub(i: str, outcome: str = ACK, t: float = 0.0, lat: float = 0.01) -> Publish:

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, docpages
-from conformance.cases import all_cases
-from conformance.gate_cli import main as gate_main
+from conformance import cli
+from conformance.cli import docpages
+from conformance.gate.cli import main as gate_main
+from conformance.scenarios import all_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -1,4 +1,4 @@
-"""The release gate (conformance.gate): pure Python, over the golden sets and the committed baseline."""
+"""The release gate (conformance.gate.compare): pure Python, over the golden sets and the baseline."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from conformance import gate, gate_cli, gate_github
-from conformance.triage import TriageProblem, load_triage, parse_triage
+from conformance.gate import cli as gate_cli
+from conformance.gate import compare as gate
+from conformance.gate import github as gate_github
+from conformance.gate.triage import TriageProblem, load_triage, parse_triage
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "fixtures" / "results"
@@ -398,7 +400,7 @@ def test_the_command_line_has_no_jvm_and_no_spark() -> None:
 
 
 def test_invariant_scoped_triage_excuses_the_invariant_never_the_case() -> None:
-    from conformance.triage import InvariantFacts, parse_triage
+    from conformance.gate.triage import InvariantFacts, parse_triage
 
     t = parse_triage('[[triage]]\ncases = ["*"]\ninvariants = ["wire.nothing-after-channel-close"]\n'
                      'reason = "answers after its own close"\n', "t.toml")

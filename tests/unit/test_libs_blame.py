@@ -15,7 +15,7 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 from pika import exceptions as pex
 
-from conformance.verdicts import CaseTimeout, HarnessError, Mismatch
+from conformance.model.verdicts import CaseTimeout, HarnessError, Mismatch
 from conformance.verify.libs import CLOSE_GRACE, Bound, FrameTap, pika_bound, run_async
 
 

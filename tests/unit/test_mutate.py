@@ -11,11 +11,11 @@ from pamqp import commands as spec
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
+from conformance.model.spec import load_rules
 from conformance.mutate import faults as f
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
-from conformance.mutate.proxy import TO_CLIENT, Fault
 from conformance.mutate.runner import RunOutcome, judge, render_summary, summarise
-from conformance.spec import load_rules
+from conformance.protocol.proxy import TO_CLIENT, Fault
 
 CATEGORIES = {
     "confirms",
@@ -227,7 +227,7 @@ def test_a_stopped_run_kills_by_its_finished_cases_and_a_failed_fault_kills_noth
 def test_frames_pamqp_would_refuse_are_still_encoded() -> None:
     from pamqp import frame as pframe
 
-    from conformance.mutate.proxy import _encode
+    from conformance.protocol.proxy import _encode
 
     ok = spec.Queue.DeclareOk(queue="q", message_count=1, consumer_count=0)
     ok.queue = "a name pamqp refuses!"  # as a broker may send; the client judges it, not the proxy

@@ -139,7 +139,7 @@ def test_the_plain_install_is_the_suite_and_the_gate() -> None:
 def test_the_suite_and_the_gate_import_no_extra() -> None:
     import sys
 
-    code = ("import sys, conformance.cli, conformance.plugin, conformance.gate_cli, conformance.targets, "
+    code = ("import sys, conformance.cli, conformance.plugin, conformance.gate.cli, conformance.targets, "
             "conformance.targets.container, conformance.report, conformance.report.cli; "
             "bad = sorted(m for m in ('pyspark', 'testcontainers', 'docker') if m in sys.modules); "
             "print(bad); sys.exit(1 if bad else 0)")

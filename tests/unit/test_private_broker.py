@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from conformance.model.verdicts import CaseTimeout
 from conformance.plugin.fixtures import _private_broker
 from conformance.targets.base import Target, TargetError
-from conformance.verdicts import CaseTimeout
 
 
 class FakeController:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.queue_types import PremiseError, declare_fields, run_case_id, split_case_id
+from conformance.verify.queue_types import PremiseError, declare_fields, run_case_id, split_case_id
 
 
 def test_ids_classic_plain_others_suffixed() -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FILE = re.compile(r"(?<![\w/.-])([\w/-]+\.(?:py|toml|xml))\b")
+# An entry: a name, or siblings "a | b" (docs/layout.md); the rest of the line describes it.
+ENTRY = re.compile(r"^( {0,2})(\S+(?: \| \S+)*)")
 
 
 def _layout_lines() -> list[str]:
@@ -22,12 +24,13 @@ def _named_paths() -> list[tuple[str, Path, list[str]]]:
     out: list[tuple[str, Path, list[str]]] = []
     top = ROOT
     for line in _layout_lines():
-        name, description = line[:24], line[24:]
+        entry = ENTRY.match(line)
+        names = entry.group(2).split(" | ") if entry else []
+        description = line[entry.end():] if entry else line
         if "(not committed)" in description:
             continue
         indented = line.startswith(" ")
         base = top if indented else ROOT
-        names = name.split()
         if not indented and names and names[0].endswith("/"):
             top = ROOT / names[0]
         folder = base / names[0] if len(names) == 1 and names[0].endswith("/") else base

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from conformance.record_schema import DESCRIPTIONS, record_schema, render, shipped_schema
-from conformance.results import ResultRecord
+from conformance.model.record_schema import DESCRIPTIONS, record_schema, render, shipped_schema
+from conformance.model.results import ResultRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "conformance" / "data" / "result-record.schema.json"
-REGENERATE = "python -m conformance.record_schema > conformance/data/result-record.schema.json"
+REGENERATE = "python -m conformance.model.record_schema > conformance/data/result-record.schema.json"
 
 
 def validator() -> Draft202012Validator:
@@ -91,7 +91,7 @@ def test_the_schema_ships_with_the_package_and_jsonschema_is_a_dependency() -> N
 
 
 def test_readers_name_the_field_the_schema_refuses() -> None:
-    from conformance.record_schema import schema_problem
+    from conformance.model.record_schema import schema_problem
 
     assert schema_problem(record()) is None
     assert schema_problem(record(verdict="MAYBE")) == "unknown verdict 'MAYBE'"

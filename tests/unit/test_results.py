@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.results import (
+from conformance.model.results import (
     FIELD_NAMES,
     REQUIRED_FIELDS,
     ResultRecord,

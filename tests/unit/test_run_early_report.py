@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from conformance import cli
+from conformance.cli import run as run_cmd
 
 
 class FakeEarly:
@@ -48,7 +49,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             results = Path(args[args.index("--amqp-results") + 1])
             results.mkdir(parents=True, exist_ok=True)
             rec = {"case_id": "x.y", "verdict": "PASS"}
-            run_id = cli.os.environ["AMQP_CONFORMANCE_RUN_ID"]
+            run_id = run_cmd.os.environ["AMQP_CONFORMANCE_RUN_ID"]
             (results / f"{run_id}.jsonl").write_text(json.dumps(rec) + "\n")
         if action == "raise":
             raise RuntimeError("internal error in the suite")
@@ -132,19 +133,19 @@ def test_bench_run_prints_every_phase(tmp_path: Path, fakes: dict[str, Any],
 
 @pytest.mark.parametrize(("cores", "n"), [(1, 2), (2, 4), (3, 4), (16, 4)])
 def test_default_workers_is_twice_the_cores_between_2_and_4(cores: int, n: int) -> None:
-    assert cli.default_workers(cores) == n
+    assert run_cmd.default_workers(cores) == n
 
 
 @pytest.mark.parametrize(("argv", "workers"), [
-    ([], str(cli.default_workers())),
+    ([], str(run_cmd.default_workers())),
     (["-n", "3"], "3"),
     (["--restart-cmd", "true"], "0"),  # acts on the one shared broker: in-process
     (["--alarm-cmd", "true {state}"], "0"),
     (["--", "--amqp-restart-cmd=true"], "0"),
 ])
 def test_run_workers_default(argv: list[str], workers: str) -> None:
-    args = cli._run_parser().parse_args(argv)
-    cli._resolve_workers(args)
+    args = run_cmd._run_parser().parse_args(argv)
+    run_cmd._resolve_workers(args)
     assert args.workers == workers
 
 
@@ -156,12 +157,12 @@ def test_run_workers_default(argv: list[str], workers: str) -> None:
     (["--", "--amqp-restart-cmd=true"], "--amqp-restart-cmd"),
 ])
 def test_explicit_workers_with_a_broker_command_is_still_refused(argv: list[str], spelled: str) -> None:
-    args = cli._run_parser().parse_args(["-n", "2", *argv])
-    cli._resolve_workers(args)
-    assert f"-n cannot be combined with {spelled}:" in (cli.bad_run_input(args) or "")
+    args = run_cmd._run_parser().parse_args(["-n", "2", *argv])
+    run_cmd._resolve_workers(args)
+    assert f"-n cannot be combined with {spelled}:" in (run_cmd.bad_run_input(args) or "")
 
 
 def test_in_process_run_with_a_broker_command_is_accepted() -> None:
-    args = cli._run_parser().parse_args(["-n", "0", "--", "--amqp-alarm-cmd", "true {state}"])
-    cli._resolve_workers(args)
-    assert cli.bad_run_input(args) is None
+    args = run_cmd._run_parser().parse_args(["-n", "0", "--", "--amqp-alarm-cmd", "true {state}"])
+    run_cmd._resolve_workers(args)
+    assert run_cmd.bad_run_input(args) is None

@@ -6,7 +6,8 @@ import tomllib
 from pathlib import Path
 
 import conformance
-from conformance import cases, profiles
+from conformance import profiles
+from conformance.model import cases
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cases import all_cases
-from conformance.sources import REGISTRY, cite, cite_all, resolve
+from conformance.model.sources import REGISTRY, cite, cite_all, resolve
+from conformance.scenarios import all_cases
 
 REFERENCE = Path("/work/shared/reference")
 INTERNAL = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
@@ -19,7 +19,7 @@ def test_every_cited_source_is_in_the_registry_and_never_shown_by_file_name() ->
     assert cited, "cases cite documents"
     for source in cited:
         citation = resolve(source)
-        assert citation.document is not None, f"{source} is not in conformance/sources.py"
+        assert citation.document is not None, f"{source} is not in conformance/model/sources.py"
         assert not INTERNAL.search(citation.text()), citation.text()
         key, _, anchor = source.partition("#")
         if anchor and REGISTRY[key].sections and " " not in anchor:
@@ -72,7 +72,7 @@ def test_all_five_reference_documents_are_registered() -> None:
 
 
 def test_free_text_names_no_internal_file() -> None:
-    from conformance.sources import cite_text
+    from conformance.model.sources import cite_text
 
     note = "001_27f7ea2622bbc99f.txt#ordering: 'messages are always held in the queue in publication order'"
     text = cite_text(note)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cases import RULE_RE
-from conformance.spec import load_rules, parse_rules, rule_ids
+from conformance.model.cases import RULE_RE
+from conformance.model.spec import load_rules, parse_rules, rule_ids
 
 
 def test_all_115_rules_load_each_with_its_own_id() -> None:

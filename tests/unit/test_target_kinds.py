@@ -29,8 +29,8 @@ def dummy_kind() -> Iterator[TargetKind]:
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
-    from conformance import cli
     from conformance.bench.cli import broker_parser
+    from conformance.cli import run as cli
     from conformance.fuzz.cli import build_parser
     from conformance.mutate.runner import _parser as mutate_parser
 
@@ -43,6 +43,7 @@ def test_a_registered_kind_is_offered_and_accepted_everywhere(
 ) -> None:
     from conformance import cli
     from conformance.bench.cli import _check
+    from conformance.cli import run
 
     assert DUMMY in spellings()
     for name, parser in _parsers().items():
@@ -54,7 +55,7 @@ def test_a_registered_kind_is_offered_and_accepted_everywhere(
         else:
             assert DUMMY in vars(args).values(), name
         if name == "run":
-            assert cli.bad_run_input(args) is None  # run's own checks after parsing
+            assert run.bad_run_input(args) is None  # run's own checks after parsing
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "--help"])
     assert exc.value.code == 0 and DUMMY in capsys.readouterr().out

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conformance.cases import PROFILES, Level
+from conformance.model.cases import PROFILES, Level
 from conformance.profiles import load_table
 
 ROWS = ("publish", "ack", "reject", "declare-delete-bind", "consume-get", "atomicity-single-queue",
@@ -105,9 +105,9 @@ def test_library_variants_name_their_client():
 
 
 def test_record_judges_by_profile_and_files_the_observation():
+    from conformance.model.verdicts import Mismatch
     from conformance.plugin import CaseContext
     from conformance.scenarios import test_tx
-    from conformance.verdicts import Mismatch
 
     generated = {c.id: (c, v) for _pid, c, v in _generated()}
     c, v = generated["tx.no-route-return.mandatory-unroutable"]

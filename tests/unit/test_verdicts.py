@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import Case, Level
-from conformance.plugin.context import CaseContext
-from conformance.verdicts import (
+from conformance.model.cases import Case, Level
+from conformance.model.verdicts import (
     CaseOutcome,
     CaseTimeout,
     HarnessError,
@@ -18,6 +17,7 @@ from conformance.verdicts import (
     parse_fail_on,
     verdict_of,
 )
+from conformance.plugin.context import CaseContext
 from conformance.verify.unsupported import Unsupported, case_ending
 
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from conformance.cluster.checker import ACK, NACK, Delivery, Publish, buckets, check
-from conformance.cluster.faults import FaultsConfig, FaultsResult, records
+from conformance.faults.checker import ACK, NACK, Delivery, Publish, buckets, check
+from conformance.faults.command import FaultsConfig, FaultsResult, records
 from conformance.report import page_cluster
 from conformance.report.pipeline import run_report
 from tests.unit.report.conftest import chromium, record

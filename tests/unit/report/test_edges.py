@@ -14,11 +14,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks import synth
+from conformance.model.results import ResultRecord
 from conformance.report import edges, tx_table
 from conformance.report.cli import parse_selector
 from conformance.report.schema import RESULT_SCHEMA
 from conformance.report.session import EnvironmentProblem, check_java, local_cores, parse_java_major
-from conformance.results import ResultRecord
 
 ROOT = Path(__file__).resolve().parents[3]
 

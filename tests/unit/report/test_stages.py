@@ -9,9 +9,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from conformance.model.spec import Rule
 from conformance.report import edges, stages
 from conformance.report.schema import LATEST_SCHEMA, LINES_SCHEMA, MALFORMED_SCHEMA, REGRESSION_SCHEMA
-from conformance.spec import Rule
 
 from .conftest import lines_frame, record, results_frame, tx
 
@@ -476,8 +476,8 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
 
 def test_the_report_and_the_gate_classify_every_transition_alike(spark: SparkSession) -> None:
     """The report's regression section (Spark) and the release gate (plain Python) must agree."""
-    from conformance import gate
-    from conformance.verdicts import Verdict
+    from conformance.gate import compare as gate
+    from conformance.model.verdicts import Verdict
 
     names = [v.value for v in Verdict]
     pairs = [(b, c) for b in [None, *names] for c in names]

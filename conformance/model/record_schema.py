@@ -2,7 +2,7 @@
 
 The schema ships as package data, ``conformance/data/result-record.schema.json``, so tools outside
 this project (and this project's readers) can check a results file without importing the suite.
-``python -m conformance.record_schema`` prints it; a unit test regenerates it from the dataclass
+``python -m conformance.model.record_schema`` prints it; a unit test regenerates it from the dataclass
 and compares it with the shipped file, so the two cannot drift.
 
 ``required`` lists what every reader relies on (:data:`REQUIRED_FIELDS`, the gate's and the
@@ -20,7 +20,7 @@ from dataclasses import MISSING, fields
 from importlib import resources
 from typing import Any
 
-from conformance.results import REQUIRED_FIELDS, SCHEMA_VERSION, ResultRecord
+from conformance.model.results import REQUIRED_FIELDS, SCHEMA_VERSION, ResultRecord
 
 SCHEMA_ID = "https://amqp-conformance.invalid/schemas/result-record.schema.json"
 SCHEMA_FILE = "result-record.schema.json"
@@ -60,8 +60,8 @@ DESCRIPTIONS: dict[str, str] = {
 def enums() -> dict[str, list[str]]:
     """The closed value sets. Imported here, not at the top: a reader that only validates files
     (:func:`shipped_schema`) needs neither the case catalogue nor pytest."""
-    from conformance.cases import Level
-    from conformance.verdicts import Verdict
+    from conformance.model.cases import Level
+    from conformance.model.verdicts import Verdict
 
     return {"verdict": [v.value for v in Verdict], "level": [level.value for level in Level]}
 
@@ -103,7 +103,7 @@ def record_schema() -> dict[str, Any]:
         "$id": SCHEMA_ID,
         "title": "amqp-conformance result record",
         "description": "One line of a results JSONL file: one case execution. Written by "
-                       "conformance.results.ResultRecord.",
+                       "conformance.model.results.ResultRecord.",
         "type": "object",
         "required": list(REQUIRED_FIELDS),
         "properties": properties,

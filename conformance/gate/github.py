@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TextIO
 
-from conformance.gate import KIND_ORDER, TABLE_LIMIT, GateResult, _note, summary_line
+from conformance.gate.compare import KIND_ORDER, TABLE_LIMIT, GateResult, _note, summary_line
 
 
 def _escape_data(text: str) -> str:

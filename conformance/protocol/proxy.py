@@ -19,10 +19,10 @@ from pamqp import frame as pframe
 from pamqp.body import ContentBody
 from pamqp.header import ContentHeader
 
+from conformance.protocol.errors import ClientFault
 from conformance.protocol.handshake import connect
 from conformance.protocol.loopback import Listener
 from conformance.protocol.wire import URL, split_frames
-from conformance.verdicts import HarnessError
 
 Frame = tuple[int, Any]  # (channel, pamqp frame)
 
@@ -281,7 +281,7 @@ class FaultProxy:
     def _on_accept(self, client: socket.socket) -> None:
         try:
             upstream = self._connect_upstream()
-        except (OSError, HarnessError) as exc:
+        except (OSError, ClientFault) as exc:
             # the client sees its connection end; why is kept for the mutate report
             self.errors.append(f"upstream connection: {exc}")
             client.close()

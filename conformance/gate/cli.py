@@ -1,6 +1,7 @@
-"""``amqp-conformance gate``: the release gate's command line (:mod:`conformance.gate` compares).
+"""``amqp-conformance gate``: the release gate's command line (:mod:`conformance.gate.compare` compares).
 
-The comparison (:mod:`conformance.gate`) and its GitHub Actions outputs (:mod:`conformance.gate_github`)
+The comparison (:mod:`conformance.gate.compare`) and its GitHub Actions outputs
+(:mod:`conformance.gate.github`)
 sit below this module, so the dependencies point one way: the command line imports both, neither
 imports it. Exit 0 when nothing fails, 1 when the gate fails, 2 on bad input (one line).
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from conformance.argparsing import command_parser
-from conformance.gate import (
+from conformance.gate.compare import (
     DEFAULT_RESULTS,
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -36,8 +37,8 @@ from conformance.gate import (
     to_json,
     write_baseline,
 )
-from conformance.gate_github import github_outputs
-from conformance.triage import EMPTY, Triage, TriageProblem, load_triage, triage_beside
+from conformance.gate.github import github_outputs
+from conformance.gate.triage import EMPTY, Triage, TriageProblem, load_triage, triage_beside
 
 
 def gate_parser() -> argparse.ArgumentParser:

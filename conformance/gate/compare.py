@@ -13,13 +13,13 @@
 - fails a case the baseline does not have (an untriaged new failure);
 - with ``--strict``, is NON_STRICT where the baseline was not.
 
-A verdict the triage file explains (:mod:`conformance.triage`) is a *known* failure: reported,
+A verdict the triage file explains (:mod:`conformance.gate.triage`) is a *known* failure: reported,
 never failing. A case the triage file lists that now passes (and did not in the baseline) is
 reported *fixed*, so the entry can go. Exit 0 when nothing fails, 2 on bad input (one line).
 
 Only the standard library: no JVM, and a comparison of tens of thousands of records takes a
 fraction of a second (``json.loads`` per line dominates). The command line is
-:mod:`conformance.gate_cli`; this module compares and imports neither it nor the GitHub outputs.
+:mod:`conformance.gate.cli`; this module compares and imports neither it nor the GitHub outputs.
 """
 
 from __future__ import annotations
@@ -35,15 +35,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from conformance.record_schema import schema_problem
-from conformance.results import MUTATE_SUMMARY_SUFFIX, REQUIRED_FIELDS, is_mutation_record, is_workload_record
-from conformance.triage import (
+from conformance.gate.triage import (
     EMPTY,
     InvariantFacts,
     Triage,
     TriageEntry,
 )
-from conformance.verdicts import Verdict
+from conformance.model.record_schema import schema_problem
+from conformance.model.results import (
+    MUTATE_SUMMARY_SUFFIX,
+    REQUIRED_FIELDS,
+    is_mutation_record,
+    is_workload_record,
+)
+from conformance.model.verdicts import Verdict
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -7,9 +7,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.model.verdicts import CaseTimeout, HarnessError
 from conformance.protocol.handshake import TLSError
 from conformance.protocol.raw import URL, HandshakeError, RawConnection, redact
-from conformance.verdicts import CaseTimeout, HarnessError
 
 
 class ProbeError(Exception):

@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.verdicts import Verdict
+from conformance.model.verdicts import Verdict
 
 DEFAULT_KNOWN: frozenset[str] = frozenset(
     v.value for v in Verdict if v not in (Verdict.PASS, Verdict.ERROR, Verdict.NOT_RUN))

@@ -105,7 +105,7 @@ def offered(url: str, queue_type: str, timeout: float) -> str | None:
 
 def _ask(ch: RawChannel, qt: QueueType, name: str) -> str | None:
     """Declare (and delete) a probe queue of type ``qt`` on ``ch``: None when the broker offers the type."""
-    from conformance.verdicts import CaseOutcome
+    from conformance.model.verdicts import CaseOutcome
 
     try:
         ch.declare_queue(name, **declare_fields(qt.name, {}))

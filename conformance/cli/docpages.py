@@ -2,11 +2,11 @@
 always the code's.
 
 - ``docs/cases.md``: the case and area counts, from the case registry (also ``amqp-conformance
-  cases --markdown``; the table itself is :mod:`conformance.casetable`'s);
+  cases --markdown``; the table itself is :mod:`conformance.cli.casetable`'s);
 - ``docs/options.md``: every option of ``run``, from the option table and ``run``'s parser;
 - ``docs/result-record.md``: the result record's fields, from its JSON Schema.
 
-All are checked in; a unit test regenerates them and compares. ``python -m conformance.docpages
+All are checked in; a unit test regenerates them and compares. ``python -m conformance.cli.docpages
 DIR`` rewrites them.
 """
 
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from conformance.casetable import REGENERATE, cases_markdown, md_row
+from conformance.cli.casetable import REGENERATE, cases_markdown, md_row
 
 
 def _cell(text: str) -> str:
@@ -27,7 +27,7 @@ def _cell(text: str) -> str:
 def options_markdown() -> str:
     """Every option of ``amqp-conformance run``: the plugin's table with its pytest, env and ini twins,
     then run's own."""
-    from conformance.cli import _run_parser
+    from conformance.cli.run import _run_parser
     from conformance.plugin.options import OPTIONS
 
     lines = [
@@ -70,7 +70,7 @@ def options_markdown() -> str:
 
 def record_markdown() -> str:
     """The result record's fields, from its JSON Schema (itself made from the dataclass)."""
-    from conformance.record_schema import enums, record_schema
+    from conformance.model.record_schema import enums, record_schema
 
     schema = record_schema()
     closed = enums()
@@ -86,7 +86,7 @@ def record_markdown() -> str:
         "",
         "```sh",
         "head -1 reports/results/*.jsonl | python -m json.tool",
-        "python -m conformance.record_schema > result-record.schema.json    # the JSON Schema",
+        "python -m conformance.model.record_schema > result-record.schema.json    # the JSON Schema",
         "```",
         "",
         "The JSON Schema (draft 2020-12) ships with the package as "
@@ -95,7 +95,7 @@ def record_markdown() -> str:
         "```python",
         "import json",
         "from jsonschema import Draft202012Validator",
-        "from conformance.record_schema import shipped_schema",
+        "from conformance.model.record_schema import shipped_schema",
         "",
         "check = Draft202012Validator(shipped_schema())",
         "for line in open('fixtures/baselines/garagemq.jsonl', encoding='utf-8'):",
@@ -125,7 +125,7 @@ PAGES = {"cases.md": lambda: _all_cases_markdown(), "options.md": options_markdo
 
 
 def _all_cases_markdown() -> str:
-    from conformance.cases import all_cases
+    from conformance.scenarios import all_cases
 
     return cases_markdown(all_cases())
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import pika
 import pika.exceptions
 
-from conformance.cluster.checker import ACK, NACK, UNKNOWN, Delivery, Publish
+from conformance.faults.checker import ACK, NACK, UNKNOWN, Delivery, Publish
 
 #: pika's heartbeat (s): a paused node's connection is seen dead after about two of these
 HEARTBEAT = 4

@@ -1,8 +1,7 @@
-"""``amqp-conformance``: run, cases, broker, report, gate, bench, faults, ….
-
-``amqp-conformance run`` is the main job: it runs the suite (default target: the built-in
-reference broker), writes results, prints the area × verdict table, builds the compliance report
-of the run and exits per ``--fail-on``.
+"""``amqp-conformance run``: the main job. The suite (default target: the built-in reference
+broker) runs under pytest with the conformance plugin, results are written, the area × verdict
+table printed, the compliance report of the run built (its JVM started while the suite runs), and
+the exit code follows ``--fail-on``.
 """
 
 from __future__ import annotations
@@ -10,40 +9,35 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import json
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pluggy import HookimplMarker
 
-from conformance import __version__
+import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser, workers
+from conformance.cli import EXIT_BAD_INPUT, EXIT_INTERRUPTED, _err
+from conformance.scenarios import areas_of
 
 if TYPE_CHECKING:
     import pytest
 
-    from conformance.cases import Case
 
 # pytest.hookimpl. pytest and the plugin are imported where used: ``report`` starts ~0.2 s sooner.
 hookimpl = HookimplMarker("pytest")
 
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
 
 
-def _err(message: str) -> None:
-    print(f"amqp-conformance: {message}", file=sys.stderr)
 
 
-# -- run -------------------------------------------------------------------------------------
+#--------------------------------------------------------------------------------
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -111,24 +105,6 @@ def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str]
             value = ",".join(value)
         out += [opt.flag] if opt.switch else [opt.flag, str(value)]
     return out
-
-
-def known_areas() -> list[str]:
-    """The areas: one per scenario module (read from the package, nothing imported)."""
-    from importlib.resources import files
-
-    return sorted(f.name[5:-3] for f in files("conformance.scenarios").iterdir()
-                  if f.name.startswith("test_") and f.name.endswith(".py"))
-
-
-def areas_of(given: Sequence[str]) -> list[str]:
-    """``--area`` values (repeatable, each a comma list) checked against the known areas."""
-    names = [a.strip() for item in given for a in item.split(",") if a.strip()]
-    known = known_areas()
-    unknown = [a for a in names if a not in known]
-    if unknown:
-        raise ValueError(f"--area names an unknown area {', '.join(unknown)} (known: {', '.join(known)})")
-    return list(dict.fromkeys(names))
 
 
 def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
@@ -320,7 +296,7 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
         _err(bad)
         return EXIT_BAD_INPUT
 
-    from conformance.results import new_run_id
+    from conformance.model.results import new_run_id
     run_id = new_run_id()
     os.environ["AMQP_CONFORMANCE_RUN_ID"] = run_id
     opt = BY_NAME["results"]
@@ -466,7 +442,7 @@ def _run_rest(args: argparse.Namespace, code: int, results_dir: Path, run_id: st
                                verbose=args.verbose)
         if rc != 0:
             return rc
-    from conformance.results import final_lines
+    from conformance.model.results import final_lines
 
     for line in final_lines(results_file):
         print(line, file=sys.stderr)
@@ -503,197 +479,3 @@ def _build_run_report(results_file: Path, out: Path, master: str | None, session
 
 
 # -- cases -----------------------------------------------------------------------------------
-
-
-def cases_main(argv: Sequence[str]) -> int:
-    p = command_parser("cases", "List the suite's cases.")
-    p.add_argument("--rules", action="store_true", help="spec-rule coverage: every rule against its cases")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--markdown", action="store_true",
-                   help="case and area counts as the docs page docs/cases.md")
-    p.add_argument("--area", action="append", default=[],
-                   help="only these areas (repeatable, or a comma list)")
-    p.add_argument("--invariants", action="store_true",
-                   help="the wire invariants checked under every case (a violation makes the case FAIL)")
-    args = p.parse_args(list(argv))
-    try:
-        areas = areas_of(args.area)
-    except ValueError as exc:
-        _err(str(exc))
-        return EXIT_BAD_INPUT
-    if args.invariants:
-        return _print_invariants(as_json=args.json)
-    from conformance.cases import all_cases
-
-    cases = [c for c in all_cases() if not areas or c.area in areas]
-    if args.rules:
-        return _print_rule_coverage(cases, as_json=args.json)
-    if args.markdown:
-        from conformance.casetable import cases_markdown
-
-        print(cases_markdown(cases), end="")
-        return 0
-    if args.json:
-        print(json.dumps([c.as_dict() for c in cases], indent=1))
-        return 0
-    width = max((len(c.id) for c in cases), default=10)
-    for c in cases:
-        print(f"{c.id:<{width}}  {c.level.value:<9} {','.join(c.rules) or '-'}")
-    areas = sorted({c.area for c in cases})
-    print(f"{len(cases)} cases in {len(areas)} areas: {', '.join(areas)}")
-    return 0
-
-
-def _print_invariants(*, as_json: bool) -> int:
-    from dataclasses import asdict
-
-    from conformance.protocol.invariants import INVARIANTS
-
-    if as_json:
-        print(json.dumps([asdict(i) for i in INVARIANTS], indent=1))
-        return 0
-    for i in INVARIANTS:
-        print(f"{i.id}\n    {i.text}\n    rule: {i.rule}")
-    print(f"{len(INVARIANTS)} wire invariants, checked on every raw-client frame of every case")
-    return 0
-
-
-def _print_rule_coverage(cases: Sequence[Case], *, as_json: bool) -> int:
-    from conformance.coverage import rule_coverage
-
-    rows = rule_coverage(cases)
-    checked = sum(1 for r in rows if r.cases)
-    uncheckable = sum(1 for r in rows if not r.cases and r.reason)
-    missing = [r for r in rows if not r.cases and not r.reason]
-    if as_json:
-        print(json.dumps([r.as_dict() for r in rows], indent=1))
-    else:
-        width = max(len(r.rule.id) for r in rows)
-        for r in rows:
-            status = ", ".join(r.cases[:4]) + (f" (+{len(r.cases) - 4})" if len(r.cases) > 4 else "") \
-                if r.cases else (f"not checkable: {r.reason}" if r.reason else "NOT COVERED")
-            print(f"{r.rule.id:<{width}}  {r.rule.level:<6} {status}")
-        total = len(rows)
-        print(f"rules: {total}; checked by cases: {checked} ({100 * checked / total:.0f}%); "
-              f"not checkable from a client: {uncheckable}; not covered: {len(missing)}")
-    return 1 if missing else 0
-
-
-# -- dispatch --------------------------------------------------------------------------------
-# One table of commands; a command with ``sub`` dispatches on its next word the same way
-# (``bench broker|report|crash|flood``). Entry points are imported on use.
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
-    entry: str  # "module:function", the function takes the remaining argv and returns the exit code
-    extra: str | None = None  # the pip extra it needs ("report": pyspark), checked before import
-    sub: tuple[Command, ...] = ()
-    checkout_only: bool = False  # lives in the source checkout's benchmarks/, not in the package
-
-
-COMMANDS: tuple[Command, ...] = (
-    Command("run", "run the suite (default: against the built-in reference broker) and build its report",
-            "conformance.cli:run_main"),
-    Command("cases", "list cases; --rules prints spec-rule coverage", "conformance.cli:cases_main"),
-    Command("broker", "run the reference broker", "conformance.broker.cli:main"),
-    Command("report", "build the compliance report from results", "conformance.report.cli:report_main"),
-    Command("ingest", "append results runs to a Parquet results store (--store DIR)",
-            "conformance.report.store:ingest_main", extra="report"),
-    Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate_cli:main"),
-    Command("mutate", "run the suite through injected broker faults (mutants)",
-            "conformance.mutate.runner:main"),
-    Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "
-            "at scale), crash (kill -9 soak), flood (memory watermark)", "", sub=(
-                Command("broker", "measure brokers side by side (load generator)",
-                        "conformance.bench.cli:broker_main"),
-                Command("run", "time the main job's phases: suite, JVM start, report compute, writes",
-                        "conformance.bench.phases:main"),
-                # These three measure this project's own code: benchmarks/ of a source checkout.
-                Command("report", "the report pipeline at scale on synthetic results",
-                        "benchmarks.report:main", extra="report", checkout_only=True),
-                Command("crash", "kill -9 soak of a broker with publisher confirms",
-                        "benchmarks.crash:main", checkout_only=True),
-                Command("flood", "the reference broker's memory watermark under a publisher flood",
-                        "benchmarks.flood:main", checkout_only=True),
-            )),
-    Command("fuzz", "frame-aware fuzzing of a broker (or the reference core)", "conformance.fuzz.cli:main"),
-    Command("faults", "Jepsen-style workload on a cluster: confirms and acks while a nemesis kills, "
-            "pauses and partitions nodes", "conformance.cluster.faults:main"),
-)
-
-
-def _usage(table: Sequence[Command], prog: str) -> str:
-    lines = [f"usage: {prog} COMMAND [options]   (version {__version__})", "", "commands:"]
-    width = max(len(c.name) for c in table)
-    lines += [f"  {c.name:<{max(8, width)}} {c.help}" for c in table]
-    lines += ["", f"{prog} COMMAND --help for a command's options"]
-    return "\n".join(lines)
-
-
-def _call(command: Command, argv: list[str], prog: str) -> int:
-    if command.extra is not None and "-h" not in argv and "--help" not in argv:
-        from conformance.extras import missing_extra
-
-        problem = missing_extra(command.extra, "this command")
-        if problem is not None:
-            _err(problem)
-            return EXIT_BAD_INPUT
-    module, _, func = command.entry.partition(":")
-    if command.checkout_only:
-        checkout = Path(__file__).resolve().parents[1]
-        if not (checkout / "benchmarks" / "__init__.py").is_file():
-            _err(f"{prog.removeprefix('amqp-conformance ')} measures this project's own code and runs from a "
-                 "source checkout only (benchmarks/ is not installed with the package)")
-            return EXIT_BAD_INPUT
-        if str(checkout) not in sys.path:
-            sys.path.insert(0, str(checkout))
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        _err(f"{prog} is not available: {exc}")
-        return 1
-    return int(getattr(mod, func)(argv) or 0)
-
-
-def dispatch(table: Sequence[Command], argv: Sequence[str], prog: str = "amqp-conformance") -> int:
-    """Run the command ``argv`` names in ``table`` (and, for a command with ``sub``, its subcommand)."""
-    args = list(argv)
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(_usage(table, prog))
-        return 0 if args else EXIT_BAD_INPUT
-    by_name = {c.name: c for c in table}
-    command = by_name.get(args[0])
-    if command is None:
-        label = " ".join([*prog.split()[1:], args[0]])
-        _err(f"unknown command {label!r} (known: {', '.join(by_name)}; {prog} --help)")
-        return EXIT_BAD_INPUT
-    if command.sub:
-        return dispatch(command.sub, args[1:], f"{prog} {command.name}")
-    return _call(command, args[1:], f"{prog} {command.name}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["--version"]:
-        print(__version__)
-        return 0
-    try:
-        code = dispatch(COMMANDS, args)
-        sys.stdout.flush()  # a closed stdout shows here, inside the handler, not at exit
-        return code
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # The reader went away (``cases | head``): stop quietly; point stdout at nothing so the
-        # interpreter's own flush at exit does not raise again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The case table: case and area counts as Markdown, for ``docs/cases.md`` and ``amqp-conformance
 cases --markdown``.
 
-It sits below both the command line and the docs pages (:mod:`conformance.docpages` reads
+It sits below both the command line and the docs pages (:mod:`conformance.cli.docpages` reads
 ``run``'s parser from :mod:`conformance.cli`), so neither imports the other to draw it.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from conformance.cases import Case, Level
-from conformance.coverage import rule_coverage
+from conformance.model.cases import Case, Level
+from conformance.model.coverage import rule_coverage
 
-REGENERATE = "python -m conformance.docpages docs"
+REGENERATE = "python -m conformance.cli.docpages docs"
 LEVELS: tuple[Level, ...] = tuple(Level)
 
 

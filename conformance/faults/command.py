@@ -49,8 +49,8 @@ import pika.exceptions
 
 from conformance.argparsing import command_parser
 from conformance.cluster.base import ACTIONS, ClusterController, ClusterError, Unsupported
-from conformance.cluster.checker import CLASSES, Verdict, buckets, check
-from conformance.cluster.workload import Consumer, History, Progress, Publisher, drain, params
+from conformance.faults.checker import CLASSES, Verdict, buckets, check
+from conformance.faults.workload import Consumer, History, Progress, Publisher, drain, params
 
 QUEUE_TYPES = ("quorum", "classic-mirrored")
 NEMESES = ("kill", "pause", "partition")

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.cases import Case
-from conformance.spec import Rule, load_rules
+from conformance.model.cases import Case
+from conformance.model.spec import Rule, load_rules
 
 
 @dataclass(frozen=True)

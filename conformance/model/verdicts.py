@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from conformance.cases import Case, Level
+from conformance.model.cases import Case, Level
 from conformance.protocol.errors import (
     AnswerTimeout,
     ClientFault,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 
 def main(argv: Sequence[str]) -> int:
-    from conformance.cli import run_main
+    from conformance.cli.run import run_main
 
     args = list(argv)
     as_json = "--json" in args

@@ -195,16 +195,3 @@ def case_of(item: pytest.Item) -> Case | None:
         return None
     found = marker.args[0]
     return found if isinstance(found, Case) else None
-
-
-def all_cases() -> list[Case]:
-    """Every case of the suite's scenario modules (importing them registers their cases)."""
-    import importlib
-    import pkgutil
-
-    from conformance import scenarios
-
-    for info in pkgutil.iter_modules(scenarios.__path__):
-        if info.name.startswith("test_"):
-            importlib.import_module(f"conformance.scenarios.{info.name}")
-    return sorted(REGISTRY.values(), key=lambda c: c.id)

@@ -14,9 +14,9 @@ Every ``<rule>`` element becomes one :class:`Rule`. Its id is how cases cite it 
   (e.g. ``delivery-tag/channel-local``).
 
 Rule names in the XML may contain spaces (``tx``: "not multiple queues"); ids turn spaces into
-hyphens so every id matches :data:`conformance.cases.RULE_RE`.
+hyphens so every id matches :data:`conformance.model.cases.RULE_RE`.
 
-Run ``python -m conformance.spec`` for the list of ids, levels and texts.
+Run ``python -m conformance.model.spec`` for the list of ids, levels and texts.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-SPEC_PACKAGE = "conformance.data"
-SPEC_FILE = "amqp0-9-1.xml"
+from conformance.data import SPEC_FILE, SPEC_PACKAGE
 
 _WS = re.compile(r"\s+")
 

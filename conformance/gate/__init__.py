@@ -1,0 +1,1 @@
+"""The release gate: a run compared with a committed baseline and its triage, in plain Python."""
