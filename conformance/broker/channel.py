@@ -284,6 +284,15 @@ class ChannelCore(Topology):
         self.send(err.close_method(spec.Channel.Close))
         self.conn.emit(ChannelClosed(self.number, int(err.code), err.reply_text, by_peer=False))
 
+    def check_consumer_timeout(self, now: float, timeout_ms: int) -> None:
+        """RabbitMQ's delivery acknowledgement timeout (rabbit_channel:evaluate_consumer_timeout):
+        a delivery unacked for longer than ``timeout_ms`` closes the channel, 406, method 0/0."""
+        if self.state is _OPEN and self.settlement.overdue(now, timeout_ms):
+            self.close_with_error(precondition(
+                f"delivery acknowledgement on channel {self.number} timed out. Timeout value used: "
+                f"{timeout_ms} ms. This timeout value can be configured, see consumers doc guide to "
+                "learn more"))
+
     def teardown(self) -> None:
         """Release everything the channel holds: requeue unacked (including those acked
         inside an uncommitted transaction), cancel consumers."""
@@ -315,7 +324,10 @@ class ChannelCore(Topology):
         if tag in self.consumers:
             raise AMQPError(ReplyCode.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'")
         # RabbitMQ 3.10.8's quorum queues do not enforce exclusive consumers (measured).
-        if not q.quorum and (any(c.exclusive for c in q.consumers) or (m.exclusive and q.consumers)):
+        # A single-active-consumer queue refuses every exclusive consumer (rabbit_amqqueue_process:
+        # exclusive_consume_unavailable), with the same text.
+        if not q.quorum and (any(c.exclusive for c in q.consumers)
+                             or (m.exclusive and (q.consumers or q.single_active))):
             raise AMQPError(ReplyCode.ACCESS_REFUSED, f"{rs_queue(q.vhost.name, q.name)} in exclusive use")
         if q.quorum and self.global_prefetch:
             # RabbitMQ 3.10.8 (measured): a connection error, 540.

@@ -153,7 +153,8 @@ class ConnectionCore:
         self.broker.listeners.discard(self)
 
     def tick(self) -> None:
-        """Timers: heartbeats, dead-peer detection, handshake and close-ok timeouts."""
+        """Timers: heartbeats, dead-peer detection, handshake and close-ok timeouts, the
+        consumer (delivery acknowledgement) timeout."""
         if self.transport_closing:
             return
         now = self.broker.clock()
@@ -172,6 +173,7 @@ class ConnectionCore:
                 self.state = step(self.state, Signal.ABORT)
                 self._close_transport("handshake timeout")
             return
+        self._check_consumer_timeout(now)
         if self.heartbeat:
             if now - self.last_rx > 2 * self.heartbeat:
                 # spec 4.2.7: "If a peer detects no incoming traffic (i.e. received
@@ -183,6 +185,12 @@ class ConnectionCore:
                 self._close_transport("missed heartbeats from client")
             elif now - self.last_tx >= self.heartbeat / 2:
                 self.send_frames([HEARTBEAT_FRAME])
+
+    def _check_consumer_timeout(self, now: float) -> None:
+        timeout = self.broker.limits.consumer_timeout
+        if timeout:
+            for ch in list(self.channels.values()):
+                ch.check_consumer_timeout(now, timeout)
 
     def on_durable(self) -> None:
         self.confirms_dirty = True
