@@ -144,3 +144,72 @@ def test_consumer_timeout_off_with_zero() -> None:
     clock.advance(10_000)
     link.core.tick()
     link.nothing()
+
+
+# -- dead-lettering: rabbit_dead_letter (3.10) ---------------------------------------------------
+
+def test_x_death_routing_keys_name_cc_not_bcc(link: Link) -> None:
+    link.declare("dlq")
+    link.declare("src", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    link.declare("cc")
+    link.publish(b"m", routing_key="src", headers={"CC": ["cc"], "BCC": ["nowhere"]})
+    link.get("src")
+    link.send(spec.Basic.Reject(delivery_tag=1, requeue=False))
+    m = link.get("dlq")
+    (death,) = m.properties.headers["x-death"]
+    assert death["routing-keys"] == ["src", "cc"]
+
+
+def test_dead_letter_routing_key_drops_the_cc_header(link: Link) -> None:
+    link.declare("dlq")
+    link.declare("src", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    link.declare("cc")
+    link.publish(b"m", routing_key="src", headers={"CC": ["cc"]})
+    link.get("src")
+    link.send(spec.Basic.Reject(delivery_tag=1, requeue=False))
+    m = link.get("dlq")
+    assert "CC" not in m.properties.headers
+    assert link.declare("cc", passive=True).message_count == 1  # only the original publish's copy
+
+
+def test_dead_letter_without_routing_key_keeps_cc_and_routes_by_it(link: Link) -> None:
+    link.declare("src", arguments={"x-dead-letter-exchange": ""})
+    link.declare("cc")
+    link.publish(b"m", routing_key="src", headers={"CC": ["cc"]})
+    assert link.get("cc").body == b"m"
+    link.get("src")
+    link.send(spec.Basic.Reject(delivery_tag=2, requeue=False))
+    # back into src (its own routing key; a rejection: no cycle) and into cc by the CC key
+    assert link.get("cc").properties.headers["CC"] == ["cc"]
+    assert link.get("src").properties.headers["x-death"][0]["reason"] == "rejected"
+
+
+def test_cycle_rule_looks_only_at_the_deaths_since_the_queue_last_appeared(
+    link: Link, clock: FakeClock, broker: object
+) -> None:
+    # a rejected entry older than the cycle does not make an automatic cycle legal
+    link.declare("a", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "b",
+                                 "x-message-ttl": 1000})
+    link.declare("b", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "a",
+                                 "x-message-ttl": 10})
+    link.publish(b"m", routing_key="a")
+    link.get("a")
+    link.send(spec.Basic.Reject(delivery_tag=1, requeue=False))  # a -> b: [a/rejected]
+    clock.advance(0.02)
+    broker.tick()  # type: ignore[attr-defined]  # b -> a: [b/expired, a/rejected]: a reject in the cycle
+    assert link.declare("a", passive=True).message_count == 1
+    clock.advance(1.1)
+    broker.tick()  # type: ignore[attr-defined]  # a -> b: [a/expired, b/expired, ...]: automatic cycle
+    assert link.declare("b", passive=True).message_count == 0
+    assert link.declare("a", passive=True).message_count == 0
+
+
+def test_first_death_headers_only_with_the_first_x_death(link: Link) -> None:
+    link.declare("dlq")
+    link.declare("src", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    old = [{"count": 1, "reason": "expired", "queue": "elsewhere", "exchange": "", "routing-keys": ["x"]}]
+    link.publish(b"m", routing_key="src", headers={"x-death": old})
+    link.get("src")
+    link.send(spec.Basic.Reject(delivery_tag=1, requeue=False))
+    h = link.get("dlq").properties.headers
+    assert "x-first-death-reason" not in h and [d["queue"] for d in h["x-death"]] == ["src", "elsewhere"]
