@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
-from .messages import Message, QueuedMessage, decode_properties
+from .messages import MAX_EXPIRY, Message, QueuedMessage, decode_properties
 from .records import MessageDelivered, MessagesRemoved, Record
 
 
@@ -535,23 +535,32 @@ def validate_queue_type(vhost: str, name: str, *, durable: bool, exclusive: bool
             raise precondition(f"invalid property '{prop}' for {where}")
 
 
+def _check_integer(args: dict[str, Any], key: str, bad: Callable[[str, str], AMQPError], *,
+                   positive: bool, expiry: bool = False) -> None:
+    """rabbit_amqqueue's check_int_arg / check_non_neg_int_arg / check_expires_arg /
+    check_message_ttl_arg (with rabbit_misc:check_expiry)."""
+    if key not in args:
+        return
+    value = args[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad(key, f'"expected integer, got {amqp_type_name(value)}"')
+    if value < 0:
+        raise bad(key, f"{{value_negative,{value}}}")
+    if positive and value == 0:
+        raise bad(key, "{value_zero,0}")
+    if expiry and value > MAX_EXPIRY:
+        raise bad(key, f"{{value_too_large,{value}}}")
+
+
 def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
     def bad(key: str, why: str) -> AMQPError:
         return precondition(f"invalid arg '{key}' for {rs_queue(vhost, name)}: {why}")
 
-    def integer(key: str, *, positive: bool) -> None:
-        if key not in args:
-            return
-        value = args[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad(key, f'"expected integer, got {amqp_type_name(value)}"')
-        if value < 0:
-            raise bad(key, f"{{value_negative,{value}}}")
-        if positive and value == 0:
-            raise bad(key, "{value_zero,0}")
+    def integer(key: str, *, positive: bool, expiry: bool = False) -> None:
+        _check_integer(args, key, bad, positive=positive, expiry=expiry)
 
-    integer("x-message-ttl", positive=False)
-    integer("x-expires", positive=True)
+    integer("x-message-ttl", positive=False, expiry=True)
+    integer("x-expires", positive=True, expiry=True)
     integer("x-max-length", positive=False)
     integer("x-max-length-bytes", positive=False)
     integer("x-max-priority", positive=False)

@@ -213,3 +213,27 @@ def test_first_death_headers_only_with_the_first_x_death(link: Link) -> None:
     link.send(spec.Basic.Reject(delivery_tag=1, requeue=False))
     h = link.get("dlq").properties.headers
     assert "x-first-death-reason" not in h and [d["queue"] for d in h["x-death"]] == ["src", "elsewhere"]
+
+
+# -- TTL arguments and the expiration property: rabbit_basic:parse_expiration, check_expiry ------
+
+def test_expiration_property_errors_as_rabbitmq_words_them(link: Link) -> None:
+    link.declare("q")
+    for value, said in (("10abc", '{leftover_string,"abc"}'), ("-5", "{value_negative,-5}"),
+                        ("315360000001", "{value_too_large,315360000001}"), ("x", "no_integer")):
+        link.publish(b"m", routing_key="q", expiration=value)
+        close = link.channel_closed(406)
+        assert close.reply_text == f"PRECONDITION_FAILED - invalid expiration '{value}': {said}"
+        link.open(1)
+    link.publish(b"m", routing_key="q", expiration="+5")  # string:to_integer takes a sign
+    link.publish(b"m", routing_key="q", expiration="0")
+    link.nothing()
+
+
+def test_ttl_arguments_above_ten_years_are_refused(link: Link) -> None:
+    for key in ("x-message-ttl", "x-expires"):
+        link.send(spec.Queue.Declare(queue="q", arguments={key: 315_360_000_001}))
+        assert link.channel_closed(406).reply_text == (
+            f"PRECONDITION_FAILED - invalid arg '{key}' for queue 'q' in vhost '/': "
+            "{value_too_large,315360000001}")
+        link.open(1)
