@@ -413,7 +413,8 @@ class ChannelCore(Topology):
             raise AMQPError(
                 ReplyCode.ACCESS_REFUSED, f"cannot publish to internal {rs_exchange(vh.name, x.name)}"
             )
-        if props.user_id is not None and props.user_id != conn.user:
+        if props.user_id is not None and props.user_id != conn.user and not self._impersonator():
+            # rabbit_channel:check_user_id_header (RabbitMQ's validated user-id)
             raise precondition(
                 f"user_id property set to '{props.user_id}' but authenticated user was '{conn.user}'"
             )
@@ -427,6 +428,10 @@ class ChannelCore(Topology):
         msg = Message.from_publish(exchange, routing_key, props_raw, body, props)
         if self.settlement.publish(x, msg, mandatory):
             conn.confirms_dirty = True
+
+    def _impersonator(self) -> bool:
+        grant = self.conn.grant
+        return grant is not None and "impersonator" in grant.tags
 
     def send_return(self, msg: Message, code: int, text: str) -> None:
         frames = [

@@ -237,3 +237,31 @@ def test_ttl_arguments_above_ten_years_are_refused(link: Link) -> None:
             f"PRECONDITION_FAILED - invalid arg '{key}' for queue 'q' in vhost '/': "
             "{value_too_large,315360000001}")
         link.open(1)
+
+
+# -- validated user-id: rabbit_channel:check_user_id_header --------------------------------------
+
+def test_user_id_of_another_user_is_refused_unless_impersonator(tmp_path: object) -> None:
+    import json
+    from pathlib import Path
+
+    from conformance.broker.server import load_users
+
+    path = Path(str(tmp_path)) / "users.json"
+    path.write_text(json.dumps({"users": {
+        "guest": "guest",
+        "svc": {"password": "pw", "tags": ["impersonator"], "permissions": {"/": {
+            "configure": ".*", "write": ".*", "read": ".*"}}}}}))
+    users, vhosts = load_users(path)
+    broker = make_broker(FakeClock(), users=users, vhosts=vhosts)
+    plain = Link(broker)
+    plain.declare("uid")
+    plain.publish(b"forged", routing_key="uid", user_id="svc")
+    assert plain.channel_closed(406).reply_text == (
+        "PRECONDITION_FAILED - user_id property set to 'svc' but authenticated user was 'guest'")
+    svc = Link(broker, handshake=False)
+    svc.handshake(user="svc", password="pw")
+    svc.open(1)
+    svc.publish(b"on behalf", routing_key="uid", user_id="guest")
+    got = svc.get("uid")
+    assert got.body == b"on behalf" and got.properties.user_id == "guest"
