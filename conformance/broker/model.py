@@ -246,15 +246,6 @@ class VHost:
         found: dict[str, Queue] = {}
         seen: set[str] = set()
         self._route_into(x, msg, found, seen)
-        if not found:
-            # RabbitMQ alternate exchanges: unroutable messages go to the AE (and its AE...).
-            ae_name = x.arguments.get("alternate-exchange")
-            while isinstance(ae_name, str) and ae_name not in seen and not found:
-                ae = self.exchanges.get(ae_name)
-                if ae is None:
-                    break
-                self._route_into(ae, msg, found, seen)
-                ae_name = ae.arguments.get("alternate-exchange")
         return list(found.values())
 
     def _route_into(self, x: Exchange, msg: Message, found: dict[str, Queue], seen: set[str]) -> None:
@@ -270,7 +261,9 @@ class VHost:
                     if q is not None:
                         found.setdefault(q.name, q)
                 continue
+            matched = False
             for b in ex.matches(msg.routing_keys, msg.headers):
+                matched = True
                 if b.dest_kind == "q":
                     q = self.queues.get(b.dest)
                     if q is not None:
@@ -279,6 +272,12 @@ class VHost:
                     dx = self.exchanges.get(b.dest)
                     if dx is not None:
                         stack.append(dx)
+            if not matched:
+                # RabbitMQ's alternate exchanges (rabbit_exchange:process_alternate): every
+                # exchange on the way whose own bindings match nothing hands the message to its AE
+                ae = self.exchanges.get(ex.arguments.get("alternate-exchange") or "")
+                if ae is not None:
+                    stack.append(ae)
 
 
 # --------------------------------------------------------------------------------------

@@ -265,3 +265,43 @@ def test_user_id_of_another_user_is_refused_unless_impersonator(tmp_path: object
     svc.publish(b"on behalf", routing_key="uid", user_id="guest")
     got = svc.get("uid")
     assert got.body == b"on behalf" and got.properties.user_id == "guest"
+
+
+# -- alternate exchanges: rabbit_exchange:route1 / process_alternate ------------------------------
+
+def _exchange(link: Link, name: str, kind: str = "direct", **args: object) -> None:
+    declare = spec.Exchange.Declare(exchange=name, exchange_type=kind, arguments=args)
+    link.rpc(declare, spec.Exchange.DeclareOk)
+
+
+def test_alternate_exchange_of_an_exchange_reached_by_an_exchange_binding(link: Link) -> None:
+    _exchange(link, "ae1", "fanout")
+    _exchange(link, "ae2", "fanout")
+    _exchange(link, "x1", **{"alternate-exchange": "ae1"})
+    _exchange(link, "x2", **{"alternate-exchange": "ae2"})
+    link.declare("q1")
+    link.declare("q2")
+    link.rpc(spec.Queue.Bind(queue="q1", exchange="ae1"), spec.Queue.BindOk)
+    link.rpc(spec.Queue.Bind(queue="q2", exchange="ae2"), spec.Queue.BindOk)
+    link.rpc(spec.Exchange.Bind(destination="x2", source="x1", routing_key="k"), spec.Exchange.BindOk)
+    # x1 routes to x2 (so x1's AE is not used); x2 matches nothing: x2's AE takes it
+    link.publish(b"m", exchange="x1", routing_key="k", mandatory=True)
+    link.nothing()
+    assert link.declare("q1", passive=True).message_count == 0
+    assert link.get("q2").body == b"m"
+    # a key x1 does not route: x1's AE
+    link.publish(b"n", exchange="x1", routing_key="other", mandatory=True)
+    link.nothing()
+    assert link.get("q1").body == b"n"
+
+
+def test_mandatory_returned_only_when_the_alternate_exchange_fails_too(link: Link) -> None:
+    _exchange(link, "ae", "direct")
+    _exchange(link, "x", **{"alternate-exchange": "ae"})
+    link.declare("caught")
+    link.rpc(spec.Queue.Bind(queue="caught", exchange="ae", routing_key="known"), spec.Queue.BindOk)
+    link.publish(b"a", exchange="x", routing_key="known", mandatory=True)
+    link.nothing()
+    link.publish(b"b", exchange="x", routing_key="unknown", mandatory=True)
+    ret = link.expect(Content)
+    assert isinstance(ret.method, spec.Basic.Return) and ret.method.reply_code == 312 and ret.body == b"b"
