@@ -24,10 +24,30 @@ def _header_routes(headers: dict[str, Any]) -> list[str]:
     return keys
 
 
+def _grouped(tables: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """rabbit_dead_letter:group_by_queue_and_reason, as 3.10 runs it: one entry per (queue,
+    reason), the first of each kept (with the number of its duplicates as count when it has
+    none); its fold prepends, so two or more entries come out in reverse order (measured on
+    RabbitMQ 3.10.8: o1 rejected, then expired in o2, o3, o4 gives x-death o4, o2, o1, o3)."""
+    if len(tables) < 2:
+        return tables
+    seen: set[tuple[Any, Any]] = set()
+    out: list[dict[str, Any]] = []
+    for t in tables:
+        key = (t.get("queue"), t.get("reason"))
+        if out and key in seen:
+            continue
+        same = sum(1 for x in tables if (x.get("queue"), x.get("reason")) == key)
+        out.insert(0, t if "count" in t else {"count": same, **t})
+        seen.add(key)
+    return out
+
+
 def _update_x_death(headers: dict[str, Any], info: dict[str, Any]) -> None:
     """rabbit_dead_letter:update_x_death_header: the first death also sets the x-first-death-*
     headers; an entry for the same queue and reason counts up (its other fields stay) and moves
-    to the front; an x-death that is not an array is reset."""
+    to the front, ahead of the others as ``_grouped`` leaves them; an x-death that is not an
+    array is reset."""
     deaths = headers.get("x-death")
     if deaths is None:
         headers["x-first-death-reason"] = info["reason"]
@@ -38,7 +58,7 @@ def _update_x_death(headers: dict[str, Any], info: dict[str, Any]) -> None:
     if not isinstance(deaths, list):
         headers["x-death"] = [{"count": 1, **info}]
         return
-    others = list(deaths)
+    others = _grouped([d for d in deaths if isinstance(d, dict)])
     entry: dict[str, Any] = {"count": 1, **info}
     for i, d in enumerate(others):
         if isinstance(d, dict) and d.get("queue") == info["queue"] and d.get("reason") == info["reason"]:
