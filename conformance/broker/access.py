@@ -113,6 +113,7 @@ class Grant:
     user: str
     vhost: str
     permissions: Permissions
+    tags: frozenset[str] = frozenset()  # the user's tags (RabbitMQ's user tags: impersonator)
 
     @cached_property
     def unrestricted(self) -> bool:
@@ -137,6 +138,7 @@ class Users:
 
     passwords: dict[str, str] = field(default_factory=dict)
     permissions: dict[tuple[str, str], Permissions] = field(default_factory=dict)  # (user, vhost)
+    tags: dict[str, frozenset[str]] = field(default_factory=dict)  # user -> tags
 
     @classmethod
     def full(cls, passwords: Mapping[str, str], vhosts: Iterable[str]) -> Users:
@@ -146,7 +148,7 @@ class Users:
 
     def grant(self, user: str, vhost: str) -> Grant | None:
         p = self.permissions.get((user, vhost))
-        return None if p is None else Grant(user, vhost, p)
+        return None if p is None else Grant(user, vhost, p, self.tags.get(user, frozenset()))
 
 
 def parse_user_spec(text: str) -> tuple[str, str, str | None, Permissions | None]:

@@ -20,7 +20,8 @@ every vhost).
 
 Limits (RabbitMQ 3.10's defaults unless given): ``--frame-max``, ``--channel-max``,
 ``--max-message-size``, ``--max-connections`` (0 = unlimited), ``--memory-watermark BYTES``
-(0 = no memory alarm; sizes take RabbitMQ's units: 200MB, 1MiB). SIGUSR1 raises the memory
+(0 = no memory alarm; sizes take RabbitMQ's units: 200MB, 1MiB), ``--consumer-timeout MS``
+(RabbitMQ's ``consumer_timeout``, default 1800000; 0 = none). SIGUSR1 raises the memory
 alarm whatever memory is used and SIGUSR2 clears that (``rabbitmqctl
 set_vm_memory_high_watermark`` stand-in).
 """
@@ -40,7 +41,14 @@ import tempfile
 from conformance.argparsing import command_parser
 
 from .access import Users
-from .limits import DEFAULT_CHANNEL_MAX, DEFAULT_FRAME_MAX, DEFAULT_MAX_MESSAGE_SIZE, Limits, parse_size
+from .limits import (
+    DEFAULT_CHANNEL_MAX,
+    DEFAULT_CONSUMER_TIMEOUT,
+    DEFAULT_FRAME_MAX,
+    DEFAULT_MAX_MESSAGE_SIZE,
+    Limits,
+    parse_size,
+)
 from .server import BrokerServer, load_users, new_event_loop, tls_context
 
 
@@ -77,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory-watermark", default="0",
                    help="queued message bodies (BYTES, e.g. 200MB) above which publishers are blocked "
                         "(connection.blocked); default 0: no memory alarm")
+    p.add_argument("--consumer-timeout", default=str(DEFAULT_CONSUMER_TIMEOUT),
+                   help="milliseconds a delivery may stay unacknowledged before its channel is "
+                        "closed with 406 (RabbitMQ's consumer_timeout; default "
+                        f"{DEFAULT_CONSUMER_TIMEOUT}, 0: none)")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -144,13 +156,21 @@ async def _serve(
     await server.stop()
 
 
+def build_limits(args: argparse.Namespace) -> Limits:
+    """The limits the command line gives; ValueError (one line) for a bad one."""
+    if not args.consumer_timeout.isdigit():
+        raise ValueError(f"--consumer-timeout {args.consumer_timeout!r} is not a number of milliseconds")
+    return Limits(frame_max=parse_size(args.frame_max), channel_max=parse_size(args.channel_max),
+                  max_message_size=parse_size(args.max_message_size),
+                  max_connections=parse_size(args.max_connections),
+                  memory_watermark=parse_size(args.memory_watermark),
+                  consumer_timeout=int(args.consumer_timeout))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        limits = Limits(frame_max=parse_size(args.frame_max), channel_max=parse_size(args.channel_max),
-                        max_message_size=parse_size(args.max_message_size),
-                        max_connections=parse_size(args.max_connections),
-                        memory_watermark=parse_size(args.memory_watermark))
+        limits = build_limits(args)
     except ValueError as exc:
         return _bad(str(exc))
     logging.basicConfig(

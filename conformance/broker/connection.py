@@ -1,13 +1,13 @@
 """One client connection (the connection layer of the sans-IO core): framing of the
-input stream, the handshake, connection-class methods and hard errors."""
+input stream, the connection's state through the handshake (whose checks and texts are in
+``handshake.py``), connection-class methods, channel frames and hard errors."""
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from typing import Any
 
-from pamqp import base, decode
+from pamqp import base
 from pamqp import commands as spec
 
 from .access import Grant
@@ -41,11 +41,11 @@ from .frames import (
     read_publish,
     unvalidated,
 )
+from .handshake import check_tune_ok, login, open_vhost, start_method, tune_method
 from .limits import MEMORY_ALARM_REASON
 from .model import Broker, VHost
 from .queues import Queue
 from .states import ChannelState, ConnectionState, Disposition, Signal, is_connection_method, step, transition
-from .version import server_properties
 
 # Enum members as module constants: on Python 3.11 ``ConnectionState.OPEN`` costs a slow
 # class-attribute lookup, and the framing loop tests the state several times per frame.
@@ -153,7 +153,8 @@ class ConnectionCore:
         self.broker.listeners.discard(self)
 
     def tick(self) -> None:
-        """Timers: heartbeats, dead-peer detection, handshake and close-ok timeouts."""
+        """Timers: heartbeats, dead-peer detection, handshake and close-ok timeouts, the
+        consumer (delivery acknowledgement) timeout."""
         if self.transport_closing:
             return
         now = self.broker.clock()
@@ -172,6 +173,7 @@ class ConnectionCore:
                 self.state = step(self.state, Signal.ABORT)
                 self._close_transport("handshake timeout")
             return
+        self._check_consumer_timeout(now)
         if self.heartbeat:
             if now - self.last_rx > 2 * self.heartbeat:
                 # spec 4.2.7: "If a peer detects no incoming traffic (i.e. received
@@ -183,6 +185,12 @@ class ConnectionCore:
                 self._close_transport("missed heartbeats from client")
             elif now - self.last_tx >= self.heartbeat / 2:
                 self.send_frames([HEARTBEAT_FRAME])
+
+    def _check_consumer_timeout(self, now: float) -> None:
+        timeout = self.broker.limits.consumer_timeout
+        if timeout:
+            for ch in list(self.channels.values()):
+                ch.check_consumer_timeout(now, timeout)
 
     def on_durable(self) -> None:
         self.confirms_dirty = True
@@ -366,15 +374,7 @@ class ConnectionCore:
             self._close_transport("unsupported protocol header")
             return
         self.state = step(self.state, Signal.HEADER_ACCEPTED)
-        self.send_method(
-            spec.Connection.Start(
-                version_major=0,
-                version_minor=9,
-                server_properties=server_properties(),
-                mechanisms="PLAIN AMQPLAIN",
-                locales="en_US",
-            )
-        )
+        self.send_method(start_method())
 
     def _on_hot_frame(self, ftype: int, channel: int, payload: bytes) -> bool:
         """The hot path: publish (method, header, body) and ack on an open channel take the
@@ -488,87 +488,21 @@ class ConnectionCore:
 
     def _on_start_ok(self, m: spec.Connection.StartOk) -> None:
         self.client_properties = dict(m.client_properties or {})
-        mech = m.mechanism
-        response = m.response
-        raw = response.encode("utf-8") if isinstance(response, str) else bytes(response)
-        if mech == "PLAIN":
-            parts = raw.split(b"\x00")
-            if len(parts) != 3:
-                raise AMQPError(ReplyCode.ACCESS_REFUSED, "PLAIN login refused: malformed response")
-            user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-        elif mech == "AMQPLAIN":
-            try:
-                _, table = decode.field_table(struct.pack(">I", len(raw)) + raw)
-            except Exception as exc:
-                raise AMQPError(
-                    ReplyCode.ACCESS_REFUSED, "AMQPLAIN login refused: malformed response"
-                ) from exc
-            user, password = str(table.get("LOGIN", "")), str(table.get("PASSWORD", ""))
-        else:
-            raise AMQPError(ReplyCode.COMMAND_INVALID, f"unknown authentication mechanism '{mech}'")
-        if not self.broker.authenticate(user, password):
-            raise AMQPError(
-                ReplyCode.ACCESS_REFUSED,
-                (
-                    f"Login was refused using authentication mechanism {mech}. For details see the broker "
-                    "logfile."
-                ),
-            )
-        self.user = user
-        self.send_method(
-            spec.Connection.Tune(
-                channel_max=self.broker.limits.channel_max, frame_max=self.broker.limits.frame_max,
-                heartbeat=self.server_heartbeat,
-            )
-        )
+        self.user = login(self.broker, m)
+        self.send_method(tune_method(self.broker, self.server_heartbeat))
 
     def _on_tune_ok(self, m: spec.Connection.TuneOk) -> None:
-        # RabbitMQ validate_negotiated_integer_value: 530 NOT_ALLOWED outside [min, server max]
-        for field_name, value, low, high in (
-            ("frame_max", m.frame_max, FRAME_MIN_SIZE, self.broker.limits.frame_max),
-            ("channel_max", m.channel_max, 1, self.broker.limits.channel_max),
-        ):
-            if value != 0 and value < low:
-                raise AMQPError(
-                    ReplyCode.NOT_ALLOWED,
-                    f"negotiated {field_name} = {value} is lower than the minimum allowed value ({low})",
-                )
-            if value == 0 or value > high:
-                raise AMQPError(
-                    ReplyCode.NOT_ALLOWED,
-                    f"negotiated {field_name} = {value} is higher than the maximum allowed value ({high})",
-                )
+        check_tune_ok(self.broker, m)
         self.frame_max = m.frame_max
         self.channel_max = m.channel_max
         self.heartbeat = m.heartbeat
 
     def _on_open(self, m: spec.Connection.Open) -> None:
-        vh = self.broker.vhosts.get(m.virtual_host)
-        if vh is None:
-            raise AMQPError(ReplyCode.NOT_ALLOWED, f"vhost {m.virtual_host} not found")
-        grant = self.broker.users.grant(self.user, vh.name)
-        if grant is None:
-            # RabbitMQ access control guide: a user without permissions in a vhost cannot
-            # connect to it (rabbit_access_control:check_vhost_access → 530 NOT_ALLOWED).
-            raise AMQPError(
-                ReplyCode.NOT_ALLOWED, f"access to vhost '{vh.name}' refused for user '{self.user}'"
-            )
-        self.grant = grant
-        limit = self.broker.limits.max_connections
-        if limit and self.broker.open_connections >= limit:
-            # RabbitMQ's connection-limit refusal (its vhost max-connections text)
-            raise AMQPError(
-                ReplyCode.NOT_ALLOWED,
-                (
-                    f"access to vhost '{m.virtual_host}' refused for user '{self.user}': connection limit "
-                    f"({limit}) is reached"
-                ),
-            )
+        self.vhost, self.grant = open_vhost(self.broker, self.user, m.virtual_host)
         self.broker.open_connections += 1
         self.counted_open = True
-        self.vhost = vh
         self.send_method(spec.Connection.OpenOk())
-        self.emit(ConnectionOpened(self.user, vh.name))
+        self.emit(ConnectionOpened(self.user, self.vhost.name))
 
     def connection_error(self, err: AMQPError) -> None:
         """Hard error: connection.close with the code, then wait for close-ok."""

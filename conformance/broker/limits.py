@@ -1,6 +1,7 @@
 """The broker's limits, as RabbitMQ 3.10 has them (and its configuration keys name them):
-negotiated frame and channel maxima, the largest message, the number of connections, and
-the memory high watermark behind ``connection.blocked``.
+negotiated frame and channel maxima, the largest message, the number of connections, the
+memory high watermark behind ``connection.blocked``, and the consumer (delivery
+acknowledgement) timeout.
 
 The memory alarm counts what a publisher flood grows: the bodies of the messages queues
 hold (ready and unacknowledged). RabbitMQ's ``vm_memory_high_watermark`` measures the
@@ -18,6 +19,9 @@ from dataclasses import dataclass
 DEFAULT_FRAME_MAX = 131072
 DEFAULT_CHANNEL_MAX = 2047
 DEFAULT_MAX_MESSAGE_SIZE = 134217728
+#: RabbitMQ 3.10's consumer_timeout (rabbitmq.conf, milliseconds; deps/rabbit/Makefile): a delivery
+#: left unacknowledged longer closes its channel with 406 (rabbit_channel:evaluate_consumer_timeout).
+DEFAULT_CONSUMER_TIMEOUT = 1_800_000
 #: RabbitMQ's hard ceiling for max_message_size (512 MiB): a larger setting is clamped.
 MAX_MESSAGE_SIZE_CEILING = 536870912
 #: The reason text RabbitMQ puts in connection.blocked for a memory alarm.
@@ -31,6 +35,7 @@ class Limits:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     max_connections: int = 0  # 0: unlimited
     memory_watermark: int = 0  # bytes of queued message bodies; 0: no memory alarm
+    consumer_timeout: int = DEFAULT_CONSUMER_TIMEOUT  # ms a delivery may stay unacked; 0: no timeout
 
     def __post_init__(self) -> None:
         if not 4096 <= self.frame_max <= 2**32 - 1:
@@ -41,8 +46,8 @@ class Limits:
             raise ValueError(
                 f"max_message_size {self.max_message_size} is outside [1, {MAX_MESSAGE_SIZE_CEILING}]"
             )
-        if self.max_connections < 0 or self.memory_watermark < 0:
-            raise ValueError("max_connections and memory_watermark must not be negative")
+        if self.max_connections < 0 or self.memory_watermark < 0 or self.consumer_timeout < 0:
+            raise ValueError("max_connections, memory_watermark and consumer_timeout must not be negative")
 
 
 _SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -49,11 +50,25 @@ def decode_properties_shared(raw: bytes) -> spec.Basic.Properties:
     return props
 
 
+#: rabbit_misc:check_expiry's ceiling: "10 years in milliseconds" (TTLs, x-expires, expiration)
+MAX_EXPIRY = 315_360_000_000
+_LEADING_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_expiration(value: str) -> int:
-    """RabbitMQ: expiration must be the decimal string of a non-negative integer (ms)."""
-    if not value.isdigit():
+    """rabbit_basic:parse_expiration: Erlang's string:to_integer, then check_expiry; its errors
+    as rabbit_channel:check_expiration_header words them (406)."""
+    m = _LEADING_INTEGER.match(value)
+    if m is None:
         raise precondition(f"invalid expiration '{value}': no_integer")
-    return int(value)
+    if m.end() < len(value):
+        raise precondition(f'invalid expiration \'{value}\': {{leftover_string,"{value[m.end():]}"}}')
+    n = int(m.group())
+    if n < 0:
+        raise precondition(f"invalid expiration '{value}': {{value_negative,{n}}}")
+    if n > MAX_EXPIRY:
+        raise precondition(f"invalid expiration '{value}': {{value_too_large,{n}}}")
+    return n
 
 
 @dataclass(eq=False, slots=True)
@@ -77,7 +92,7 @@ class Message:
     def from_publish(
         cls, exchange: str, routing_key: str, props_raw: bytes, body: bytes, props: spec.Basic.Properties
     ) -> Message:
-        expiration = parse_expiration(props.expiration) if props.expiration else None
+        expiration = parse_expiration(props.expiration) if props.expiration is not None else None
         headers = props.headers or None
         keys: list[str] = [routing_key]
         if headers and ("CC" in headers or "BCC" in headers):

@@ -9,7 +9,6 @@ TTL and expiry deterministically.
 
 from __future__ import annotations
 
-import datetime
 import itertools
 import secrets
 import time
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from .access import Users
+from .deadletter import dead_letter_message, is_cycle
 from .errors import AMQPError, ReplyCode, inequivalent, not_found, precondition, rs_exchange, rs_queue
 from .exchanges import BUILTIN_EXCHANGES, Binding, Exchange
 from .limits import Limits
@@ -246,15 +246,6 @@ class VHost:
         found: dict[str, Queue] = {}
         seen: set[str] = set()
         self._route_into(x, msg, found, seen)
-        if not found:
-            # RabbitMQ alternate exchanges: unroutable messages go to the AE (and its AE...).
-            ae_name = x.arguments.get("alternate-exchange")
-            while isinstance(ae_name, str) and ae_name not in seen and not found:
-                ae = self.exchanges.get(ae_name)
-                if ae is None:
-                    break
-                self._route_into(ae, msg, found, seen)
-                ae_name = ae.arguments.get("alternate-exchange")
         return list(found.values())
 
     def _route_into(self, x: Exchange, msg: Message, found: dict[str, Queue], seen: set[str]) -> None:
@@ -270,7 +261,9 @@ class VHost:
                     if q is not None:
                         found.setdefault(q.name, q)
                 continue
+            matched = False
             for b in ex.matches(msg.routing_keys, msg.headers):
+                matched = True
                 if b.dest_kind == "q":
                     q = self.queues.get(b.dest)
                     if q is not None:
@@ -279,6 +272,12 @@ class VHost:
                     dx = self.exchanges.get(b.dest)
                     if dx is not None:
                         stack.append(dx)
+            if not matched:
+                # RabbitMQ's alternate exchanges (rabbit_exchange:process_alternate): every
+                # exchange on the way whose own bindings match nothing hands the message to its AE
+                ae = self.exchanges.get(ex.arguments.get("alternate-exchange") or "")
+                if ae is not None:
+                    stack.append(ae)
 
 
 # --------------------------------------------------------------------------------------
@@ -515,62 +514,18 @@ class Broker:
         return bool(queues), accepted, lsn
 
     def dead_letter(self, q: Queue, qm: QueuedMessage, reason: str) -> None:
-        """RabbitMQ dead-lettering: republish to x-dead-letter-exchange with x-death."""
+        """RabbitMQ dead-lettering: republish to x-dead-letter-exchange with x-death
+        (``deadletter.py``); dropped when the exchange does not exist or for a cycle."""
         if q.dlx is None:
             return
         vh = self.vhosts[q.vhost.name]  # the queue knows its vhost only as far as queues need it
         dlx = vh.exchanges.get(q.dlx)
         if dlx is None:
             return  # RabbitMQ silently drops when the DLX does not exist
-        old = qm.msg
-        props = decode_properties(old.props)
-        headers: dict[str, Any] = dict(props.headers or {})
-        deaths: list[Any] = [d for d in headers.get("x-death", []) if isinstance(d, dict)]
-        entry: dict[str, Any] | None = None
-        for i, d in enumerate(deaths):
-            if d.get("queue") == q.name and d.get("reason") == reason:
-                entry = deaths.pop(i)
-                break
-        if entry is None:
-            entry = {
-                "count": 0,
-                "reason": reason,
-                "queue": q.name,
-                "time": datetime.datetime.fromtimestamp(int(self.wallclock()), datetime.UTC),
-                "exchange": old.exchange,
-                "routing-keys": list(old.routing_keys[:1] + tuple(k for k in old.routing_keys[1:])),
-            }
-            if props.expiration:
-                entry["original-expiration"] = props.expiration
-        entry["count"] = int(entry.get("count", 0)) + 1
-        deaths.insert(0, entry)
-        headers["x-death"] = deaths
-        headers.setdefault("x-first-death-reason", reason)
-        headers.setdefault("x-first-death-queue", q.name)
-        headers.setdefault("x-first-death-exchange", old.exchange)
-        props.headers = headers
-        props.expiration = None  # RabbitMQ strips the per-message TTL when dead-lettering
-        rk = q.dlrk if q.dlrk is not None else old.routing_key
-        keys = (q.dlrk,) if q.dlrk is not None else old.routing_keys
-        new = Message(
-            exchange=q.dlx,
-            routing_key=rk,
-            props=props.marshal(),
-            body=old.body,
-            persistent=old.persistent,
-            expiration=None,
-            routing_keys=keys,
-            headers=headers,
-            priority=old.priority,
-        )
-        targets = vh.route(dlx, new)
-        cycle_ok = any(d.get("reason") == "rejected" for d in deaths)
-        for target in targets:
-            # RabbitMQ drops a message that would cycle back into a queue it already died
-            # in, unless a client rejection is part of the cycle.
-            if not cycle_ok and any(d.get("queue") == target.name for d in deaths):
-                continue
-            target.enqueue(new)
+        new = dead_letter_message(qm.msg, q.name, reason, q.dlx, q.dlrk, self.wallclock())
+        for target in vh.route(dlx, new):
+            if not is_cycle(reason, target.name, new.headers):
+                target.enqueue(new)
 
     # -- timers ----------------------------------------------------------------------------------
     def tick(self) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .errors import AMQPError, ReplyCode, amqp_type_name, precondition, rs_queue
-from .messages import Message, QueuedMessage, decode_properties
+from .messages import MAX_EXPIRY, Message, QueuedMessage, decode_properties
 from .records import MessageDelivered, MessagesRemoved, Record
 
 
@@ -150,6 +150,9 @@ class Queue:
         # RabbitMQ's priority queues (its priority guide): higher priority first, publication order
         # within one; no priority property counts as 0, one above the maximum as the maximum.
         self.max_priority: int | None = args.get("x-max-priority")
+        # RabbitMQ's single active consumer (its consumers guide): only the first registered
+        # consumer receives; when it goes, the next registered one takes over.
+        self.single_active: bool = args.get("x-single-active-consumer") is True
 
     @property
     def broker(self) -> QueueBroker:
@@ -313,6 +316,11 @@ class Queue:
         with consumer priorities (x-priority) among the highest-priority ones only (RabbitMQ's
         consumer priority guide: lower priorities get messages while the higher are blocked)."""
         consumers = self.consumers
+        if self.single_active:
+            # registration order is kept (nothing rotates): the head is the active consumer, and
+            # while it cannot take a message nobody else gets one
+            active = consumers[0]
+            return active if active.has_credit() and active.sink.can_deliver(active) else None
         if not self.prioritised:
             for _ in range(len(consumers)):
                 consumer = consumers[0]
@@ -469,11 +477,14 @@ class Queue:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         try:
+            was_active = self.consumers[0] is consumer
             self.consumers.remove(consumer)
-        except ValueError:
+        except (ValueError, IndexError):
             return
         self.prioritised = any(c.priority for c in self.consumers)
         self.touch()
+        if self.single_active and was_active and self.consumers and not self.deleted:
+            self.dispatch()  # the next registered consumer is the active one now
         # spec queue.declare auto-delete: "The server SHOULD allow for a reasonable delay
         # between the point when it determines that a queue is not being used [...]";
         # RabbitMQ deletes at once when the last consumer goes.
@@ -524,23 +535,32 @@ def validate_queue_type(vhost: str, name: str, *, durable: bool, exclusive: bool
             raise precondition(f"invalid property '{prop}' for {where}")
 
 
+def _check_integer(args: dict[str, Any], key: str, bad: Callable[[str, str], AMQPError], *,
+                   positive: bool, expiry: bool = False) -> None:
+    """rabbit_amqqueue's check_int_arg / check_non_neg_int_arg / check_expires_arg /
+    check_message_ttl_arg (with rabbit_misc:check_expiry)."""
+    if key not in args:
+        return
+    value = args[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad(key, f'"expected integer, got {amqp_type_name(value)}"')
+    if value < 0:
+        raise bad(key, f"{{value_negative,{value}}}")
+    if positive and value == 0:
+        raise bad(key, "{value_zero,0}")
+    if expiry and value > MAX_EXPIRY:
+        raise bad(key, f"{{value_too_large,{value}}}")
+
+
 def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
     def bad(key: str, why: str) -> AMQPError:
         return precondition(f"invalid arg '{key}' for {rs_queue(vhost, name)}: {why}")
 
-    def integer(key: str, *, positive: bool) -> None:
-        if key not in args:
-            return
-        value = args[key]
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad(key, f'"expected integer, got {amqp_type_name(value)}"')
-        if value < 0:
-            raise bad(key, f"{{value_negative,{value}}}")
-        if positive and value == 0:
-            raise bad(key, "{value_zero,0}")
+    def integer(key: str, *, positive: bool, expiry: bool = False) -> None:
+        _check_integer(args, key, bad, positive=positive, expiry=expiry)
 
-    integer("x-message-ttl", positive=False)
-    integer("x-expires", positive=True)
+    integer("x-message-ttl", positive=False, expiry=True)
+    integer("x-expires", positive=True, expiry=True)
     integer("x-max-length", positive=False)
     integer("x-max-length-bytes", positive=False)
     integer("x-max-priority", positive=False)
@@ -548,8 +568,10 @@ def validate_queue_args(vhost: str, name: str, args: dict[str, Any]) -> None:
         raise bad("x-max-priority", f"{{max_value_exceeded,{args['x-max-priority']}}}")
     if "x-overflow" in args and args["x-overflow"] not in OVERFLOW_MODES:
         raise bad("x-overflow", f"{{invalid_overflow_value,{args['x-overflow']}}}")
-    for key in ("x-dead-letter-exchange", "x-dead-letter-routing-key"):
-        if key in args and not isinstance(args[key], str):
+    # rabbit_amqqueue: check_dlxname_arg, check_dlxrk_arg, check_bool_arg
+    for key, kind in (("x-dead-letter-exchange", str), ("x-dead-letter-routing-key", str),
+                      ("x-single-active-consumer", bool)):
+        if key in args and not isinstance(args[key], kind):
             raise bad(key, f"{{unacceptable_type,{amqp_type_name(args[key])}}}")
     if "x-dead-letter-routing-key" in args and "x-dead-letter-exchange" not in args:
         raise bad(

@@ -341,6 +341,22 @@ def tls_context(certfile: str, keyfile: str | None = None, cafile: str | None = 
     return ctx
 
 
+def _add_user(users: Users, name: str, entry: Any) -> None:
+    """A users-file entry given as an object: password, tags, permissions per vhost."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("password"), str):
+        raise ValueError(f"user {name!r}: expected a password or {{\"password\": …, \"permissions\": …}}")
+    users.passwords[name] = entry["password"]
+    tags = entry.get("tags") or []
+    if not isinstance(tags, list):
+        raise ValueError(f"user {name!r}: tags must be a list of names")
+    users.tags[name] = frozenset(str(t) for t in tags)
+    for vhost, perms in (entry.get("permissions") or {}).items():
+        if not isinstance(perms, dict):
+            raise ValueError(f"user {name!r} vhost {vhost!r}: permissions must be an object")
+        users.permissions[(name, str(vhost))] = Permissions(
+            str(perms.get("configure", "")), str(perms.get("write", "")), str(perms.get("read", "")))
+
+
 def load_users(path: str | os.PathLike[str] | None, specs: Iterable[str] = ()) -> tuple[Users, list[str]]:
     """The users file and ``--user`` specs → (users with their permissions, vhosts).
 
@@ -353,7 +369,8 @@ def load_users(path: str | os.PathLike[str] | None, specs: Iterable[str] = ()) -
 
     A user given as a bare password has full permissions in every vhost (RabbitMQ's default
     guest); a user given as an object has exactly the permissions it lists (none: it can log in
-    but open no vhost). Each ``--user NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]`` adds or
+    but open no vhost) and the tags it lists (``"tags": ["impersonator"]``: it may publish with
+    another user's ``user_id``). Each ``--user NAME:PASS[:VHOST:CONFIGURE:WRITE:READ]`` adds or
     replaces that user's password and adds one vhost's permissions. Raises ValueError (one
     line) for a malformed file or spec, OSError when the file cannot be read.
     """
@@ -374,14 +391,7 @@ def load_users(path: str | os.PathLike[str] | None, specs: Iterable[str] = ()) -
             users.passwords[str(name)] = entry
             users.permissions.update({(str(name), v): Permissions() for v in vhosts})
             continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("password"), str):
-            raise ValueError(f"user {name!r}: expected a password or {{\"password\": …, \"permissions\": …}}")
-        users.passwords[str(name)] = entry["password"]
-        for vhost, perms in (entry.get("permissions") or {}).items():
-            if not isinstance(perms, dict):
-                raise ValueError(f"user {name!r} vhost {vhost!r}: permissions must be an object")
-            users.permissions[(str(name), str(vhost))] = Permissions(
-                str(perms.get("configure", "")), str(perms.get("write", "")), str(perms.get("read", "")))
+        _add_user(users, str(name), entry)
     for spec in specs:
         name, password, vhost, perms = parse_user_spec(spec)
         users.passwords[name] = password

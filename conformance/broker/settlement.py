@@ -30,6 +30,7 @@ class Unacked:
     queue: Queue
     qm: QueuedMessage
     consumer: Consumer | None  # None for basic.get
+    at: float = 0.0  # when it was delivered (broker clock): the consumer timeout counts from it
 
 
 def _coalesce(seqs: list[int], *limits: int | None) -> tuple[list[int], list[int]]:
@@ -83,10 +84,17 @@ class Settlement:
     # -- what the channel reports -------------------------------------------------------------
     def delivered(self, tag: int, queue: Queue, qm: QueuedMessage, consumer: Consumer | None) -> None:
         """A delivery (basic.deliver to ``consumer``, or basic.get-ok) that awaits its ack."""
-        self.unacked[tag] = Unacked(tag, queue, qm, consumer)
+        self.unacked[tag] = Unacked(tag, queue, qm, consumer, self.channel.broker.clock())
         if consumer is not None:
             consumer.unacked += 1
             self.limited += 1
+
+    def overdue(self, now: float, timeout_ms: int) -> bool:
+        """The oldest unacked delivery (basic.deliver or basic.get-ok alike, the head of the
+        channel's unacked queue as in RabbitMQ's evaluate_consumer_timeout) is older than
+        ``timeout_ms``."""
+        oldest = next(iter(self.unacked.values()), None)
+        return oldest is not None and now - oldest.at > timeout_ms / 1000.0
 
     def publish(self, x: Exchange, msg: Message, mandatory: bool) -> bool:
         """Route a complete publish (or hold it in the transaction); True when a confirm is

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.broker.cli import build_parser, main
+from conformance.broker.cli import build_limits, build_parser, main
 
 
 def test_missing_users_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,6 +44,7 @@ def test_parser_defaults() -> None:
     ("--frame-max", "100", "frame_max 100 is outside"),
     ("--channel-max", "70000", "channel_max 70000 is outside"),
     ("--max-message-size", "1GiB", "max_message_size 1073741824 is outside"),
+    ("--consumer-timeout", "soon", "--consumer-timeout 'soon' is not a number of milliseconds"),
 ])
 def test_bad_limits_are_one_line(
     flag: str, value: str, said: str, capsys: pytest.CaptureFixture[str]
@@ -51,3 +52,9 @@ def test_bad_limits_are_one_line(
     assert main(["--port", "0", flag, value]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("amqp-conformance broker: ") and said in err and len(err.splitlines()) == 1
+
+
+def test_consumer_timeout_flag() -> None:
+    assert build_limits(build_parser().parse_args([])).consumer_timeout == 1_800_000
+    assert build_limits(build_parser().parse_args(["--consumer-timeout", "500"])).consumer_timeout == 500
+    assert build_limits(build_parser().parse_args(["--consumer-timeout", "0"])).consumer_timeout == 0
