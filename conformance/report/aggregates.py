@@ -3,8 +3,9 @@
 The tables need the raw rows only through a few bounded aggregates (:class:`Partials`): the
 latest execution per broker version × case, the history per case × broker build, the runs per
 broker version, the score per run, and the mutation runs' rows (few). Each is a ``*_partial``
-stage of :mod:`conformance.report.stages` over a set of rows, ``*_merge`` folds partials of
-disjoint sets of runs into one, ``*_final`` gives the table (:mod:`conformance.report.tables`).
+stage (:mod:`conformance.report.compliance`, :mod:`conformance.report.history`) over a set of rows,
+``*_merge`` folds partials of disjoint sets of runs into one, ``*_final`` gives the table
+(:mod:`conformance.report.tables`).
 
 So the report from files is ``final(partial(rows))`` and the report from a results store is
 ``final(merge(stored partials ∪ partials of the ingests that lack them))`` — the same functions.
@@ -19,7 +20,7 @@ from dataclasses import dataclass, fields
 
 from pyspark.sql import DataFrame
 
-from conformance.report import power, stages
+from conformance.report import compliance, history, parsing, power
 from conformance.report.schema import RESULTS_COLUMNS
 
 # The version of the partials' definitions a store's ingest records: an ingest whose partials
@@ -29,10 +30,10 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class Partials:
-    latest: DataFrame  # stages.latest_partial
-    history: DataFrame  # stages.history_partial
-    broker_runs: DataFrame  # stages.broker_runs_partial
-    run_scores: DataFrame  # stages.run_scores: a run lives in one set of rows, final already
+    latest: DataFrame  # compliance.latest_partial
+    history: DataFrame  # history.history_partial
+    broker_runs: DataFrame  # compliance.broker_runs_partial
+    run_scores: DataFrame  # compliance.run_scores: a run lives in one set of rows, final already
     mutation_rows: DataFrame  # the mutation runs' rows (RESULTS_COLUMNS), for the suite-power tables
 
     def items(self) -> list[tuple[str, DataFrame]]:
@@ -54,9 +55,9 @@ def _identity(df: DataFrame) -> DataFrame:
 
 
 MERGE: dict[str, Callable[[DataFrame], DataFrame]] = {
-    "latest": stages.latest_merge,
-    "history": stages.history_merge,
-    "broker_runs": stages.broker_runs_merge,
+    "latest": compliance.latest_merge,
+    "history": history.history_merge,
+    "broker_runs": compliance.broker_runs_merge,
     "run_scores": _identity,  # runs are disjoint across the parts: their rows are final
     "mutation_rows": _identity,  # raw rows: the union is the merge
 }
@@ -64,12 +65,12 @@ MERGE: dict[str, Callable[[DataFrame], DataFrame]] = {
 
 def partials_of(all_results: DataFrame) -> Partials:
     """The partials of a set of valid result rows (mutation runs included)."""
-    normal = stages.normal_runs(all_results)
+    normal = parsing.normal_runs(all_results)
     return Partials(
-        latest=stages.latest_partial(normal),
-        history=stages.history_partial(normal),
-        broker_runs=stages.broker_runs_partial(normal),
-        run_scores=stages.run_scores(normal),
+        latest=compliance.latest_partial(normal),
+        history=history.history_partial(normal),
+        broker_runs=compliance.broker_runs_partial(normal),
+        run_scores=compliance.run_scores(normal),
         mutation_rows=power.mutation_runs(all_results).select(*RESULTS_COLUMNS),
     )
 

@@ -2,7 +2,7 @@
 
 Starting Spark costs seconds before any work (a JVM, a SparkContext), while one run of the suite
 is a few hundred lines. For local inputs up to :data:`MAX_BYTES`, every line is parsed here with
-the rules :func:`conformance.report.stages.parse_lines` applies; when every non-blank line is a
+the rules :func:`conformance.report.parsing.parse_lines` applies; when every non-blank line is a
 record whose every stored field has exactly the JSON type the schema names, the rows are written
 as the store's ``results/ingest=<id>/`` partition (the columns and types of
 :data:`~conformance.report.schema.RESULTS_STRUCT`) and committed through the same manifest, so

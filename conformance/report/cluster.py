@@ -1,7 +1,7 @@
 """The cluster section's tables: the ``faults`` workload's records and the ``cluster`` area's verdicts.
 
 ``faults`` records (``faults.summary``, ``faults.bucket``, ``faults.event``; the schema is in
-:mod:`conformance.faults.command`) arrive as raw lines (:func:`conformance.report.stages.workload_lines`)
+:mod:`conformance.faults.command`) arrive as raw lines (:func:`conformance.report.parsing.workload_lines`)
 and are parsed here against explicit schemas; a line of another kind parses to nothing and is left out.
 """
 

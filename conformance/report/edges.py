@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.model.spec import Rule, load_rules
-from conformance.report import aggregates, stages, tx_table
+from conformance.report import aggregates, parsing, tx_table
 
 # Re-exported: callers that already use Spark name them here.
 from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
@@ -61,11 +61,11 @@ class Loaded:
 def load_results(spark: SparkSession, files: list[str]) -> Loaded:
     """Read and parse ``files``; raise InputProblem when a file holds no result record at all."""
     lines = read_lines(spark, files)
-    parsed = stages.parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
+    parsed = parsing.parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        per_file = [r.asDict() for r in stages.file_stats(parsed).collect()]  # one row per file
+        per_file = [r.asDict() for r in parsing.file_stats(parsed).collect()]  # one row per file
         not_results = [f for f in per_file if f["n_valid"] == 0 and f["n_malformed"] > 0]
-        malformed = stages.with_line_numbers(stages.malformed_lines(parsed), stages.split_stats(lines))
+        malformed = parsing.with_line_numbers(parsing.malformed_lines(parsed), parsing.split_stats(lines))
         n_malformed = sum(int(f["n_malformed"]) for f in per_file)
         n_valid = sum(int(f["n_valid"]) for f in per_file)
         examples: list[dict[str, object]] = []
@@ -88,19 +88,19 @@ def load_results(spark: SparkSession, files: list[str]) -> Loaded:
         raise
     return Loaded(
         parsed=parsed,
-        results=stages.valid_results(parsed),
+        results=parsing.valid_results(parsed),
         files=per_file,
         n_valid=n_valid,
         n_malformed=n_malformed,
         malformed=malformed,
         examples=examples,
-        workload=stages.workload_lines(lines),
+        workload=parsing.workload_lines(lines),
     )
 
 
 def load_rows(spark: SparkSession, files: list[str], per_file: list[list[dict[str, Any]]]) -> Loaded:
     """Rows parsed without Spark (:func:`conformance.report.arrow_ingest.plan_by_file`: every
-    line a clean record, parsed as :func:`stages.parse_lines` parses it) as the pipeline's input.
+    line a clean record, parsed as :func:`parsing.parse_lines` parses it) as the pipeline's input.
 
     The frame comes from an Arrow table in the driver: no scan, no parse job, no cache to fill.
     """

@@ -4,8 +4,9 @@ matrix filters), nothing loaded from the network (links to public sources only).
 Rendered with Jinja2 (``report/templates``, autoescaped) over the bounded view the pipeline
 collects, plus the suite's own catalogue (case descriptions, spec rule text, the sources registry)
 for the drill-down. One template per section, ``sections/<id>.html.j2``, in the order of
-:data:`conformance.report.tables.TABLES`; a section's context function (:data:`CONTEXTS`) shapes
-its data where the template needs more than the view.
+:data:`conformance.report.tables.TABLES`; each section is declared once in :data:`SECTIONS` (its
+title, the context function that shapes its data where the template needs more than the view,
+whether it needs several runs, whether the nav links it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -195,18 +197,19 @@ def svg_trend(product: str, points: Sequence[Mapping[str, Any]]) -> str:
 
 # ------------------------------------------------------------------------------------ sections
 
-# The nav's name of a section (a section not listed here is named after its id).
-NAV_TITLES: dict[str, str] = {
-    "summary": "Summary", "plot": "Plot", "trend": "Trend", "matrix": "Matrix", "queue-types": "Queue types",
-    "cluster": "Cluster",
-    "tx": "tx table", "profile": "Profiles", "rules": "Rule coverage", "flaky": "Flaky",
-    "regressions": "Regressions", "power": "Suite power", "malformed": "Malformed lines",
-}
-# Sections that compare runs: a report of one run leaves them out.
-NEEDS_RUNS: frozenset[str] = frozenset({"trend", "flaky", "regressions"})
-NOT_IN_NAV: frozenset[str] = frozenset({"malformed"})
-
 Context = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of the page, declared once (:data:`SECTIONS`). Which sections exist and their order
+    come from the tables that name them (:func:`conformance.report.tables.sections`)."""
+
+    key: str  # its id on the page (the nav's anchor) and its template, sections/<key>.html.j2
+    title: str  # its name in the nav
+    context: Context | None = None  # adds what the template needs beyond the view (summary, view)
+    needs_runs: bool = False  # compares runs: a report of one run leaves it out
+    in_nav: bool = True  # the nav links it (when it renders anything)
 
 
 def summary_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,18 +311,29 @@ def power_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[s
     return page_power.power_context(view)
 
 
-CONTEXTS: dict[str, Context] = {
-    "summary": summary_context, "plot": plot_context, "trend": trend_context, "matrix": matrix_context,
-    "tx": tx_context, "profile": profile_context, "rules": rules_context, "power": power_context,
-    "cluster": page_cluster.cluster_context,
-}
+SECTIONS: tuple[Section, ...] = (
+    Section("summary", "Summary", summary_context),
+    Section("plot", "Plot", plot_context),
+    Section("trend", "Trend", trend_context, needs_runs=True),
+    Section("matrix", "Matrix", matrix_context),
+    Section("queue-types", "Queue types"),
+    Section("cluster", "Cluster", page_cluster.cluster_context),
+    Section("tx", "tx table", tx_context),
+    Section("profile", "Profiles", profile_context),
+    Section("rules", "Rule coverage", rules_context),
+    Section("flaky", "Flaky", needs_runs=True),
+    Section("regressions", "Regressions", needs_runs=True),
+    Section("power", "Suite power", power_context),
+    Section("malformed", "Malformed lines", in_nav=False),
+)
+BY_KEY: dict[str, Section] = {s.key: s for s in SECTIONS}
 
 
-def render_section(section: str, summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
-    """``sections/<section>.html.j2`` over the view (and what its context function adds)."""
-    context = CONTEXTS.get(section)
+def render_section(key: str, summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
+    """``sections/<key>.html.j2`` over the view (and what its context function adds)."""
+    context = BY_KEY[key].context
     extra = context(summary, view) if context is not None else {}
-    return render(f"sections/{section}.html.j2", summary=summary, view=view, **extra)
+    return render(f"sections/{key}.html.j2", summary=summary, view=view, **extra)
 
 
 def section_rules(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
@@ -346,10 +360,9 @@ def prepare() -> None:
 
 def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
     one = single_run(view)
-    shown = [s for s in tables.sections() if not (one and s in NEEDS_RUNS)]
-    bodies = [Markup(render_section(s, summary, view)) for s in shown]
-    nav = [(s, NAV_TITLES.get(s, s.replace("-", " ").capitalize()))
-           for s, body in zip(shown, bodies, strict=True) if body.strip() and s not in NOT_IN_NAV]
+    shown = [s for s in map(BY_KEY.__getitem__, tables.sections()) if not (one and s.needs_runs)]
+    bodies = [Markup(render_section(s.key, summary, view)) for s in shown]
+    nav = [(s.key, s.title) for s, body in zip(shown, bodies, strict=True) if body.strip() and s.in_nav]
     return render("report.html.j2", summary=summary, brokers=broker_title(view) or "no broker", nav=nav,
                   sections=bodies, single_run=one, css=Markup(css()), script=Markup(FILTER_SCRIPT)) + "\n"
 

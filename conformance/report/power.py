@@ -1,13 +1,13 @@
 """Suite-power stages: mutation runs (``amqp-conformance mutate``, records with ``extra.mutant``)
 judged in Spark exactly as the mutate command judges them, kept apart from the normal runs that
-compliance, the matrix, flaky cases and regressions read (:func:`stages.normal_runs`)."""
+compliance, the matrix, flaky cases and regressions read (:func:`parsing.normal_runs`)."""
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from conformance.report.stages import BROKER_KEYS
+from conformance.report.schema import BROKER_KEYS
 
 # How ``amqp-conformance mutate`` judges a mutant (conformance.mutate.runner.judge), in Spark.
 MUTATION_BASELINE = "none"  # extra.mutant of the fault-free run every session starts with

@@ -86,6 +86,11 @@ SCORED_VERDICTS: Final[tuple[str, ...]] = (
 BAD_AFTER_PASS: Final[tuple[str, ...]] = (
     Verdict.FAIL.value, Verdict.TIMEOUT.value, Verdict.ERROR.value, Verdict.NOT_RUN.value)
 LEVELS: Final[tuple[str, ...]] = ("MUST", "SHOULD", "MAY", "EXTENSION", "INFO")
+# Worst first: the verdict a group of verdicts is summarised by.
+SEVERITY: Final[tuple[str, ...]] = (
+    "FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT", "UNSUPPORTED", "INFORMATIONAL", "PASS")
+# What names a broker version in every table: "<product>@<version>", product, version.
+BROKER_KEYS: Final[tuple[str, ...]] = ("broker", "broker_product", "broker_version")
 
 VERDICT_COUNT_FIELDS: Final[list[T.StructField]] = [
     T.StructField(f"n_{v.lower()}", T.LongType(), False) for v in VERDICTS
@@ -98,7 +103,7 @@ def _columns(names: str) -> list[T.StructField]:
     return [by_name[name] for name in names.split()]
 
 
-# The latest execution of each case on each broker version (stages.latest_verdicts).
+# The latest execution of each case on each broker version (compliance.latest_verdicts).
 LATEST_SCHEMA: Final = T.StructType(
     [
         *_columns(
@@ -109,7 +114,7 @@ LATEST_SCHEMA: Final = T.StructType(
     ]
 )
 
-# Malformed lines as the pipeline keeps them (stages.with_line_numbers; a test keeps the two equal).
+# Malformed lines as the pipeline keeps them (parsing.with_line_numbers; a test keeps the two equal).
 MALFORMED_SCHEMA: Final = T.StructType(
     [
         T.StructField("file", STR),
@@ -119,7 +124,8 @@ MALFORMED_SCHEMA: Final = T.StructType(
     ]
 )
 
-# Cases that got worse from a baseline to a candidate (stages.release_regressions and gate_regressions);
+# Cases that got worse from a baseline to a candidate (history.release_regressions and
+# gate_regressions);
 # ``kind`` is regression | new-failure | new-non-strict.
 REGRESSION_SCHEMA: Final = T.StructType(
     [

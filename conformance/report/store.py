@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.argparsing import command_parser
-from conformance.report import aggregates, edges, stages
+from conformance.report import aggregates, edges, parsing
 from conformance.report.inputs import MANIFEST as MANIFEST
 from conformance.report.inputs import is_store as is_store
 from conformance.report.inputs import split_inputs as split_inputs
@@ -142,7 +142,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
 
     lines = edges.read_lines(spark, files)
-    parsed = stages.parse_lines(lines).cache()
+    parsed = parsing.parse_lines(lines).cache()
     malformed = None
     try:
         # One pass for both: records per run id, and whether any line is malformed.
@@ -156,7 +156,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
         skipped = sorted(run for run in per_run if run in known_runs)
         n_malformed = 0
         if any(not r["ok"] for r in counts):
-            malformed = stages.with_line_numbers(stages.malformed_lines(parsed), stages.split_stats(lines))
+            malformed = parsing.with_line_numbers(parsing.malformed_lines(parsed), parsing.split_stats(lines))
             committed = [ing["id"] for ing in manifest["ingests"] if ing["malformed"]]
             if committed:
                 # A file ingested again (or grown) keeps each malformed line once.
@@ -170,7 +170,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
             return IngestSummary(None, len(files), 0, (), tuple(skipped), 0, time.perf_counter() - t0)
         ingest_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
         if new_runs:
-            rows = stages.valid_results(parsed)
+            rows = parsing.valid_results(parsed)
             if skipped:
                 runs_df = spark.createDataFrame([(r,) for r in new_runs], "run_id string")
                 rows = rows.join(F.broadcast(runs_df), "run_id", "left_semi")

@@ -26,7 +26,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.model.spec import Rule, load_rules
-from conformance.report import aggregates, cluster, edges, power, stages, tx_table
+from conformance.report import (
+    aggregates,
+    cluster,
+    compliance,
+    edges,
+    history,
+    power,
+    rule_coverage,
+    tx_inference,
+    tx_table,
+)
 from conformance.report.gather import Collect as Collect
 
 _T = TypeVar("_T")
@@ -161,7 +171,7 @@ class Frames:
 
     @property
     def tx_obs(self) -> DataFrame:
-        return self._once("tx_obs", lambda: stages.tx_observations(self["latest"]))
+        return self._once("tx_obs", lambda: tx_inference.tx_observations(self["latest"]))
 
     def recent_brokers(self, n: int) -> DataFrame:
         """The ``n`` broker versions that ran last (one column, ``broker``)."""
@@ -271,7 +281,7 @@ def profile_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
 
 
 def rules_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
-    return {"rules": Collect(stages.rules_summary(df).orderBy("rule_id"), 1_000)}
+    return {"rules": Collect(rule_coverage.rules_summary(df).orderBy("rule_id"), 1_000)}
 
 
 def flaky_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
@@ -329,19 +339,19 @@ def mutation_cases_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
 # --------------------------------------------------------------------------------------- registry
 
 TABLES: tuple[Table, ...] = (
-    Table("latest", "latest verdicts", lambda f: stages.latest_final(f.partials.latest)),
-    Table("history", "case history", lambda f: stages.history_final(f.partials.history)),
+    Table("latest", "latest verdicts", lambda f: compliance.latest_final(f.partials.latest)),
+    Table("history", "case history", lambda f: history.history_final(f.partials.history)),
     Table("brokers", "broker summary",
-          lambda f: stages.broker_summary_of(f.partials.broker_runs, f["latest"]),
+          lambda f: compliance.broker_summary_of(f.partials.broker_runs, f["latest"]),
           brokers_view, "summary"),
-    Table("scores_area", "scores per area", lambda f: stages.scores(f["latest"], "area"),
+    Table("scores_area", "scores per area", lambda f: compliance.scores(f["latest"], "area"),
           scores_view("scores_area", "area"), "plot"),
-    Table("scores_level", "scores per level", lambda f: stages.scores(f["latest"], "level"),
+    Table("scores_level", "scores per level", lambda f: compliance.scores(f["latest"], "level"),
           scores_view("scores_level", "level"), "plot"),
     Table("scores_run", "scores per run", lambda f: f.partials.run_scores, trend_view, "trend"),
-    Table("matrix", "compliance matrix", lambda f: stages.compliance_matrix(f["latest"]),
+    Table("matrix", "compliance matrix", lambda f: compliance.compliance_matrix(f["latest"]),
           matrix_view, "matrix"),
-    Table("queue_types", "queue types", lambda f: stages.queue_type_matrix(f["latest"]),
+    Table("queue_types", "queue types", lambda f: compliance.queue_type_matrix(f["latest"]),
           queue_types_view, "queue-types"),
     Table("cluster_runs", "faults runs", lambda f: cluster.fault_runs(f.workload), cluster_runs_view,
           "cluster", source="workload"),
@@ -355,15 +365,15 @@ TABLES: tuple[Table, ...] = (
           cluster_view("cluster_events", PER_RUN, MAX_PER_RUN), "cluster", source="workload"),
     Table("cluster_cases", "cluster area verdicts", lambda f: cluster.cluster_cases(f["latest"]),
           cluster_view("cluster_cases", ("case_id", "broker"), MAX_MATRIX_CASES), "cluster"),
-    Table("tx_table", "tx table", lambda f: stages.tx_comparison(f.tx_obs, f.tx_seed), tx_view, "tx"),
-    Table("profile_inference", "profile inference", lambda f: stages.profile_inference(f.tx_obs, f.tx_seed),
-          profile_view, "profile"),
+    Table("tx_table", "tx table", lambda f: tx_inference.tx_comparison(f.tx_obs, f.tx_seed), tx_view, "tx"),
+    Table("profile_inference", "profile inference",
+          lambda f: tx_inference.profile_inference(f.tx_obs, f.tx_seed), profile_view, "profile"),
     Table("rule_coverage", "rule coverage",
-          lambda f: stages.rule_coverage(f.rules_frame, f["latest"]),
+          lambda f: rule_coverage.rule_coverage(f.rules_frame, f["latest"]),
           rules_view, "rules"),
-    Table("flaky", "flaky cases", lambda f: stages.flaky_cases(f["history"]), flaky_view, "flaky",
+    Table("flaky", "flaky cases", lambda f: history.flaky_cases(f["history"]), flaky_view, "flaky",
           source="second_run"),
-    Table("regressions", "regressions", lambda f: stages.release_regressions(f["latest"]),
+    Table("regressions", "regressions", lambda f: history.release_regressions(f["latest"]),
           regressions_view, "regressions", source="second_version"),
     Table("mutation_cases", "mutation cases",
           lambda f: power.mutation_cases(f.partials.mutation_rows, f.mutants),

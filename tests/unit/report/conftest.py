@@ -101,10 +101,10 @@ def lines_frame(spark: SparkSession, lines: list[str], file: str = "file:///r/a.
 
 def results_frame(spark: SparkSession, records: list[dict[str, Any]]) -> DataFrame:
     """Valid result rows built the way the pipeline builds them (JSON text → parse)."""
-    from conformance.report import stages
+    from conformance.report import parsing
 
-    parsed = stages.parse_lines(lines_frame(spark, [json.dumps(r) for r in records]))
-    return stages.valid_results(parsed)
+    parsed = parsing.parse_lines(lines_frame(spark, [json.dumps(r) for r in records]))
+    return parsing.valid_results(parsed)
 
 
 def chromium() -> str | None:

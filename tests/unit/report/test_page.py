@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conformance.report import page
+from conformance.report import page, tables
 
 
 def test_trace_lines_keep_the_last_frames_and_escape() -> None:
@@ -51,3 +51,11 @@ def test_a_subset_run_marks_unrun_rules_not_run_rather_than_not_covered() -> Non
     html = page.section_rules(summary, {"rules": rules})
     assert html.count(">not run here<") == 1 and html.count(">not covered<") == 1
     assert "1 rule id(s) are checked by cases of the suite that these inputs did not run" in html
+
+
+def test_every_section_a_table_names_is_declared_once() -> None:
+    keys = [s.key for s in page.SECTIONS]
+    assert len(keys) == len(set(keys))
+    assert set(keys) == set(tables.sections())
+    templates = set(page.environment().list_templates())
+    assert {f"sections/{k}.html.j2" for k in keys} <= templates

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from conformance.mutate.catalogue import CATALOGUE
 from conformance.mutate.runner import Kill, RunOutcome, judge, summarise
-from conformance.report import edges, page, power, stages
+from conformance.report import compliance, edges, history, page, parsing, power
 from conformance.report.schema import RESULTS_STRUCT
 
 from .conftest import lines_frame, record, results_frame
@@ -150,18 +150,18 @@ def test_mutation_records_stay_out_of_compliance(spark: SparkSession) -> None:
     ]
     results = results_frame(spark, normal + RECORDS)
     assert results.count() == len(normal) + len(RECORDS)
-    kept = stages.normal_runs(results)
+    kept = parsing.normal_runs(results)
     assert sorted(r["case_id"] for r in kept.collect()) == ["a.one", "a.two"]
     assert power.mutation_runs(results).count() == len(RECORDS)
-    latest = stages.latest_verdicts(kept)
-    assert {r["broker"] for r in stages.broker_summary(kept, latest).collect()} == {"RabbitMQ@3.13.0"}
+    latest = compliance.latest_verdicts(kept)
+    assert {r["broker"] for r in compliance.broker_summary(kept, latest).collect()} == {"RabbitMQ@3.13.0"}
     # the same case id through a mutant does not make the case flaky
-    assert stages.flaky_cases(stages.case_history(kept)).count() == 0
+    assert history.flaky_cases(history.case_history(kept)).count() == 0
 
 
 def test_parsed_rows_have_the_store_schema(spark: SparkSession) -> None:
-    parsed = stages.valid_results(
-        stages.parse_lines(lines_frame(spark, [json.dumps(r) for r in RECORDS[:2]]))
+    parsed = parsing.valid_results(
+        parsing.parse_lines(lines_frame(spark, [json.dumps(r) for r in RECORDS[:2]]))
     )
     assert [(f.name, f.dataType) for f in parsed.schema.fields] == [
         (f.name, f.dataType) for f in RESULTS_STRUCT.fields

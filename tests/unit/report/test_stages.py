@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from conformance.model.spec import Rule
-from conformance.report import edges, stages
+from conformance.report import compliance, edges, history, parsing, rule_coverage, tx_inference
 from conformance.report.schema import LATEST_SCHEMA, LINES_SCHEMA, MALFORMED_SCHEMA, REGRESSION_SCHEMA
 
 from .conftest import lines_frame, record, results_frame, tx
@@ -41,7 +41,7 @@ def test_parse_lines_gives_a_reason_for_each_bad_line_and_skips_blank_ones(spark
         json.dumps(record(time="yesterday")),
         "[1, 2]",
     ]
-    parsed = stages.parse_lines(lines_frame(spark, lines))
+    parsed = parsing.parse_lines(lines_frame(spark, lines))
     expect(
         spark,
         parsed,
@@ -56,7 +56,7 @@ def test_parse_lines_gives_a_reason_for_each_bad_line_and_skips_blank_ones(spark
             (8, "not a valid JSON object"),
         ],
     )
-    valid = stages.valid_results(parsed)
+    valid = parsing.valid_results(parsed)
     expect(
         spark,
         valid,
@@ -68,7 +68,7 @@ def test_parse_lines_gives_a_reason_for_each_bad_line_and_skips_blank_ones(spark
 def test_parse_lines_reads_tx_keys_from_extra_and_tolerates_non_string_values(spark: SparkSession) -> None:
     rec = tx("tx.reject.commit-applies", " On Commit ")
     rec["extra"]["attempts"] = 3
-    valid = stages.valid_results(stages.parse_lines(lines_frame(spark, [json.dumps(rec)])))
+    valid = parsing.valid_results(parsing.parse_lines(lines_frame(spark, [json.dumps(rec)])))
     expect(spark, valid, "tx_row string, tx_observed string", [("reject", "on commit")])
 
 
@@ -91,7 +91,7 @@ def test_line_numbers_add_earlier_splits_of_the_same_file(spark: SparkSession) -
     malformed = lines.where(F.col("value").isin("l2", "l5", "b2")).select(
         "file", "block_start", "row_id", F.lit("bad").alias("reason"), "value"
     )
-    out = stages.with_line_numbers(malformed, stages.split_stats(lines))
+    out = parsing.with_line_numbers(malformed, parsing.split_stats(lines))
     expect(
         spark,
         out,
@@ -99,8 +99,8 @@ def test_line_numbers_add_earlier_splits_of_the_same_file(spark: SparkSession) -
         [("/r/a.jsonl", 2, "l2"), ("/r/a.jsonl", 5, "l5"), ("/r/b c.jsonl", 2, "b2")],
     )
     # The schema a report without malformed lines (or from a store) declares for the table.
-    assert stages.with_line_numbers(stages.malformed_lines(stages.parse_lines(lines)),
-                                    stages.split_stats(lines)).schema == MALFORMED_SCHEMA
+    assert parsing.with_line_numbers(parsing.malformed_lines(parsing.parse_lines(lines)),
+                                    parsing.split_stats(lines)).schema == MALFORMED_SCHEMA
 
 
 # -------------------------------------------------------------------------------- latest, history
@@ -126,7 +126,7 @@ def _runs(spark: SparkSession) -> DataFrame:
 
 
 def test_latest_verdict_per_broker_version_and_case(spark: SparkSession) -> None:
-    latest = stages.latest_verdicts(_runs(spark))
+    latest = compliance.latest_verdicts(_runs(spark))
     assert latest.schema.fieldNames() == LATEST_SCHEMA.fieldNames()
     expect(
         spark,
@@ -141,10 +141,10 @@ def test_latest_verdict_per_broker_version_and_case(spark: SparkSession) -> None
 
 
 def test_case_history_and_flaky_cases(spark: SparkSession) -> None:
-    history = stages.case_history(_runs(spark))
+    hist = history.case_history(_runs(spark))
     expect(
         spark,
-        history,
+        hist,
         "broker string, case_id string, n_executions int, n_runs int, n_pass long, n_timeout long, "
         "verdicts array<string>, recent_verdicts string, first_ts timestamp, last_ts timestamp",
         [
@@ -158,7 +158,7 @@ def test_case_history_and_flaky_cases(spark: SparkSession) -> None:
     )
     expect(
         spark,
-        stages.flaky_cases(history),
+        history.flaky_cases(hist),
         "broker string, broker_platform string, case_id string, n_runs int, verdict_summary string",
         [("RabbitMQ@3.13.0", "Erlang/OTP 26", "acks.double-ack-406", 3, "PASS / TIMEOUT")],
     )
@@ -168,7 +168,7 @@ def test_different_verdicts_within_one_run_are_not_flaky(spark: SparkSession) ->
     same_run = results_frame(
         spark, [record(verdict="PASS"), record(verdict="FAIL", time="2024-05-01T00:00:01Z")]
     )
-    assert stages.flaky_cases(stages.case_history(same_run)).count() == 0
+    assert history.flaky_cases(history.case_history(same_run)).count() == 0
 
 
 # ----------------------------------------------------------------------------------- scores
@@ -187,22 +187,22 @@ def test_scores_count_only_verdicts_that_state_a_requirement(spark: SparkSession
             record(case_id="qos.a", verdict="TIMEOUT"),
         ],
     )
-    latest = stages.latest_verdicts(res)
+    latest = compliance.latest_verdicts(res)
     expect(
         spark,
-        stages.scores(latest, "area"),
+        compliance.scores(latest, "area"),
         "broker string, area string, n_cases long, n_pass long, n_scored long, score double",
         [("RabbitMQ@3.13.0", "acks", 6, 1, 3, 0.3333), ("RabbitMQ@3.13.0", "qos", 1, 0, 1, 0.0)],
     )
     expect(
         spark,
-        stages.scores(latest, "level"),
+        compliance.scores(latest, "level"),
         "level string, n_cases long, n_scored long, score double",
         [("MUST", 5, 3, 0.3333), ("SHOULD", 1, 1, 0.0), ("INFO", 1, 0, None)],
     )
     expect(
         spark,
-        stages.broker_summary(res, latest),
+        compliance.broker_summary(res, latest),
         "broker string, n_runs long, n_cases long, n_must_failures long, score double, clients string",
         [("RabbitMQ@3.13.0", 1, 7, 2, 0.25, "raw")],
     )
@@ -213,7 +213,7 @@ def test_scores_count_only_verdicts_that_state_a_requirement(spark: SparkSession
 
 def _tx_latest(spark: SparkSession) -> DataFrame:
     g = {"broker_product": "garagemq", "broker_version": "0.1.0"}
-    return stages.latest_verdicts(
+    return compliance.latest_verdicts(
         results_frame(
             spark,
             [
@@ -237,7 +237,7 @@ def _tx_latest(spark: SparkSession) -> DataFrame:
 
 
 def test_tx_observations_merge_variants(spark: SparkSession) -> None:
-    obs = stages.tx_observations(_tx_latest(spark))
+    obs = tx_inference.tx_observations(_tx_latest(spark))
     expect(
         spark,
         obs,
@@ -258,8 +258,8 @@ def test_tx_observations_merge_variants(spark: SparkSession) -> None:
 
 
 def test_profile_inference_picks_the_best_column_and_lists_disagreements(spark: SparkSession) -> None:
-    obs = stages.tx_observations(_tx_latest(spark))
-    prof = stages.profile_inference(obs, edges.tx_seed_frame(spark))
+    obs = tx_inference.tx_observations(_tx_latest(spark))
+    prof = tx_inference.profile_inference(obs, edges.tx_seed_frame(spark))
     # RabbitMQ: publish yes, reject yes, no-route on commit, error immediate (effect-visibility
     # unobservable → not compared): 4 rows.
     # garagemq: publish yes, reject conflict, no-route immediate, atomicity no, effect on commit: 5 rows;
@@ -373,8 +373,8 @@ def test_profile_inference_picks_the_best_column_and_lists_disagreements(spark: 
 
 
 def test_tx_comparison_lays_every_seed_row_beside_the_observation(spark: SparkSession) -> None:
-    obs = stages.tx_observations(_tx_latest(spark)).where(F.col("broker_product") == "RabbitMQ")
-    table = stages.tx_comparison(obs, edges.tx_seed_frame(spark))
+    obs = tx_inference.tx_observations(_tx_latest(spark)).where(F.col("broker_product") == "RabbitMQ")
+    table = tx_inference.tx_comparison(obs, edges.tx_seed_frame(spark))
     assert table.count() == 10
     expect(
         spark,
@@ -401,7 +401,7 @@ def test_versions_order_numerically(spark: SparkSession) -> None:
     )
     expect(
         spark,
-        stages.consecutive_versions(latest),
+        history.consecutive_versions(latest),
         "broker_product string, baseline_version string, candidate_version string",
         [
             ("RabbitMQ", "3.9.2", "3.9.10"),
@@ -436,7 +436,7 @@ def _two_releases(spark: SparkSession) -> DataFrame:
 
 
 def test_release_regressions_between_consecutive_versions(spark: SparkSession) -> None:
-    out = stages.release_regressions(stages.latest_verdicts(_two_releases(spark)))
+    out = history.release_regressions(compliance.latest_verdicts(_two_releases(spark)))
     assert out.schema.fieldNames() == REGRESSION_SCHEMA.fieldNames()
     expect(
         spark,
@@ -460,7 +460,7 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
     cand = res.where(F.col("broker_version") == "3.13.0").withColumn("broker_product", F.lit("garagemq"))
     expect(
         spark,
-        stages.gate_regressions(base, cand),
+        history.gate_regressions(base, cand),
         "baseline string, candidate string, case_id string, kind string",
         [
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.a", "regression"),
@@ -471,19 +471,19 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
             ("RabbitMQ@3.12.0", "garagemq@3.13.0", "acks.h", "new-failure"),
         ],
     )
-    assert stages.gate_regressions(cand, cand).count() == 0
+    assert history.gate_regressions(cand, cand).count() == 0
 
 
 def test_the_report_and_the_gate_classify_every_transition_alike(spark: SparkSession) -> None:
     """The report's regression section (Spark) and the release gate (plain Python) must agree."""
-    from conformance.gate import compare as gate
+    from conformance.gate.compare import compare as gate
     from conformance.model.verdicts import Verdict
 
     names = [v.value for v in Verdict]
     pairs = [(b, c) for b in [None, *names] for c in names]
     joined = spark.createDataFrame(pairs, "baseline_verdict string, candidate_verdict string")
     spark_kinds = {(r["baseline_verdict"], r["candidate_verdict"]): r["kind"]
-                   for r in stages.classify_transitions(joined).collect()}
+                   for r in history.classify_transitions(joined).collect()}
     python_kinds = {(b, c): k for b, c in pairs if (k := gate.transition(b, c)) is not None}
     assert spark_kinds == python_kinds
 
@@ -500,7 +500,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
         Rule("basic.reject.requeue/01", "basic", "reject", "01", None, "MAY", "", field="requeue"),
         Rule("tx/not-mandatory", "tx", None, "not mandatory", None, "MUST", ""),
     ]
-    latest = stages.latest_verdicts(
+    latest = compliance.latest_verdicts(
         results_frame(
             spark,
             [
@@ -513,7 +513,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
             ],
         )
     )
-    cov = stages.rule_coverage(edges.rules_frame(spark, rules), latest)
+    cov = rule_coverage.rule_coverage(edges.rules_frame(spark, rules), latest)
     expect(
         spark,
         cov,
@@ -530,7 +530,7 @@ def test_rule_coverage_per_rule_and_broker(spark: SparkSession) -> None:
     )
     expect(
         spark,
-        stages.rules_summary(cov),
+        rule_coverage.rules_summary(cov),
         "rule_id string, n_brokers long, worst_verdict string, cases string",
         [
             ("basic.ack/exists", 2, "FAIL", "acks.a acks.b"),
@@ -589,7 +589,7 @@ def test_queue_type_matrix_puts_classic_and_quorum_side_by_side(spark: SparkSess
     )
     expect(
         spark,
-        stages.queue_type_matrix(stages.latest_verdicts(runs)),
+        compliance.queue_type_matrix(compliance.latest_verdicts(runs)),
         (
             "base_id string, verdict_classic string, verdict_quorum string, observed_quorum string, "
             "differs boolean"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from conformance.report import aggregates, edges, stages, store
+from conformance.report import aggregates, compliance, edges, history, store
 
 from .conftest import record
 
@@ -53,11 +53,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def _finals(p: aggregates.Partials) -> dict[str, list[str]]:
-    latest = stages.latest_final(p.latest)
+    latest = compliance.latest_final(p.latest)
     tables: dict[str, DataFrame] = {
         "latest": latest,
-        "history": stages.history_final(p.history),
-        "brokers": stages.broker_summary_of(p.broker_runs, latest),
+        "history": history.history_final(p.history),
+        "brokers": compliance.broker_summary_of(p.broker_runs, latest),
         "scores_run": p.run_scores,
         "mutation_rows": p.mutation_rows,
     }
@@ -98,11 +98,12 @@ def test_aggregates_merged_across_ingests_equal_those_of_the_files(
         spark: SparkSession, merged_store: Path, from_files: dict[str, list[str]]) -> None:
     partials = _partials(spark, merged_store)
     assert _finals(partials) == from_files
-    latest = {(r["broker_version"], r["case_id"]): r for r in stages.latest_final(partials.latest).collect()}
+    latest = {(r["broker_version"], r["case_id"]): r
+              for r in compliance.latest_final(partials.latest).collect()}
     tied = latest[("3.13.0", CASE)]
     assert (tied["run_id"], tied["verdict"], tied["n_executions"]) == ("run-99", "FAIL", 15)
-    history = stages.history_final(partials.history)
-    row = history.where(f"case_id = '{CASE}' and broker_version = '3.13.0'").collect()[0]
+    hist = history.history_final(partials.history)
+    row = hist.where(f"case_id = '{CASE}' and broker_version = '3.13.0'").collect()[0]
     # oldest first, the tie broken by run id: run-14 (PASS) before run-99 (FAIL)
     last10 = [VERDICTS[i] for i in (5, 6, 7, 8, 9, 10, 11, 12, 14, 13)]
     assert row["recent_verdicts"] == " ".join(last10)
