@@ -36,11 +36,11 @@ class _Target(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from conformance.bench.runner import TargetSpec
+        from conformance.bench.runner import Named
 
         targets = list(getattr(namespace, self.dest) or [])
         kind = "url" if option_string in ("--broker-url", "--vs") else str(values)
-        targets.append(TargetSpec(kind, str(values)))
+        targets.append(Named(kind, str(values)))
         setattr(namespace, self.dest, targets)
 
 
@@ -81,7 +81,7 @@ def broker_parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> list[str]:
     from conformance.bench.runner import SCENARIOS
-    from conformance.protocol.raw import URL
+    from conformance.targets.spec import target_spec
 
     if not 0 < args.seconds <= 600:
         raise ValueError("--seconds must be > 0 and <= 600")
@@ -94,15 +94,18 @@ def _check(args: argparse.Namespace) -> list[str]:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown or not names:
         raise ValueError(f"unknown scenario {', '.join(unknown) or '(none)'} (known: {', '.join(SCENARIOS)})")
+    specs = []
     for t in args.targets or []:
         if t.kind == "url":
-            URL.parse(t.value)
+            specs.append(target_spec(broker_url=t.value))
         else:
             try:
                 parse_kind(local)(t.kind)
             except argparse.ArgumentTypeError as exc:
                 known = spellings(local, default=None)
                 raise ValueError(f"unknown --broker {t.kind!r} (use {known})") from exc
+            specs.append(target_spec(broker=t.kind))
+    args.specs = specs or [target_spec()]
     if args.json_out is not None and not args.json_out.parent.exists():
         raise ValueError(f"--json-out folder {args.json_out.parent} does not exist")
     return [n for n in SCENARIOS if n in names]  # run order is fixed: consumes drain publishes
@@ -118,7 +121,7 @@ def broker_main(argv: Sequence[str]) -> int:
     from conformance.bench import load, runner
     from conformance.bench.wire import BenchError
 
-    specs = args.targets or [runner.TargetSpec("reference", "reference")]
+    specs = args.specs
     settings = load.LoadSettings(seconds=args.seconds, connections=args.connections, window=args.window,
                                  batch=args.batch, prefetch=args.prefetch,
                                  ack_every=max(1, min(100, args.prefetch // 4)), body=b"x" * args.body_size)

@@ -24,6 +24,7 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.bench import load
 from conformance.bench.wire import BenchConnection, BenchError
 from conformance.protocol.raw import URL, redact
+from conformance.targets.spec import TargetSpec
 
 # name → (what it measures, how). Order is the run order: consume-noack drains what
 # publish-transient queued, so a run measures both without a separate fill.
@@ -83,8 +84,9 @@ class TargetResult:
 
 
 @dataclass(frozen=True)
-class TargetSpec:
-    """What the command line named: a kind to start (``reference``, ``local:…``) or a URL."""
+class Named:
+    """What the command line named, in order: a kind to start (``reference``, ``local:…``) or a URL
+    (made a :class:`conformance.targets.spec.TargetSpec` by the command's check)."""
 
     kind: str  # "url" or a --broker kind
     value: str  # the URL for kind "url"
@@ -109,9 +111,8 @@ async def _open_all(url: URL, n: int, timeout: float) -> list[BenchConnection]:
     return conns
 
 
-async def _bench_target(url_text: str, label: str, names: Sequence[str], settings: load.LoadSettings,
+async def _bench_target(url: URL, label: str, names: Sequence[str], settings: load.LoadSettings,
                         broker_pgid: int | None, say: Callable[[str], None]) -> TargetResult:
-    url = URL.parse(url_text)
     control = await BenchConnection.open(url, settings.rpc_timeout)
     run = uuid.uuid4().hex[:8]
     n = settings.connections
@@ -140,7 +141,7 @@ async def _bench_target(url_text: str, label: str, names: Sequence[str], setting
                 break  # the control connection is gone; the broker we started is stopped anyway
         await control.close(2.0)
     return TargetResult(
-        label, redact(url_text), control.server.product, control.server.version, tuple(results)
+        label, redact(url), control.server.product, control.server.version, tuple(results)
     )
 
 
@@ -212,10 +213,10 @@ def run_targets(specs: Sequence[TargetSpec], names: Sequence[str], settings: loa
 
     out: list[TargetResult] = []
     for ts in specs:
-        label = redact(ts.value) if ts.kind == "url" else ts.kind
-        say(f"bench [{label}] starting" if ts.kind != "url" else f"bench [{label}] connecting")
+        label = redact(ts.url) if ts.url is not None else ts.kind
+        say(f"bench [{label}] starting" if ts.url is None else f"bench [{label}] connecting")
         try:
-            target = open_target("url", ts.value) if ts.kind == "url" else open_target(ts.kind)
+            target = open_target(ts)
         except TargetError as exc:
             raise BenchError(f"{label}: {exc}") from exc
         try:

@@ -74,23 +74,10 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def add_table_options(p: argparse.ArgumentParser) -> None:
-    """The plugin's options (:data:`conformance.plugin.options.OPTIONS`) as ``run --NAME``: declared
-    there once, with their check; a value left out here falls to the env twin, ini key, default."""
-    from conformance.plugin.options import OPTIONS
-    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
-    for opt in OPTIONS:
-        where: argparse._ActionsContainer = p
-        if opt.group is not None:
-            if opt.group not in groups:
-                groups[opt.group] = p.add_mutually_exclusive_group()
-            where = groups[opt.group]
-        if opt.switch:
-            where.add_argument(f"--{opt.name}", dest=opt.dest, action="store_true", default=None,
-                               help=f"{opt.text} [env {opt.env}]")
-        else:
-            where.add_argument(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
-                               action="append" if opt.repeat else "store",
-                               help=f"{opt.text} [env {opt.env}]")
+    """The plugin's options (:data:`conformance.plugin.options.OPTIONS`) as ``run --NAME``."""
+    from conformance.plugin.options import add_command_options
+
+    add_command_options(p)
 
 
 def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str] = ()) -> list[str]:
@@ -109,15 +96,9 @@ def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str]
 
 def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
     """An option's value given to ``run`` (else its environment twin) and how the user spelled it."""
-    from conformance.plugin.options import BY_NAME
-    opt = BY_NAME[name]
-    value = getattr(args, opt.dest, None)
-    if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
-        value = ",".join(value)
-    if value is not None:
-        return (str(value) if not opt.switch else ("1" if value else None)), f"--{name}"
-    env = os.environ.get(opt.env) or None
-    return env, opt.env
+    from conformance.plugin.options import given
+
+    return given(args, name)
 
 
 def _pytest_table_args(pytest_args: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -212,29 +193,10 @@ def _check_values(args: argparse.Namespace) -> None:
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
-    from conformance.plugin.options import cluster_combination_problem
-    kind, _ = _effective(args, "broker")
-    url, _ = _effective(args, "broker-url")
-    tls = _effective(args, "tls")[0] not in (None, "0", "false", "no", "off")
-    if kind == "url" and not url:
-        raise ValueError("--broker url needs --broker-url amqp://user:pass@host:port/vhost")
-    if tls and url and kind in (None, "", "url", "reference"):
-        raise ValueError("--tls spawns a broker with a TLS listener; for --broker-url give an "
-                         "amqps:// URL")
-    urls = _effective(args, "cluster-url")[0]
-    actions = tuple(a for a in ("kill", "start", "pause", "resume")
-                    if _effective(args, f"cluster-cmd-{a}")[0])
-    problem = cluster_combination_problem(kind or "", url, tuple(u for u in str(urls or "").split(",") if u),
-                                          actions)
-    if problem is not None:
-        raise ValueError(problem)
-    if tls and kind:
-        from conformance.targets.kinds import kind_of, kinds, tls_capable
+    """The target options together (:func:`conformance.targets.spec.target_spec`'s rules)."""
+    from conformance.plugin.options import target_of
 
-        k = kind_of(kind)
-        if k is not None and not k.tls:
-            able = " and ".join(x.name for x in kinds(tls_capable))
-            raise ValueError(f"--tls is available for {able}, not {kind}")
+    target_of(args)
 
 
 # The pytest plugins ``run`` loads, by name; no other installed plugin is autoloaded. Each process

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conformance.protocol.wire import URL
 from conformance.targets.base import Target, TargetError
 from conformance.targets.kinds import TargetKind, register
 
@@ -26,13 +27,15 @@ def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = F
 
 
 def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                        restricted: bool = True, cluster_urls: tuple[str, ...] = (),
-                        cluster_templates: tuple[tuple[str, str], ...] = (), **_: object) -> Target:
+                        restricted: bool = True, cluster_urls: tuple[URL, ...] = (),
+                        cluster_templates: tuple[tuple[str, str], ...] = (),
+                        cluster_node_names: tuple[str, ...] = (), **_: object) -> Target:
     from conformance.cluster.target import user_cluster_target
 
     if not cluster_urls:
         raise TargetError("--broker cluster needs --cluster-url (one amqp:// URL per node)")
-    return user_cluster_target(cluster_urls, templates=dict(cluster_templates))
+    return user_cluster_target(cluster_urls, names=cluster_node_names or None,
+                               templates=dict(cluster_templates))
 
 
 register(TargetKind("local:rabbitmq-cluster",

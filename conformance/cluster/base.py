@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import socket
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Protocol
+
+from conformance.protocol.wire import URL
 
 #: node actions, in the words the nemesis and the CLI use
 ACTIONS = ("kill", "start", "pause", "resume", "partition", "heal")
@@ -30,7 +31,7 @@ class Unsupported(ClusterError):
 class Node:
     index: int  # 0-based position in the controller's node list
     name: str  # RabbitMQ node name (local) or the name a user's templates know it by
-    url: str  # amqp:// URL of this node's listener, guest-or-user credentials included
+    url: URL  # amqp:// URL of this node's listener, guest-or-user credentials included
 
 
 @dataclass(frozen=True)
@@ -68,10 +69,8 @@ class ClusterController(Protocol):
     def close(self) -> None: ...
 
 
-def host_port(url: str) -> tuple[str, int]:
-    parts = urllib.parse.urlsplit(url)
-    default = 5671 if parts.scheme == "amqps" else 5672
-    return parts.hostname or "127.0.0.1", parts.port or default
+def host_port(url: URL) -> tuple[str, int]:
+    return url.host, url.port
 
 
 #: the protocol header of AMQP 0-9-1; a broker that is up answers it with connection.start

@@ -19,6 +19,7 @@ from pamqp.header import ContentHeader
 
 from conformance.cluster.base import host_port
 from conformance.protocol.proxy import TO_CLIENT, Fault, FaultProxy, Frame, replace
+from conformance.protocol.wire import URL
 
 
 class ConfirmThenDiscard(Fault):
@@ -69,18 +70,14 @@ class ConfirmThenDiscard(Fault):
 
 
 @contextlib.contextmanager
-def loss_proxy(url: str, share: float) -> Iterator[tuple[str, str]]:
+def loss_proxy(url: URL, share: float) -> Iterator[tuple[URL, str]]:
     """A proxy in front of the node at ``url`` dropping ``share`` of confirmed publishes:
     yields (the URL to use instead, a one-line description)."""
     every = max(1, round(1 / share))
     host, port = host_port(url)
     fault = ConfirmThenDiscard(every)
     with FaultProxy(host, port, fault) as proxy:
-        from urllib.parse import unquote, urlsplit
-
-        parts = urlsplit(url)
-        vhost = unquote(parts.path[1:]) if parts.path not in ("", "/") else "/"
-        proxied = proxy.url(unquote(parts.username or "guest"), unquote(parts.password or "guest"), vhost)
+        proxied = proxy.url(url.user, url.password, url.vhost)
         yield (
             proxied,
             (

@@ -63,6 +63,7 @@ from conformance.cluster.procs import (
     leftovers,
     sweep_stale,
 )
+from conformance.protocol.wire import URL
 from conformance.targets import rabbitnode
 from conformance.targets.base import SECOND_VHOST, free_port
 from conformance.targets.rabbitnode import EvalError
@@ -91,8 +92,8 @@ class _LocalNode:
     paused: bool = False
 
     @property
-    def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+    def url(self) -> URL:
+        return URL(host="127.0.0.1", port=self.port)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -140,7 +141,7 @@ class LocalCluster:
         return tuple(Node(n.index, n.name, n.url) for n in self._nodes)
 
     @property
-    def urls(self) -> list[str]:
+    def urls(self) -> list[URL]:
         return [n.url for n in self._nodes]
 
     def supports(self, action: str) -> str | None:

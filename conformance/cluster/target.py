@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cluster.base import ClusterController, ClusterError, Node
+from conformance.protocol.wire import URL
 from conformance.targets.base import RESTRICTED, Target, TargetError
 
 #: why every cluster case is UNSUPPORTED on a single-node target (one line)
@@ -96,7 +97,7 @@ def start_local_cluster_target(
 
 
 def user_cluster_target(
-    urls: Sequence[str], names: Sequence[str] | None = None, templates: Mapping[str, str] | None = None
+    urls: Sequence[URL], names: Sequence[str] | None = None, templates: Mapping[str, str] | None = None
 ) -> ClusterTarget:
     """A cluster someone runs, validated before any case (TargetError, one line, when not usable)."""
     from conformance.cluster.user import UserCluster

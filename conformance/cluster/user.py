@@ -1,6 +1,6 @@
 """A cluster someone else runs: one URL per node and node control as command templates.
 
-``{node}`` in a template names the node (``--node-names``, else the host of its URL); ``{index}``
+``{node}`` in a template names the node (``--cluster-node-names``, else the host of its URL); ``{index}``
 is its 0-based position. ``docker kill {node}``, ``systemctl --host {node} restart rabbitmq-server``,
 ``kubectl delete pod {node}`` all fit. An action without a template is UNSUPPORTED with one line.
 
@@ -19,25 +19,18 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import pika
 import pika.exceptions
 
-from conformance.cluster.base import ACTIONS, ClusterError, Leader, Node, Unsupported, host_port, wait_amqp
-
-
-def check_templates(templates: Mapping[str, str]) -> None:
-    for action, template in templates.items():
-        if action not in ACTIONS:
-            raise ClusterError(f"--node-cmd-{action}: unknown action (known: {', '.join(ACTIONS)})")
-        if action != "heal" and "{node}" not in template:
-            raise ClusterError(f"--node-cmd-{action} {template!r} does not name the node: put {{node}} in it")
+from conformance.cluster.base import ClusterError, Leader, Node, Unsupported, host_port, wait_amqp
+from conformance.protocol.uri import pika_parameters
+from conformance.protocol.wire import URL, redact
 
 
 @dataclass
 class UserCluster:
-    urls: list[str]
+    urls: list[URL]
     names: list[str]
     templates: dict[str, str] = field(default_factory=dict)
     timeout: float = 120.0
@@ -46,19 +39,11 @@ class UserCluster:
 
     @classmethod
     def from_options(
-        cls, urls: Sequence[str], names: Sequence[str] | None, templates: Mapping[str, str]
+        cls, urls: Sequence[URL], names: Sequence[str] | None, templates: Mapping[str, str]
     ) -> UserCluster:
         if not urls:
             raise ClusterError("--cluster-url: give one amqp:// URL per node")
-        for url in urls:
-            if urlsplit(url).scheme not in ("amqp", "amqps"):
-                raise ClusterError(f"--cluster-url {url!r} is not an amqp:// or amqps:// URL")
-        if names is not None and len(names) != len(urls):
-            raise ClusterError(f"--node-names gives {len(names)} names for {len(urls)} --cluster-url nodes")
-        check_templates(templates)
-        return cls(
-            list(urls), list(names) if names else [urlsplit(u).hostname or u for u in urls], dict(templates)
-        )
+        return cls(list(urls), list(names) if names else [u.host for u in urls], dict(templates))
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -72,7 +57,8 @@ class UserCluster:
         missing = [a for a in need.get(action, (action,)) if a not in self.templates]
         if not missing:
             return None
-        return f"no node command for {', '.join(missing)} (give --node-cmd-{missing[0]} with {{node}} in it)"
+        return (f"no node command for {', '.join(missing)} "
+                f"(give --cluster-cmd-{missing[0]} with {{node}} in it)")
 
     # -- validation ------------------------------------------------------------------------
 
@@ -85,13 +71,13 @@ class UserCluster:
         self._check_shared_metadata()
 
     def _connect(self, index: int) -> pika.BlockingConnection:
-        p = pika.URLParameters(self.urls[index])
+        p = pika_parameters(self.urls[index], 5)
         p.connection_attempts, p.socket_timeout, p.stack_timeout = 1, 5, 10
         try:
             return pika.BlockingConnection(p)
         except pika.exceptions.ProbableAuthenticationError as exc:
             raise ClusterError(
-                f"node {self.names[index]} ({self.urls[index]}) refused the login: {exc}"
+                f"node {self.names[index]} ({redact(self.urls[index])}) refused the login: {exc}"
             ) from exc
         except pika.exceptions.AMQPError as exc:
             raise ClusterError(
@@ -143,11 +129,11 @@ class UserCluster:
                 cmd, shell=True, capture_output=True, timeout=self.timeout, stdin=subprocess.DEVNULL
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ClusterError(f"--node-cmd-{action} {cmd!r} failed: {exc}") from exc
+            raise ClusterError(f"--cluster-cmd-{action} {cmd!r} failed: {exc}") from exc
         if done.returncode != 0:
             err = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
             raise ClusterError(
-                f"--node-cmd-{action} {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}"
+                f"--cluster-cmd-{action} {cmd!r} exited with {done.returncode}: {err[-1] if err else ''}"
             )
 
     def kill(self, index: int) -> None:

@@ -14,6 +14,8 @@ import pika
 import pika.exceptions
 
 from conformance.faults.checker import ACK, NACK, UNKNOWN, Delivery, Publish
+from conformance.protocol.uri import pika_parameters
+from conformance.protocol.wire import URL
 
 #: pika's heartbeat (s): a paused node's connection is seen dead after about two of these
 HEARTBEAT = 4
@@ -23,8 +25,8 @@ CONNECT_TIMEOUT = 5.0
 BACKOFF = 0.5
 
 
-def params(url: str) -> pika.URLParameters:
-    p = pika.URLParameters(url)
+def params(url: URL) -> pika.ConnectionParameters:
+    p = pika_parameters(url, CONNECT_TIMEOUT)
     p.heartbeat = HEARTBEAT
     p.socket_timeout = CONNECT_TIMEOUT
     p.stack_timeout = CONNECT_TIMEOUT * 2
@@ -85,7 +87,7 @@ class _Client(threading.Thread):
     """A workload client: works over one node's connection until it fails, then moves to the next node
     (:func:`next_node`) after :data:`BACKOFF`, until stopped. Subclasses set up the channel and work."""
 
-    def __init__(self, name: str, number: int, urls: Sequence[str], queue: str, history: History,
+    def __init__(self, name: str, number: int, urls: Sequence[URL], queue: str, history: History,
                  stop: threading.Event, first_node: int) -> None:
         super().__init__(name=name, daemon=True)
         self.number = number
@@ -124,7 +126,7 @@ class _Client(threading.Thread):
 class Publisher(_Client):
     """Publishes persistent messages with unique ids, one at a time, each waiting for its confirm."""
 
-    def __init__(self, number: int, urls: Sequence[str], queue: str, history: History, stop: threading.Event,
+    def __init__(self, number: int, urls: Sequence[URL], queue: str, history: History, stop: threading.Event,
                  run_id: str, rate: float) -> None:
         super().__init__(f"faults-pub-{number}", number, urls, queue, history, stop, number % len(urls))
         self.run_id = run_id
@@ -170,7 +172,7 @@ class Consumer(_Client):
     """Consumes with manual acks; records each delivery before acking it."""
 
     def __init__(
-        self, number: int, urls: Sequence[str], queue: str, history: History, stop: threading.Event,
+        self, number: int, urls: Sequence[URL], queue: str, history: History, stop: threading.Event,
         prefetch: int = 100,
         first_node: int | None = None,
         on_idle: Callable[[pika.adapters.blocking_connection.BlockingChannel], bool] | None = None,
@@ -206,7 +208,7 @@ class Consumer(_Client):
         return False
 
 
-def drain(urls: Sequence[str], queue: str, history: History, deadline: float, quiet: float = 3.0) -> str:
+def drain(urls: Sequence[URL], queue: str, history: History, deadline: float, quiet: float = 3.0) -> str:
     """Consume what is left until the queue reports no ready message after ``quiet`` seconds
     without a delivery (or the deadline). Returns how it ended, for the summary."""
     stop = threading.Event()

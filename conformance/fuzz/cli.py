@@ -28,7 +28,9 @@ from typing import TextIO
 
 import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser
-from conformance.targets.kinds import parse_kind, spawnable, spellings
+from conformance.plugin.options import add_command_options, target_of
+from conformance.protocol.wire import URL
+from conformance.targets.spec import TargetSpec
 
 from .mutate import chunks, mutate
 from .sessions import corpus
@@ -207,7 +209,7 @@ def _inproc_counts(t: Tally) -> str:
 
 @dataclass
 class WireTarget:
-    url: str
+    url: URL
     label: str
     restart: Callable[[], None] | None
     close: Callable[[], None]
@@ -217,11 +219,12 @@ def open_wire_target(args: argparse.Namespace) -> WireTarget:
     from conformance.targets import open_target
     from conformance.targets.base import TargetError
 
-    if args.broker_url:
-        return WireTarget(args.broker_url, "url", None, lambda: None)
-    kind = args.broker or "reference"
+    spec = _target(args)
+    if spec.url is not None:
+        return WireTarget(spec.url, "url", None, lambda: None)
+    kind = spec.kind
     try:
-        target = open_target(kind, None)
+        target = open_target(spec)
     except TargetError as exc:
         raise SystemExit(_bad(f"cannot start --broker {kind}: {exc}")) from exc
     ctl = target.controller
@@ -234,9 +237,11 @@ def run_wire(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .wire import Endpoint, WireError, alive, send_input
 
     try:
-        Endpoint.from_url(args.broker_url) if args.broker_url else None
-    except WireError as exc:
-        return _bad(str(exc))
+        spec = _target(args)
+        if spec.url is not None:
+            Endpoint.from_url(spec.url)
+    except (WireError, ValueError) as exc:
+        return _bad(str(exc).splitlines()[0])
     target = open_wire_target(args)
     try:
         ep = Endpoint.from_url(target.url)
@@ -351,13 +356,24 @@ def _replay_one(rec: Reproducer, target: WireTarget | None, bound: float) -> str
 # -- entry point -------------------------------------------------------------------------------------
 
 
+#: the option table's target options fuzz takes (one broker, plain amqp://)
+TARGET = ("broker-url", "broker")
+
+
+def _target(args: argparse.Namespace) -> TargetSpec:
+    """The broker the options name (ValueError, one line); fuzzing needs a single broker."""
+    spec = target_of(args)
+    if spec.is_cluster:
+        raise ValueError(f"--broker {spec.kind}: fuzz drives one broker")
+    return spec
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = command_parser("fuzz", "Frame-aware mutational fuzzing of an AMQP 0-9-1 broker.")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--broker-url", default=None, help="any broker: amqp://user:pass@host:port/vhost")
-    where.add_argument("--broker", default=None, type=parse_kind(spawnable), help=spellings(spawnable))
-    where.add_argument(
-        "--in-process", action="store_true", help="feed the reference broker's sans-IO core directly"
+    add_command_options(p, TARGET)  # the target, named as `run` names one
+    p.add_argument(
+        "--in-process", action="store_true", help="feed the reference broker's sans-IO core directly "
+        "(no --broker, no --broker-url)"
     )
     p.add_argument("--inputs", type=int, default=1000, help="how many inputs (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="inputs are reproducible from the seed (default 1)")
@@ -396,6 +412,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.replay:
             return run_replay(args, sys.stdout, sys.stderr)
         if args.in_process:
+            if args.amqp_broker or args.amqp_broker_url:
+                return _bad("--in-process feeds the reference core directly: no --broker or --broker-url")
             return run_in_process(args, sys.stdout, sys.stderr)
         return run_wire(args, sys.stdout, sys.stderr)
     except SystemExit as exc:

@@ -15,9 +15,10 @@ import socket
 import struct
 import time
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
 
 from pamqp import commands as spec
+
+from conformance.protocol.wire import URL, redact
 
 from .inproc import CHANNEL_CLOSE, CONNECTION_CLOSE, SPEC_REPLY_CODES
 from .sessions import FRAME_END, PROTOCOL_HEADER, handshake, method
@@ -41,22 +42,10 @@ class Endpoint:
     vhost: str
 
     @classmethod
-    def from_url(cls, url: str) -> Endpoint:
-        parts = urlsplit(url)
-        if parts.scheme != "amqp" or not parts.hostname:
-            raise WireError(f"not an amqp:// URL: {url!r}")
-        try:
-            port = parts.port or 5672
-        except ValueError as exc:
-            raise WireError(f"bad port in {url!r}") from exc
-        path = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return cls(
-            host=parts.hostname,
-            port=port,
-            user=unquote(parts.username or "guest"),
-            password=unquote(parts.password or "guest"),
-            vhost=unquote(path) if path else "/",
-        )
+    def from_url(cls, url: URL) -> Endpoint:
+        if url.tls:
+            raise WireError(f"fuzzing speaks plain amqp://, not {redact(url)}")
+        return cls(host=url.host, port=url.port, user=url.user, password=url.password, vhost=url.vhost)
 
     @property
     def display(self) -> str:

@@ -34,11 +34,10 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser, workers
 from conformance.model.verdicts import HarnessError
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
-from conformance.plugin.options import checked_as
+from conformance.plugin.options import add_command_options, checked_as, target_of
 from conformance.protocol.handshake import connect
 from conformance.protocol.proxy import Fault, FaultProxy
 from conformance.protocol.wire import URL
-from conformance.targets.kinds import kinds, parse_kind, spawnable, spellings, tls_capable
 
 EXIT_SURVIVORS = 1
 EXIT_BAD_INPUT = 2
@@ -111,27 +110,19 @@ class Session:
         return self.results / f"{self.session_id}.jsonl"
 
 
+#: the option table's target options mutate takes (a single broker behind the proxy)
+TARGET = ("broker-url", "broker", "tls")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = command_parser(
         "mutate",
         "Run the suite through injected broker faults (mutants) and report "
         "which cases kill each one.",
     )
-    target = p.add_mutually_exclusive_group()
-    target.add_argument(
-        "--broker",
-        default=None,
-        type=parse_kind(spawnable),
-        help=f"the good broker behind the proxy: {spellings(spawnable)}",
-    )
-    target.add_argument("--broker-url", default=None, help="a running broker behind the proxy: amqp://user:pass@host:port/")
-    p.add_argument(
-        "--tls",
-        action="store_true",
-        help=f"--broker {'|'.join(k.name for k in kinds(tls_capable))} listen with TLS; the proxy connects "
-        "to it over TLS "
-        "(it listens plain itself)",
-    )
+    # The good broker behind the proxy, named as `run` names a target (the option table's options);
+    # with --tls the proxy connects to it over TLS (it listens plain itself).
+    add_command_options(p, TARGET)
     p.add_argument(
         "--mutant", action="append", default=[],
         help="only mutants whose id matches these globs (repeatable, or a comma list)"
@@ -174,20 +165,17 @@ def main(argv: Sequence[str]) -> int:
         return _print_catalogue(mutants, as_json=args.json)
     from conformance.targets import TargetError, open_target
 
-    if args.broker_url:
-        try:
-            _upstream(args.broker_url)
-        except ValueError as exc:
-            _err(str(exc))
-            return EXIT_BAD_INPUT
+    try:
+        spec = target_of(args)
+        if spec.is_cluster:
+            raise ValueError(f"--broker {spec.kind}: mutate puts its proxy in front of one broker")
+    except ValueError as exc:
+        _err(str(exc).splitlines()[0])
+        return EXIT_BAD_INPUT
 
     started = time.monotonic()
     try:
-        target = open_target(
-            args.broker or "",
-            args.broker_url,
-            tls=args.tls,  # a spawned target makes (and removes) its own temp folder
-        )
+        target = open_target(spec)  # a spawned target makes (and removes) its own temp folder
     except (TargetError, OSError, ValueError) as exc:
         _err(f"cannot start the target: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_TARGET
@@ -239,10 +227,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _restricted(url: str | None) -> tuple[str, str, str] | None:
-    if not url:
+def _restricted(u: URL | None) -> tuple[str, str, str] | None:
+    if u is None:
         return None
-    u = URL.parse(url)
     return u.user, u.password, u.vhost
 
 
@@ -259,8 +246,7 @@ def limits_options(target: object) -> list[str]:
     return out
 
 
-def _upstream(url: str) -> Upstream:
-    u = URL.parse(url)
+def _upstream(u: URL) -> Upstream:
     return Upstream(u.host, u.port, u.user, u.password, u.vhost, u if u.tls else None)
 
 
@@ -351,7 +337,7 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
             "--pyargs",
             *[f"conformance.scenarios.test_{a}" for a in areas],
             "--broker-url",
-            proxy.url(up.user, up.password, up.vhost),
+            str(proxy.url(up.user, up.password, up.vhost)),
             "--case-timeout",
             session.case_timeout,
             "--results",
@@ -361,7 +347,7 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
             *session.extra_pytest,
         ]
         if session.restricted is not None:
-            cmd += ["--amqp-restricted-url", proxy.url(*session.restricted)]
+            cmd += ["--amqp-restricted-url", str(proxy.url(*session.restricted))]
         if cases:
             cmd += ["--case", cases]
         if session.workers not in ("0", ""):

@@ -15,6 +15,7 @@ from conformance.model.cases import Case
 from conformance.model.sources import cite_text
 from conformance.model.verdicts import CaseOutcome, CaseTimeout, Mismatch, Strictness
 from conformance.protocol.raw import RawChannel, RawConnection, method_name
+from conformance.protocol.wire import URL
 
 
 class CaseContext:
@@ -148,7 +149,7 @@ class Cleanup:
     and is noted in ``notes`` (the run's summary says so).
     """
 
-    def __init__(self, url: str, timeout: float, notes: CleanupNotes | None = None) -> None:
+    def __init__(self, url: URL, timeout: float, notes: CleanupNotes | None = None) -> None:
         self.url = url
         self.timeout = timeout
         self.notes = notes if notes is not None else CleanupNotes()
@@ -226,18 +227,18 @@ class Cleanup:
 class Connections:
     """Factory of raw connections for one case; every one is closed after the case."""
 
-    def __init__(self, url: str, timeout: float) -> None:
+    def __init__(self, url: URL, timeout: float) -> None:
         self.url = url
         self.timeout = timeout
         self.opened: list[RawConnection] = []
 
-    def __call__(self, url: str | None = None, **kwargs: Any) -> RawConnection:
+    def __call__(self, url: URL | None = None, **kwargs: Any) -> RawConnection:
         kwargs.setdefault("timeout", self.timeout)
         conn = RawConnection.open(url or self.url, **kwargs)
         self.opened.append(conn)
         return conn
 
-    def channel(self, url: str | None = None, **kwargs: Any) -> RawChannel:
+    def channel(self, url: URL | None = None, **kwargs: Any) -> RawChannel:
         """A new connection with one open channel."""
         return self(url, **kwargs).channel()
 

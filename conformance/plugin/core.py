@@ -306,7 +306,7 @@ class ConformancePlugin:
         state = self.state
         if state.target_name:
             return state.target_name == "url"
-        return bool(state.settings.broker_url) and state.settings.broker_kind in ("", "url")
+        return state.settings.target.url is not None
 
     # -- the target ------------------------------------------------------------------------------
 

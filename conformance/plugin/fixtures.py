@@ -13,6 +13,7 @@ from conformance.model.verdicts import CaseTimeout
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.qtypes import item_queue_type
 from conformance.plugin.session import CTX, STATE, SessionState, start_target
+from conformance.protocol.wire import URL
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import kind_of
 from conformance.targets.probe import ServerInfo
@@ -31,7 +32,9 @@ def conformance_state(pytestconfig: pytest.Config) -> SessionState:
 
 
 @pytest.fixture(scope="session")
-def broker_url(conformance_state: SessionState) -> str:
+def broker_url(conformance_state: SessionState) -> URL:
+    """The target's parsed URL (TLS options folded in): pass it on, never format and parse it."""
+    assert conformance_state.url is not None  # the session fixture exits unless the target is up
     return conformance_state.url
 
 
@@ -73,13 +76,14 @@ def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> Case
 
 @pytest.fixture
 def cleanup(request: pytest.FixtureRequest, conformance_state: SessionState) -> Iterator[Cleanup]:
+    assert conformance_state.url is not None
     c = Cleanup(conformance_state.url, conformance_state.case_timeout, conformance_state.cleanup_notes)
     yield c
     c.run(request.node.stash.get(RECORD_ID, request.node.nodeid))
 
 
 @pytest.fixture
-def amqp(broker_url: str, case_timeout: float, cleanup: Cleanup) -> Iterator[Connections]:
+def amqp(broker_url: URL, case_timeout: float, cleanup: Cleanup) -> Iterator[Connections]:
     # Depends on ``cleanup`` so that, whatever order a case names its fixtures in, the case's
     # connections are closed *before* its entities are deleted: deleting a queue while the case's
     # own consumer still holds unacked deliveries is a different scenario (and wedges garagemq).
@@ -92,7 +96,7 @@ RESTRICTED_MARK = "restricted_user"
 
 
 @pytest.fixture
-def restricted_url(conformance_state: SessionState) -> str:
+def restricted_url(conformance_state: SessionState) -> URL:
     """The URL of the second, restricted user (the access cases; ``--restricted-url`` or the user
     a spawned target made); UNSUPPORTED, with the reason, when there is none."""
     state = conformance_state
@@ -109,7 +113,7 @@ def _private_broker(state: SessionState, kind: str, purpose: str, *, restricted:
     alarm cases share it); TIMEOUT, saying what for, when it cannot be started."""
     if kind not in state.private:
         try:
-            state.private[kind] = spawn_private(kind, tls=state.settings.tls, restricted=restricted)
+            state.private[kind] = spawn_private(kind, tls=state.settings.target.tls, restricted=restricted)
         except TargetError as exc:
             raise CaseTimeout(f"a private {kind} broker for {purpose}", state.case_timeout,
                               observed=str(exc)) from exc
@@ -140,6 +144,7 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
         if state.restart_cmd:
             from conformance.targets.url import url_target
 
+            assert state.url is not None
             return url_target(state.url, state.restart_cmd)
         raise Unsupported("restart cases need a broker the suite controls: use --broker reference|local:* "
                           "or give --restart-cmd with --broker-url")
@@ -230,6 +235,7 @@ def alarm_target(conformance_state: SessionState) -> Target:
         if state.settings.alarm_cmd:
             from conformance.targets.base import shell_alarm
 
+            assert state.url is not None
             return Target(name="url", url=state.url, alarm=shell_alarm(state.settings.alarm_cmd))
         raise Unsupported("the connection.blocked cases need a memory alarm the suite can raise: use "
                           "--broker reference|local:rabbitmq or give --amqp-alarm-cmd with --broker-url")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from conformance.model.verdicts import CaseOutcome, CaseTimeout, HarnessError
+from conformance.protocol.wire import URL
 from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 
 # The exit code of a run whose target stopped answering (pytest's own codes are 0–5).
@@ -40,7 +41,7 @@ def check_timeout(case_timeout: float) -> float:
     return max(CHECK_MIN_S, min(CHECK_MAX_S, case_timeout))
 
 
-def broker_answers(url: str, timeout: float) -> str | None:
+def broker_answers(url: URL, timeout: float) -> str | None:
     """One bounded round trip on a fresh connection; None when it answered, else the cause.
 
     A queue.declare (named: some brokers refuse server-named queues) exercises queue handling,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,7 +15,16 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.gate.triage import Triage, TriageProblem, load_triage
 from conformance.model.verdicts import Verdict, parse_fail_on
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, spellings, tls_capable
+from conformance.targets.spec import (
+    CLUSTER_ACTIONS,
+    TargetSpec,
+    check_kind,
+    parse_url,
+    parse_urls,
+    target_spec,
+)
 
 N = TypeVar("N", int, float)
 
@@ -64,25 +74,15 @@ def _fail_on(text: str) -> frozenset[Verdict]:
             from exc
 
 
-def _url(text: str) -> str:
-    from conformance.protocol.wire import URL
-
+def _url(text: str) -> URL:
     try:
-        URL.parse(text)
+        return parse_url(text)
     except ValueError as exc:
         raise ValueError(f"takes amqp://user:pass@host:port/vhost: {exc}") from exc
-    return text
 
 
 def _kind(text: str) -> str:
-    from conformance.targets.kinds import kind_of
-
-    k = kind_of(text)
-    if k is None:
-        raise ValueError(f"names an unknown target {text!r} (use {spellings()})")
-    if k.prefix and not text[len(k.name):]:
-        raise ValueError(f"names no {k.metavar or 'argument'} (use {k.spelling})")
-    return text
+    return check_kind(text)
 
 
 def _with_placeholder(name: str, replaced_by: str) -> Callable[[str], str]:
@@ -100,16 +100,16 @@ _alarm_cmd = _with_placeholder("state", "on or off")
 _node_template = _with_placeholder("node", "the node's name")
 
 
-def _cluster_urls(text: str) -> tuple[str, ...]:
+def _cluster_urls(text: str) -> tuple[URL, ...]:
     """One URL per node: a comma list (repeating the option adds to it)."""
-    urls = tuple(u.strip() for u in text.split(",") if u.strip())
-    if not urls:
-        raise ValueError("takes one amqp:// URL per node (repeated or a comma list)")
-    for u in urls:
-        _url(u)
-    if len(set(urls)) != len(urls):
-        raise ValueError("names the same node twice")
-    return urls
+    return parse_urls(text)
+
+
+def _node_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise ValueError("takes a comma list of node names")
+    return names
 
 
 def _queue_types(text: str) -> tuple[str, ...]:
@@ -405,16 +405,100 @@ OPTIONS: tuple[Option, ...] = (
             ("start", "starts again", "docker start {node}"),
             ("pause", "freezes", "docker pause {node}"),
             ("resume", "unfreezes", "docker unpause {node}"),
+            ("partition", "cuts off from the others (faults' partition nemesis)",
+             "iptables -A INPUT -s {node} -j DROP"),
         )
+    ),
+    Option(
+        "cluster-cmd-heal",
+        "AMQP_CONFORMANCE_CLUSTER_CMD_HEAL",
+        None,
+        "shell command that heals every partition of a --cluster-url cluster (faults' partition nemesis), "
+        "e.g. 'iptables -F'",
+        metavar="CMD",
+    ),
+    Option(
+        "cluster-node-names",
+        "AMQP_CONFORMANCE_CLUSTER_NODE_NAMES",
+        None,
+        "comma list of the names {node} stands for in --cluster-cmd-* (default: each --cluster-url's host)",
+        parse=_node_names,
+        metavar="NAMES",
     ),
 )
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
 
+def add_command_options(p: argparse.ArgumentParser, names: Sequence[str] | None = None) -> None:
+    """The table's options (all, or those ``names``) as a command's ``--NAME``: declared here once,
+    with their check; a value left out falls to the env twin, ini key, default. ``run`` takes all
+    of them; ``faults``, ``mutate``, ``fuzz`` and ``bench`` the target options they need."""
+    groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for opt in OPTIONS if names is None else [BY_NAME[n] for n in names]:
+        where: argparse._ActionsContainer = p
+        if opt.group is not None:
+            if opt.group not in groups:
+                groups[opt.group] = p.add_mutually_exclusive_group()
+            where = groups[opt.group]
+        if opt.switch:
+            where.add_argument(f"--{opt.name}", dest=opt.dest, action="store_true", default=None,
+                               help=f"{opt.text} [env {opt.env}]")
+        else:
+            where.add_argument(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
+                               action="append" if opt.repeat else "store",
+                               help=f"{opt.text} [env {opt.env}]")
+
+
+def given(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
+    """An option's value given to a command (else its environment twin) and how the user spelled it."""
+    opt = BY_NAME[name]
+    value = getattr(args, opt.dest, None)
+    if isinstance(value, list):  # a repeated option (``repeat``): its values as one comma list
+        value = ",".join(value)
+    if value is not None:
+        return (str(value) if not opt.switch else ("1" if value else None)), f"--{name}"
+    env = os.environ.get(opt.env) or None
+    return env, opt.env
+
+
+TARGET_OPTIONS = ("broker-url", "broker", "tls", "tls-ca", "tls-cert", "tls-key", "tls-insecure",
+                  "restart-cmd", "cluster-size", "cluster-url", "cluster-inject-loss",
+                  *(f"cluster-cmd-{a}" for a in CLUSTER_ACTIONS), "cluster-node-names")
+
+
+def target_of(args: argparse.Namespace, *, default: str = "reference") -> TargetSpec:
+    """The target a command's options name (parsed by :func:`add_command_options`, env twins included):
+    each value through its declared check, then :func:`conformance.targets.spec.target_spec`'s
+    rules. ValueError of one line."""
+    values: dict[str, Any] = {}
+    for name in TARGET_OPTIONS:
+        if BY_NAME[name].dest not in vars(args) and not os.environ.get(BY_NAME[name].env):
+            continue
+        text, spelled = given(args, name)
+        if text is None:
+            continue
+        opt = BY_NAME[name]
+        if opt.switch:
+            if text.strip().lower() not in SWITCH_VALUES:
+                raise ValueError(f"{spelled} takes 1/0, true/false, yes/no or on/off, not {text!r}")
+            values[name] = SWITCH_VALUES[text.strip().lower()]
+        else:
+            values[name] = opt.check(text, spelled)
+    return target_spec(
+        broker=values.get("broker"), broker_url=values.get("broker-url"), tls=values.get("tls", False),
+        tls_ca=values.get("tls-ca"), tls_cert=values.get("tls-cert"), tls_key=values.get("tls-key"),
+        tls_insecure=values.get("tls-insecure", False), restart_cmd=values.get("restart-cmd"),
+        cluster_size=values.get("cluster-size"), cluster_urls=values.get("cluster-url") or (),
+        cluster_templates={a: values[f"cluster-cmd-{a}"] for a in CLUSTER_ACTIONS
+                           if values.get(f"cluster-cmd-{a}")},
+        cluster_node_names=values.get("cluster-node-names") or (),
+        cluster_inject_loss=values.get("cluster-inject-loss"), default=default,
+    )
+
+
 def checked_as(name: str) -> Callable[[str], str]:
     """An argparse ``type=`` for a command that forwards the plugin option ``name`` to pytest
     (``mutate --case-timeout``): the option's own check, the text kept."""
-    import argparse
 
     def check(text: str) -> str:
         try:
@@ -475,26 +559,23 @@ class Settings:
     case_ceiling: float  # seconds; 0 when disabled
     fail_on: frozenset[Verdict]
     results_dir: Path
-    broker_kind: str
-    broker_url: str | None
-    restart_cmd: str | None
+    target: TargetSpec  # --broker / --broker-url / TLS / cluster options, parsed and checked once
     case_globs: tuple[str, ...]
     rule_globs: tuple[str, ...]
     asked: bool  # an option or ini key named the suite (not only the environment)
-    tls: bool = False  # spawned targets listen with TLS; the suite connects over amqps
-    tls_ca: str | None = None  # absolute paths, folded into the target's URL (uri.with_tls_options)
+    tls_ca: str | None = None  # absolute paths, folded into the target's URL (targets.spec)
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_insecure: bool = False
     expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
-    restricted_url: str | None = None  # --amqp-restricted-url: the access cases' restricted user
+    restricted_url: URL | None = None  # --amqp-restricted-url: the access cases' restricted user
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
-    cluster_size: int = 3  # --amqp-cluster-size (local:rabbitmq-cluster)
-    cluster_urls: tuple[str, ...] = ()  # --amqp-cluster-url: one per node of a user's cluster
-    cluster_templates: tuple[tuple[str, str], ...] = ()  # (action, --amqp-cluster-cmd-ACTION)
-    cluster_inject_loss: float | None = None  # --amqp-cluster-inject-loss (the proof the cases can fail)
+
+    @property
+    def restart_cmd(self) -> str | None:
+        return self.target.restart_cmd
 
 
 def _globs(text: str | None) -> tuple[str, ...]:
@@ -561,13 +642,10 @@ def read_settings(config: pytest.Config) -> Settings:
         case_ceiling=factor * case_timeout,
         fail_on=fail_on if fail_on is not None else frozenset(),
         results_dir=results,
-        broker_kind=option(config, "broker") or "",
-        broker_url=option(config, "broker-url"),
-        restart_cmd=option(config, "restart-cmd"),
+        target=_target(config),
         case_globs=_globs(option(config, "case")),
         rule_globs=_globs(option(config, "rule")),
         asked=asked(config),
-        tls=_switch(config, "tls"),
         tls_ca=_checked_path(config, "tls-ca"),
         tls_cert=_checked_path(config, "tls-cert"),
         tls_key=_checked_path(config, "tls-key"),
@@ -577,38 +655,25 @@ def read_settings(config: pytest.Config) -> Settings:
         max_message_size=_checked(config, "max-message-size"),
         alarm_cmd=_checked(config, "alarm-cmd"),
         queue_types=_checked(config, "queue-type") or ("classic",),
-        **_cluster_settings(config),
     )
 
 
-CLUSTER_ACTIONS = ("kill", "start", "pause", "resume")
-
-
-def _cluster_settings(config: pytest.Config) -> dict[str, Any]:
-    """The cluster options, and the combinations that cannot work (one usage line each)."""
-    urls: tuple[str, ...] = _checked(config, "cluster-url") or ()
-    templates = tuple((a, t) for a in CLUSTER_ACTIONS if (t := _checked(config, f"cluster-cmd-{a}")))
-    problem = cluster_combination_problem(option(config, "broker") or "", option(config, "broker-url"), urls,
-                                          tuple(a for a, _t in templates))
-    if problem is not None:
-        raise pytest.UsageError(problem)
-    return {"cluster_size": _checked(config, "cluster-size") or 3, "cluster_urls": urls,
-            "cluster_templates": templates, "cluster_inject_loss": _checked(config, "cluster-inject-loss")}
-
-
-def cluster_combination_problem(kind: str, broker_url: str | None, urls: tuple[str, ...],
-                                actions: tuple[str, ...]) -> str | None:
-    """One line when the cluster options cannot work together (a command's own check can call it
-    before anything starts), else None."""
-    if urls and kind not in ("", "cluster"):
-        return f"--cluster-url names a cluster's nodes; it cannot be combined with --broker {kind}"
-    if urls and broker_url:
-        return "--cluster-url and --broker-url both name the target: give one"
-    if kind == "cluster" and not urls:
-        return "--broker cluster needs --cluster-url (one amqp:// URL per node)"
-    if actions and not urls:
-        return f"--cluster-cmd-{actions[0]} acts on the nodes of --cluster-url, which is not given"
-    return None
+def _target(config: pytest.Config) -> TargetSpec:
+    """The target options as one :class:`TargetSpec` (the rules: :func:`target_spec`); bad input
+    or a combination that cannot work → one usage line."""
+    try:
+        return target_spec(
+            broker=_checked(config, "broker"), broker_url=_checked(config, "broker-url"),
+            tls=_switch(config, "tls"), tls_ca=_checked_path(config, "tls-ca"),
+            tls_cert=_checked_path(config, "tls-cert"), tls_key=_checked_path(config, "tls-key"),
+            tls_insecure=_switch(config, "tls-insecure"), restart_cmd=option(config, "restart-cmd"),
+            cluster_size=_checked(config, "cluster-size"), cluster_urls=_checked(config, "cluster-url") or (),
+            cluster_templates={a: t for a in CLUSTER_ACTIONS if (t := _checked(config, f"cluster-cmd-{a}"))},
+            cluster_node_names=_checked(config, "cluster-node-names") or (),
+            cluster_inject_loss=_checked(config, "cluster-inject-loss"),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc).splitlines()[0]) from exc
 
 
 def pytest_refuses(pyargs: list[str]) -> str | None:

@@ -17,9 +17,10 @@ from conformance.model.results import ResultsWriter, new_run_id
 from conformance.model.verdicts import Verdict
 from conformance.plugin.context import CleanupNotes
 from conformance.plugin.options import Settings
-from conformance.protocol.uri import with_tls_options
+from conformance.protocol.wire import URL
 from conformance.targets import Target, TargetError, open_target
 from conformance.targets.probe import ProbeError, ServerInfo, probe
+from conformance.targets.spec import parse_url, with_tls_options
 from conformance.verify.queue_types import offered
 
 SCENARIOS_DIR = Path(__file__).resolve().parent.parent / "scenarios"
@@ -36,7 +37,7 @@ class SessionState:
     run_id: str
     worker: str = "main"
     target_name: str = ""
-    url: str = ""
+    url: URL | None = None
     server: ServerInfo | None = None
     target: Target | None = None  # only in the process that started it
     private: dict[str, Target] = field(default_factory=dict)  # restartable brokers of this worker
@@ -45,7 +46,7 @@ class SessionState:
     started: float = field(default_factory=time.monotonic)
     failed_to_start: str | None = None
     # The access cases' restricted user: its URL, or why there is none (one line).
-    restricted_url: str | None = None
+    restricted_url: URL | None = None
     restricted_unsupported: str | None = None
     restricted_skipped: int = 0  # cases needing the restricted user deselected (reported once)
     # The target's limits a client cannot discover on the wire (Target.limits, or the
@@ -100,10 +101,11 @@ def new_state(config: pytest.Config, settings: Settings) -> SessionState:
         state.worker = workerinput.get("workerid", "gw")
         state.run_id = info["run_id"]
         if info.get("url"):
-            state.url = info["url"]
+            # the one parse of the URL a worker is handed (the controller probed it)
+            state.url = parse_url(info["url"])
             state.target_name = info["target"]
             state.server = ServerInfo.from_json(info["server"])
-            state.restricted_url = info.get("restricted_url")
+            state.restricted_url = parse_url(info["restricted_url"]) if info.get("restricted_url") else None
             state.restricted_unsupported = info.get("restricted_unsupported")
             state.limits = dict(info.get("limits") or {})
             state.unoffered = dict(info.get("unoffered") or {})
@@ -114,10 +116,10 @@ def worker_input(state: SessionState) -> str:
     """xdist controller → worker: the run id and the probed target, so workers never re-probe."""
     return json.dumps({
         "run_id": state.run_id,
-        "url": state.url,
+        "url": str(state.url) if state.url is not None else "",
         "target": state.target_name,
         "server": state.server.to_json() if state.server else None,
-        "restricted_url": state.restricted_url,
+        "restricted_url": str(state.restricted_url) if state.restricted_url is not None else None,
         "restricted_unsupported": state.restricted_unsupported,
         "limits": state.limits,
         "unoffered": state.unoffered,
@@ -172,15 +174,9 @@ def start_target(state: SessionState) -> None:
         return
     settings = state.settings
     try:
-        target = open_target(settings.broker_kind, settings.broker_url, restart_cmd=settings.restart_cmd,
-                             tls=settings.tls, cluster_size=settings.cluster_size,
-                             cluster_urls=settings.cluster_urls, cluster_templates=settings.cluster_templates,
-                             cluster_inject_loss=settings.cluster_inject_loss)
+        target = open_target(settings.target)
     except TargetError as exc:
-        state.failed_to_start = (
-            f"amqp-conformance: cannot start target "
-            f"{settings.broker_kind or ('cluster' if settings.cluster_urls else 'reference')}: {exc}"
-        )
+        state.failed_to_start = f"amqp-conformance: cannot start target {settings.target.describe()}: {exc}"
         return
     state.target = target
     try:
@@ -191,7 +187,7 @@ def start_target(state: SessionState) -> None:
         state.target = None
 
 
-def _with_tls_settings(settings: Settings, url: str) -> str:
+def _with_tls_settings(settings: Settings, url: URL) -> URL:
     """``url`` with --amqp-tls-ca/-cert/-key/-insecure as its own options, so every client (raw,
     pika, aio-pika, probe, private brokers' URLs read from here) honours them alike."""
     return with_tls_options(

@@ -137,9 +137,8 @@ class Handshake:
         self.label = label or (self.trace.connection("handshake") if self.trace else "")
 
     @classmethod
-    def open(cls, url: str | URL, timeout: float) -> Handshake:
-        u = URL.parse(url) if isinstance(url, str) else url
-        return cls(connect(u, timeout), u, timeout)
+    def open(cls, url: URL, timeout: float) -> Handshake:
+        return cls(connect(url, timeout), url, timeout)
 
     # -- bytes --------------------------------------------------------------------------------
 

@@ -265,11 +265,8 @@ class FaultProxy:
         self.port = self.listener.port
         self.errors: list[str] = []  # faults that raised: the frame went through unchanged
 
-    def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> str:
-        from urllib.parse import quote
-
-        path = "" if vhost == "/" else quote(vhost, safe="")
-        return f"amqp://{user}:{password}@{self.host}:{self.port}/{path}"
+    def url(self, user: str = "guest", password: str = "guest", vhost: str = "/") -> URL:
+        return URL(host=self.host, port=self.port, user=user, password=password, vhost=vhost)
 
     def __enter__(self) -> FaultProxy:
         self.listener.start()

@@ -128,7 +128,7 @@ class RawConnection:
     @classmethod
     def open(
         cls,
-        url: str | URL,
+        url: URL,
         *,
         timeout: float = DEFAULT_TIMEOUT,
         vhost: str | None = None,
@@ -148,7 +148,7 @@ class RawConnection:
         every wait after. With ``handshake=False`` only the TCP (and TLS) connection is made;
         drive it with :meth:`send_bytes` and read ``conn.sock`` directly (no reader thread runs).
         """
-        u = URL.parse(url) if isinstance(url, str) else url
+        u = url
         if vhost is not None or user is not None or password is not None:
             u = u.with_(user=user if user is not None else u.user,
                         password=password if password is not None else u.password,

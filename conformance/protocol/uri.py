@@ -3,14 +3,13 @@ aio-pika take, so the library cases connect exactly where, and as, the raw clien
 
 Neither library reads RabbitMQ's URI query parameters: pika's ``URLParameters`` refuses
 ``cacertfile``/``verify``/``auth_mechanism`` (it has its own ``ssl_options`` spelling), aiormq
-spells them ``cafile``/``no_verify_ssl``/``auth``. So the URL is parsed once, here, and the
-libraries get explicit arguments: the same TLS context (verification on by default), host,
-port, vhost and credentials.
+spells them ``cafile``/``no_verify_ssl``/``auth``. So the parsed URL (parsed once, by
+conformance.targets.spec) gives the libraries explicit arguments: the same TLS context
+(verification on by default), host, port, vhost and credentials.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from conformance.protocol.wire import URL
@@ -29,7 +28,7 @@ def _mechanism(u: URL, supported: tuple[str, ...], library: str) -> str:
     )
 
 
-def pika_parameters(url: str | URL, timeout: float) -> Any:
+def pika_parameters(u: URL, timeout: float) -> Any:
     """``pika.ConnectionParameters`` for ``url`` with every socket/handshake/blocked wait bounded
     by ``timeout`` (the URL's ``connection_timeout`` bounds connecting). Heartbeats are off unless
     the URL asks for them (a blocking pika connection cannot answer them while a case waits
@@ -37,7 +36,6 @@ def pika_parameters(url: str | URL, timeout: float) -> Any:
     import pika
     from pika.credentials import ExternalCredentials, PlainCredentials
 
-    u = URL.parse(url) if isinstance(url, str) else url
     mech = _mechanism(u, PIKA_MECHANISMS, "pika")
     credentials = ExternalCredentials() if mech == "EXTERNAL" else PlainCredentials(u.user, u.password)
     ctx = u.ssl_context()
@@ -55,11 +53,10 @@ def pika_parameters(url: str | URL, timeout: float) -> Any:
     )
 
 
-def aio_pika_connect_kwargs(url: str | URL, timeout: float) -> dict[str, Any]:
+def aio_pika_connect_kwargs(u: URL, timeout: float) -> dict[str, Any]:
     """Keyword arguments for ``aio_pika.connect(**kwargs)`` equivalent to ``url``. aiormq takes
     no channel_max/frame_max and no other SNI name than the host: a URL asking for those is
     refused (ValueError) rather than silently connected otherwise."""
-    u = URL.parse(url) if isinstance(url, str) else url
     if u.channel_max is not None or u.frame_max is not None:
         raise ValueError("aio-pika cannot take channel_max/frame_max from the URL")
     if u.server_name_indication not in (None, u.host, "disable"):
@@ -76,24 +73,3 @@ def aio_pika_connect_kwargs(url: str | URL, timeout: float) -> dict[str, Any]:
     if _mechanism(u, AIORMQ_MECHANISMS, "aio-pika") == "EXTERNAL":
         kwargs["auth"] = "external"
     return kwargs
-
-
-def with_tls_options(url: str, *, ca: str | None = None, cert: str | None = None, key: str | None = None,
-                     insecure: bool = False) -> str:
-    """``url`` with the command line's ``--tls-ca/--tls-cert/--tls-key/--tls-insecure`` folded in
-    (each overrides the URL's own cacertfile/certfile/keyfile/verify), so every client reads the
-    TLS settings from the one URL. ValueError (one line) when they are given for an amqp:// URL
-    or name a file that does not exist."""
-    if ca is None and cert is None and key is None and not insecure:
-        return url
-    u = URL.parse(url)
-    if not u.tls:
-        raise ValueError("--tls-ca/--tls-cert/--tls-key/--tls-insecure need an amqps:// broker URL")
-    if key is not None and cert is None and u.certfile is None:
-        raise ValueError("--tls-key needs --tls-cert (or certfile= in the URL)")
-    for flag, path in (("--tls-ca", ca), ("--tls-cert", cert), ("--tls-key", key)):
-        if path is not None and not Path(path).is_file():
-            raise ValueError(f"{flag} {path}: no such file")
-    u = u.with_(cacertfile=ca or u.cacertfile, certfile=cert or u.certfile, keyfile=key or u.keyfile,
-                verify=u.verify and not insecure)
-    return str(u)

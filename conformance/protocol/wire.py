@@ -343,9 +343,11 @@ def _query_option(name: str, value: str, scheme: str, url: str) -> tuple[str, An
     return name, value
 
 
-def redact(url: str | URL) -> str:
+def redact(url: str | URL | None) -> str:
     """The URL without its passwords (the login's and a TLS key's ``password=`` option), for
     messages and results."""
+    if url is None:
+        return ""
     url = str(url)
     try:
         parts = urllib.parse.urlsplit(url)

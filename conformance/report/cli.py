@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conformance.argparsing import command_parser
 from conformance.extras import missing_extra
-from conformance.gate.compare import compare as gate
+from conformance.gate import compare as gate
 
 EXIT_OK = 0
 EXIT_REGRESSIONS = 1

@@ -30,7 +30,7 @@ from pamqp import commands as spec
 from pamqp.base import Frame
 
 from conformance.model.cases import Case, Level, case, param
-from conformance.protocol import URL, Handshake, RawChannel, UnexpectedClose, describe
+from conformance.protocol import Handshake, RawChannel, UnexpectedClose, describe
 from conformance.verify import Mismatch, Unsupported, expect_channel_close, publish_confirmed, short
 
 ACL = "rabbitmq-access-control#how-permissions-work"
@@ -113,7 +113,7 @@ def refused(ctx: Any, ch: RawChannel, method: type[Frame], what: str) -> None:
 def test_restricted_login(amqp, ctx, restricted_url):
     ch = amqp.channel(restricted_url)
     ch.barrier()
-    ctx.observe("user", URL.parse(restricted_url).user)
+    ctx.observe("user", restricted_url.user)
 
 
 
@@ -469,7 +469,7 @@ LOGIN_FAILURES = [
 
 @pytest.mark.parametrize(("wrong", "announce"), LOGIN_FAILURES)
 def test_login_failure(broker_url, ctx, request, wrong: str, announce: bool):
-    url = URL.parse(broker_url)
+    url = broker_url
     if wrong == "user":
         url = url.with_(user=f"amqpc-no-such-user-{ctx.name('u')[-12:]}")
     w = _handshake(url, ctx, request)

@@ -18,6 +18,7 @@ from pamqp import commands as spec
 
 from conformance.model.cases import Level, case
 from conformance.protocol import Event, RawChannel, UnexpectedClose, bodies, default_client_properties, tags
+from conformance.protocol.wire import URL
 from conformance.verify import (
     DeclareQueue,
     aio_pika_fill,
@@ -229,7 +230,7 @@ def test_get_ok_message_count(declared_queue, ctx) -> None:
 # -- cancel ---------------------------------------------------------------------------------------
 
 
-def _consume_then_delete_queue(amqp: Any, ch: RawChannel, url: str, ctx: Any) -> str:
+def _consume_then_delete_queue(amqp: Any, ch: RawChannel, url: URL, ctx: Any) -> str:
     """A queue on ``url`` with a consumer on ``ch``, then deleted by another connection; the
     consumer's tag."""
     q = ctx.name("q")

@@ -37,6 +37,7 @@ from pamqp import commands as spec
 
 from conformance.model.cases import Case, Level, param
 from conformance.protocol import RawConnection
+from conformance.protocol.wire import URL
 from conformance.verify import load_table
 from conformance.verify.cluster import (
     DESTRUCTIVE,
@@ -439,7 +440,7 @@ def test_classic_home_node_down(cluster, amqp, ctx, cleanup, request, qtype: str
               "messages in the queue once its node is back")
 
 
-def _mandatory_publish(url: str, queue: str, number: int, timeout: float) -> dict[str, str]:
+def _mandatory_publish(url: URL, queue: str, number: int, timeout: float) -> dict[str, str]:
     """Publish message ``number`` (persistent, mandatory, confirm mode) to ``queue`` through
     ``url``: the basic.return it got (``"none"``) and its confirm (ack, nack, or what ended it)."""
     conn = RawConnection.open(url, timeout=timeout)

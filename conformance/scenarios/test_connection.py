@@ -43,7 +43,7 @@ FRAME_MIN_SIZE = 4096
 SECOND_VHOST_ENV = "AMQP_CONFORMANCE_SECOND_VHOST"
 
 
-def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
+def wire(broker_url: URL, ctx: Any, request: Any) -> Handshake:
     """The raw client's step-by-step handshake mode on a new socket, closed after the case."""
     w = Handshake.open(broker_url, ctx.timeout)
     request.addfinalizer(w.close)
@@ -290,7 +290,7 @@ def test_pika_wrong_password(broker_url, ctx):
     from conformance.verify import pika_bound, tls_failure
 
     # The broker's URL (amqps and TLS files included) with only the password wrong.
-    wrong = str(URL.parse(broker_url).with_(password="amqpc-wrong-password"))
+    wrong = broker_url.with_(password="amqpc-wrong-password")
 
     # pika_bound closes a connection that wrongly opened, under a deadline of its own.
     with pika_bound(broker_url, ctx.timeout, "pika connect with a wrong password") as pb:
@@ -322,7 +322,7 @@ def test_aio_pika_unknown_vhost(broker_url, ctx):
     from conformance.verify import received_connection_closes
 
     # The broker's URL (amqps and TLS files included) with only the vhost changed.
-    url = URL.parse(broker_url).with_(vhost="amqpc-no-such-vhost")
+    url = broker_url.with_(vhost="amqpc-no-such-vhost")
 
     async def scenario() -> tuple[str, list[Any]]:
         try:

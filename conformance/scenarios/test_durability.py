@@ -18,6 +18,7 @@ from typing import Any
 
 from conformance.model.cases import MISSING, Level, case
 from conformance.protocol import RawChannel, UnexpectedClose
+from conformance.protocol.wire import URL
 from conformance.verify import Mismatch, drain_confirms, publish_confirmed, restarted
 
 CONFIRMS = "000_cd470977c809f5f5.txt"
@@ -25,7 +26,7 @@ ACK_LATENCY = f"{CONFIRMS}#ack-latency-for-persistent-messages"
 GUARANTEED = f"{CONFIRMS}#confirms-and-guaranteed-delivery"
 
 
-def _confirmed_on_durable_queue(amqp: Any, ctx: Any, url: str, body: bytes, *,
+def _confirmed_on_durable_queue(amqp: Any, ctx: Any, url: URL, body: bytes, *,
                                 persistent: bool) -> tuple[RawChannel, str]:
     """A durable queue of the case's type on ``url``, holding ``body`` (its publish confirmed)."""
     q = ctx.name("q")
@@ -36,7 +37,7 @@ def _confirmed_on_durable_queue(amqp: Any, ctx: Any, url: str, body: bytes, *,
     return ch, q
 
 
-def _queue_state(amqp: Any, url: str, queue: str) -> tuple[bool, int]:
+def _queue_state(amqp: Any, url: URL, queue: str) -> tuple[bool, int]:
     """(exists, ready messages) of ``queue`` by passive declare on a fresh connection."""
     ch = amqp.channel(url)
     try:

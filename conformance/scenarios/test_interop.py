@@ -22,6 +22,7 @@ from pamqp import commands as spec
 
 from conformance.model.cases import Case, Level, case, param
 from conformance.protocol import Handshake, HandshakeError, UnexpectedClose, describe
+from conformance.protocol.wire import URL
 from conformance.verify import CaseTimeout, Mismatch, check_outcome, outcome, quiet_window
 
 RMQ = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
@@ -30,7 +31,7 @@ EXTENDED_XML = "amqp0-9-1.stripped.extended.xml"
 
 
 
-def wire(broker_url: str, ctx: Any, request: Any) -> Handshake:
+def wire(broker_url: URL, ctx: Any, request: Any) -> Handshake:
     """The raw client's step-by-step handshake mode on a new socket, closed after the case."""
     w = Handshake.open(broker_url, ctx.timeout)
     request.addfinalizer(w.close)

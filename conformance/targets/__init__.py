@@ -8,31 +8,27 @@ from typing import Any
 
 from conformance.targets.base import Controller, Target, TargetError, free_port
 from conformance.targets.kinds import kinds, lookup, spawnable, spellings, tls_capable
+from conformance.targets.spec import TargetSpec, target_spec
 
-__all__ = ["Controller", "Target", "TargetError", "free_port", "open_target", "spawn_private"]
+__all__ = [
+    "Controller", "Target", "TargetError", "TargetSpec", "free_port", "open_target", "spawn_private",
+    "target_spec",
+]
 
 
 
-def open_target(kind: str, url: str | None = None, *, restart_cmd: str | None = None,
-                workdir: Path | None = None, tls: bool = False, **cluster: Any) -> Target:
-    """Start (or just describe) the target named by ``--broker`` / ``--broker-url``; ``tls``
-    (``--tls``) spawns it with a TLS listener and gives its amqps:// URL. ``cluster``: the
-    cluster options (``cluster_size``, ``cluster_urls``, ``cluster_templates``); given
-    ``cluster_urls``, the target is that cluster."""
-    if cluster.get("cluster_urls") and kind in ("", "cluster"):
-        kind = "cluster"
-    if url and kind in ("", "reference", "url"):
+def open_target(spec: TargetSpec, *, workdir: Path | None = None) -> Target:
+    """Start (or just describe) the target a :class:`~conformance.targets.spec.TargetSpec` names:
+    a url target as given, a spawned kind started (with a TLS listener when ``spec.tls``), a
+    cluster (its kinds registered by :mod:`conformance.cluster`) with the cluster options."""
+    if spec.url is not None:
         from conformance.targets.url import url_target
 
-        if tls:
-            raise TargetError(
-                "--tls spawns a broker with a TLS listener; for --broker-url give an amqps:// URL"
-            )
-        return url_target(url, restart_cmd)
-    kind = kind or "reference"
-    if kind == "url":
-        raise TargetError("--broker url needs --broker-url amqp://user:pass@host:port/vhost")
-    return spawn_private(kind, workdir=workdir, tls=tls, **cluster)
+        return url_target(spec.url, spec.restart_cmd)
+    c = spec.cluster
+    return spawn_private(spec.kind, workdir=workdir, tls=spec.tls, cluster_size=c.size, cluster_urls=c.urls,
+                         cluster_templates=c.templates, cluster_node_names=c.node_names,
+                         cluster_inject_loss=c.inject_loss)
 
 
 def spawn_private(

@@ -13,23 +13,21 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from conformance.protocol.wire import URL
 
 if TYPE_CHECKING:
     from conformance.targets.tlscerts import TLSFiles
 
 SECOND_VHOST = "amqpc-second"
 
-def with_credentials(url: str, user: str, password: str) -> str:
+def with_credentials(url: URL, user: str, password: str) -> URL:
     """``url`` with its user and password replaced (host, port, vhost and query kept)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    cred = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=f"{cred}@{host}"))
+    return url.with_(user=user, password=password)
 
 
 @dataclass(frozen=True)
@@ -43,7 +41,7 @@ class RestrictedUser:
     write: str
     read: str
 
-    def url(self, url: str) -> str:
+    def url(self, url: URL) -> URL:
         """``url`` logged in as this user."""
         return with_credentials(url, self.name, self.password)
 
@@ -77,14 +75,14 @@ class Controller(Protocol):
 @dataclass
 class Target:
     name: str  # a kind of the registry (conformance.targets.kinds): reference, url, local:rabbitmq …
-    url: str
+    url: URL
     controller: Controller | None = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
     # A second virtual host the target's user may open, for vhost-separation cases.
     second_vhost: str | None = None
     # A second user with RabbitMQ-style restricted permissions (RESTRICTED), for the access
     # cases; when there is none, ``restricted_unsupported`` says why (one line).
-    restricted_url: str | None = None
+    restricted_url: URL | None = None
     restricted_unsupported: str | None = None
     # Limits the broker was configured with and a client cannot discover on the wire
     # (e.g. {"max_message_size": 1048576}); the limits cases are UNSUPPORTED without them.
@@ -123,11 +121,11 @@ class TLSTarget(Target):
     """A target whose ``url`` is its amqps:// listener (verified against ``tls.ca``); the
     plain listener stays up at ``plain_url`` for the cases that compare the two."""
 
-    plain_url: str = ""
+    plain_url: URL | None = None
     tls: TLSFiles | None = None  # tlscerts.TLSFiles
 
 
-def spawned_target(name: str, url: str, ctl: Controller, *, tls: TLSFiles | None, plain_url: str) -> Target:
+def spawned_target(name: str, url: URL, ctl: Controller, *, tls: TLSFiles | None, plain_url: URL) -> Target:
     """The target of a broker this process started and stops on close: a :class:`TLSTarget` when
     ``url`` is its TLS listener (made with ``tls``), else a plain :class:`Target`."""
     if tls is None:
@@ -161,9 +159,14 @@ def tls_files(folder: Path) -> TLSFiles:
         ) from exc
 
 
-def amqps_url(host: str, port: int, files: TLSFiles) -> str:
+def amqp_url(host: str, port: int) -> URL:
+    """The guest URL of a spawned broker's plain listener."""
+    return URL(host=host, port=port)
+
+
+def amqps_url(host: str, port: int, files: TLSFiles) -> URL:
     """The guest URL of a spawned broker's TLS listener, verified against the CA of ``files``."""
-    return f"amqps://guest:guest@{host}:{port}/?{urllib.parse.urlencode({'cacertfile': str(files.ca)})}"
+    return URL(scheme="amqps", host=host, port=port, cacertfile=str(files.ca))
 
 
 def shell_alarm(template: str, timeout: float = 60.0) -> Callable[[bool], None]:

@@ -24,9 +24,9 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from conformance.extras import missing_extra
+from conformance.protocol.wire import URL
 from conformance.targets.base import StopStartRestart, Target, TargetError, free_port
 from conformance.targets.readiness import amqp_ready
 
@@ -46,10 +46,8 @@ class ContainerSpec:
     port: int
     start_timeout: float
 
-    def url(self, host: str, host_port: int) -> str:
-        # The default vhost "/" is the empty path; any other is one percent-encoded segment.
-        path = "" if self.vhost == "/" else quote(self.vhost, safe="")
-        return f"amqp://{quote(self.user, safe='')}:{quote(self.password, safe='')}@{host}:{host_port}/{path}"
+    def url(self, host: str, host_port: int) -> URL:
+        return URL(host=host, port=host_port, user=self.user, password=self.password, vhost=self.vhost)
 
 
 def image_family(image: str) -> str:
@@ -120,7 +118,7 @@ def build_container(spec: ContainerSpec, host_port: int) -> Any:
 class ContainerController(StopStartRestart):
     """Stop / kill / start the same container (its data stays in the container's filesystem)."""
 
-    def __init__(self, container: Any, spec: ContainerSpec, url: str) -> None:
+    def __init__(self, container: Any, spec: ContainerSpec, url: URL) -> None:
         self.container = container
         self.spec = spec
         self.url = url

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from conformance.protocol.wire import URL
 from conformance.targets import rabbitnode
 from conformance.targets.base import (
     RESTRICTED,
@@ -21,6 +22,7 @@ from conformance.targets.base import (
     ProcessController,
     Target,
     TargetError,
+    amqp_url,
     amqps_url,
     free_port,
     in_own_folder,
@@ -132,7 +134,7 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
     })
     if plugins_dir is not None:
         env["RABBITMQ_PLUGINS_DIR"] = str(plugins_dir)
-    plain_url = f"amqp://guest:guest@{host}:{port}/"
+    plain_url = amqp_url(host, port)
     url = plain_url if files is None else amqps_url(host, tls_port, files)
     ctl = ProcessController(["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", epmd, server], env=env,
                             host=host, port=port, log_path=base / "stdout.log",
@@ -167,7 +169,7 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
     return target
 
 
-def _rabbitmq_ready(url: str, node: str, env: dict[str, str], deadline: float) -> None:
+def _rabbitmq_ready(url: URL, node: str, env: dict[str, str], deadline: float) -> None:
     """Started means booted: the AMQP handshake completes before the rabbit application runs, and
     what the suite then asks of the node (a vhost, a user, an alarm) needs the application."""
     amqp_ready(url, deadline, "rabbitmq-server")
@@ -238,7 +240,7 @@ def _start_garagemq(base: Path, binary: str, host: str) -> Target:
     port, admin = free_port(host), free_port(host)
     cfg_path = base / "config.yaml"
     cfg_path.write_text(yaml.safe_dump(garagemq_config(port, admin, base / "db", host)))
-    url = f"amqp://guest:guest@{host}:{port}/"
+    url = amqp_url(host, port)
     ctl = ProcessController(
         [binary, "--config", str(cfg_path), "--log-level", "warning"],
         host=host,

@@ -60,13 +60,9 @@ def server_info(props: dict[str, Any]) -> ServerInfo:
     )
 
 
-def probe(url: str, timeout: float = 8.0) -> ServerInfo:
+def probe(u: URL, timeout: float = 8.0) -> ServerInfo:
     """Connect, log in, open the vhost; raise :class:`ProbeError` with one clear line otherwise."""
-    shown = redact(url)
-    try:
-        u = URL.parse(url)
-    except ValueError as exc:
-        raise ProbeError("url", f"bad broker URL: {exc}") from exc
+    shown = redact(u)
     started = time.monotonic()
     try:
         conn = RawConnection.open(u, timeout=timeout)

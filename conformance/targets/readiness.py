@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 
+from conformance.protocol.wire import URL
 from conformance.targets.base import TargetError
 
 
-def amqp_ready(url: str, deadline: float, what: str) -> None:
+def amqp_ready(url: URL, deadline: float, what: str) -> None:
     from conformance.model.verdicts import CaseOutcome
     from conformance.protocol.raw import RawConnection
 

@@ -14,6 +14,7 @@ from conformance.targets.base import (
     ProcessController,
     Target,
     TargetError,
+    amqp_url,
     amqps_url,
     free_port,
     in_own_folder,
@@ -47,7 +48,7 @@ def _start_reference(base: Path, *, host: str, tls: bool) -> Target:
     data = base / "data"
     data.mkdir()
     port = free_port(host)
-    plain_url = url = f"amqp://guest:guest@{host}:{port}/"
+    plain_url = url = amqp_url(host, port)
     users = base / "users.json"
     restricted = {"password": RESTRICTED.password, "permissions": {
         "/": {"configure": RESTRICTED.configure, "write": RESTRICTED.write, "read": RESTRICTED.read}}}

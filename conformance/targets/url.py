@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from conformance.protocol.raw import redact
+from conformance.protocol.wire import URL
 from conformance.targets.base import RESTRICTED, Target, TargetError
 from conformance.targets.readiness import amqp_ready
 
@@ -22,7 +23,7 @@ NO_RESTRICTED_USER = (
 class CommandController:
     """Restarts a broker the suite does not own by running a user-given command."""
 
-    def __init__(self, command: str, url: str, timeout: float = 120.0) -> None:
+    def __init__(self, command: str, url: URL, timeout: float = 120.0) -> None:
         self.command = command
         self.url = url
         self.timeout = timeout
@@ -48,6 +49,6 @@ class CommandController:
         self._run()
 
 
-def url_target(url: str, restart_cmd: str | None) -> Target:
+def url_target(url: URL, restart_cmd: str | None) -> Target:
     ctl = CommandController(restart_cmd, url) if restart_cmd else None
     return Target(name="url", url=url, controller=ctl, restricted_unsupported=NO_RESTRICTED_USER)

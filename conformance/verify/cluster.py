@@ -23,6 +23,7 @@ from conformance.cluster.base import ClusterController, ClusterError, Leader
 from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import RawChannel, RawConnection
 from conformance.protocol.rawevents import UnexpectedClose
+from conformance.protocol.wire import URL
 from conformance.verify.queue_types import QUORUM
 from conformance.verify.unsupported import Unsupported
 
@@ -195,7 +196,7 @@ def _read_confirms(ch: RawChannel, seq_to_msg: dict[int, int], got: Confirms) ->
                     got.acked.add(n)
 
 
-def publish_numbered(url: str, queue: str, numbers: Iterable[int], *, timeout: float,
+def publish_numbered(url: URL, queue: str, numbers: Iterable[int], *, timeout: float,
                      got: Confirms | None = None, between: Callable[[int], None] | None = None,
                      pace: float = 0.0) -> Confirms:
     """Publish persistent messages ``numbers`` to ``queue`` through ``url`` in confirm mode and wait
@@ -257,7 +258,7 @@ class Drained:
         return set(self.got)
 
 
-def drain_ids(url: str, queue: str, *, timeout: float, expect: int | None = None) -> Drained:
+def drain_ids(url: URL, queue: str, *, timeout: float, expect: int | None = None) -> Drained:
     """basic.get (with ack) every message of ``queue`` through ``url`` until it is empty — retrying
     while the queue is unavailable (a leader election) until ``timeout``. ``expect``: stop as soon
     as that many distinct numbers came."""
@@ -293,11 +294,11 @@ def drain_ids(url: str, queue: str, *, timeout: float, expect: int | None = None
                 conn.close()
             except Exception:  # noqa: BLE001
                 pass
-    raise CaseTimeout(f"draining {queue} through {url.rsplit('@', 1)[-1]}", timeout,
+    raise CaseTimeout(f"draining {queue} through {url.host}:{url.port}", timeout,
                       observed=f"{len(out.got)} messages; last error {out.errors[-1:] or 'none'}")
 
 
-def drain_stream(url: str, queue: str, *, timeout: float) -> Drained:
+def drain_stream(url: URL, queue: str, *, timeout: float) -> Drained:
     """Read a stream through ``url`` from its first offset up to a marker: the marker
     (:data:`STREAM_END`) is published with confirms through ``url`` first — retried until a leader
     confirms it, until ``timeout`` — so every message appended before it (everything confirmed
@@ -330,11 +331,11 @@ def drain_stream(url: str, queue: str, *, timeout: float) -> Drained:
                     out.seen.append(s)
             return out
         out.errors.append(reader.ended or "the marker did not come")
-    raise CaseTimeout(f"reading {queue} to its end marker through {url.rsplit('@', 1)[-1]}", timeout,
+    raise CaseTimeout(f"reading {queue} to its end marker through {url.host}:{url.port}", timeout,
                       observed=f"last error {out.errors[-1:] or 'none'}")
 
 
-def drain(url: str, queue: str, qtype: str, *, timeout: float) -> Drained:
+def drain(url: URL, queue: str, qtype: str, *, timeout: float) -> Drained:
     """Everything in ``queue`` through ``url``: basic.get until empty, or a stream read to its end."""
     if qtype == STREAM:
         return drain_stream(url, queue, timeout=timeout)
@@ -348,7 +349,7 @@ def in_background(fn: Callable[[], None]) -> threading.Thread:
     return t
 
 
-def answer(url: str, action: Callable[[RawChannel], Any], timeout: float) -> str:
+def answer(url: URL, action: Callable[[RawChannel], Any], timeout: float) -> str:
     """What the broker answers ``action`` on a fresh channel through ``url``: ``"ok"`` (then a
     barrier round trip proved the channel still open), or ``"<code> <reply-text>"`` of the
     channel.close / connection.close it sent instead. A refused connection is raised."""
@@ -386,7 +387,7 @@ class Consuming:
     (a stream's offset); ``until``: the message number after which it stops by itself. ``finished``
     is set when it stops, whatever the reason."""
 
-    def __init__(self, url: str, queue: str, who: str, *, timeout: float, prefetch: int = 10,
+    def __init__(self, url: URL, queue: str, who: str, *, timeout: float, prefetch: int = 10,
                  hold: int = 0, arguments: dict[str, Any] | None = None, until: int | None = None) -> None:
         self.who = who
         self.seen: list[Seen] = []

@@ -18,6 +18,7 @@ import pytest
 
 from conformance.model.cases import case_of
 from conformance.protocol.raw import RawChannel
+from conformance.protocol.wire import URL
 from conformance.verify.expect import ACTIVE_CONTEXT
 from conformance.verify.queue_types import declare_fields
 from conformance.verify.unsupported import Unsupported
@@ -94,8 +95,8 @@ def active_case_context(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def private_broker(
-    request: pytest.FixtureRequest, broker_url: str
-) -> Iterator[tuple[str, dict[str, bool] | None]]:
+    request: pytest.FixtureRequest, broker_url: URL
+) -> Iterator[tuple[URL, dict[str, bool] | None]]:
     """(url, health) of a broker private to this worker where the suite can spawn one, else the target
     itself. For a case that can take a broker down (garagemq stops answering after a queue is deleted
     under an active consumer; its process ends on connection.update-secret), so that it does not

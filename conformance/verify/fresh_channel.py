@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from conformance.model.verdicts import CaseOutcome
 from conformance.protocol.raw import RawChannel, RawConnection
+from conformance.protocol.wire import URL
 
 CLOSE_TIMEOUT = 1.0  # the connection's close is bounded: a broker that does not answer it is let go
 
@@ -27,7 +28,7 @@ class NoConnection(Exception):
 
 
 @contextmanager
-def fresh_channel(url: str, timeout: float) -> Iterator[RawChannel]:
+def fresh_channel(url: URL, timeout: float) -> Iterator[RawChannel]:
     """A channel on a new connection to ``url`` (every wait bounded by ``timeout``); the
     connection is closed on leaving the block. A failed open raises :class:`NoConnection`; what
     the channel's methods raise (a refusal, a timeout) is the caller's to read."""

@@ -293,7 +293,7 @@ def is_broker_caused(exc: BaseException) -> bool:
 # -- pika ------------------------------------------------------------------------------------------
 
 
-def _pika_params(url: str, timeout: float) -> Any:
+def _pika_params(url: URL, timeout: float) -> Any:
     """pika's parameters for ``url`` (TLS options included, every wait bounded by ``timeout``);
     a URL pika cannot honour or a TLS file that cannot be loaded is the harness's error."""
     try:
@@ -302,7 +302,7 @@ def _pika_params(url: str, timeout: float) -> Any:
         raise HarnessError(f"pika cannot connect to {redact(url)}: {exc}") from exc
 
 
-def pika_connection(url: str, timeout: float) -> Any:
+def pika_connection(url: URL, timeout: float) -> Any:
     """A pika BlockingConnection with a bounded handshake only; cases use :func:`pika_session`."""
     import pika
     from pika import exceptions as pex
@@ -318,12 +318,12 @@ def pika_connection(url: str, timeout: float) -> Any:
 class PikaBound:
     """pika connections opened under one :class:`Bound`; each is cut at the deadline."""
 
-    def __init__(self, bound: Bound, url: str) -> None:
+    def __init__(self, bound: Bound, url: URL) -> None:
         self.bound = bound
         self.url = url
         self.connections: list[Any] = []
 
-    def connect(self, url: str | None = None, params: Any = None) -> Any:
+    def connect(self, url: URL | None = None, params: Any = None) -> Any:
         """Open a BlockingConnection (``params`` overrides the URL's) that the deadline can cut."""
         import pika
 
@@ -360,7 +360,7 @@ class PikaBound:
 
 
 @contextlib.contextmanager
-def pika_bound(url: str, timeout: float, what: str) -> Iterator[PikaBound]:
+def pika_bound(url: URL, timeout: float, what: str) -> Iterator[PikaBound]:
     """Run a pika scenario (``with pika_bound(...) as pb: conn = pb.connect()``) under one deadline.
 
     The connections it opens are closed on exit; at the deadline they are cut and the case ends in
@@ -390,13 +390,13 @@ def pika_bound(url: str, timeout: float, what: str) -> Iterator[PikaBound]:
 
 
 @contextlib.contextmanager
-def pika_session(url: str, timeout: float, what: str = "the pika scenario") -> Iterator[Any]:
+def pika_session(url: URL, timeout: float, what: str = "the pika scenario") -> Iterator[Any]:
     """One bounded pika BlockingConnection (see :func:`pika_bound`), closed on exit."""
     with pika_bound(url, timeout, what) as pb:
         yield pb.connect()
 
 
-async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
+async def aio_pika_connect(url: URL, timeout: float) -> Any:
     """``aio_pika.connect`` to ``url`` as the raw client reaches it (amqps, TLS files, query
     options: :func:`~conformance.protocol.uri.aio_pika_connect_kwargs`); a URL aio-pika cannot
     honour or a TLS file that cannot be loaded is the harness's error, not the broker's."""
@@ -411,7 +411,7 @@ async def aio_pika_connect(url: str | URL, timeout: float) -> Any:
 
 @contextlib.asynccontextmanager
 async def aio_pika_session(
-    url: str | URL, timeout: float, *, what: str | None = None, expected: str = ""
+    url: URL, timeout: float, *, what: str | None = None, expected: str = ""
 ) -> AsyncIterator[Any]:
     """One aio-pika connection (:func:`aio_pika_connect`), closed on exit -- the aio-pika twin of
     :func:`pika_session`; run it inside :func:`run_async`, which bounds it.
@@ -530,7 +530,7 @@ def _close_loop(loop: _BoundLoop) -> None:
         loop.close()
 
 
-async def aio_pika_settle_then_get(url: str, queue: str, settle: str, timeout: float) -> str:
+async def aio_pika_settle_then_get(url: URL, queue: str, settle: str, timeout: float) -> str:
     """aio-pika: publish one message to ``queue``, ``queue.get()`` it, settle it with
     ``message.<settle>(requeue=False)`` (``reject`` or ``nack``), then ``queue.get()`` again.
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from conformance.protocol.wire import URL
+
 if TYPE_CHECKING:
     from conformance.protocol.raw import RawChannel
 
@@ -88,7 +90,7 @@ def queue_arguments(queue_type: str, arguments: Mapping[str, Any] | None = None)
     return found
 
 
-def offered(url: str, queue_type: str, timeout: float) -> str | None:
+def offered(url: URL, queue_type: str, timeout: float) -> str | None:
     """Does the broker at ``url`` declare a queue of this type? None if it does, else one line with
     what it answered (asked once per run, before any case, on a queue of our own)."""
     from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name

@@ -31,13 +31,14 @@ from pamqp import commands as spec
 
 from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import UnexpectedClose
+from conformance.protocol.wire import URL
 from conformance.verify.unsupported import Unsupported
 
 if TYPE_CHECKING:
     from conformance.targets.base import Target
 
 
-def forget(amqp: Any, url: str, queues: Sequence[str] = (), exchanges: Sequence[str] = ()) -> None:
+def forget(amqp: Any, url: URL, queues: Sequence[str] = (), exchanges: Sequence[str] = ()) -> None:
     """Delete what a case made durable on the private broker (best effort, bounded)."""
     with contextlib.suppress(Exception):
         ch = amqp.channel(url)
@@ -67,7 +68,7 @@ def _outlived(conn: Any) -> bool:
 
 @contextlib.contextmanager
 def restarted(amqp: Any, target: Target, *, queues: Sequence[str] = (), exchanges: Sequence[str] = (),
-              kill: bool = False) -> Iterator[str]:
+              kill: bool = False) -> Iterator[URL]:
     """Restart ``target``'s broker (cleanly, or by SIGKILL with ``kill``) and give the block its
     URL; afterwards :func:`forget` ``queues`` and ``exchanges`` there."""
     if target.controller is None:

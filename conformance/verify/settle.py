@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import Event, RawChannel
+from conformance.protocol.wire import URL
 from conformance.verify.expect import expect_get_empty
 from conformance.verify.fixtures import DeclareQueue
 from conformance.verify.libs import aio_pika_settle_then_get, run_async
@@ -94,7 +95,7 @@ def requeue_false_dead_letters(declared_queue: DeclareQueue, amqp: Any, ctx: Any
     ctx.check(x_death_reason(dead), "rejected", "x-death[0].reason")
 
 
-def aio_pika_requeue_false_discards(broker_url: str, ctx: Any, cleanup: Any, how: How) -> None:
+def aio_pika_requeue_false_discards(broker_url: URL, ctx: Any, cleanup: Any, how: How) -> None:
     """aio-pika: queue.get() then message.reject / message.nack (requeue=False) on a queue without a
     dead-letter exchange: a following queue.get() finds the queue empty."""
     q = cleanup.queue(ctx.name("q"))

@@ -17,6 +17,7 @@ import pytest
 
 from conformance.model.verdicts import Mismatch
 from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
+from conformance.protocol.wire import URL
 from conformance.verify.steps import get_tags, publish_confirmed, quiet_window, tx_select
 
 
@@ -27,7 +28,7 @@ class Env:
     amqp: Any
     ctx: Any
     cleanup: Any
-    broker_url: str
+    broker_url: URL
     request: pytest.FixtureRequest
     _observer: RawChannel | None = None
 

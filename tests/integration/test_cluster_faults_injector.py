@@ -11,7 +11,7 @@ import pytest
 from conformance.broker import EmbeddedBroker
 from conformance.cluster.base import ClusterError, Leader, Node, Unsupported
 from conformance.cluster.injector import loss_proxy
-from conformance.faults.command import FaultsConfig, run_faults
+from conformance.faults.run import FaultsConfig, run_faults
 
 pytestmark = pytest.mark.integration
 

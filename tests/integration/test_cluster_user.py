@@ -12,31 +12,37 @@ from conformance.broker import EmbeddedBroker
 from conformance.cluster.base import ClusterError, Unsupported, free_port_url
 from conformance.cluster.user import UserCluster
 from conformance.faults.command import main
+from conformance.protocol.wire import URL
+from conformance.targets.spec import parse_url, target_spec
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
+def urls(*given: str) -> list[URL]:
+    return [parse_url(u) for u in given]
+
+
 def brokers() -> Iterator[tuple[EmbeddedBroker, EmbeddedBroker]]:
     with EmbeddedBroker() as a, EmbeddedBroker() as b:
         yield a, b
 
 
 def test_template_without_node_is_refused() -> None:
-    with pytest.raises(ClusterError, match=r"--node-cmd-kill 'docker kill' does not name the node"):
-        UserCluster.from_options(["amqp://h1/"], None, {"kill": "docker kill"})
+    with pytest.raises(ValueError, match=r"--cluster-cmd-kill 'docker kill' does not name the node"):
+        target_spec(cluster_urls="amqp://h1/", cluster_templates={"kill": "docker kill"})
 
 
 def test_bad_url_and_names_are_refused() -> None:
-    with pytest.raises(ClusterError, match="not an amqp"):
-        UserCluster.from_options(["http://h1/"], None, {})
-    with pytest.raises(ClusterError, match="--node-names gives 1 names for 2"):
-        UserCluster.from_options(["amqp://h1/", "amqp://h2/"], ["a"], {})
+    with pytest.raises(ValueError, match="--cluster-url unsupported URL scheme"):
+        target_spec(cluster_urls="http://h1/")
+    with pytest.raises(ValueError, match="--cluster-node-names gives 1 names for 2"):
+        target_spec(cluster_urls="amqp://h1/,amqp://h2/", cluster_node_names=["a"])
 
 
 def test_unreachable_node_is_named(brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
     dead = free_port_url()
-    user = UserCluster.from_options([brokers[0].url, dead], ["n0", "n1"], {})
+    user = UserCluster.from_options(urls(brokers[0].url, dead), ["n0", "n1"], {})
     with pytest.raises(ClusterError, match=r"node n1 .* is unreachable") as err:
         user.validate()
     assert "\n" not in str(err.value)
@@ -44,25 +50,25 @@ def test_unreachable_node_is_named(brokers: tuple[EmbeddedBroker, EmbeddedBroker
 
 def test_refused_login_is_named(brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
     bad = brokers[1].url.replace("guest:guest", "guest:wrong")
-    user = UserCluster.from_options([brokers[0].url, bad], ["n0", "n1"], {})
+    user = UserCluster.from_options(urls(brokers[0].url, bad), ["n0", "n1"], {})
     with pytest.raises(ClusterError, match=r"node n1 .* (refused the login|is unreachable)"):
         user.validate()
 
 
 def test_separate_brokers_are_not_a_cluster(brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
-    user = UserCluster.from_options([b.url for b in brokers], ["n0", "n1"], {})
+    user = UserCluster.from_options(urls(*(b.url for b in brokers)), ["n0", "n1"], {})
     with pytest.raises(ClusterError, match="node n1 does not see a queue declared through n0"):
         user.validate()
-    UserCluster.from_options([brokers[0].url, brokers[0].url], ["n0", "n0-again"], {}).validate()
+    UserCluster.from_options(urls(brokers[0].url, brokers[0].url), ["n0", "n0-again"], {}).validate()
 
 
 def test_actions_run_templates_and_report_failures(brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
     user = UserCluster.from_options(
-        [brokers[0].url], ["n0"], {"kill": "test {node} = n0", "pause": "false {node}"}
+        urls(brokers[0].url), ["n0"], {"kill": "test {node} = n0", "pause": "false {node}"}
     )
     user.kill(0)  # exits 0
-    assert user.supports("kill") == "no node command for start (give --node-cmd-start with {node} in it)"
-    with pytest.raises(ClusterError, match=r"--node-cmd-pause 'false n0' exited with 1"):
+    assert user.supports("kill") == "no node command for start (give --cluster-cmd-start with {node} in it)"
+    with pytest.raises(ClusterError, match=r"--cluster-cmd-pause 'false n0' exited with 1"):
         user.pause(0)
     with pytest.raises(Unsupported, match="no node command for resume"):
         user.resume(0)
@@ -81,15 +87,15 @@ def test_faults_cli_bad_input_exit_codes(
     a, b = brokers[0].url, brokers[1].url
     same = f"{a},{a},{a}"
     results = ["--results", str(tmp_path)]
-    assert main(["--cluster-url", same, "--node-cmd-kill", "docker kill"]) == 2
-    assert "--node-cmd-kill" in _one_line(capsys)
+    assert main(["--cluster-url", same, "--cluster-cmd-kill", "docker kill"]) == 2
+    assert "--cluster-cmd-kill" in _one_line(capsys)
     assert main(["--cluster-url", f"{a},{b},{a}", "--duration", "1", *results]) == 4
     assert "not clustered" in _one_line(capsys)
     assert main(["--cluster-url", f"{a},{free_port_url()},{a}", "--duration", "1", *results]) == 4
     line = _one_line(capsys)
     assert "node 127.0.0.1" in line and "unreachable" in line, line
     bad = b.replace("guest:guest", "guest:wrong")
-    assert main(["--cluster-url", f"{a},{a},{bad}", "--node-names", "n0,n1,n2", *results]) == 4
+    assert main(["--cluster-url", f"{a},{a},{bad}", "--cluster-node-names", "n0,n1,n2", *results]) == 4
     assert "node n2" in _one_line(capsys)
     assert not list(tmp_path.iterdir())  # nothing ran, nothing written
 
@@ -100,11 +106,11 @@ def test_faults_stops_at_a_failing_node_command(
     """A node command that exits non-zero ends the schedule: exit 4, the last line names the node
     and the option, no records (the counts of a run with a node in an unknown state would mislead)."""
     a = brokers[0].url
-    argv = ["--cluster-url", f"{a},{a},{a}", "--node-names", "n0,n1,n2", "--queue-type", "quorum",
-            "--node-cmd-kill", "false {node}", "--node-cmd-start", "true {node}", "--nemesis", "kill",
+    argv = ["--cluster-url", f"{a},{a},{a}", "--cluster-node-names", "n0,n1,n2", "--queue-type", "quorum",
+            "--cluster-cmd-kill", "false {node}", "--cluster-cmd-start", "true {node}", "--nemesis", "kill",
             "--duration", "20", "--interval", "0", "--rate", "20", "--results", str(tmp_path)]
     assert main(argv) == 4
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "nemesis kill of n" in last and "--node-cmd-kill 'false n" in last, last
+    assert "nemesis kill of n" in last and "--cluster-cmd-kill 'false n" in last, last
     assert "exited with 1" in last, last
     assert not list(tmp_path.iterdir())

@@ -14,6 +14,7 @@ from pamqp import commands as spec
 from conformance.plugin.context import Cleanup, CleanupNotes, delete_wait
 from conformance.protocol.errors import AnswerTimeout
 from conformance.protocol.rawevents import Event
+from conformance.targets.spec import parse_url
 from conformance.verify.fixtures import private_broker
 from tests.fakebroker import FakeBroker
 
@@ -23,7 +24,7 @@ def test_a_delete_never_answered_costs_a_round_trip_and_is_noted() -> None:
     # exchange.delete, as garagemq does.
     notes = CleanupNotes()
     with FakeBroker() as broker:
-        c = Cleanup(broker.url, 10.0, notes)
+        c = Cleanup(parse_url(broker.url), 10.0, notes)
         c.queue("q1")
         c.exchange("x1")
         c.exchange("x2")
@@ -42,7 +43,7 @@ def test_a_delete_never_answered_costs_a_round_trip_and_is_noted() -> None:
 def test_answered_deletes_leave_no_note() -> None:
     notes = CleanupNotes()
     with FakeBroker() as broker:
-        c = Cleanup(broker.url, 10.0, notes)
+        c = Cleanup(parse_url(broker.url), 10.0, notes)
         c.queue("q1")
         c.queue("q2")
         c.run("queue.some-case")
@@ -51,7 +52,7 @@ def test_answered_deletes_leave_no_note() -> None:
 
 def test_a_name_the_codec_refuses_is_skipped_and_the_rest_deleted() -> None:
     with FakeBroker() as broker:
-        c = Cleanup(broker.url, 10.0)
+        c = Cleanup(parse_url(broker.url), 10.0)
         c.queue("q1")
         c.queue("x" * 300)  # over 255 octets: pamqp refuses to build the method
         c.run("queue.some-case")

@@ -7,7 +7,8 @@ import math
 import pytest
 
 from conformance.faults.checker import ACK, NACK, UNKNOWN, Delivery, Publish, buckets, check, percentile
-from conformance.faults.command import FaultsConfig, FaultsResult, _active, records, render
+from conformance.faults.records import records, render
+from conformance.faults.run import FaultsConfig, FaultsResult, _active
 from conformance.faults.workload import History, next_node
 
 

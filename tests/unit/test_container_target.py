@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from conformance.protocol.wire import URL
 from conformance.targets import container as ct
 from conformance.targets.base import TargetError
 
@@ -18,7 +19,7 @@ def test_spec_from_the_environment() -> None:
         "AMQP_CONFORMANCE_CONTAINER_PORT": "5673"})
     assert (spec.family, spec.user, spec.vhost, spec.port) == ("lavinmq", "vendor", "tests/1", 5673)
     assert spec.env == (("A", "1"), ("B", "x=y"))
-    assert spec.url("localhost", 4000) == "amqp://vendor:p%40ss%3Aword@localhost:4000/tests%2F1"
+    assert spec.url("localhost", 4000) == URL.parse("amqp://vendor:p%40ss%3Aword@localhost:4000/tests%2F1")
     default = ct.container_spec("rabbitmq:4.0-management", {})
     assert (default.family, default.user, default.password, default.vhost) == (
         "rabbitmq",
@@ -26,7 +27,7 @@ def test_spec_from_the_environment() -> None:
         "guest",
         "/",
     )
-    assert default.url("h", 1) == "amqp://guest:guest@h:1/"
+    assert default.url("h", 1) == URL.parse("amqp://guest:guest@h:1/")
 
 
 @pytest.mark.parametrize(("image", "family"), [

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from conformance.gate.compare import cli as gate_cli
-from conformance.gate.compare import compare as gate
-from conformance.gate.compare import github as gate_github
+from conformance.gate import cli as gate_cli
+from conformance.gate import compare as gate
+from conformance.gate import github as gate_github
 from conformance.gate.triage import TriageProblem, load_triage, parse_triage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,24 +4,27 @@ from pathlib import Path
 
 import pytest
 
-from conformance.targets import TargetError, open_target
+from conformance.targets import TargetError, open_target, spawn_private
 from conformance.targets.container import docker_available, start_container
 from conformance.targets.local import garagemq_config
+from conformance.targets.spec import parse_url, target_spec
 from conformance.targets.url import url_target
 
 
 def test_unknown_kinds_are_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="--broker names an unknown target 'qpid'"):
+        target_spec(broker="qpid")
+    with pytest.raises(ValueError, match="--broker names an unknown target 'local:qpid'"):
+        target_spec(broker="local:qpid")
+    with pytest.raises(ValueError, match="needs --broker-url"):
+        target_spec(broker="url")
     with pytest.raises(TargetError, match="unknown --broker 'qpid'"):
-        open_target("qpid")
-    with pytest.raises(TargetError, match="unknown --broker 'local:qpid'"):
-        open_target("local:qpid")
-    with pytest.raises(TargetError, match="needs --broker-url"):
-        open_target("url")
+        spawn_private("qpid")
 
 
 def test_url_target_has_a_controller_only_with_a_restart_command() -> None:
-    assert open_target("", "amqp://h/").controller is None
-    t = url_target("amqp://h/", "true")
+    assert open_target(target_spec(broker_url="amqp://h/")).controller is None
+    t = url_target(parse_url("amqp://h/"), "true")
     assert t.controller is not None and t.name == "url"
 
 
@@ -47,10 +50,11 @@ def test_restricted_user_of_each_target_kind() -> None:
     from conformance.targets.base import with_credentials
     from conformance.targets.local import GARAGEMQ_NO_PERMISSIONS
 
-    assert with_credentials("amqps://guest:guest@h:5671/v?cacertfile=%2Fca.pem", "a b", "p@ss") == (
-        "amqps://a%20b:p%40ss@h:5671/v?cacertfile=%2Fca.pem")
-    assert with_credentials("amqp://h/", "u", "p") == "amqp://u:p@h/"
-    t = url_target("amqp://h/", None)
+    tls = parse_url("amqps://guest:guest@h:5671/v?cacertfile=%2Fca.pem")
+    assert with_credentials(tls, "a b", "p@ss") == (
+        parse_url("amqps://a%20b:p%40ss@h:5671/v?cacertfile=%2Fca.pem"))
+    assert with_credentials(parse_url("amqp://h/"), "u", "p") == parse_url("amqp://u:p@h/")
+    t = url_target(parse_url("amqp://h/"), None)
     assert t.restricted_url is None and "--restricted-url" in (t.restricted_unsupported or "")
     assert "no permission model" in GARAGEMQ_NO_PERMISSIONS
 

@@ -169,16 +169,17 @@ def test_tls_files_are_a_ca_chain(tmp_path: Path) -> None:
 
 
 def test_command_line_tls_options_fold_into_the_url(tmp_path: Path) -> None:
-    from conformance.protocol.uri import with_tls_options
+    from conformance.targets.spec import target_spec, with_tls_options
 
     ca = tmp_path / "ca.pem"
     ca.write_text("x")
-    assert with_tls_options("amqp://h") == "amqp://h"  # nothing given: the URL untouched
-    u = URL.parse(with_tls_options("amqps://u:p@h/v?heartbeat=4", ca=str(ca), insecure=True))
-    assert (u.cacertfile, u.verify, u.heartbeat, u.vhost) == (str(ca), False, 4, "v")
+    plain = URL.parse("amqp://h")
+    assert with_tls_options(plain) == plain  # nothing given: the URL untouched
+    u = target_spec(broker_url="amqps://u:p@h/v?heartbeat=4", tls_ca=str(ca), tls_insecure=True).url
+    assert u is not None and (u.cacertfile, u.verify, u.heartbeat, u.vhost) == (str(ca), False, 4, "v")
     with pytest.raises(ValueError, match="need an amqps:// broker URL"):
-        with_tls_options("amqp://h", ca=str(ca))
+        with_tls_options(plain, ca=str(ca))
     with pytest.raises(ValueError, match="no such file"):
-        with_tls_options("amqps://h", ca=str(tmp_path / "missing.pem"))
+        with_tls_options(URL.parse("amqps://h"), ca=str(tmp_path / "missing.pem"))
     with pytest.raises(ValueError, match="--tls-key needs --tls-cert"):
-        with_tls_options("amqps://h", key=str(ca))
+        with_tls_options(URL.parse("amqps://h"), key=str(ca))

@@ -14,6 +14,7 @@ from conformance.fuzz.inproc import CoreHarness, CoreOutcome
 from conformance.fuzz.mutate import MUTATORS, chunks, mutate
 from conformance.fuzz.sessions import PROTOCOL_HEADER, Session, corpus
 from conformance.fuzz.wire import Endpoint, WireError
+from conformance.targets.spec import parse_url, target_spec
 
 
 def test_inputs_are_reproducible_from_the_seed() -> None:
@@ -61,13 +62,18 @@ def test_mutate_names_its_operators_and_chunks_keep_every_octet() -> None:
     ],
 )
 def test_endpoint_from_url(url: str, expected: Endpoint) -> None:
-    assert Endpoint.from_url(url) == expected
+    assert Endpoint.from_url(parse_url(url)) == expected
 
 
-@pytest.mark.parametrize("url", ["http://x/", "amqp://", "amqp://h:notaport/"])
-def test_endpoint_rejects_bad_urls(url: str) -> None:
-    with pytest.raises(WireError):
-        Endpoint.from_url(url)
+@pytest.mark.parametrize("url", ["http://x/", "amqp://h:notaport/"])
+def test_bad_urls_are_refused_where_they_are_parsed(url: str) -> None:
+    with pytest.raises(ValueError, match="--broker-url"):
+        target_spec(broker_url=url)
+
+
+def test_endpoint_rejects_tls() -> None:
+    with pytest.raises(WireError, match="plain amqp://"):
+        Endpoint.from_url(parse_url("amqps://h/"))
 
 
 def test_in_process_run_prints_the_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -111,7 +117,7 @@ def test_findings_are_written_and_replayed(
         (["--in-process", "--inputs", "-1"], "--inputs must be 0 or more"),
         (["--in-process", "--bound", "0"], "must be positive"),
         (["--replay", "/nonexistent/r.jsonl"], "cannot read /nonexistent/r.jsonl"),
-        (["--broker-url", "http://x/"], "not an amqp:// URL"),
+        (["--broker-url", "http://x/"], "unsupported URL scheme"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

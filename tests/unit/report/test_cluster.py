@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from conformance.faults.checker import ACK, NACK, Delivery, Publish, buckets, check
-from conformance.faults.command import FaultsConfig, FaultsResult, records
+from conformance.faults.records import records
+from conformance.faults.run import FaultsConfig, FaultsResult
 from conformance.report import page_cluster
 from conformance.report.pipeline import run_report
 from tests.unit.report.conftest import chromium, record

@@ -476,7 +476,7 @@ def test_gate_regressions_match_cases_across_products(spark: SparkSession) -> No
 
 def test_the_report_and_the_gate_classify_every_transition_alike(spark: SparkSession) -> None:
     """The report's regression section (Spark) and the release gate (plain Python) must agree."""
-    from conformance.gate.compare import compare as gate
+    from conformance.gate import compare as gate
     from conformance.model.verdicts import Verdict
 
     names = [v.value for v in Verdict]
