@@ -75,7 +75,7 @@ def _run_parser() -> argparse.ArgumentParser:
 
 def add_table_options(p: argparse.ArgumentParser) -> None:
     """The plugin's options (:data:`conformance.plugin.options.OPTIONS`) as ``run --NAME``."""
-    from conformance.plugin.options import add_command_options
+    from conformance.plugin.commandline import add_command_options
 
     add_command_options(p)
 
@@ -96,7 +96,7 @@ def table_values_as_pytest_args(args: argparse.Namespace, *, skip: Sequence[str]
 
 def _effective(args: argparse.Namespace, name: str) -> tuple[str | None, str]:
     """An option's value given to ``run`` (else its environment twin) and how the user spelled it."""
-    from conformance.plugin.options import given
+    from conformance.plugin.commandline import given
 
     return given(args, name)
 
@@ -194,7 +194,7 @@ def _check_values(args: argparse.Namespace) -> None:
 
 def _check_combinations(args: argparse.Namespace) -> None:
     """The target options together (:func:`conformance.targets.spec.target_spec`'s rules)."""
-    from conformance.plugin.options import target_of
+    from conformance.plugin.commandline import target_of
 
     target_of(args)
 
@@ -250,7 +250,8 @@ def run_main(argv: Sequence[str], *, phases: dict[str, float] | None = None) -> 
     """``amqp-conformance run``; ``phases`` (``bench run``) receives the seconds of each phase."""
     import pytest
 
-    from conformance.plugin.options import BY_NAME, pytest_refuses
+    from conformance.plugin.options import BY_NAME
+    from conformance.plugin.settings import pytest_refuses
     args = _run_parser().parse_args(list(argv))
     _resolve_workers(args)
     bad = bad_run_input(args)

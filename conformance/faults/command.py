@@ -52,7 +52,7 @@ from conformance.faults.run import (
     FaultsResult,
     run_faults,
 )
-from conformance.plugin.options import add_command_options, target_of
+from conformance.plugin.commandline import add_command_options, target_of
 from conformance.targets.spec import TargetSpec
 
 EXIT_OK, EXIT_LOST, EXIT_USAGE, EXIT_INTERNAL, EXIT_CLUSTER = 0, 1, 2, 3, 4

@@ -28,7 +28,7 @@ from typing import TextIO
 
 import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser
-from conformance.plugin.options import add_command_options, target_of
+from conformance.plugin.commandline import add_command_options, target_of
 from conformance.protocol.wire import URL
 from conformance.targets.spec import TargetSpec
 

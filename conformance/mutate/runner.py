@@ -34,7 +34,7 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser, workers
 from conformance.model.verdicts import HarnessError
 from conformance.mutate.catalogue import CATALOGUE, Mutant, select
-from conformance.plugin.options import add_command_options, checked_as, target_of
+from conformance.plugin.commandline import add_command_options, checked_as, target_of
 from conformance.protocol.handshake import connect
 from conformance.protocol.proxy import Fault, FaultProxy
 from conformance.protocol.wire import URL

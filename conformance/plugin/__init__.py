@@ -28,9 +28,10 @@ from conformance.model.verdicts import Decision, decide
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.core import VERDICT_KEY, ConformancePlugin
 from conformance.plugin.fixtures import RESTRICTED_MARK
-from conformance.plugin.options import OPTIONS, Settings, add_options, read_settings
+from conformance.plugin.options import OPTIONS
 from conformance.plugin.records import STATUS, area_table
 from conformance.plugin.session import CTX, STATE, SessionState, new_state
+from conformance.plugin.settings import Settings, add_options, read_settings
 
 __all__ = [
     "CTX", "OPTIONS", "STATE", "STATUS", "VERDICT_KEY", "CaseContext", "Cleanup", "ConformancePlugin",

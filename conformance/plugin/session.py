@@ -16,7 +16,7 @@ import pytest
 from conformance.model.results import ResultsWriter, new_run_id
 from conformance.model.verdicts import Verdict
 from conformance.plugin.context import CleanupNotes
-from conformance.plugin.options import Settings
+from conformance.plugin.settings import Settings
 from conformance.protocol.wire import URL
 from conformance.targets import Target, TargetError, open_target
 from conformance.targets.probe import ProbeError, ServerInfo, probe

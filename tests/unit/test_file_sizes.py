@@ -27,6 +27,15 @@ def test_no_module_over_the_cap() -> None:
     assert too_long(PACKAGE) == []
 
 
+# A module split when it reaches the cap is split in a hurry, along whatever line fits: one within
+# MARGIN lines of it is split along a seam now, while there is room to choose the seam.
+MARGIN = 50
+
+
+def test_no_module_packed_against_the_cap() -> None:
+    assert too_long(PACKAGE, MAX_LINES - MARGIN) == []
+
+
 def test_the_guard_sees_a_long_module(tmp_path: Path) -> None:
     pkg = tmp_path / "conformance"
     pkg.mkdir()

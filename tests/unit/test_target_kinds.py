@@ -65,7 +65,7 @@ def test_a_registered_kind_is_offered_and_accepted_everywhere(
 def test_an_unregistered_kind_is_refused_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     from conformance import cli
     from conformance.bench.cli import _check
-    from conformance.plugin.options import target_of
+    from conformance.plugin.commandline import target_of
 
     assert cli.main(["run", "--broker", DUMMY, "--no-report"]) == 2  # before anything starts
     assert DUMMY in capsys.readouterr().err
