@@ -42,6 +42,7 @@ _positive_seconds = _number(float, "takes a number of seconds", lambda v: v > 0,
 _ceiling = _number(float, "takes a multiple of --case-timeout (a number)", lambda v: v == 0 or v >= 1,
                    "must be at least 1 (× --case-timeout), or 0 to disable it")
 _octets = _number(int, "takes a number of octets", lambda v: v > 0, "must be positive")
+_millis = _number(int, "takes a number of milliseconds", lambda v: v > 0, "must be positive")
 _cluster_size = _number(int, "takes a number of nodes", lambda v: v >= 1, "must be at least 1")
 _SHARE = "takes a share between 0 and 1 (e.g. 0.02)"
 _share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
@@ -259,6 +260,17 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "shell command that restarts the --broker-url broker (enables restart cases for url targets)",
         metavar="CMD",
+    ),
+    Option(
+        "consumer-timeout",
+        "AMQP_CONFORMANCE_CONSUMER_TIMEOUT",
+        None,
+        "the --broker-url broker's delivery acknowledgement timeout in ms (RabbitMQ: consumer_timeout); "
+        "the consumer_timeout cases are UNSUPPORTED on a url target without it (they hold a delivery "
+        "unacknowledged that long)",
+        alias=False,
+        parse=_millis,
+        metavar="MS",
     ),
     Option(
         "max-message-size",
@@ -489,6 +501,7 @@ class Settings:
     expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
     restricted_url: str | None = None  # --amqp-restricted-url: the access cases' restricted user
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
+    consumer_timeout: int | None = None  # --amqp-consumer-timeout (url targets), ms
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
     cluster_size: int = 3  # --amqp-cluster-size (local:rabbitmq-cluster)
@@ -575,6 +588,7 @@ def read_settings(config: pytest.Config) -> Settings:
         expected_failures=_checked_path(config, "expected-failures"),
         restricted_url=_checked(config, "restricted-url"),
         max_message_size=_checked(config, "max-message-size"),
+        consumer_timeout=_checked(config, "consumer-timeout"),
         alarm_cmd=_checked(config, "alarm-cmd"),
         queue_types=_checked(config, "queue-type") or ("classic",),
         **_cluster_settings(config),
