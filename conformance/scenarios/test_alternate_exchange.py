@@ -12,7 +12,8 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.model.cases import Level, case
-from conformance.verify import extensions as ext, settle_all
+from conformance.verify import extensions as ext
+from conformance.verify import settle_all
 
 HOW = "rabbitmq-ae#how-it-works"
 DEFINE = "rabbitmq-ae#define-using-arguments"

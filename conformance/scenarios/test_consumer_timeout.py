@@ -18,7 +18,8 @@ from __future__ import annotations
 import time
 
 from conformance.model.cases import Level, case
-from conformance.verify import expect_channel_close, extensions as ext
+from conformance.verify import expect_channel_close
+from conformance.verify import extensions as ext
 
 TIMEOUT_DOC = "rabbitmq-consumers#acknowledgement-timeout"
 TEXT = ("PRECONDITION_FAILED - delivery acknowledgement on channel {ch} timed out. Timeout value used: {ms} ms. "

@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from conformance.model.cases import Level, case
-from conformance.verify import expect_no_delivery, extensions as ext, quiet_window
+from conformance.verify import expect_no_delivery, quiet_window
+from conformance.verify import extensions as ext
 
 OVERVIEW = "rabbitmq-dlx#overview"
 ROUTING = "rabbitmq-dlx#routing"

@@ -10,7 +10,8 @@ round robin and FAILs; one that refuses it is UNSUPPORTED with its answer.
 from __future__ import annotations
 
 from conformance.model.cases import Level, case
-from conformance.verify import expect_no_delivery, extensions as ext, quiet_window
+from conformance.verify import expect_no_delivery, quiet_window
+from conformance.verify import extensions as ext
 
 SAC = "rabbitmq-consumers#single-active-consumer"
 

@@ -16,7 +16,8 @@ import time
 from pamqp import commands as spec
 
 from conformance.model.cases import Level, case
-from conformance.verify import expect_passive_missing, extensions as ext
+from conformance.verify import expect_passive_missing
+from conformance.verify import extensions as ext
 
 PER_MESSAGE = "rabbitmq-ttl#per-message-ttl-in-publishers"
 PER_QUEUE = "rabbitmq-ttl#per-queue-message-ttl"

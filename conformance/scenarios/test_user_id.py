@@ -12,7 +12,8 @@ from __future__ import annotations
 from pamqp import commands as spec
 
 from conformance.model.cases import Level, case
-from conformance.verify import expect_channel_close, extensions as ext
+from conformance.verify import expect_channel_close
+from conformance.verify import extensions as ext
 
 VALIDATED = "rabbitmq-validated-user-id#validation"
 RMQ = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"

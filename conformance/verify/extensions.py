@@ -21,8 +21,18 @@ from conformance.verify.expect import record
 from conformance.verify.unsupported import Unsupported
 
 __all__ = [
-    "declare_exchange_ext", "declare_queue_ext", "delivery_within", "headers", "login_user",
-    "count_drops_to", "death_fields", "must_arrive", "no_return", "props", "send_confirmed", "settle_for",
+    "count_drops_to",
+    "death_fields",
+    "declare_exchange_ext",
+    "declare_queue_ext",
+    "delivery_within",
+    "headers",
+    "login_user",
+    "must_arrive",
+    "no_return",
+    "props",
+    "send_confirmed",
+    "settle_for",
     "x_death",
 ]
 
