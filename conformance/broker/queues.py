@@ -208,7 +208,7 @@ class Queue:
         if qm.expires_at is not None:
             broker.timed_queues.add(self)
         if self.consumers:  # (without consumers a dispatch has nothing to do)
-            self.dispatch()
+            self.dispatch(now)
         if self.max_length is not None or self.max_bytes is not None:
             self._enforce_drop_head()
         self.expire_head(now)
@@ -249,7 +249,10 @@ class Queue:
             self.broker.log(MessagesRemoved(self.vhost.name, self.name, (qm.seq,)))
 
     # -- consuming -------------------------------------------------------------------
-    def dispatch(self) -> None:
+    def dispatch(self, now: float | None = None) -> None:
+        """Hand ready messages to consumers; ``now``: the clock reading of the event that calls
+        (an enqueue passes its own, so a TTL-0 message is judged at the instant it arrived: a second
+        reading of the clock would always be later and expire it before any consumer saw it)."""
         if self._dispatching:
             self._again = True
             return
@@ -258,13 +261,14 @@ class Queue:
             self._again = True
             while self._again:
                 self._again = False
-                self._dispatch_once()
+                self._dispatch_once(now)
+                now = None
         finally:
             self._dispatching = False
 
-    def _dispatch_once(self) -> None:
+    def _dispatch_once(self, at: float | None = None) -> None:
         broker = self.broker
-        now = broker.clock()
+        now = broker.clock() if at is None else at
         burst = broker.dispatch_burst if broker.dispatch_scheduler is not None else 0
         handed = 0
         ready = self.ready

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from conformance.model.cases import Case, Level
 from conformance.model.coverage import rule_coverage
+from conformance.model.extensions import EXTENSIONS, cited_by
+from conformance.model.sources import cite
 
 REGENERATE = "python -m conformance.cli.docpages docs"
 LEVELS: tuple[Level, ...] = tuple(Level)
@@ -61,4 +63,25 @@ def cases_markdown(cases: Sequence[Case]) -> str:
     for area in areas:
         lines.append(md_row([f"`{area}`", *_counts([c for c in cases if c.area == area])]))
     lines.append(md_row(["**total**", *(f"**{n}**" for n in _counts(cases))]))
+    return "\n".join(lines) + "\n"
+
+
+def extensions_markdown(cases: Sequence[Case]) -> str:
+    """The extension table: each RabbitMQ extension (:data:`conformance.model.extensions.EXTENSIONS`),
+    the cases citing its documents, and those sources; an extension no case cites shows "none"."""
+    lines = [
+        "## RabbitMQ extensions",
+        "",
+        "Each extension of RabbitMQ's Protocol Extensions page, and the 0-9-1 behaviours documented "
+        "elsewhere, with the cases that cite its document (from the case declarations).",
+        "",
+        md_row(["extension", "cases", "source"]),
+        md_row(["---"] * 3),
+    ]
+    for ext in EXTENSIONS:
+        hits = [(c, cited_by(ext, c.sources)) for c in cases]
+        hits = [(c, s) for c, s in hits if s]
+        ids = ", ".join(f"`{c.id}`" for c, _ in hits) or "none"
+        srcs = "; ".join(dict.fromkeys(cite(x) for _, s in hits for x in s)) or "none"
+        lines.append(md_row([ext.name, ids, srcs]))
     return "\n".join(lines) + "\n"

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from conformance.cli.casetable import REGENERATE, cases_markdown, md_row
+from conformance.cli.casetable import REGENERATE, cases_markdown, extensions_markdown, md_row
 
 
 def _cell(text: str) -> str:
@@ -127,7 +127,8 @@ PAGES = {"cases.md": lambda: _all_cases_markdown(), "options.md": options_markdo
 def _all_cases_markdown() -> str:
     from conformance.scenarios import all_cases
 
-    return cases_markdown(all_cases())
+    cases = all_cases()
+    return cases_markdown(cases) + "\n" + extensions_markdown(cases)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

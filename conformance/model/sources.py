@@ -411,6 +411,153 @@ DOCUMENTS: tuple[Document, ...] = (
         "priority queues declared with x-max-priority: delivery order, the maximum, its limit",
     ),
     Document(
+        "rabbitmq-extensions",
+        "Protocol Extensions",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/extensions",
+        {
+            "publishing": Section("Publishing", "publishing"),
+            "consuming": Section("Consuming", "consuming"),
+            "message-routing": Section("Message Routing", "message-routing"),
+            "message-lifecycle": Section("Message Lifecycle", "message-lifecycle"),
+            "authentication-and-identity": Section(
+                "Authentication and Identity: \"`update-secret` to be able to renew credentials for "
+                "an active "
+                "connection, when those credentials can expire\"", "authentication-and-identity"
+            ),
+        },
+        "the list of RabbitMQ's AMQP 0-9-1 extensions (the extension table of docs/cases.md starts from it)",
+    ),
+    Document(
+        "rabbitmq-ttl",
+        "Time-To-Live and Expiration",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/ttl",
+        {
+            "per-queue-message-ttl": Section(
+                "Per-Queue Message TTL in Queues: \"The server guarantees that expired messages will not be "
+                "delivered using basic.deliver (to a consumer) or sent in response to a polling "
+                "consumer (in a "
+                "basic.get-ok response)\"", "per-queue-message-ttl"
+            ),
+            "ttl-zero": Section(
+                "Per-Queue Message TTL in Queues: \"Setting the TTL to 0 causes messages to be expired upon "
+                "reaching a queue unless they can be delivered to a consumer immediately\"",
+                "message-ttl-using-x-args",
+            ),
+            "per-message-ttl-in-publishers": Section(
+                "Per-Message TTL in Publishers: \"When both a per-queue and a per-message TTL are "
+                "specified, the "
+                "lower value between the two will be chosen\"", "per-message-ttl-in-publishers"
+            ),
+            "message-ttl-dead-lettering": Section(
+                "Per-Message TTL and Dead Lettering: classic queues dead letter expired messages \"When the "
+                "message reaches the head of the queue\"", "message-ttl-dead-lettering"
+            ),
+            "queue-ttl": Section(
+                "Queue TTL: \"The server guarantees that the queue will be deleted, if unused for "
+                "at least the "
+                "expiration period\"", "queue-ttl"
+            ),
+        },
+        "x-message-ttl (0 included), the expiration property, the lower of the two, x-expires",
+    ),
+    Document(
+        "rabbitmq-dlx",
+        "Dead Letter Exchanges",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/dlx",
+        {
+            "overview": Section(
+                "What is a Dead Letter Exchange: rejected with requeue false, expired, dropped by a length "
+                "limit, returned more times than a quorum queue's delivery-limit", "overview"
+            ),
+            "routing": Section(
+                "Routing Dead-Lettered Messages: \"with the routing key specified for the queue "
+                "they were on; "
+                "or, if this was not set, with the same routing keys they were originally published with\"; "
+                "cycles are \"dropped if there was no rejection in the entire cycle\"", "routing"
+            ),
+            "effects": Section(
+                "Dead-Lettered Effects on Messages: the x-death entry (queue, reason, time, exchange, "
+                "routing-keys, count, original-expiration) and x-first-death-reason / -queue / -exchange",
+                "effects",
+            ),
+        },
+        "x-dead-letter-exchange, x-dead-letter-routing-key, x-death and x-first-death-*, the cycle rule",
+    ),
+    Document(
+        "rabbitmq-ae",
+        "Alternate Exchanges",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/ae",
+        {
+            "define-using-arguments": Section(
+                "Configuration Using Client-provided Arguments: the alternate-exchange key of "
+                "exchange.declare's arguments", "define-using-arguments"
+            ),
+            "how-it-works": Section(
+                "How Alternate Exchanges Work: \"If a message is routed via an AE it still counts "
+                "as routed for the purpose of the 'mandatory' flag, and the message is otherwise "
+                "unchanged\"", "how-it-works"
+            ),
+        },
+        "the alternate-exchange argument: unroutable messages go to the AE, mandatory counts them routed",
+    ),
+    Document(
+        "rabbitmq-sender-selected",
+        "Sender-selected Distribution",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/sender-selected",
+        {
+            "cc-bcc": Section(
+                "\"The message will be routed to all destinations matching the routing key supplied as a "
+                "parameter to the basic.publish method, as well as the routes supplied in the CC and BCC "
+                "headers\""
+            ),
+            "bcc-removed": Section(
+                "\"The BCC key and value will be removed from the message prior to delivery\""
+            ),
+        },
+        "the CC and BCC headers add routing keys; BCC is removed before delivery",
+    ),
+    Document(
+        "rabbitmq-validated-user-id",
+        "Validated User-ID",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/validated-user-id",
+        {
+            "validation": Section(
+                "\"if this property is set by a publisher, its value must be equal to the name of the "
+                "connection's user\""
+            ),
+        },
+        "the user-id property is checked against the connection's user",
+    ),
+    Document(
+        "rabbitmq-consumers",
+        "Consumers",
+        "RabbitMQ docs",
+        "https://www.rabbitmq.com/docs/consumers",
+        {
+            "acknowledgement-timeout": Section(
+                "Delivery Acknowledgement Timeout: \"If a consumer does not ack its delivery within "
+                "the timeout "
+                "value, its channel is closed with a PRECONDITION_FAILED channel exception\"",
+                "acknowledgement-timeout",
+            ),
+            "exclusivity": Section("Exclusivity", "exclusivity"),
+            "single-active-consumer": Section(
+                "Single Active Consumer: \"The very first registered consumer become the single active "
+                "consumer: messages are dispatched to it and the other consumers are ignored\"; \"If the "
+                "active consumer is cancelled or disconnects, another registered consumer takes its place\"",
+                "single-active-consumer",
+            ),
+        },
+        "single active consumer (x-single-active-consumer), the delivery acknowledgement timeout, exclusive "
+        "consumers",
+    ),
+    Document(
         "DESIGN.md",
         "amqp-conformance design notes",
         "this project",

@@ -45,6 +45,7 @@ _positive_seconds = _number(float, "takes a number of seconds", lambda v: v > 0,
 _ceiling = _number(float, "takes a multiple of --case-timeout (a number)", lambda v: v == 0 or v >= 1,
                    "must be at least 1 (× --case-timeout), or 0 to disable it")
 _octets = _number(int, "takes a number of octets", lambda v: v > 0, "must be positive")
+_millis = _number(int, "takes a number of milliseconds", lambda v: v > 0, "must be positive")
 _cluster_size = _number(int, "takes a number of nodes", lambda v: v >= 1, "must be at least 1")
 _SHARE = "takes a share between 0 and 1 (e.g. 0.02)"
 _share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
@@ -252,6 +253,17 @@ OPTIONS: tuple[Option, ...] = (
         None,
         "shell command that restarts the --broker-url broker (enables restart cases for url targets)",
         metavar="CMD",
+    ),
+    Option(
+        "consumer-timeout",
+        "AMQP_CONFORMANCE_CONSUMER_TIMEOUT",
+        None,
+        "the --broker-url broker's delivery acknowledgement timeout in ms (RabbitMQ: consumer_timeout); "
+        "the consumer_timeout cases are UNSUPPORTED on a url target without it (they hold a delivery "
+        "unacknowledged that long)",
+        alias=False,
+        parse=_millis,
+        metavar="MS",
     ),
     Option(
         "max-message-size",

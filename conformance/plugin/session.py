@@ -227,6 +227,8 @@ def _take_target(state: SessionState, target: Target) -> None:
     state.limits = dict(target.limits)
     if settings.max_message_size is not None:
         state.limits["max_message_size"] = settings.max_message_size
+    if settings.consumer_timeout is not None:
+        state.limits["consumer_timeout"] = settings.consumer_timeout
     for queue_type in settings.queue_types:
         # Once per run: a type the broker does not declare makes its cases UNSUPPORTED with this
         # one reason, instead of each failing on its own declare.

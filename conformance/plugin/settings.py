@@ -81,6 +81,7 @@ class Settings:
     expected_failures: Triage | None = None  # the triage file behind --amqp-expected-failures
     restricted_url: URL | None = None  # --amqp-restricted-url: the access cases' restricted user
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
+    consumer_timeout: int | None = None  # --amqp-consumer-timeout (url targets), ms
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
 
@@ -158,6 +159,7 @@ def read_settings(config: pytest.Config) -> Settings:
         expected_failures=_checked_path(config, "expected-failures"),
         restricted_url=_checked(config, "restricted-url"),
         max_message_size=_checked(config, "max-message-size"),
+        consumer_timeout=_checked(config, "consumer-timeout"),
         alarm_cmd=_checked(config, "alarm-cmd"),
         queue_types=_checked(config, "queue-type") or ("classic",),
     )

@@ -131,17 +131,17 @@ def parse_kind(where: Callable[[TargetKind], bool] | None = None) -> Callable[[s
 
 
 def _start_reference(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                     restricted: bool = True, **_: object) -> Target:
+                     restricted: bool = True, consumer_timeout: int | None = None, **_: object) -> Target:
     from conformance.targets.reference import start_reference
 
-    return start_reference(workdir, tls=tls)
+    return start_reference(workdir, tls=tls, consumer_timeout=consumer_timeout)
 
 
 def _start_rabbitmq(arg: str, *, workdir: Path | None = None, tls: bool = False,
-                    restricted: bool = True, **_: object) -> Target:
+                    restricted: bool = True, consumer_timeout: int | None = None, **_: object) -> Target:
     from conformance.targets.local import start_rabbitmq
 
-    return start_rabbitmq(workdir, tls=tls, restricted=restricted)
+    return start_rabbitmq(workdir, tls=tls, restricted=restricted, consumer_timeout=consumer_timeout)
 
 
 def _start_garagemq(arg: str, *, workdir: Path | None = None, tls: bool = False,

@@ -83,17 +83,18 @@ def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
 
 
 def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
-                   restricted: bool = True) -> Target:
+                   restricted: bool = True, consumer_timeout: int | None = None) -> Target:
     """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
     and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one.
     Its folder (``amqpc-rmq-*``) is removed once it is stopped."""
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
         "rabbitmq-server", None, "install it with: apt-get install -y rabbitmq-server")
     return in_own_folder("amqpc-rmq-", workdir, lambda base: _start_rabbitmq(
-        base, server, host=host, tls=tls, restricted=restricted))
+        base, server, host=host, tls=tls, restricted=restricted, consumer_timeout=consumer_timeout))
 
 
-def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted: bool) -> Target:
+def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted: bool,
+                    consumer_timeout: int | None = None) -> Target:
     port, dist, epmd_port = free_port(host), free_port(host), free_port(host)
     node = f"amqpc{port}@localhost"
     epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
@@ -112,6 +113,13 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
         files = tls_files(base / "tls")
         tls_port = free_port(host)
         text += rabbitmq_tls_config(host, tls_port, files)
+    if consumer_timeout is not None:
+        # Only a private node of the consumer-timeout cases. RabbitMQ evaluates the timeout on the
+        # channel's tick (channel_tick_interval, 60 s by default; its own consumer_timeout tests
+        # set 256 ms in the rabbit app's environment): advanced.config sets it so the timeout is seen
+        # within a fraction of a second.
+        text += f"consumer_timeout = {consumer_timeout}\n"
+        (base / "advanced.config").write_text("[{rabbit, [{channel_tick_interval, 100}]}].\n")
     conf.write_text(text)
     env = dict(os.environ)
     env.update({
@@ -124,6 +132,8 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
         "RABBITMQ_LOG_BASE": str(base / "log"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(plugins),
         "RABBITMQ_CONFIG_FILE": str(conf.with_suffix("")),
+        **({"RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config")} if consumer_timeout is not None
+           else {}),
         "RABBITMQ_PID_FILE": str(base / "rabbit.pid"),
         "ERL_EPMD_ADDRESS": host,
         "ERL_EPMD_PORT": str(epmd_port),
@@ -152,6 +162,8 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
         else:
             target.restricted_unsupported = problem
         target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
+        if consumer_timeout is not None:
+            target.limits["consumer_timeout"] = consumer_timeout
         target.alarm = lambda on: _rabbitmq_memory_alarm(env, node, on)
         ctl_bin = RABBITMQCTL if Path(RABBITMQCTL).exists() else shutil.which("rabbitmqctl")
         if ctl_bin:

@@ -36,15 +36,17 @@ def _signal_alarm(ctl: ProcessController, on: bool) -> None:
     os.kill(ctl.proc.pid, signal.SIGUSR1 if on else signal.SIGUSR2)
 
 
-def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False) -> Target:
+def start_reference(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
+                    consumer_timeout: int | None = None) -> Target:
     """The reference broker; with ``tls`` also its TLS listener (certificates made in the target's
     folder, client certificates asked for but optional, as local:rabbitmq's listener) and the
     returned :class:`TLSTarget`'s URL is the amqps:// one, verified against that CA. Its folder
     (``amqpc-ref-*``) is removed once it is stopped."""
-    return in_own_folder("amqpc-ref-", workdir, lambda base: _start_reference(base, host=host, tls=tls))
+    return in_own_folder("amqpc-ref-", workdir, lambda base: _start_reference(
+        base, host=host, tls=tls, consumer_timeout=consumer_timeout))
 
 
-def _start_reference(base: Path, *, host: str, tls: bool) -> Target:
+def _start_reference(base: Path, *, host: str, tls: bool, consumer_timeout: int | None = None) -> Target:
     data = base / "data"
     data.mkdir()
     port = free_port(host)
@@ -69,6 +71,8 @@ def _start_reference(base: Path, *, host: str, tls: bool) -> Target:
         "--max-message-size",
         str(REFERENCE_MAX_MESSAGE_SIZE),
     ]
+    if consumer_timeout is not None:  # ms; only a private broker of the consumer-timeout cases
+        argv += ["--consumer-timeout", str(consumer_timeout)]
     files: TLSFiles | None = None
     if tls:
         files = tls_files(base / "tls")
@@ -92,6 +96,8 @@ def _start_reference(base: Path, *, host: str, tls: bool) -> Target:
     target.second_vhost = SECOND_VHOST
     target.restricted_url = RESTRICTED.url(url)
     target.limits = {"max_message_size": REFERENCE_MAX_MESSAGE_SIZE}
+    if consumer_timeout is not None:
+        target.limits["consumer_timeout"] = consumer_timeout
     target.alarm = lambda on: _signal_alarm(ctl, on)
     if ctl.proc is not None:
         target.alarm_cmd = f"kill -s $(test {{state}} = on && echo USR1 || echo USR2) {ctl.proc.pid}"

@@ -21,7 +21,7 @@ re-exported too.
 
 from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.profiles import load_table
-from conformance.verify import declare_rules, settle
+from conformance.verify import declare_rules, extensions, settle
 from conformance.verify.confirms import CONFIRM_TYPES, Settlement, settle_all, short_seqs
 from conformance.verify.expect import (
     check,
@@ -107,6 +107,7 @@ __all__ = [
     "expect_passive_missing",
     "expect_second_open",
     "expected_patterns",
+    "extensions",
     "fill",
     "get_n",
     "get_one",

@@ -24,8 +24,8 @@ from conformance.verify.queue_types import declare_fields
 from conformance.verify.unsupported import Unsupported
 
 __all__ = [
-    "DeclareExchange", "DeclareQueue", "active_case_context", "declared_exchange", "declared_queue",
-    "private_broker",
+    "DeclareExchange", "DeclareQueue", "active_case_context", "consumer_timeout_broker", "declared_exchange",
+    "declared_queue", "private_broker",
 ]
 
 
@@ -116,3 +116,43 @@ def private_broker(
         # ignores a clean stop (garagemq, wedged, never exits on SIGTERM: each reset waited out its
         # 20 s stop timeout before the kill it came to anyway).
         target.controller.restart(kill=True)
+
+
+#: The delivery acknowledgement timeout of the private broker the consumer_timeout cases get on a
+#: spawned target (ms): short, so the case waits little; that broker serves nothing else.
+PRIVATE_CONSUMER_TIMEOUT = 1000
+CONSUMER_TIMEOUT_KINDS = ("reference", "local:rabbitmq")
+
+
+@pytest.fixture
+def consumer_timeout_broker(conformance_state: Any) -> tuple[Any, int]:
+    """(url, timeout in ms) of a broker with a known delivery acknowledgement timeout: on a spawned
+    reference or local:rabbitmq target a broker private to this worker started with
+    :data:`PRIVATE_CONSUMER_TIMEOUT` (the shared one keeps the default, so no other case's unacked
+    deliveries are ever timed out); a url target gives its value with --amqp-consumer-timeout;
+    UNSUPPORTED otherwise, naming the option."""
+    from conformance.model.verdicts import CaseTimeout
+    from conformance.targets import spawn_private
+    from conformance.targets.base import TargetError
+
+    state = conformance_state
+    kind = state.target_name or ""
+    if kind == "url":
+        value = state.limits.get("consumer_timeout")
+        if value is None:
+            raise Unsupported("the consumer_timeout cases need the broker's delivery "
+                              "acknowledgement timeout: "
+                              "give --amqp-consumer-timeout MS with --broker-url")
+        return state.url, int(value)
+    if kind not in CONSUMER_TIMEOUT_KINDS:
+        raise Unsupported(f"the suite cannot set the consumer timeout of a {kind} broker (spawned reference "
+                          "and local:rabbitmq targets, or --amqp-consumer-timeout with --broker-url)")
+    key = f"{kind}+consumer-timeout"
+    if key not in state.private:
+        try:
+            state.private[key] = spawn_private(kind, tls=state.settings.tls, restricted=False,
+                                               consumer_timeout=PRIVATE_CONSUMER_TIMEOUT)
+        except TargetError as exc:
+            raise CaseTimeout(f"a private {kind} broker with a consumer timeout", state.case_timeout,
+                              observed=str(exc)) from exc
+    return state.private[key].url, PRIVATE_CONSUMER_TIMEOUT

@@ -1,0 +1,262 @@
+"""Dead-lettering: ``x-dead-letter-exchange``, ``x-dead-letter-routing-key``, the ``x-death``
+entry of each reason (rejected, expired, maxlen, delivery_limit), ``x-first-death-*`` and the
+cycle rule.
+
+Document: RabbitMQ's Dead Letter Exchanges guide (``rabbitmq-dlx``): the four events that
+dead-letter a message; routing by the queue's dead-letter routing key or else the message's own
+keys (CC included); the effects on the message (CC removed when the key is replaced, BCC never
+kept, the x-death entry's fields count, reason, queue, time, exchange, routing-keys and, for an
+expired message, original-expiration — its expiration removed); the x-first-death-* headers; cycles
+"dropped if there was no rejection in the entire cycle". Each case checks the whole entry.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from conformance.model.cases import Level, case
+from conformance.verify import expect_no_delivery, quiet_window
+from conformance.verify import extensions as ext
+
+OVERVIEW = "rabbitmq-dlx#overview"
+ROUTING = "rabbitmq-dlx#routing"
+EFFECTS = "rabbitmq-dlx#effects"
+ARGS = "rabbitmq-dlx#overview"
+TTL_DL = "rabbitmq-ttl#message-ttl-dead-lettering"
+MAXLEN = "rabbitmq-maxlength#overflow"
+POISON = "rabbitmq-quorum-queues#poison-message-handling"
+CLASSIC = ("classic",)
+PREMISE = "declares its own source and dead-letter queues (classic)"
+DLX_ARG = "the x-dead-letter-exchange argument"
+
+
+def _source(ch, ctx, cleanup, args: dict[str, Any], *, dlx_type: str = "fanout",
+            dlq_key: str = "") -> tuple[str, str, str, str]:
+    """Exchange ``x`` (direct) → queue ``src`` (key k, ``args`` + x-dead-letter-exchange ``dlx``
+    of ``dlx_type``) and ``dlq`` bound to ``dlx`` by ``dlq_key``; returns (x, src, dlx, dlq)."""
+    x, dlx = cleanup.exchange(ctx.name("x")), cleanup.exchange(ctx.name("dlx"))
+    src, dlq = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("dlq"))
+    ch.declare_exchange(x, "direct")
+    ch.declare_exchange(dlx, dlx_type)
+    ch.declare_queue(dlq)
+    ch.bind(dlq, dlx, dlq_key)
+    ext.declare_queue_ext(ch, src, {"x-dead-letter-exchange": dlx, **args}, DLX_ARG)
+    ch.bind(src, x, "k")
+    return x, src, dlx, dlq
+
+
+def _entry(reason: str, queue: str, exchange: str, keys: list[str], **more: Any) -> dict[str, Any]:
+    return {"count": 1, "reason": reason, "queue": queue, "time": "timestamp during the case",
+            "exchange": exchange, "routing-keys": keys, **more}
+
+
+def _check_dead(ctx, dead, since: float, *, exchange: str, routing_key: str, deaths: list[dict[str, Any]],
+                headers: dict[str, Any], expiration: str | None = None) -> None:
+    """The dead-lettered delivery: its exchange and key, every x-death entry, the other headers."""
+    hdrs = ext.headers(dead)
+    entries = [ext.death_fields(e, since=since) for e in ext.x_death(dead)]
+    others = {k: v for k, v in hdrs.items() if k != "x-death"}
+    ctx.check({"exchange": dead.method.exchange, "routing key": dead.method.routing_key, "body": dead.body,
+               "expiration": dead.properties.expiration if dead.properties else None,
+               "x-death": entries, "other headers": others},
+              {"exchange": exchange, "routing key": routing_key, "body": b"m",
+               "expiration": expiration, "x-death": deaths, "other headers": headers},
+              "the dead-lettered message")
+
+
+def _dead(ch, dlq: str, ctx, within: float | None = None) -> Any:
+    ch.consume(dlq, no_ack=True)
+    return ext.must_arrive(ch, within or ctx.timeout, "the dead-lettered message",
+                           "the message in the dead-letter queue")
+
+
+@case("dead_letter.rejected-x-death", sources=[OVERVIEW, EFFECTS], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
+      description="A message published to exchange x with key k and header CC=[k-cc] lands in a queue with a "
+      "fanout dead-letter exchange; it is got and rejected with requeue=false",
+      expectation="it arrives in the dead-letter queue (exchange dlx, key k, CC kept) with one x-death "
+      "entry {count 1, reason rejected, queue src, time, exchange x, routing-keys [k, k-cc]} and "
+      "x-first-death-reason/-queue/-exchange rejected/src/x")
+def test_rejected(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    x, src, dlx, dlq = _source(ch, ctx, cleanup, {})
+    ext.send_confirmed(ch, x, [("k", b"m", ext.props(headers={"CC": ["k-cc"]}))])
+    ev = ch.get(src)
+    ctx.check(ev is not None, True, "the message got from the source queue")
+    ch.reject(int(ev.method.delivery_tag), requeue=False)
+    dead = _dead(ch, dlq, ctx)
+    _check_dead(ctx, dead, since, exchange=dlx, routing_key="k",
+                deaths=[_entry("rejected", src, x, ["k", "k-cc"])],
+                headers={"CC": ["k-cc"], "x-first-death-reason": "rejected", "x-first-death-queue": src,
+                         "x-first-death-exchange": x})
+    ctx.check(ch.message_count(src), 0, "messages left in the source queue")
+
+
+@case("dead_letter.expired-x-death", sources=[OVERVIEW, EFFECTS, TTL_DL], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
+      description="A message with expiration '200' published to exchange x (key k) lands in a queue with a "
+      "fanout dead-letter exchange and no consumer",
+      expectation="after 200 ms it arrives in the dead-letter queue without an expiration property, with one "
+      "x-death entry {count 1, reason expired, queue src, time, exchange x, routing-keys [k], "
+      "original-expiration '200'} and x-first-death-* expired/src/x")
+def test_expired(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    x, src, dlx, dlq = _source(ch, ctx, cleanup, {})
+    ext.send_confirmed(ch, x, [("k", b"m", ext.props(expiration="200"))])
+    dead = _dead(ch, dlq, ctx, ext.settle_for(200, ctx.timeout))
+    _check_dead(ctx, dead, since, exchange=dlx, routing_key="k",
+                deaths=[_entry("expired", src, x, ["k"], **{"original-expiration": "200"})],
+                headers={"x-first-death-reason": "expired", "x-first-death-queue": src,
+                         "x-first-death-exchange": x})
+
+
+@case("dead_letter.maxlen-x-death", sources=[OVERVIEW, EFFECTS, MAXLEN], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
+      description="Two messages (m, then m2) published to exchange x (key k) into a queue with "
+                  "x-max-length 1 "
+      "and a fanout dead-letter exchange",
+      expectation="m (the head) is dead-lettered with one x-death entry {count 1, reason maxlen, queue src, "
+      "time, exchange x, routing-keys [k]} and x-first-death-* maxlen/src/x; the queue holds m2")
+def test_maxlen(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    x, src, dlx, dlq = _source(ch, ctx, cleanup, {"x-max-length": 1})
+    ext.send_confirmed(ch, x, [("k", b"m", None), ("k", b"m2", None)])
+    dead = _dead(ch, dlq, ctx)
+    _check_dead(ctx, dead, since, exchange=dlx, routing_key="k",
+                deaths=[_entry("maxlen", src, x, ["k"])],
+                headers={"x-first-death-reason": "maxlen", "x-first-death-queue": src,
+                         "x-first-death-exchange": x})
+    kept = ch.get(src, no_ack=True)
+    ctx.check(None if kept is None else kept.body, b"m2", "the message the queue kept")
+
+
+@case("dead_letter.routing-key-replaces-keys", sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
+      description="A queue with a direct dead-letter exchange and x-dead-letter-routing-key dl; behind the "
+      "exchange queue dlq (key dl) and queue orig (keys k, k-cc); a message published with key k and "
+      "CC=[k-cc] is rejected with requeue=false",
+      expectation="dlq gets it with routing key dl and no CC header (x-death routing-keys still [k, k-cc]); "
+      "orig gets nothing")
+def test_routing_key(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    x, src, dlx, dlq = _source(ch, ctx, cleanup, {"x-dead-letter-routing-key": "dl"}, dlx_type="direct",
+                               dlq_key="dl")
+    orig = cleanup.queue(ctx.name("orig"))
+    ch.declare_queue(orig)
+    for key in ("k", "k-cc"):
+        ch.bind(orig, dlx, key)
+    ext.send_confirmed(ch, x, [("k", b"m", ext.props(headers={"CC": ["k-cc"]}))])
+    ev = ch.get(src)
+    ctx.check(ev is not None, True, "the message got from the source queue")
+    ch.reject(int(ev.method.delivery_tag), requeue=False)
+    dead = _dead(ch, dlq, ctx)
+    _check_dead(ctx, dead, since, exchange=dlx, routing_key="dl",
+                deaths=[_entry("rejected", src, x, ["k", "k-cc"])],
+                headers={"x-first-death-reason": "rejected", "x-first-death-queue": src,
+                         "x-first-death-exchange": x})
+    ctx.check(ch.message_count(orig), 0, "messages in the queue bound by the original keys")
+
+
+@case("dead_letter.rejection-cycle-counts", sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
+      queue_types=CLASSIC, premise=PREMISE,
+      description="A queue whose dead-letter exchange is the default exchange with dead-letter routing key "
+      "its own name; its message is got and rejected (requeue=false) twice",
+      expectation="after each rejection the message is back in the queue (a cycle with a rejection is kept); "
+      "the second time its x-death has one entry {count 2, reason rejected, queue q, exchange '', "
+      "routing-keys [q]} and x-first-death-* rejected/q/''")
+def test_rejection_cycle(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ext.declare_queue_ext(ch, q, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q}, DLX_ARG)
+    ext.send_confirmed(ch, "", [(q, b"m", None)])
+    counts = []
+    for i in range(3):
+        deadline = time.monotonic() + ctx.timeout
+        ev = ch.get(q)
+        while ev is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the rejected message is re-published asynchronously
+            ev = ch.get(q)
+        if ev is None:
+            ctx.check(f"queue empty after rejection {i}", "the message back in the queue",
+                      f"basic.get after rejection {i}")
+            return
+        deaths = ext.x_death(ev) if "x-death" in ext.headers(ev) else []
+        counts.append([d.get("count") for d in deaths])
+        if i < 2:
+            ch.reject(int(ev.method.delivery_tag), requeue=False)
+    ctx.observe("x-death counts per get", counts)
+    _check_dead(ctx, ev, since, exchange="", routing_key=q,
+                deaths=[{**_entry("rejected", q, "", [q]), "count": 2}],
+                headers={"x-first-death-reason": "rejected", "x-first-death-queue": q,
+                         "x-first-death-exchange": ""})
+
+
+@case("dead_letter.expiry-cycle-dropped", sources=[ROUTING], level=Level.EXTENSION, queue_types=CLASSIC,
+      premise=PREMISE,
+      description="Queue src (x-message-ttl 200) dead-letters to a fanout exchange bound to src "
+                  "itself and to "
+      "an observer queue; one message published to src",
+      expectation="the observer gets exactly one copy (x-death expired, count 1); the copy routed "
+                  "back to src "
+      "is dropped (a cycle without a rejection), so no second copy follows and src stays empty")
+def test_expiry_cycle(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    fx = cleanup.exchange(ctx.name("fx"))
+    src, obs = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("obs"))
+    ch.declare_exchange(fx, "fanout")
+    ch.declare_queue(obs)
+    ext.declare_queue_ext(ch, src, {"x-message-ttl": 200, "x-dead-letter-exchange": fx}, DLX_ARG)
+    ch.bind(obs, fx)
+    ch.bind(src, fx)
+    ext.send_confirmed(ch, "", [(src, b"m", None)])
+    ch.consume(obs, no_ack=True)
+    first = ext.must_arrive(ch, ext.settle_for(200, ctx.timeout), "the first dead-lettered copy",
+                            "one copy in the observer queue")
+    ctx.check([(d.get("reason"), d.get("queue"), d.get("count")) for d in ext.x_death(first)],
+              [("expired", src, 1)], "x-death (reason, queue, count) of the copy")
+    expect_no_delivery(ch, ext.settle_for(200, ctx.timeout) + quiet_window(ctx.timeout),
+                       what="a second copy (the message cycling)")
+    ctx.check(ch.message_count(src), 0, "messages in src")
+
+
+@case("dead_letter.delivery-limit-x-death", sources=[OVERVIEW, EFFECTS, POISON], level=Level.EXTENSION,
+      premise="declares its own quorum queue (x-queue-type quorum, durable): delivery limits are a quorum "
+      "queue's", queue_types=CLASSIC,
+      description="A quorum queue with x-delivery-limit 1 and a fanout dead-letter exchange; its message "
+      "(published to x with key k) is got and nacked with requeue twice",
+      expectation="the second get carries x-delivery-count 1; the second nack dead-letters it with "
+                  "one x-death "
+      "entry {count 1, reason delivery_limit, queue src, time, exchange x, routing-keys [k]}")
+def test_delivery_limit(amqp, ctx, cleanup):
+    since = time.time()
+    ch = amqp.channel()
+    x, dlx = cleanup.exchange(ctx.name("x")), cleanup.exchange(ctx.name("dlx"))
+    src, dlq = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("dlq"))
+    ch.declare_exchange(x, "direct")
+    ch.declare_exchange(dlx, "fanout")
+    ch.declare_queue(dlq)
+    ch.bind(dlq, dlx)
+    ext.declare_queue_ext(ch, src, {"x-queue-type": "quorum", "x-delivery-limit": 1,
+                                    "x-dead-letter-exchange": dlx}, "a quorum queue with x-delivery-limit",
+                          durable=True)
+    ch.bind(src, x, "k")
+    ext.send_confirmed(ch, x, [("k", b"m", None)])
+    counts = []
+    for i in range(2):
+        ev = ch.get(src)
+        if ev is None:
+            ctx.check("basic.get-empty", "the message", f"get {i + 1} of the message")
+            return
+        counts.append(ext.headers(ev).get("x-delivery-count"))
+        ch.nack(int(ev.method.delivery_tag), requeue=True)
+    ctx.check(counts[1], 1, "x-delivery-count of the second get")
+    dead = _dead(ch, dlq, ctx)
+    deaths = [ext.death_fields(e, since=since) for e in ext.x_death(dead)]
+    ctx.check(deaths, [_entry("delivery_limit", src, x, ["k"])], "x-death of the dead-lettered message")
+    ctx.check(ch.message_count(src), 0, "messages left in the quorum queue")
