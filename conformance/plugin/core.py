@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import gc
+import os
 import sys
 import threading
 import time
@@ -26,6 +27,8 @@ from conformance.plugin.context import delete_wait
 from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
 from conformance.plugin.interrupted import (
     INTERRUPTED_MESSAGE,
+    WRITE_COLLECTED_ENV,
+    collect_selection,
     collected_path,
     give_line_numbers,
     not_run,
@@ -53,6 +56,7 @@ from conformance.plugin.records import (
 )
 from conformance.plugin.session import (
     CTX,
+    RUN_ID_ENV,
     WORKER_INPUT_KEY,
     SessionState,
     close_all,
@@ -126,6 +130,8 @@ class ConformancePlugin:
         self.other_failures = 0  # failed reports that carry no verdict
         self.unsupported: dict[str, list[str]] = {}  # reason → case ids, for the summary
         self.interrupted_not_run: int | None = None  # ^C: how many cases were recorded NOT_RUN
+        self.session: pytest.Session | None = None  # the controller's, once its session started
+        self.finished = False  # pytest_sessionfinish ran (a ^C while the session starts skips it)
         self.invariant_facts: dict[str, InvariantFacts] = {}  # case id -> broken invariants (for triage)
         self.node_seconds: dict[str, float] = {}  # nodeid -> setup + call + teardown seconds
         self.node_case: dict[str, tuple[str, Verdict]] = {}  # nodeid -> (case id, verdict)
@@ -256,7 +262,8 @@ class ConformancePlugin:
         # sight, every full collection (pytest runs five at exit, in each worker) skips them.
         gc.freeze()
         self._first_ids(session.items)  # after every deselection (-k, -m, --case)
-        if self.state.worker in ("main", "gw0") and not session.config.option.collectonly:
+        writes = not session.config.option.collectonly or bool(os.environ.get(WRITE_COLLECTED_ENV))
+        if self.state.worker in ("main", "gw0") and writes:
             # every worker collects the same selection: one of them says what it is (for ^C)
             selected = [s for item in session.items
                         if (c := case_of(item)) is not None
@@ -315,6 +322,7 @@ class ConformancePlugin:
         config = session.config
         if is_worker(config) or not wants_target(config, self.state.settings):
             return
+        self.session = session
         # Before the target starts: a run that cannot keep its results must not begin.
         unwritable = results_writable(self.state.results_dir)
         if unwritable:
@@ -330,6 +338,9 @@ class ConformancePlugin:
         node.workerinput[WORKER_INPUT_KEY] = worker_input(self.state)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
+        session = self.session
+        if session is not None and not self.finished and session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            self._interrupted_while_starting(config)
         close_all(self.state)
         restore_sigterm(self.previous_sigterm)
         self._threads_left_behind()
@@ -545,6 +556,7 @@ class ConformancePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.finished = True
         state = self.state
         if is_worker(session.config):
             # xdist's worker sends its workeroutput to the controller after this hook
@@ -558,8 +570,9 @@ class ConformancePlugin:
                                              for c, _a, v in state.rows)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED if bad else pytest.ExitCode.OK
         if exitstatus == pytest.ExitCode.INTERRUPTED:
-            self._record_not_run()
-        collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
+            self._record_not_run(session.config)
+        if not session.config.option.collectonly:  # a collection for ^C leaves its file to the run
+            collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
         if state.writer is not None:
             state.writer.close()
             state.writer = None
@@ -569,12 +582,30 @@ class ConformancePlugin:
         if alluredir and state.rows:
             write_allure_environment(Path(alluredir), state)
 
-    def _record_not_run(self) -> None:
+    def _interrupted_while_starting(self, config: pytest.Config) -> None:
+        """^C while the session started (the target, xdist's workers): pytest skips the session's
+        finish, so every selected case is recorded NOT_RUN here, and the table says so."""
+        state = self.state
+        self._record_not_run(config)
+        if state.writer is not None:
+            state.writer.close()
+            state.writer = None
+        if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
+            merge_parts(state.results_dir, state.run_id)
+        collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            self.pytest_terminal_summary(reporter, pytest.ExitCode.INTERRUPTED, config)
+
+    def _record_not_run(self, config: pytest.Config) -> None:
         """^C: every selected case without a record gets a NOT_RUN one (and a row in the table)."""
         state = self.state
         reported = {case_id for case_id, _a, _v in state.rows}
-        missing = not_run(collected_path(state.results_dir, state.run_id), state.results_dir, state.run_id,
-                          reported)
+        collected = collected_path(state.results_dir, state.run_id)
+        if not collected.exists():  # interrupted before any worker finished collecting
+            collect_selection(list(config.invocation_params.args), state.run_id,
+                              Path(config.invocation_params.dir), RUN_ID_ENV)
+        missing = not_run(collected, state.results_dir, state.run_id, reported)
         for c, s in missing:
             decision = Decision(Verdict.NOT_RUN, c.expectation, "-", INTERRUPTED_MESSAGE)
             write_record(state, c, None, decision, 0.0, s.nodeid, queue_type=s.queue_type)

@@ -4,12 +4,20 @@ The process that collects the cases (the only one without xdist, the first worke
 the run's selection to ``<run_id>.collected.json`` beside the results. When the session ends
 interrupted, the controller compares that list with what was recorded and writes a NOT_RUN record
 for every case that has none. Under xdist the controller itself never collects, hence the file.
+
+A ^C before any worker finished collecting leaves no file: the controller then collects the same
+selection itself, in a ``--collect-only`` pytest of the run's own arguments without xdist (no
+target is started for a collection; :func:`collect_selection`), bounded in time, so every
+selected case still gets its record.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -20,6 +28,14 @@ from conformance.model.cases import REGISTRY, Case, case_of
 from conformance.model.results import recorded_case_ids
 
 INTERRUPTED_MESSAGE = "interrupted (^C) before this case ran"
+#: set for the --collect-only pytest that writes a selection (a collection alone writes none)
+WRITE_COLLECTED_ENV = "AMQP_CONFORMANCE_WRITE_COLLECTED"
+#: seconds the controller gives that collection (a second ^C ends it sooner)
+COLLECT_TIMEOUT = 60.0
+# Options the collection leaves out, each with its value: xdist's (it runs in one process) and the
+# report writers' (a collection must not overwrite the interrupted run's JUnit XML or allure files).
+_XDIST_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--max-worker-restart", "--tx",
+                     "--junitxml", "--junit-xml", "--alluredir")
 
 
 @dataclass(frozen=True)
@@ -40,6 +56,39 @@ def write_collected(path: Path, selected: list[Selected]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps([s.__dict__ for s in selected]), encoding="utf-8")
     tmp.replace(path)  # whole or absent: a ^C during collection leaves no half list
+
+
+def without_xdist(args: list[str]) -> list[str]:
+    """The run's pytest arguments without xdist's (and its plugin's ``-p xdist.plugin``) and the
+    report writers' options."""
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        flag = a.partition("=")[0]
+        if flag in _XDIST_WITH_VALUE or (a.startswith("-n") and a[2:].isdigit()):
+            skip = "=" not in a and flag == a and not (a.startswith("-n") and a[2:])
+            continue
+        if a == "-p" and i + 1 < len(args) and args[i + 1].startswith("xdist"):
+            skip = True
+            continue
+        out.append(a)
+    return out
+
+
+def collect_selection(args: list[str], run_id: str, cwd: Path, env_var: str,
+                      timeout: float = COLLECT_TIMEOUT) -> bool:
+    """Collect the run's selection in a --collect-only pytest (no target started) that writes
+    ``<run_id>.collected.json``; False when it could not (timeout, error, another ^C)."""
+    env = {**os.environ, env_var: run_id, WRITE_COLLECTED_ENV: "1"}
+    cmd = [sys.executable, "-m", "pytest", *without_xdist(args), "--collect-only", "-q", "-p", "no:randomly"]
+    try:
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired, KeyboardInterrupt):
+        return False
+    return done.returncode == 0
 
 
 def selected_of(item: pytest.Item, run_id: str, queue_type: str | None) -> Selected | None:
