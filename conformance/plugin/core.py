@@ -18,7 +18,7 @@ import pytest
 
 from conformance.gate.triage import InvariantFacts
 from conformance.model.cases import Case, case_of
-from conformance.model.results import merge_parts, recorded_case_ids
+from conformance.model.results import recorded_case_ids
 from conformance.model.sources import cite_all
 from conformance.model.verdicts import CeilingExceeded, Decision, Verdict, decide
 from conformance.plugin import qtypes
@@ -26,12 +26,10 @@ from conformance.plugin.ceiling import ceiling
 from conformance.plugin.context import delete_wait
 from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
 from conformance.plugin.interrupted import (
-    INTERRUPTED_MESSAGE,
     WRITE_COLLECTED_ENV,
-    collect_selection,
     collected_path,
     give_line_numbers,
-    not_run,
+    record_not_run,
     selected_of,
     write_collected,
 )
@@ -48,6 +46,7 @@ from conformance.plugin.liveness import (
 from conformance.plugin.records import (
     STATUS,
     area_table,
+    close_results,
     name_junit_suite,
     slowest_cases,
     unsupported_groups,
@@ -56,7 +55,6 @@ from conformance.plugin.records import (
 )
 from conformance.plugin.session import (
     CTX,
-    RUN_ID_ENV,
     WORKER_INPUT_KEY,
     SessionState,
     close_all,
@@ -573,11 +571,7 @@ class ConformancePlugin:
             self._record_not_run(session.config)
         if not session.config.option.collectonly:  # a collection for ^C leaves its file to the run
             collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
-        if state.writer is not None:
-            state.writer.close()
-            state.writer = None
-        if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
-            merge_parts(state.results_dir, state.run_id)
+        close_results(state)
         alluredir = session.config.getoption("allure_report_dir", None)
         if alluredir and state.rows:
             write_allure_environment(Path(alluredir), state)
@@ -585,32 +579,16 @@ class ConformancePlugin:
     def _interrupted_while_starting(self, config: pytest.Config) -> None:
         """^C while the session started (the target, xdist's workers): pytest skips the session's
         finish, so every selected case is recorded NOT_RUN here, and the table says so."""
-        state = self.state
         self._record_not_run(config)
-        if state.writer is not None:
-            state.writer.close()
-            state.writer = None
-        if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
-            merge_parts(state.results_dir, state.run_id)
-        collected_path(state.results_dir, state.run_id).unlink(missing_ok=True)
+        close_results(self.state)
+        collected_path(self.state.results_dir, self.state.run_id).unlink(missing_ok=True)
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             self.pytest_terminal_summary(reporter, pytest.ExitCode.INTERRUPTED, config)
 
     def _record_not_run(self, config: pytest.Config) -> None:
         """^C: every selected case without a record gets a NOT_RUN one (and a row in the table)."""
-        state = self.state
-        reported = {case_id for case_id, _a, _v in state.rows}
-        collected = collected_path(state.results_dir, state.run_id)
-        if not collected.exists():  # interrupted before any worker finished collecting
-            collect_selection(list(config.invocation_params.args), state.run_id,
-                              Path(config.invocation_params.dir), RUN_ID_ENV)
-        missing = not_run(collected, state.results_dir, state.run_id, reported)
-        for c, s in missing:
-            decision = Decision(Verdict.NOT_RUN, c.expectation, "-", INTERRUPTED_MESSAGE)
-            write_record(state, c, None, decision, 0.0, s.nodeid, queue_type=s.queue_type)
-            state.rows.append((s.run_id, c.area, Verdict.NOT_RUN))
-        self.interrupted_not_run = len(missing)
+        self.interrupted_not_run = record_not_run(self.state, config)
 
     def _known(self, case_id: str, verdict: Verdict) -> bool:
         """Is this verdict explained by the --amqp-expected-failures file (so it does not fail the run)?"""

@@ -26,6 +26,9 @@ import pytest
 
 from conformance.model.cases import REGISTRY, Case, case_of
 from conformance.model.results import recorded_case_ids
+from conformance.model.verdicts import Decision, Verdict
+from conformance.plugin.records import write_record
+from conformance.plugin.session import RUN_ID_ENV, SessionState
 
 INTERRUPTED_MESSAGE = "interrupted (^C) before this case ran"
 #: set for the --collect-only pytest that writes a selection (a collection alone writes none)
@@ -165,3 +168,19 @@ def _line_before(tb: TracebackType) -> int:
         if lineno is not None:
             line = lineno
     return line
+
+
+def record_not_run(state: SessionState, config: pytest.Config) -> int:
+    """^C: every selected case without a record gets a NOT_RUN one (and a row in the table);
+    returns how many. With no selection on file yet, it is collected first."""
+    reported = {case_id for case_id, _a, _v in state.rows}
+    collected = collected_path(state.results_dir, state.run_id)
+    if not collected.exists():  # interrupted before any worker finished collecting
+        collect_selection(list(config.invocation_params.args), state.run_id,
+                          Path(config.invocation_params.dir), RUN_ID_ENV)
+    missing = not_run(collected, state.results_dir, state.run_id, reported)
+    for c, s in missing:
+        decision = Decision(Verdict.NOT_RUN, c.expectation, "-", INTERRUPTED_MESSAGE)
+        write_record(state, c, None, decision, 0.0, s.nodeid, queue_type=s.queue_type)
+        state.rows.append((s.run_id, c.area, Verdict.NOT_RUN))
+    return len(missing)

@@ -11,7 +11,7 @@ import pytest
 
 from conformance import __version__
 from conformance.model.cases import Case
-from conformance.model.results import ResultRecord, ResultsWriter, part_path, utc_now_iso
+from conformance.model.results import ResultRecord, ResultsWriter, merge_parts, part_path, utc_now_iso
 from conformance.model.verdicts import Decision, Verdict
 from conformance.plugin.context import CaseContext, delete_wait
 from conformance.plugin.session import SessionState
@@ -196,3 +196,12 @@ def write_allure_environment(alluredir: Path, state: SessionState) -> None:
     alluredir.mkdir(parents=True, exist_ok=True)
     lines = [f"{k}={v.replace(chr(10), ' ')}" for k, v in allure_environment(state).items()]
     (alluredir / "environment.properties").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def close_results(state: SessionState) -> None:
+    """The session's results are final: the writer closed, the workers' part files merged."""
+    if state.writer is not None:
+        state.writer.close()
+        state.writer = None
+    if state.results_dir.exists() and any(state.results_dir.glob(f"{state.run_id}.*.part.jsonl")):
+        merge_parts(state.results_dir, state.run_id)

@@ -10,16 +10,18 @@ import pytest
 
 from conformance.broker import EmbeddedBroker
 from conformance.model.verdicts import Mismatch
+from conformance.protocol.wire import URL
+from conformance.targets.spec import parse_url
 from conformance.verify.libs import aio_pika_session, run_async
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
+def url() -> Iterator[URL]:
     with EmbeddedBroker() as b:
-        yield b.url
+        yield parse_url(b.url)
 
 
-def test_the_connection_is_closed_after_the_block(url: str) -> None:
+def test_the_connection_is_closed_after_the_block(url: URL) -> None:
     seen: list[Any] = []
 
     async def scenario() -> bool:
@@ -33,7 +35,7 @@ def test_the_connection_is_closed_after_the_block(url: str) -> None:
     assert seen[0].is_closed
 
 
-def test_a_broker_error_is_the_librarys_exception_without_what(url: str) -> None:
+def test_a_broker_error_is_the_librarys_exception_without_what(url: URL) -> None:
     async def scenario() -> None:
         async with aio_pika_session(url, 5.0) as conn:
             channel = await conn.channel()
@@ -46,7 +48,7 @@ def test_a_broker_error_is_the_librarys_exception_without_what(url: str) -> None
     assert "NOT_FOUND" in info.value.observed
 
 
-def test_with_what_a_broker_error_is_our_mismatch_and_the_close_does_not_mask_it(url: str) -> None:
+def test_with_what_a_broker_error_is_our_mismatch_and_the_close_does_not_mask_it(url: URL) -> None:
     seen: list[Any] = []
 
     async def scenario() -> None:

@@ -15,6 +15,7 @@ from conformance.broker import EmbeddedBroker
 from conformance.fuzz.cli import main
 from conformance.fuzz.sessions import corpus
 from conformance.fuzz.wire import Endpoint, alive, health_check, send_input
+from conformance.targets.spec import parse_url
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +79,7 @@ def test_fuzz_against_the_reference_broker(
 
 
 def test_valid_sessions_end_with_close_ok(broker: EmbeddedBroker) -> None:
-    ep = Endpoint.from_url(broker.url)
+    ep = Endpoint.from_url(parse_url(broker.url))
     for session in corpus(9, 6):
         outcome = send_input(ep, [session.encode()], bound=5.0)
         assert outcome.codes == () and outcome.ended in ("close-ok", "eof"), (session.name, outcome)

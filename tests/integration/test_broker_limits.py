@@ -16,6 +16,7 @@ from conformance.broker import EmbeddedBroker
 from conformance.broker.limits import Limits
 from conformance.model.verdicts import CaseTimeout
 from conformance.protocol.raw import RawConnection
+from conformance.targets.spec import parse_url
 
 
 def _wait_blocked(conn: RawConnection, ch_publish, timeout: float = 10.0) -> int:
@@ -36,7 +37,7 @@ def _wait_blocked(conn: RawConnection, ch_publish, timeout: float = 10.0) -> int
 
 def test_watermark_blocks_the_publisher_until_a_consumer_drains() -> None:
     with EmbeddedBroker(limits=Limits(memory_watermark=100_000)) as b:
-        pub = RawConnection.open(b.url, timeout=5)
+        pub = RawConnection.open(parse_url(b.url), timeout=5)
         ch = pub.channel()
         ch.declare_queue("w")
         ch.confirm_select()
@@ -44,7 +45,8 @@ def test_watermark_blocks_the_publisher_until_a_consumer_drains() -> None:
         assert n >= 4  # 4 x 30 000 octets pass the 100 000 watermark
         assert any(p.core is not None and p.core.blocked and p._reading_paused for p in b.server.protocols)
         ch.publish("", "w", b"held")  # not read while blocked
-        other = RawConnection.open(b.url, timeout=5).channel()  # a non-publishing connection is served
+        # a non-publishing connection is served
+        other = RawConnection.open(parse_url(b.url), timeout=5).channel()
         got = [other.get("w", no_ack=True) for _ in range(n)]
         assert all(g is not None for g in got)
         pub.wait_event(0, lambda e: isinstance(e.method, spec.Connection.Unblocked), "unblocked", timeout=5)
@@ -63,7 +65,7 @@ def test_signals_raise_and_clear_the_alarm(tmp_path) -> None:
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline().split()[2])
-        conn = RawConnection.open(f"amqp://guest:guest@127.0.0.1:{port}/", timeout=5)
+        conn = RawConnection.open(parse_url(f"amqp://guest:guest@127.0.0.1:{port}/"), timeout=5)
         ch = conn.channel()
         ch.declare_queue("s", exclusive=True)
         os.kill(proc.pid, signal.SIGUSR1)

@@ -78,7 +78,7 @@ def test_github_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
     steps = github_steps()
     baseline = tmp_path / "repo" / "conformance" / "baseline.jsonl"
     results = yaml.safe_load(GITHUB.read_text(encoding="utf-8"))["env"]["RESULTS"]
-    env = {"AMQP_URL": broker.url, "BASELINE": str(baseline), "SUITE_ARGS": SUITE_ARGS}
+    env = {"AMQP_URL": str(broker.url), "BASELINE": str(baseline), "SUITE_ARGS": SUITE_ARGS}
     first, second = tmp_path / "job1", tmp_path / "job2"
     for n, (job, final) in enumerate(((first, "Record a new baseline"),
                                       (second, "Gate against the committed baseline"))):
@@ -112,7 +112,7 @@ def test_gitlab_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
         cwd.mkdir()
         env = {
             **job["variables"],
-            "AMQP_URL": broker.url,
+            "AMQP_URL": str(broker.url),
             "BASELINE": str(baseline),
             "SUITE_ARGS": SUITE_ARGS,
             "UPDATE_BASELINE": update,

@@ -14,23 +14,25 @@ from pamqp import commands as spec
 from conformance.broker import EmbeddedBroker
 from conformance.protocol.raw import RawConnection
 from conformance.protocol.rawevents import Event
+from conformance.protocol.wire import URL
+from conformance.targets.spec import parse_url
 from conformance.verify.cluster import Confirms, _read_confirms, publish_numbered
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def url() -> Iterator[str]:
+def url() -> Iterator[URL]:
     broker = EmbeddedBroker()
     broker.start()
     try:
-        yield f"amqp://guest:guest@127.0.0.1:{broker.port}/"
+        yield parse_url(f"amqp://guest:guest@127.0.0.1:{broker.port}/")
     finally:
         broker.stop()
         broker.cleanup()
 
 
-def test_a_queue_takes_them_all(url: str) -> None:
+def test_a_queue_takes_them_all(url: URL) -> None:
     conn = RawConnection.open(url, timeout=5)
     try:
         conn.channel().declare_queue("cc-there", auto_delete=False)
@@ -40,7 +42,7 @@ def test_a_queue_takes_them_all(url: str) -> None:
     assert (got.acked, got.nacked, got.returned, got.unconfirmed) == (set(range(5)), set(), set(), set())
 
 
-def test_messages_routed_nowhere_are_returned_not_acked(url: str) -> None:
+def test_messages_routed_nowhere_are_returned_not_acked(url: URL) -> None:
     got = publish_numbered(url, "cc-no-such-queue", range(3), timeout=5)
     assert (got.acked, got.nacked, got.returned, got.unconfirmed) == (set(), set(), {0, 1, 2}, set())
     assert "returned unroutable 3" in got.summary()

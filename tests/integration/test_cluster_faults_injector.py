@@ -12,6 +12,8 @@ from conformance.broker import EmbeddedBroker
 from conformance.cluster.base import ClusterError, Leader, Node, Unsupported
 from conformance.cluster.injector import loss_proxy
 from conformance.faults.run import FaultsConfig, run_faults
+from conformance.protocol.wire import URL
+from conformance.targets.spec import parse_url
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.integration
 class OneNode:
     """A controller over one broker that can do nothing to it."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: URL) -> None:
         self.nodes = (Node(0, "ref", url),)
 
     def supports(self, action: str) -> str | None:
@@ -70,7 +72,7 @@ CONFIG = FaultsConfig(
 
 def test_clean_run_loses_nothing(broker: EmbeddedBroker) -> None:
     lines: list[str] = []
-    result = run_faults(OneNode(broker.url), CONFIG, run_id="clean", log=lines.append)
+    result = run_faults(OneNode(parse_url(broker.url)), CONFIG, run_id="clean", log=lines.append)
     v = result.verdict
     # the goal ended the run, not the bound
     assert v.confirmed >= MESSAGES and result.duration < CONFIG.duration, (v, result.duration)
@@ -81,7 +83,7 @@ def test_clean_run_loses_nothing(broker: EmbeddedBroker) -> None:
 
 
 def test_confirm_then_discard_is_reported_lost(broker: EmbeddedBroker) -> None:
-    with loss_proxy(broker.url, 0.05) as (url, what):
+    with loss_proxy(parse_url(broker.url), 0.05) as (url, what):
         result = run_faults(
             OneNode(url), CONFIG, run_id="inject", urls=[url], log=lambda _l: None, injected=what
         )

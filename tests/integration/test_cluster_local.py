@@ -17,6 +17,8 @@ import pika.exceptions
 import pytest
 
 from conformance.cluster.local import RABBITMQ_SERVER, LocalCluster, leftovers
+from conformance.protocol.uri import pika_parameters
+from conformance.protocol.wire import URL
 from conformance.targets.erleval import evaluate
 
 pytestmark = [
@@ -40,7 +42,7 @@ def cluster() -> Iterator[LocalCluster]:
     assert leftovers(c.run_id) == []
 
 
-def _publish_until_confirmed(url: str, queue: str, timeout: float = 60.0) -> int:
+def _publish_until_confirmed(url: URL, queue: str, timeout: float = 60.0) -> int:
     """Publish until the broker acks one, each try on a new connection; returns how many were
     nacked first. A new connection, because RabbitMQ 3.10.8 keeps nacking every publish on a
     channel opened while the quorum leader's node had just died (seen for 90 s, while a new
@@ -48,7 +50,7 @@ def _publish_until_confirmed(url: str, queue: str, timeout: float = 60.0) -> int
     nacks = 0
     deadline = time.monotonic() + timeout
     while True:
-        conn = pika.BlockingConnection(pika.URLParameters(url))
+        conn = pika.BlockingConnection(pika_parameters(url, 10.0))
         try:
             ch = conn.channel()
             ch.confirm_delivery()

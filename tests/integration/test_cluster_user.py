@@ -18,11 +18,16 @@ from conformance.targets.spec import parse_url, target_spec
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
+def three_spellings(url: str) -> str:
+    """One broker as three --cluster-url nodes (a node named twice is refused: spell it three ways)."""
+    return f"{url},{url}?heartbeat=0,{url}?connection_timeout=10000"
+
+
 def urls(*given: str) -> list[URL]:
     return [parse_url(u) for u in given]
 
 
+@pytest.fixture(scope="module")
 def brokers() -> Iterator[tuple[EmbeddedBroker, EmbeddedBroker]]:
     with EmbeddedBroker() as a, EmbeddedBroker() as b:
         yield a, b
@@ -85,17 +90,18 @@ def test_faults_cli_bad_input_exit_codes(
     brokers: tuple[EmbeddedBroker, EmbeddedBroker], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     a, b = brokers[0].url, brokers[1].url
-    same = f"{a},{a},{a}"
+    same = three_spellings(a)
     results = ["--results", str(tmp_path)]
     assert main(["--cluster-url", same, "--cluster-cmd-kill", "docker kill"]) == 2
     assert "--cluster-cmd-kill" in _one_line(capsys)
-    assert main(["--cluster-url", f"{a},{b},{a}", "--duration", "1", *results]) == 4
+    assert main(["--cluster-url", f"{a},{b},{a}?heartbeat=0", "--duration", "1", *results]) == 4
     assert "not clustered" in _one_line(capsys)
-    assert main(["--cluster-url", f"{a},{free_port_url()},{a}", "--duration", "1", *results]) == 4
+    nodes = f"{a},{free_port_url()},{a}?heartbeat=0"
+    assert main(["--cluster-url", nodes, "--duration", "1", *results]) == 4
     line = _one_line(capsys)
     assert "node 127.0.0.1" in line and "unreachable" in line, line
     bad = b.replace("guest:guest", "guest:wrong")
-    assert main(["--cluster-url", f"{a},{a},{bad}", "--cluster-node-names", "n0,n1,n2", *results]) == 4
+    assert main(["--cluster-url", f"{a},{a}?heartbeat=0,{bad}", "--cluster-node-names", "n0,n1,n2", *results]) == 4
     assert "node n2" in _one_line(capsys)
     assert not list(tmp_path.iterdir())  # nothing ran, nothing written
 
@@ -106,7 +112,7 @@ def test_faults_stops_at_a_failing_node_command(
     """A node command that exits non-zero ends the schedule: exit 4, the last line names the node
     and the option, no records (the counts of a run with a node in an unknown state would mislead)."""
     a = brokers[0].url
-    argv = ["--cluster-url", f"{a},{a},{a}", "--cluster-node-names", "n0,n1,n2", "--queue-type", "quorum",
+    argv = ["--cluster-url", three_spellings(a), "--cluster-node-names", "n0,n1,n2", "--queue-type", "quorum",
             "--cluster-cmd-kill", "false {node}", "--cluster-cmd-start", "true {node}", "--nemesis", "kill",
             "--duration", "20", "--interval", "0", "--rate", "20", "--results", str(tmp_path)]
     assert main(argv) == 4

@@ -128,7 +128,7 @@ def run_through(broker: EmbeddedBroker, fault: Fault, out: Path) -> tuple[dict[s
                 "--pyargs",
                 "conformance.scenarios",
                 "--broker-url",
-                proxy.url(),
+                str(proxy.url()),
                 "--case",
                 ",".join(ids),
                 "--case-timeout",

@@ -12,6 +12,7 @@ from pamqp import commands as spec
 
 from conformance.model.verdicts import Mismatch
 from conformance.protocol.raw import RawChannel, RawConnection, UnexpectedClose
+from conformance.targets.spec import parse_url
 from conformance.verify.expect import expect_channel_close, expect_connection_close, reply_or_probe
 from conformance.verify.outcomes import outcome
 from tests.fakebroker import FakeBroker
@@ -25,7 +26,7 @@ def _declare(name: str) -> spec.Queue.Declare:
 def fake() -> Iterator[tuple[FakeBroker, RawChannel]]:
     """The fake broker and a channel on a connection to it."""
     with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=5)
+        conn = RawConnection.open(parse_url(fb.url), timeout=5)
         yield fb, conn.channel()
         conn.close()
 

@@ -11,6 +11,7 @@ from conformance.model.verdicts import CaseTimeout, Mismatch
 from conformance.protocol.raw import URL, RawConnection, UnexpectedClose, redact
 from conformance.targets.base import free_port
 from conformance.targets.probe import ProbeError, probe
+from conformance.targets.spec import parse_url
 from conformance.verify.expect import expect_channel_close, expect_connection_close
 from tests.fakebroker import FakeBroker
 
@@ -26,7 +27,7 @@ def test_url_parsing_and_redaction() -> None:
 
 def test_handshake_content_assembly_and_history() -> None:
     with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=3)
+        conn = RawConnection.open(parse_url(fb.url), timeout=3)
         assert conn.server_properties["product"] == "fakebroker"
         ch = conn.channel()
         ev = ch.get("q1")
@@ -38,7 +39,7 @@ def test_handshake_content_assembly_and_history() -> None:
 
 def test_silent_method_times_out_within_the_deadline() -> None:
     with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=3)
+        conn = RawConnection.open(parse_url(fb.url), timeout=3)
         ch = conn.channel()
         t0 = time.monotonic()
         with pytest.raises(CaseTimeout) as exc:
@@ -50,7 +51,7 @@ def test_silent_method_times_out_within_the_deadline() -> None:
 
 def test_channel_close_is_answered_and_reported() -> None:
     with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=3)
+        conn = RawConnection.open(parse_url(fb.url), timeout=3)
         ch = conn.channel()
         with pytest.raises(UnexpectedClose) as exc:
             ch.declare_queue("close406-q")
@@ -64,7 +65,7 @@ def test_channel_close_is_answered_and_reported() -> None:
 
 def test_expect_channel_close_code_mismatch_and_still_open() -> None:
     with FakeBroker() as fb:
-        conn = RawConnection.open(fb.url, timeout=3)
+        conn = RawConnection.open(parse_url(fb.url), timeout=3)
         ch = conn.channel()
         ch.send(spec.Queue.Declare(queue="close406-x"))
         with pytest.raises(Mismatch) as exc:
@@ -88,7 +89,7 @@ def test_expect_channel_close_code_mismatch_and_still_open() -> None:
 def test_probe_failures_say_which(mode: str, kind: str) -> None:
     with FakeBroker(mode) as fb:
         with pytest.raises(ProbeError) as exc:
-            probe(fb.url, timeout=3)
+            probe(parse_url(fb.url), timeout=3)
         assert exc.value.kind == kind, exc.value.message
 
 
@@ -96,20 +97,20 @@ def test_probe_silent_broker_times_out_quickly() -> None:
     with FakeBroker("silent") as fb:
         t0 = time.monotonic()
         with pytest.raises(ProbeError) as exc:
-            probe(fb.url, timeout=1.5)
+            probe(parse_url(fb.url), timeout=1.5)
         assert exc.value.kind == "timeout"
         assert time.monotonic() - t0 < 3
 
 
 def test_probe_unreachable() -> None:
     with pytest.raises(ProbeError) as exc:
-        probe(f"amqp://guest:guest@127.0.0.1:{free_port()}/", timeout=2)
+        probe(parse_url(f"amqp://guest:guest@127.0.0.1:{free_port()}/"), timeout=2)
     assert exc.value.kind == "unreachable"
 
 
 def test_probe_reads_capabilities() -> None:
     with FakeBroker(capabilities={"basic.nack": True}) as fb:
-        info = probe(fb.url, timeout=3)
+        info = probe(parse_url(fb.url), timeout=3)
         assert (info.product, info.version) == ("fakebroker", "9.9")
         assert info.supports("basic.nack") and not info.supports("publisher_confirms")
 

@@ -24,8 +24,8 @@ def test_a_refused_restricted_login_is_one_line_and_exit_4(tmp_path: Path) -> No
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env = {k: v for k, v in env.items() if not k.startswith("AMQP_CONFORMANCE_")}
         res = subprocess.run(
-            [sys.executable, "-m", "conformance.cli", "run", "--no-report", "--broker-url", target.url,
-             "--restricted-url", wrong, "--area", "access", "--results", str(tmp_path / "r")],
+            [sys.executable, "-m", "conformance.cli", "run", "--no-report", "--broker-url", str(target.url),
+             "--restricted-url", str(wrong), "--area", "access", "--results", str(tmp_path / "r")],
             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
         )
     finally:

@@ -70,6 +70,6 @@ def test_core_case_fails_against_a_broken_broker(broker: EmbeddedBroker, tmp_pat
                                                  case_id: str, fault: type[Fault], verdict: str) -> None:
     module = "ordering" if area == "ordering" else area
     with FaultProxy("127.0.0.1", broker.port, Fault()) as clean:
-        assert run_case(clean.url(), module, case_id, tmp_path / "clean") == "PASS"
+        assert run_case(str(clean.url()), module, case_id, tmp_path / "clean") == "PASS"
     with FaultProxy("127.0.0.1", broker.port, fault()) as broken:
-        assert run_case(broken.url(), module, case_id, tmp_path / "broken") == verdict
+        assert run_case(str(broken.url()), module, case_id, tmp_path / "broken") == verdict

@@ -15,7 +15,7 @@ from tests.proctable import describe, processes_with_env
 def _roundtrip_after_restart(kind: str, kill: bool) -> None:
     target = spawn_private(kind)
     try:
-        assert target.url.startswith("amqp://guest:guest@127.0.0.1:")
+        assert str(target.url).startswith("amqp://guest:guest@127.0.0.1:")
         if kind == "local:rabbitmq":
             # Its set-up waited for the node's boot to finish (the AMQP port opens before the
             # rabbit application runs): the second vhost and the restricted user were made.
@@ -53,7 +53,7 @@ def _roundtrip_after_restart(kind: str, kill: bool) -> None:
     if kind == "local:rabbitmq":
         # Nothing of the node outlives it: not its epmd (rabbitmq-server's own `epmd -daemon`
         # detaches and used to stay behind after every run), not a CLI call's.
-        port = target.url.rsplit(":", 1)[1].strip("/")
+        port = str(target.url.port)
         assert describe(processes_with_env(f"RABBITMQ_NODENAME=amqpc{port}@localhost")) == []
 
 

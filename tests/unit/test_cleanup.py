@@ -89,7 +89,7 @@ class _Channel:
 
 
 def test_a_delete_and_its_barrier_both_unanswered_are_noted_silent() -> None:
-    c = Cleanup("amqp://127.0.0.1:1/", 10.0)
+    c = Cleanup(parse_url("amqp://127.0.0.1:1/"), 10.0)
     ch = _Channel([], silent=True)
     try:
         c._delete(ch, spec.Queue.Delete(queue="q"), 3.0, "acks.x")  # type: ignore[arg-type]
@@ -101,7 +101,7 @@ def test_a_delete_and_its_barrier_both_unanswered_are_noted_silent() -> None:
 
 
 def test_a_close_before_the_barrier_ends_the_channel_without_a_note() -> None:
-    c = Cleanup("amqp://127.0.0.1:1/", 10.0)
+    c = Cleanup(parse_url("amqp://127.0.0.1:1/"), 10.0)
     close = spec.Channel.Close(reply_code=404, reply_text="NOT_FOUND", class_id=50, method_id=40)
     ch = _Channel([close, spec.Exchange.DeclareOk()])  # garagemq answers after its own close
     assert c._delete(ch, spec.Queue.Delete(queue="q"), 3.0, "q.x") is False  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def test_a_close_before_the_barrier_ends_the_channel_without_a_note() -> None:
 
 
 def test_an_answer_before_the_barrier_is_an_answer() -> None:
-    c = Cleanup("amqp://127.0.0.1:1/", 10.0)
+    c = Cleanup(parse_url("amqp://127.0.0.1:1/"), 10.0)
     ch = _Channel([spec.Exchange.DeleteOk(), spec.Exchange.DeclareOk()])
     assert c._delete(ch, spec.Exchange.Delete(exchange="x"), 3.0, "x.y") is True  # type: ignore[arg-type]
     assert not c.notes and ch.inbox == []  # the delete-ok is never taken for a later delete's answer

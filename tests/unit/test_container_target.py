@@ -97,10 +97,12 @@ class FakeContainer:
 def test_the_controller_restarts_the_same_container(monkeypatch: pytest.MonkeyPatch) -> None:
     log: list[str] = []
     monkeypatch.setattr(ct, "amqp_ready", lambda url, deadline, what: log.append(f"ready {url}"))
-    ctl = ct.ContainerController(FakeContainer(log), ct.container_spec("rabbitmq:3.13", {}), "amqp://g:g@h:1/")
+    ctl = ct.ContainerController(FakeContainer(log), ct.container_spec("rabbitmq:3.13", {}),
+                                 URL.parse("amqp://g:g@h:1/"))
     ctl.restart()
     ctl.restart(kill=True)
-    assert log == ["stop 30", "start", "ready amqp://g:g@h:1/", "kill", "start", "ready amqp://g:g@h:1/"]
+    ready = f"ready {URL.parse('amqp://g:g@h:1/')}"
+    assert log == ["stop 30", "start", ready, "kill", "start", ready]
 
 
 def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,6 +16,7 @@ from pamqp import frame as pframe
 from pika import exceptions as pex
 
 from conformance.model.verdicts import CaseTimeout, HarnessError, Mismatch
+from conformance.targets.spec import parse_url
 from conformance.verify.libs import CLOSE_GRACE, Bound, FrameTap, pika_bound, run_async
 
 
@@ -151,5 +152,5 @@ def test_a_scenario_that_ignores_every_cancellation_is_stopped() -> None:
 
 
 def test_pika_bound_reports_timeout_when_the_scenario_outlived_its_deadline() -> None:
-    with pytest.raises(CaseTimeout), pika_bound("amqp://127.0.0.1:1/", 0.1, "an answer") as pb:
+    with pytest.raises(CaseTimeout), pika_bound(parse_url("amqp://127.0.0.1:1/"), 0.1, "an answer") as pb:
         pb.bound.expired.wait(5.0)  # a scenario that caught what the cut raised and returned

@@ -9,6 +9,7 @@ import pytest
 
 from conformance.mutate.runner import limits_options
 from conformance.targets.base import Target, TargetError, shell_alarm
+from conformance.targets.spec import parse_url
 
 
 def test_shell_alarm_substitutes_the_state(tmp_path: Path) -> None:
@@ -27,7 +28,8 @@ def test_shell_alarm_failure_is_one_line() -> None:
 
 def test_mutate_passes_limits_and_alarm_command() -> None:
     t = Target(
-        name="reference", url="amqp://x", limits={"max_message_size": 1048576}, alarm_cmd="kill {state}"
+        name="reference", url=parse_url("amqp://x"), limits={"max_message_size": 1048576},
+        alarm_cmd="kill {state}"
     )
     assert limits_options(t) == ["--amqp-max-message-size", "1048576", "--amqp-alarm-cmd", "kill {state}"]
-    assert limits_options(Target(name="url", url="amqp://x")) == []
+    assert limits_options(Target(name="url", url=parse_url("amqp://x"))) == []

@@ -11,12 +11,13 @@ import pytest
 
 from conformance.targets import Target, TargetError, spawn_private
 from conformance.targets.kinds import TargetKind, register, spellings, unregister
+from conformance.targets.spec import parse_url
 
 DUMMY = "local:dummymq"
 
 
 def _start(arg: str, *, workdir: Path | None = None, tls: bool = False, restricted: bool = True) -> Target:
-    return Target(name=DUMMY, url="amqp://guest:guest@127.0.0.1:1/")
+    return Target(name=DUMMY, url=parse_url("amqp://guest:guest@127.0.0.1:1/"))
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ def test_unknown_kinds_are_one_clear_error() -> None:
 
 
 def test_url_target_has_a_controller_only_with_a_restart_command() -> None:
-    assert open_target(target_spec(broker_url="amqp://h/")).controller is None
+    assert open_target(target_spec(broker_url=parse_url("amqp://h/"))).controller is None
     t = url_target(parse_url("amqp://h/"), "true")
     assert t.controller is not None and t.name == "url"
 
@@ -104,7 +104,7 @@ def test_a_target_folder_is_removed_on_close_and_on_a_failed_start(tmp_path: Pat
     def start(folder: Path) -> Target:
         made.append(folder)
         (folder / "data").mkdir()
-        return Target(name="t", url="amqp://x/", cleanup=[lambda: made.append(folder / "stopped")])
+        return Target(name="t", url=parse_url("amqp://x/"), cleanup=[lambda: made.append(folder / "stopped")])
 
     target = in_own_folder("amqpc-t-", tmp_path, start)
     assert made[0].parent == tmp_path and made[0].name.startswith("amqpc-t-") and made[0].exists()
