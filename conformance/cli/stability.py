@@ -177,14 +177,35 @@ def _run_once(run_args: list[str], folder: Path, i: int, n: int,
     return code, (new[-1] if new else None), took
 
 
+OWN_FLAGS = {"--runs": True, "--results": True, "--json": True, "--from": True, "--no-fail": False,
+             "-h": False, "--help": False}  # flag → takes a value
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """This command's own options, and the rest (``run``'s options, passed on as given)."""
+    own: list[str] = []
+    rest: list[str] = []
+    words = list(argv)
+    i = 0
+    while i < len(words):
+        flag = words[i].partition("=")[0]
+        if flag in OWN_FLAGS:
+            takes = OWN_FLAGS[flag] and "=" not in words[i]
+            own += words[i:i + 1 + takes]
+            i += 1 + takes
+        else:
+            rest.append(words[i])
+            i += 1
+    return own, rest
+
+
 def stability_main(argv: Sequence[str], out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args, run_args = _parser().parse_known_args(list(argv))
+    own, run_args = split_argv(argv)
+    args = _parser().parse_args(own)
     if not args.from_dir and (args.runs is None or args.runs < 2):
         print("amqp-conformance stability: --runs takes 2 or more (one run shows no movement)",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if "--help" in run_args or "-h" in run_args:
         return EXIT_BAD_INPUT
     if args.from_dir:
         if run_args:

@@ -158,7 +158,7 @@ def _update_triage(triage: Triage, rows: list[Row], out: TextIO) -> None:
     res = pin_forms(target.read_text(encoding="utf-8"), triage, rows)
     write_text_atomically(target, res.text)
     print(
-        f"triage updated: {res.pinned} case(s) pinned from the candidate, {res.kept} kept, "
+        f"triage updated: {res.pinned} pinned from the candidate, {res.kept} kept, "
         f"{res.entries} entr{'y' if res.entries == 1 else 'ies'} with forms → {target}"
         + (f"; {len(res.untriaged)} failure(s) no entry explains (not pinned: add an entry with its reason), "
            f"e.g. {res.untriaged[0]}" if res.untriaged else ""),

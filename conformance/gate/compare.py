@@ -460,7 +460,7 @@ def summary_line(res: GateResult, strict: bool) -> str:
         f"{c['new']} new",
     ]
     head = (f"gate {'FAIL' if res.failed else 'PASS'}: " + ", ".join(parts)
-            + f" = {res.n_compared} case(s) compared")
+            + f" = {res.n_compared} compared")
     tail = (
         f"; baseline {res.baseline.selector} ({len(res.baseline.cases)} cases, {res.baseline.label}) → "
         f"candidate {res.candidate.selector} ({len(res.candidate.cases)} cases, {res.candidate.label})"

@@ -204,7 +204,7 @@ def test_every_compared_case_is_counted_exactly_once(tmp_path: Path, triaged: bo
     # with the pinned triage the FAIL → TIMEOUT of a triaged case is changed, without it a regression
     assert res.counts["changed"] == 3 + triaged and res.counts["fixed"] == 1
     line = gate.summary_line(res, strict=False)
-    assert f"= {len(union)} case(s) compared" in line
+    assert f"= {len(union)} compared" in line
     numbers = [int(tok) for tok in line.split(" = ")[0].replace(",", " ").split() if tok.isdigit()]
     assert sum(numbers) - (res.unpinned if "unpinned" in line else 0) == len(union)
 
@@ -271,7 +271,7 @@ def test_update_triage_pins_forms_and_keeps_the_notes(tmp_path: Path,
     cand = changed_copy(tmp_path, CASE, verdict="TIMEOUT", observed="nothing within 10.0s")
     rc = gate_cli.main(["--baseline", str(base), "--candidate", str(cand), "--update-triage"])
     out = capsys.readouterr().out
-    assert rc == 0 and "triage updated: 154 case(s) pinned from the candidate, 0 kept" in out
+    assert rc == 0 and "triage updated: 154 pinned from the candidate, 0 kept" in out
     text = triage_file.read_text(encoding="utf-8")
     assert text.startswith("# Triage of every non-PASS verdict of garagemq 0.1")  # comments kept
     assert "hard errors sent as channel errors: 530 / 540 arrive as channel.close" in text  # notes kept
