@@ -319,3 +319,20 @@ def test_update_triage_needs_a_triage_file(tmp_path: Path, capsys: pytest.Captur
     assert triage_beside(Path(base)) is None
     assert gate_cli.main(["--baseline", str(base), "--candidate", str(base), "--update-triage"]) == 2
     assert "--update-triage needs a triage file" in capsys.readouterr().err
+
+
+def test_github_outputs_show_the_old_and_new_form(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conformance.gate import github
+
+    cand = changed_copy(tmp_path, CASE, observed="541")
+    base = gate.load_side(gate.parse_selector(str(BASELINE)), [BASELINE])
+    side = gate.load_side(gate.parse_selector(str(cand)), [cand])
+    res = gate.compare(base, side, load_triage(BASELINES / "garagemq.triage.toml"))
+    [error] = [a for a in github.github_annotations(res) if a.startswith("::error")]
+    assert f"title=changed {CASE}" in error
+    assert "form was: FAIL value 530 | connection.close reply-code%0Aform now: FAIL value 541" in error
+    notice = [a for a in github.github_annotations(res) if a.startswith("::notice")]
+    assert notice and "153 known" in notice[0] and "unchanged" not in notice[0]
+    summary = github.step_summary(res, strict=False)
+    assert "### AMQP conformance gate: FAIL" in summary and "1 changed" in summary
+    assert f"| changed | `{CASE}` | FAIL | FAIL | was FAIL value 530" in summary
