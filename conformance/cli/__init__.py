@@ -48,6 +48,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("ingest", "append results runs to a Parquet results store (--store DIR)",
             "conformance.report.store:ingest_main", extra="report"),
     Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate.cli:main"),
+    Command("stability", "run the suite N times against one target; list every case whose verdict moved",
+            "conformance.cli.stability:stability_main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
     Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "

@@ -26,11 +26,14 @@ from conformance.gate.compare import (
     GateInputError,
     GateResult,
     Options,
+    Row,
     Selector,
+    _selected,
     compare,
     format_table,
     load_side,
     parse_selector,
+    read_rows,
     require_one_run,
     resolve_inputs,
     summary_line,
@@ -38,6 +41,7 @@ from conformance.gate.compare import (
     write_baseline,
 )
 from conformance.gate.github import github_outputs
+from conformance.gate.pin import pin_forms, write_text_atomically
 from conformance.gate.triage import EMPTY, Triage, TriageProblem, load_triage, triage_beside
 
 
@@ -72,6 +76,10 @@ def gate_parser() -> argparse.ArgumentParser:
                    help="write the result as JSON to FILE (or stdout: then no table)")
     p.add_argument("--update-baseline", action="store_true",
                    help="after comparing, write the candidate (one run) as the new baseline file")
+    p.add_argument("--update-triage", action="store_true",
+                   help="after comparing, pin in the triage file the form (verdict and signature) of "
+                        "every candidate failure an entry explains (all runs of the candidate: repeated runs "
+                        "pin every form seen); reasons, notes and comments are kept")
     p.add_argument("--master", default=None, help=argparse.SUPPRESS)  # accepted from the Spark gate; unused
     return p
 
@@ -99,7 +107,8 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         if base_sel.kind != "path" or glob.has_magic(base_sel.value) or Path(base_sel.value).is_dir():
             raise GateInputError("--update-baseline needs --baseline to name one results file")
         update_target = Path(base_sel.value)
-    cand = load_side(cand_sel, resolve_inputs([cand_sel.value]) if cand_sel.kind == "path" else shared)
+    cand_files = resolve_inputs([cand_sel.value]) if cand_sel.kind == "path" else shared
+    cand = load_side(cand_sel, cand_files)
     if update_target is not None:
         require_one_run(cand)  # before anything is compared or written
     if update_target is not None and not update_target.exists():
@@ -108,6 +117,9 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         return EXIT_OK
     base = load_side(base_sel, resolve_inputs([base_sel.value]) if base_sel.kind == "path" else shared)
     triage = _triage(args, base_sel)
+    if args.update_triage and not triage.path:
+        raise GateInputError("--update-triage needs a triage file: --triage FILE, or <baseline>.triage.toml "
+                             "beside the baseline (write each entry's cases and reason first)")
     options = Options(args.allow_missing, args.allow_product_change, args.allow_profile_change, args.strict)
     res = compare(base, cand, triage, options)
     _print_result(args, res, out)
@@ -117,6 +129,10 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         + (f" (triage {triage.path})" if triage.path else ""),
         file=sys.stderr,
     )
+    if args.update_triage:
+        _update_triage(triage, [r for f in cand_files for r in read_rows(f) if _selected(r, cand_sel)], out)
+        if update_target is None:
+            return EXIT_OK
     if update_target is not None:
         n = write_baseline(cand, update_target)
         untriaged = [
@@ -135,6 +151,19 @@ def _gate(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_OK
     return EXIT_FAILED if res.failed else EXIT_OK
+
+
+def _update_triage(triage: Triage, rows: list[Row], out: TextIO) -> None:
+    target = Path(triage.path)
+    res = pin_forms(target.read_text(encoding="utf-8"), triage, rows)
+    write_text_atomically(target, res.text)
+    print(
+        f"triage updated: {res.pinned} pinned from the candidate, {res.kept} kept, "
+        f"{res.entries} entr{'y' if res.entries == 1 else 'ies'} with forms → {target}"
+        + (f"; {len(res.untriaged)} failure(s) no entry explains (not pinned: add an entry with its reason), "
+           f"e.g. {res.untriaged[0]}" if res.untriaged else ""),
+        file=out,
+    )
 
 
 def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> None:

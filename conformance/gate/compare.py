@@ -11,11 +11,18 @@
   TIMEOUT (a wrong answer became no answer), anything → ERROR (the harness broke where it did
   not);
 - fails a case the baseline does not have (an untriaged new failure);
+- fails a known case in another form (*changed*): a triage entry pinned the case's failure
+  (verdict and signature, :mod:`conformance.gate.signature`) and the candidate fails otherwise; or
+  an untriaged case fails in both and the verdict or signature moved (TIMEOUT → FAIL, another reply
+  code, …), or a PASS became UNSUPPORTED / INFORMATIONAL (the case stopped checking);
 - with ``--strict``, is NON_STRICT where the baseline was not.
 
-A verdict the triage file explains (:mod:`conformance.gate.triage`) is a *known* failure: reported,
-never failing. A case the triage file lists that now passes (and did not in the baseline) is
-reported *fixed*, so the entry can go. Exit 0 when nothing fails, 2 on bad input (one line).
+A verdict the triage file explains (:mod:`conformance.gate.triage`) in a pinned form, or for a case
+the entry does not pin (*unpinned*), is a *known* failure: reported, never failing. A case that
+passes where the baseline did not is *fixed* (the triage entry, if any, can go). What is left is
+*unchanged* (same verdict, same form) or *new* (not in the baseline, and neither failing nor
+NON_STRICT). Every case of either side falls in exactly one category (:data:`CATEGORIES`), so the
+summary's numbers add up to the cases compared. Exit 0 when nothing fails, 2 on bad input (one line).
 
 Only the standard library: no JVM, and a comparison of tens of thousands of records takes a
 fraction of a second (``json.loads`` per line dominates). The command line is
@@ -32,9 +39,11 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance.gate.signature import form_matches, form_text, signature
 from conformance.gate.triage import (
     EMPTY,
     InvariantFacts,
@@ -59,8 +68,11 @@ SELECTOR_KINDS: tuple[str, ...] = ("run", "version", "broker")
 VERDICTS: frozenset[str] = frozenset(v.value for v in Verdict)
 BAD_AFTER_PASS: frozenset[str] = frozenset({"FAIL", "TIMEOUT", "ERROR", "NOT_RUN"})
 # Kinds that fail the gate; "new-non-strict" only with --strict, "missing" unless --allow-missing.
-FAILING_KINDS: tuple[str, ...] = ("regression", "new-failure", "missing", "new-non-strict")
-KIND_ORDER: tuple[str, ...] = ("regression", "new-failure", "missing", "new-non-strict", "known", "fixed")
+FAILING_KINDS: tuple[str, ...] = ("regression", "changed", "new-failure", "missing", "new-non-strict")
+KIND_ORDER: tuple[str, ...] = ("regression", "changed", "new-failure", "missing", "new-non-strict", "known",
+                               "fixed")
+# Every compared case is in exactly one category: the kinds above, and two that are only counted.
+CATEGORIES: tuple[str, ...] = (*KIND_ORDER, "unchanged", "new")
 TABLE_LIMIT = 40  # rows of one kind printed in the table; --json has them all
 
 
@@ -135,6 +147,16 @@ class Row:
     file: str
     line: int
     facts: InvariantFacts | None = None  # wire invariants the record names (for scoped triage)
+
+    @cached_property
+    def signature(self) -> str:
+        """The stable signature of what was observed (:mod:`conformance.gate.signature`); "" for PASS."""
+        invariants = self.facts.invariants if self.facts else frozenset()
+        return signature(self.verdict, self.observed, self.message, invariants)
+
+    @property
+    def form(self) -> str:
+        return form_text(self.verdict, self.signature)
 
 
 def _open(path: Path) -> TextIO:
@@ -279,7 +301,7 @@ def transition(baseline: str | None, candidate: str) -> str | None:
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # regression | new-failure | missing | new-non-strict | known | fixed
+    kind: str  # regression | changed | new-failure | missing | new-non-strict | known | fixed
     case_id: str
     baseline_verdict: str | None
     candidate_verdict: str | None
@@ -293,6 +315,9 @@ class Finding:
     file: str = ""  # the record the finding is about (candidate's; baseline's for missing)
     line: int = 0
     change: str = ""  # for known: the kind it would have been without triage
+    form: str = ""  # the candidate's form: "VERDICT signature"
+    was: str = ""  # for changed: the pinned form(s) (triaged) or the baseline's form, " or "-joined
+    unpinned: bool = False  # for known: the entry does not pin this case's form
 
 
 @dataclass(frozen=True)
@@ -314,6 +339,12 @@ class GateResult:
     triage_file: str
     elapsed_s: float = 0.0
     counts: dict[str, int] = field(default_factory=dict)
+    categories: dict[str, str] = field(default_factory=dict)  # case id → its one category
+    unpinned: int = 0  # known failures whose entry pins no form for the case
+
+    @property
+    def n_compared(self) -> int:
+        return len(self.categories)
 
     @property
     def failed(self) -> bool:
@@ -321,9 +352,46 @@ class GateResult:
 
 
 def _finding(kind: str, row: Row, baseline: str | None, failing: bool, *, triage: TriageEntry | None = None,
-             change: str = "") -> Finding:
+             change: str = "", was: str = "", unpinned: bool = False) -> Finding:
     return Finding(kind, row.case_id, baseline, row.verdict, failing, row.area, row.level, row.expected,
-                   row.observed, row.message, triage.summary if triage else "", row.file, row.line, change)
+                   row.observed, row.message, triage.summary if triage else "", row.file, row.line, change,
+                   row.form if row.verdict != "PASS" else "", was, unpinned)
+
+
+def _same_form(b_row: Row, row: Row) -> bool:
+    return form_matches((b_row.verdict, b_row.signature), row.verdict, row.signature)
+
+
+def _classify(row: Row, b_row: Row | None, triage: Triage,
+              options: Options) -> tuple[str, Finding | None, bool]:
+    """One candidate case: its category, its finding (None: only counted), and whether it is a known
+    failure of an entry that pins no form for it (unpinned)."""
+    b_verdict = b_row.verdict if b_row else None
+    kind = transition(b_verdict, row.verdict)
+    entry = triage.known(row.case_id, row.verdict, row.facts) if row.verdict != "PASS" else None
+    if entry is not None:
+        pinned = entry.form_known(row.case_id, row.verdict, row.signature)
+        if pinned is False:
+            # Triaged, but not in the form the entry pinned: the broker fails another way now.
+            was = " or ".join(form_text(v, s) for v, s in entry.pinned(row.case_id) or ())
+            return "changed", _finding("changed", row, b_verdict, True, triage=entry, change=kind or "",
+                                       was=was), False
+        known = _finding("known", row, b_verdict, False, triage=entry, change=kind or "",
+                         unpinned=pinned is None)
+        return "known", known if kind is not None else None, pinned is None
+    if kind is not None:
+        return kind, _finding(kind, row, b_verdict, kind != "new-non-strict" or options.strict), False
+    if b_row is None:
+        return "new", None, False  # passes, or UNSUPPORTED / INFORMATIONAL: nothing to blame yet
+    if row.verdict == "PASS" and b_row.verdict != "PASS":
+        listed = triage.listed(row.case_id)
+        return "fixed", _finding("fixed", row, b_row.verdict, False, triage=listed, was=b_row.form), False
+    if b_row.verdict == row.verdict == "PASS" or _same_form(b_row, row):
+        return "unchanged", None, False
+    # Untriaged and not a regression, yet not what the baseline holds: another failure (TIMEOUT →
+    # FAIL, another reply code), or a PASS that stopped checking (UNSUPPORTED, INFORMATIONAL).
+    was = b_row.form if b_row.verdict != "PASS" else "PASS"
+    return "changed", _finding("changed", row, b_row.verdict, True, was=was), False
 
 
 def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = Options()) -> GateResult:
@@ -339,31 +407,25 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
             text = f"{what} differs: baseline {', '.join(b)}, candidate {', '.join(c)}"
             (notes if allowed else refusals).append(text if allowed else f"{text} (state {flag} if intended)")
     findings: list[Finding] = []
-    known_unchanged = 0
+    categories: dict[str, str] = {}
+    known_unchanged = unpinned = 0
     for case_id, row in sorted(cand.cases.items()):
-        b_row = base.cases.get(case_id)
-        b_verdict = b_row.verdict if b_row else None
-        kind = transition(b_verdict, row.verdict)
-        entry = triage.known(case_id, row.verdict, row.facts) if row.verdict != "PASS" else None
-        if kind is not None and entry is not None:
-            findings.append(_finding("known", row, b_verdict, False, triage=entry, change=kind))
-        elif kind is not None:
-            failing = kind != "new-non-strict" or options.strict
-            findings.append(_finding(kind, row, b_verdict, failing))
-        elif entry is not None:
+        category, finding, no_form = _classify(row, base.cases.get(case_id), triage, options)
+        categories[case_id] = category
+        unpinned += no_form
+        if finding is not None:
+            findings.append(finding)
+        elif category == "known":
             known_unchanged += 1
-        elif row.verdict == "PASS" and b_verdict is not None and b_verdict != "PASS":
-            # Fixed: the baseline recorded the failure; a new case that passes fixed nothing.
-            listed = triage.listed(case_id)
-            if listed is not None:
-                findings.append(_finding("fixed", row, b_verdict, False, triage=listed))
     for case_id, b_row in sorted(base.cases.items()):
         if case_id not in cand.cases:
             findings.append(Finding("missing", case_id, b_row.verdict, None, not options.allow_missing,
                                     b_row.area, b_row.level, file=b_row.file, line=b_row.line))
+            categories[case_id] = "missing"
     findings.sort(key=lambda f: (KIND_ORDER.index(f.kind), f.case_id))
-    counts = {k: sum(f.kind == k for f in findings) for k in KIND_ORDER}
-    counts["known"] += known_unchanged
+    counts = dict.fromkeys(CATEGORIES, 0)
+    for category in categories.values():
+        counts[category] += 1
     return GateResult(
         base,
         cand,
@@ -374,6 +436,8 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
         triage.path,
         time.perf_counter() - started,
         counts,
+        categories,
+        unpinned,
     )
 
 
@@ -386,13 +450,17 @@ def summary_line(res: GateResult, strict: bool) -> str:
     missing_allowed = c["missing"] and not any(f.failing for f in res.findings if f.kind == "missing")
     parts = [
         f"{c['regression']} regression(s)",
+        f"{c['changed']} changed",
         f"{c['new-failure']} untriaged new failure(s)",
         f"{soft} new NON_STRICT{' (fail with --strict)' if soft and not strict else ''}",
         f"{c['missing']} missing case(s){' (allowed)' if missing_allowed else ''}",
-        f"{c['known']} known failure(s)",
+        f"{c['known']} known failure(s){f' ({res.unpinned} unpinned)' if res.unpinned else ''}",
         f"{c['fixed']} fixed",
+        f"{c['unchanged']} unchanged",
+        f"{c['new']} new",
     ]
-    head = f"gate {'FAIL' if res.failed else 'PASS'}: " + ", ".join(parts)
+    head = (f"gate {'FAIL' if res.failed else 'PASS'}: " + ", ".join(parts)
+            + f" = {res.n_compared} compared")
     tail = (
         f"; baseline {res.baseline.selector} ({len(res.baseline.cases)} cases, {res.baseline.label}) → "
         f"candidate {res.candidate.selector} ({len(res.candidate.cases)} cases, {res.candidate.label})"
@@ -420,8 +488,13 @@ def format_table(findings: Sequence[Finding], out: TextIO) -> None:
 
 
 def _note(f: Finding) -> str:
-    if f.kind in ("known", "fixed"):
-        return f"triage: {f.triage}" + (f" (would be {f.change})" if f.change else "")
+    if f.kind == "changed":
+        return f"was {f.was or '(no form)'} → now {f.form}"
+    if f.kind == "known" or (f.kind == "fixed" and f.triage):
+        return (f"triage: {f.triage}" + (" (unpinned)" if f.unpinned else "")
+                + (f" (would be {f.change})" if f.change else ""))
+    if f.kind == "fixed":
+        return f"was {f.was} (no triage entry)"
     first = (f.message or f.observed).strip().splitlines()
     return first[0][:120] if first else ""
 
@@ -443,6 +516,8 @@ def to_json(res: GateResult, strict: bool) -> dict[str, Any]:
         "verdict": "FAIL" if res.failed else "PASS",
         "summary": summary_line(res, strict),
         "counts": res.counts,
+        "n_compared": res.n_compared,
+        "unpinned": res.unpinned,
         "refusals": list(res.refusals),
         "notes": list(res.notes),
         "triage_file": res.triage_file or None,

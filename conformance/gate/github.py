@@ -38,7 +38,9 @@ def github_annotations(res: GateResult) -> list[str]:
         title = f"{f.kind} {f.case_id}"
         change = f"{f.baseline_verdict or '(new)'} → {f.candidate_verdict or '(absent)'}"
         body = f"{f.case_id}: {change}" + (f" ({f.level})" if f.level else "")
-        for label, value in (("expected", f.expected), ("observed", f.observed), ("message", f.message)):
+        pinned = (("form was", f.was), ("form now", f.form)) if f.kind == "changed" else ()
+        rows = (*pinned, ("expected", f.expected), ("observed", f.observed), ("message", f.message))
+        for label, value in rows:
             if value:
                 body += f"\n{label}: {value}"
         loc = (
@@ -53,8 +55,8 @@ def github_annotations(res: GateResult) -> list[str]:
     for f in res.findings:
         if f.failing:
             allowed[f.kind] -= 1
-    if allowed:
-        parts = ", ".join(f"{n} {kind}" for kind in KIND_ORDER if (n := allowed.get(kind)))
+    parts = ", ".join(f"{n} {kind}" for kind in KIND_ORDER if (n := allowed.get(kind)))
+    if parts:
         title = _escape_property("gate: allowed gaps")
         out.append(f"::notice title={title}::{_escape_data('not failing the gate: ' + parts)}")
     return out

@@ -12,6 +12,19 @@ TIMEOUT, UNSUPPORTED, INFORMATIONAL). ERROR (a harness fault) and NOT_RUN (the c
 are never the broker's known behaviour, so an entry covers them only when it lists them: a broad
 glob such as ``tx.*`` must not hide a harness crash or a broker that stopped answering.
 
+An entry may pin the *form* of each failure it explains (:mod:`conformance.gate.signature`): the
+verdict and a stable signature of what was observed, one key per case id::
+
+    [triage.forms]
+    "access.unknown-user-closes-403" = "FAIL value 530 | connection.close reply-code"
+    "connection.close-stability" = ["FAIL invariant …", "TIMEOUT *"]   # several forms; * = any signature
+
+A case the entry pins is *known* only in one of its pinned forms; in another it is *changed* (the
+gate fails). A case the entry matches but does not pin (an entry written before forms, or a case
+that passed when the forms were written) is known in any form of the entry's verdicts: the gate
+says *unpinned*. ``amqp-conformance gate … --update-triage`` writes the forms from a reviewed run.
+Entries scoped to wire invariants pin no forms: the invariants are their form.
+
 The gate reads this file (``gate --triage``, by default ``<baseline>.triage.toml``) and so can
 ``run --expected-failures``; :func:`load_triage` is the one parser.
 """
@@ -20,9 +33,12 @@ from __future__ import annotations
 
 import fnmatch
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+from conformance.gate.signature import form_matches, parse_form
 from conformance.model.verdicts import Verdict
 
 DEFAULT_KNOWN: frozenset[str] = frozenset(
@@ -56,6 +72,18 @@ class TriageEntry:
     index: int  # 1-based position in the file, to cite it
     # Only for a FAIL that these wire invariants alone caused (the case's own checks passed).
     invariants: frozenset[str] = frozenset()
+    # case id → the pinned forms (verdict, signature) of its failure; absent: unpinned.
+    forms: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def pinned(self, case_id: str) -> tuple[tuple[str, str], ...] | None:
+        return self.forms.get(case_id)
+
+    def form_known(self, case_id: str, verdict: str, sig: str) -> bool | None:
+        """True: a pinned form; False: pinned, in other forms only; None: the case is not pinned."""
+        pinned = self.forms.get(case_id)
+        if pinned is None:
+            return None
+        return any(form_matches(p, verdict, sig) for p in pinned)
 
     def matches(self, case_id: str) -> bool:
         return any(fnmatch.fnmatchcase(case_id, glob) for glob in self.cases)
@@ -100,6 +128,30 @@ def _strings(value: object, what: str, where: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in value)
 
 
+def _forms(raw: object, where: str, globs: tuple[str, ...], verdicts: frozenset[str],
+           scoped: bool) -> dict[str, tuple[tuple[str, str], ...]]:
+    if scoped:
+        raise TriageProblem(f"{where}: an entry scoped to invariants pins no forms "
+                            "(the invariants are its form)")
+    if not isinstance(raw, dict):
+        raise TriageProblem(f"{where}: forms must be a table of case id = \"VERDICT signature\"")
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for case_id, value in raw.items():
+        texts = [value] if isinstance(value, str) else value
+        if (not isinstance(texts, list) or not texts
+                or not all(isinstance(t, str) and t.strip() for t in texts)):
+            raise TriageProblem(f"{where}: forms.{case_id} must be \"VERDICT signature\" or a list of them")
+        if not any(fnmatch.fnmatchcase(case_id, g) for g in globs):
+            raise TriageProblem(f"{where}: forms.{case_id}: the case is not among the entry's cases")
+        parsed = tuple(parse_form(t) for t in texts)
+        bad = sorted({v for v, _ in parsed} - verdicts)
+        if bad:
+            raise TriageProblem(f"{where}: forms.{case_id} pins {', '.join(bad)}, a verdict the entry does "
+                                f"not cover ({', '.join(sorted(verdicts))})")
+        out[case_id] = parsed
+    return out
+
+
 def parse_triage(text: str, path: str) -> Triage:
     try:
         doc = tomllib.loads(text)
@@ -114,10 +166,10 @@ def parse_triage(text: str, path: str) -> Triage:
         where = f"{path}: [[triage]] #{i}"
         if not isinstance(item, dict):
             raise TriageProblem(f"{where}: not a table")
-        unknown_keys = sorted(set(item) - {"cases", "reason", "verdicts", "invariants"})
+        unknown_keys = sorted(set(item) - {"cases", "reason", "verdicts", "invariants", "forms"})
         if unknown_keys:
             raise TriageProblem(f"{where}: unknown key(s) {', '.join(unknown_keys)} "
-                                "(known: cases, reason, verdicts, invariants)")
+                                "(known: cases, reason, verdicts, invariants, forms)")
         cases = _strings(item.get("cases"), "cases", where)
         reason = item.get("reason")
         if not isinstance(reason, str) or not reason.strip():
@@ -135,7 +187,8 @@ def parse_triage(text: str, path: str) -> Triage:
             else frozenset()
         if invariants and "verdicts" not in item:
             verdicts = frozenset({"FAIL"})  # an invariant violation is always a FAIL
-        entries.append(TriageEntry(cases, reason, verdicts, i, invariants))
+        forms = _forms(item.get("forms"), where, cases, verdicts, bool(invariants)) if "forms" in item else {}
+        entries.append(TriageEntry(cases, reason, verdicts, i, invariants, MappingProxyType(forms)))
     return Triage(path, tuple(entries))
 
 

@@ -48,16 +48,16 @@ def test_gate_fails_on_a_regression(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0].split() == ["KIND", "CASE", "BASELINE", "CANDIDATE", "NOTE"]
     assert lines[1].split()[:4] == ["regression", "acks.double-ack-406", "PASS", "FAIL"]
     assert lines[2].split()[:4] == ["new-non-strict", "reject.requeue-head", "PASS", "NON_STRICT"]
-    assert lines[-1].startswith("gate FAIL: 1 regression(s), 0 untriaged new failure(s), "
+    assert lines[-1].startswith("gate FAIL: 1 regression(s), 0 changed, 0 untriaged new failure(s), "
                                 "1 new NON_STRICT (fail with --strict), 0 missing case(s)")
 
 
 def test_gate_selectors_and_strict(capsys: pytest.CaptureFixture[str]) -> None:
     # Reversed, 3.13.0 → 3.12.0 has no PASS → FAIL and no new NON_STRICT: passes.
     rc, out, _ = run_gate(capsys, "--baseline", "version:3.13.0", "--candidate", "version:3.12.0", *RABBIT)
-    assert rc == 0 and out.startswith(
-        "gate PASS: 0 regression(s), 0 untriaged new failure(s), 0 new NON_STRICT"
-    )
+    assert rc == 0
+    assert "gate PASS: 0 regression(s), 0 changed, 0 untriaged new failure(s), 0 new NON_STRICT" in out
+    assert out.splitlines()[1].split()[:4] == ["fixed", "acks.double-ack-406", "FAIL", "PASS"]
     # Run r1 (exclusive TIMEOUT) → run r2 (all PASS): nothing; r2 → r1: a TIMEOUT regression.
     rc, out, _ = run_gate(
         capsys, "--baseline", "run:20240501T020000Z-r1", "--candidate", "run:20240502T020000Z-r2", *RABBIT
