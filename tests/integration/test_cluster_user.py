@@ -101,7 +101,8 @@ def test_faults_cli_bad_input_exit_codes(
     line = _one_line(capsys)
     assert "node 127.0.0.1" in line and "unreachable" in line, line
     bad = b.replace("guest:guest", "guest:wrong")
-    assert main(["--cluster-url", f"{a},{a}?heartbeat=0,{bad}", "--cluster-node-names", "n0,n1,n2", *results]) == 4
+    nodes = f"{a},{a}?heartbeat=0,{bad}"
+    assert main(["--cluster-url", nodes, "--cluster-node-names", "n0,n1,n2", *results]) == 4
     assert "node n2" in _one_line(capsys)
     assert not list(tmp_path.iterdir())  # nothing ran, nothing written
 
