@@ -389,8 +389,9 @@ OPTIONS: tuple[Option, ...] = (
         "cluster-inject-loss",
         "AMQP_CONFORMANCE_CLUSTER_INJECT_LOSS",
         None,
-        "local:rabbitmq-cluster only, to prove the cluster cases can fail: the cluster cases reach every "
-        "node through a proxy that drops this share of confirmed publishes and acks them itself",
+        "to prove the checks can fail, a proxy drops this share of confirmed publishes and acks them "
+        "itself: run's cluster cases reach every node of local:rabbitmq-cluster through one; faults, "
+        "node 0 of its cluster",
         alias=False,
         parse=_share,
         metavar="SHARE",
