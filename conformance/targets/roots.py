@@ -228,3 +228,15 @@ def sweep_mounts(path: Path | None = None) -> list[Path]:
                 _unmount(root)
                 swept.append(root)
     return swept
+
+
+def stray_mounts() -> list[Path]:
+    """Mounts under the roots of :func:`roots_dir` that no live process holds (what a test's
+    leftovers check reports)."""
+    found = []
+    for where in (p for p in roots_dir().glob("*/") if p.is_dir()):
+        holders = where / HOLDERS
+        if mounted(where) and not (holders.is_dir() and any(
+                _alive(int(t.name.split("-", 1)[0])) for t in holders.iterdir() if t.name.split("-", 1)[0].isdigit())):
+            found += mounted(where)
+    return found
