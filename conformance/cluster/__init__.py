@@ -3,7 +3,8 @@ resume, partition) for the cluster cases and the faults workload.
 
 Importing the package registers its two ``--broker`` kinds in the target registry
 (:mod:`conformance.targets.kinds`, a layer below): ``local:rabbitmq-cluster`` (nodes of the installed
-rabbitmq-server; ``local:rabbitmq-cluster@ROOT``: those of a root filesystem) and ``cluster`` (one you run, given by ``--cluster-url``). Every command that
+rabbitmq-server; ``local:rabbitmq-cluster@ROOT``: those of a root filesystem) and ``cluster``
+(one you run, given by ``--cluster-url``). Every command that
 builds a ``--broker`` parser or opens a target imports this package first.
 """
 
@@ -23,7 +24,8 @@ def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = F
 
     if tls:
         raise TargetError("--tls is not available for local:rabbitmq-cluster")
-    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss, root=arg)
+    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss,
+                                      root=arg)
 
 
 def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,

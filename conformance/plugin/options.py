@@ -15,6 +15,7 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.gate.triage import Triage, TriageProblem, load_triage
 from conformance.model.verdicts import Verdict, parse_fail_on
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.profiles.releases import parse_release
 from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.targets.spec import (
@@ -58,8 +59,15 @@ _share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
 
 
 def _profile(text: str) -> str:
-    if text not in PROFILE_DESCRIPTIONS:
-        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
+    """``rabbitmq``, ``spec``, or ``rabbitmq@RELEASE`` (judge by that RabbitMQ release's semantics)."""
+    name, _, release = text.partition("@")
+    if name not in PROFILE_DESCRIPTIONS:
+        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)}, "
+                         "rabbitmq@RELEASE)")
+    if release and (name != "rabbitmq" or parse_release(release) is None):
+        raise ValueError(f"{text!r}: only rabbitmq takes a release, as rabbitmq@4.0 or rabbitmq@3.10.8")
+    if "@" in text and not release:
+        raise ValueError(f"{text!r} names no release (rabbitmq@4.0, rabbitmq@3.10.8)")
     return text
 
 
@@ -206,7 +214,8 @@ OPTIONS: tuple[Option, ...] = (
         "profile",
         "AMQP_CONFORMANCE_PROFILE",
         DEFAULT_PROFILE,
-        f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})",
+        f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE}); rabbitmq "
+        "follows the release the broker reports, rabbitmq@RELEASE (e.g. rabbitmq@3.10) names one",
         alias=False,
         parse=_profile,
         metavar="NAME",
@@ -572,6 +581,7 @@ class Settings:
     max_message_size: int | None = None  # --amqp-max-message-size (url targets)
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
+    release: str | None = None  # the RabbitMQ release --profile rabbitmq@RELEASE names
 
     @property
     def restart_cmd(self) -> str | None:
@@ -632,12 +642,13 @@ def read_settings(config: pytest.Config) -> Settings:
     fail_on = _checked(config, "fail-on")
     case_timeout = _checked(config, "case-timeout")
     factor = _checked(config, "case-ceiling")
-    profile = _checked(config, "profile") or DEFAULT_PROFILE
+    profile, _, named_release = (_checked(config, "profile") or DEFAULT_PROFILE).partition("@")
     results = Path(option(config, "results") or "reports/results")
     if not results.is_absolute():
         results = Path(config.invocation_params.dir) / results
     return Settings(
         profile=profile,
+        release=named_release or None,
         case_timeout=case_timeout,
         case_ceiling=factor * case_timeout,
         fail_on=fail_on if fail_on is not None else frozenset(),

@@ -2,7 +2,8 @@
 this registry (``run``, the pytest plugin, ``mutate``, ``fuzz``, ``bench broker``, ``bench crash``).
 
 A kind is an exact name (``reference``, ``local:rabbitmq``) or a prefix ending in ``:`` or ``@`` whose
-rest is an argument (``container:IMAGE``, ``local:rabbitmq@ROOT``). Adding a kind is one :func:`register` call in this module (a row
+rest is an argument (``container:IMAGE``, ``local:rabbitmq@ROOT``). Adding a kind is one
+:func:`register` call in this module (a row
 in :func:`_builtin`); its start function may live anywhere.
 """
 

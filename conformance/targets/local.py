@@ -207,7 +207,8 @@ def _start_rabbitmq_root(base: Path, root: Any, *, host: str, restricted: bool) 
     cookie.write_text(secrets.token_hex(16).upper())
     cookie.chmod(0o400)
     (base / "enabled_plugins").write_text("[].\n")
-    plugins_dir = rabbitnode.boot_plugins_dir(base / "plugins", (), lib=root.outside(roots.LIB), rebase=root.path)
+    plugins_dir = rabbitnode.boot_plugins_dir(base / "plugins", (), lib=root.outside(roots.LIB),
+                                              rebase=root.path)
     (base / "rabbitmq.conf").write_text(
         f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
         f"max_message_size = {RABBITMQ_MAX_MESSAGE_SIZE}\n")
@@ -240,7 +241,8 @@ def _start_rabbitmq_root(base: Path, root: Any, *, host: str, restricted: bool) 
         target = spawned_target(f"local:rabbitmq@{root.label}", url, ctl, tls=None, plain_url=url)
         target.second_vhost = _rabbitmq_add_vhost(call_env, node)
         problem = (
-            _rabbitmq_add_restricted_user(call_env, node) if restricted else "not made for this private broker"
+            _rabbitmq_add_restricted_user(call_env, node) if restricted
+            else "not made for this private broker"
         )
         if problem is None:
             target.restricted_url = RESTRICTED.url(url)

@@ -95,7 +95,8 @@ def resolve(text: str) -> Root:
             raise TargetError(f"the {text} root ({SUITES[text]}) is not built at {path}; build it once with: "
                               f"scripts/rabbitmq-root build {text}")
     else:
-        raise TargetError(f"unknown root {text!r} (use a suite: {' | '.join(SUITES)}, or an absolute directory)")
+        raise TargetError(f"unknown root {text!r} (use a suite: {' | '.join(SUITES)}, "
+                          "or an absolute directory)")
     path = path.resolve()
     if not (path / SERVER.lstrip("/")).exists():
         raise TargetError(f"no rabbitmq-server in the root {path} ({SERVER} is missing)")
@@ -236,7 +237,8 @@ def stray_mounts() -> list[Path]:
     found = []
     for where in (p for p in roots_dir().glob("*/") if p.is_dir()):
         holders = where / HOLDERS
-        if mounted(where) and not (holders.is_dir() and any(
-                _alive(int(t.name.split("-", 1)[0])) for t in holders.iterdir() if t.name.split("-", 1)[0].isdigit())):
+        pids = [int(t.name.split("-", 1)[0]) for t in holders.iterdir()
+                if t.name.split("-", 1)[0].isdigit()] if holders.is_dir() else []
+        if mounted(where) and not any(_alive(pid) for pid in pids):
             found += mounted(where)
     return found
