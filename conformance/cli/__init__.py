@@ -48,6 +48,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("ingest", "append results runs to a Parquet results store (--store DIR)",
             "conformance.report.store:ingest_main", extra="report"),
     Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate.cli:main"),
+    Command("diff", "upgrade report: what changed between runs of two versions of one broker (no JVM)",
+            "conformance.cli.diff:main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
     Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "
