@@ -15,7 +15,7 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.gate.triage import Triage, TriageProblem, load_triage
 from conformance.model.verdicts import Verdict, parse_fail_on
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
-from conformance.profiles.releases import parse_release
+from conformance.profiles.releases import check_profile
 from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.targets.spec import (
@@ -58,17 +58,7 @@ _SHARE = "takes a share between 0 and 1 (e.g. 0.02)"
 _share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
 
 
-def _profile(text: str) -> str:
-    """``rabbitmq``, ``spec``, or ``rabbitmq@RELEASE`` (judge by that RabbitMQ release's semantics)."""
-    name, _, release = text.partition("@")
-    if name not in PROFILE_DESCRIPTIONS:
-        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)}, "
-                         "rabbitmq@RELEASE)")
-    if release and (name != "rabbitmq" or parse_release(release) is None):
-        raise ValueError(f"{text!r}: only rabbitmq takes a release, as rabbitmq@4.0 or rabbitmq@3.10.8")
-    if "@" in text and not release:
-        raise ValueError(f"{text!r} names no release (rabbitmq@4.0, rabbitmq@3.10.8)")
-    return text
+_profile = check_profile  # rabbitmq | spec | rabbitmq@RELEASE
 
 
 def _fail_on(text: str) -> frozenset[Verdict]:

@@ -34,6 +34,22 @@ def parse_release(text: str | None) -> tuple[int, ...] | None:
     return parts + (0,) * (3 - len(parts)) if len(parts) < 3 else parts
 
 
+def check_profile(text: str) -> str:
+    """``rabbitmq``, ``spec``, or ``rabbitmq@RELEASE`` (judge by that RabbitMQ release's semantics);
+    ValueError (one line, without the option's name) otherwise."""
+    from conformance.profiles import PROFILE_DESCRIPTIONS
+
+    name, _, release = text.partition("@")
+    if name not in PROFILE_DESCRIPTIONS:
+        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)}, "
+                         "rabbitmq@RELEASE)")
+    if "@" in text and not release:
+        raise ValueError(f"{text!r} names no release (rabbitmq@4.0, rabbitmq@3.10.8)")
+    if release and (name != "rabbitmq" or parse_release(release) is None):
+        raise ValueError(f"{text!r}: only rabbitmq takes a release, as rabbitmq@4.0 or rabbitmq@3.10.8")
+    return text
+
+
 @dataclass(frozen=True)
 class CaseRow:
     case: str  # a case id, or an fnmatch pattern (cluster.*)
