@@ -139,6 +139,7 @@ class QueueHome:
     mirrors: tuple[str, ...]
 
 
+# RabbitMQ 4.0 removed classic mirroring, and amqqueue:get_slave_pids/1 with it: no mirrors there.
 _QUEUE_HOME = """
 case rabbit_amqqueue:lookup(rabbit_misc:r({vhost}, queue, {queue})) of
   {{error, not_found}} -> null;
@@ -148,8 +149,10 @@ case rabbit_amqqueue:lookup(rabbit_misc:r({vhost}, queue, {queue})) of
                   _ -> maps:from_list(rabbit_amqqueue:info(Q, [leader, members])) end,
     P = amqqueue:get_pid(Q),
     M = if is_pid(P) -> node(P); is_tuple(P) -> element(2, P); true -> '' end,
+    Sl = case erlang:function_exported(amqqueue, get_slave_pids, 1) of
+           true -> apply(amqqueue, get_slave_pids, [Q]); false -> [] end,
     #{{type => T, leader => maps:get(leader, I, ''), members => maps:get(members, I, []),
-      master => M, mirrors => [node(S) || S <- amqqueue:get_slave_pids(Q), is_pid(S)]}}
+      master => M, mirrors => [node(S) || S <- Sl, is_pid(S)]}}
 end"""
 #: queue type modules as rabbitmqctl list_queues names them
 _TYPES = {"rabbit_classic_queue": "classic", "rabbit_quorum_queue": "quorum", "rabbit_stream_queue": "stream"}
