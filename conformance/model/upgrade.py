@@ -38,6 +38,11 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+#: the same, for Java's regular expressions (the report's Spark form): $1 for \1
+NORMALISE_JAVA: tuple[tuple[str, str], ...] = tuple(
+    (p.pattern, r.replace("\\1", "$1")) for p, r in _NORMALISE)
+
+
 def normalise(text: str) -> str:
     """``text`` without what a run generates (entity names, node names, ports, ids, tags, times)."""
     for pattern, repl in _NORMALISE:
