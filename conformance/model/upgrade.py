@@ -23,8 +23,9 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"0x[0-9a-fA-F]+"), "<addr>"),
     # how a broker batches confirms is timing, not behaviour (a multiple ack may cover any range)
     (re.compile(r"\d+ confirm frames \(\d+ multiple=true\)"), "<n> confirm frames"),
-    (re.compile(r"basic\.ack tag=\d+ multiple=(?:True|False)"
-                r"(?:; basic\.ack tag=\d+ multiple=(?:True|False))*"), "<acks>"),
+    (re.compile(r"basic\.(n?ack) tag=\d+ multiple=(?:True|False)"), r"basic.\1 <confirm>"),
+    (re.compile(r"(basic\.n?ack <confirm>)(?:; basic\.n?ack <confirm>)+"), r"\1"),
+    (re.compile(r"amq\.rabbitmq\.reply-to\.[\w+/=.]+"), "amq.rabbitmq.reply-to.<id>"),
     # the target's kind (how it was started, not what it does): "local:rabbitmq@trixie: one node"
     (re.compile(r"\b(?:local:[\w@/.-]+|url|reference|cluster-url|container:\S+)(?=: )"), "<target>"),
     (re.compile(r"amqpc(?:[0-9a-f]+n)?\d+@[\w.-]+"), "<node>"),
