@@ -26,6 +26,9 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"basic\.(n?ack) tag=\d+ multiple=(?:True|False)"), r"basic.\1 <confirm>"),
     (re.compile(r"(basic\.n?ack <confirm>)(?:; basic\.n?ack <confirm>)+"), r"\1"),
     (re.compile(r"amq\.rabbitmq\.reply-to\.[\w+/=.]+"), "amq.rabbitmq.reply-to.<id>"),
+    # how many of a flood a queue over its limit accepted before refusing is a race, not a rule
+    (re.compile(r"\d+ seqs acked, \d+ nacked"), "<n> seqs acked, <n> nacked"),
+    (re.compile(r"'acked/nacked seqs': '\d+/\d+'"), "'acked/nacked seqs': '<n>/<n>'"),
     # the target's kind (how it was started, not what it does): "local:rabbitmq@trixie: one node"
     (re.compile(r"\b(?:local:[\w@/.-]+|url|reference|cluster-url|container:\S+)(?=: )"), "<target>"),
     (re.compile(r"amqpc(?:[0-9a-f]+n)?\d+@[\w.-]+"), "<node>"),
