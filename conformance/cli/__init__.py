@@ -50,6 +50,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("gate", "release gate: a candidate run against a baseline (no JVM)", "conformance.gate.cli:main"),
     Command("stability", "run the suite N times against one target; list every case whose verdict moved",
             "conformance.cli.stability:stability_main"),
+    Command("diff", "upgrade report: what changed between runs of two versions of one broker (no JVM)",
+            "conformance.cli.diff:main"),
     Command("mutate", "run the suite through injected broker faults (mutants)",
             "conformance.mutate.runner:main"),
     Command("bench", "benchmarks: broker (load generator), run (the main job's phases), report (pipeline "

@@ -3,7 +3,8 @@ resume, partition) for the cluster cases and the faults workload.
 
 Importing the package registers its two ``--broker`` kinds in the target registry
 (:mod:`conformance.targets.kinds`, a layer below): ``local:rabbitmq-cluster`` (nodes of the installed
-rabbitmq-server) and ``cluster`` (one you run, given by ``--cluster-url``). Every command that
+rabbitmq-server; ``local:rabbitmq-cluster@ROOT``: those of a root filesystem) and ``cluster``
+(one you run, given by ``--cluster-url``). Every command that
 builds a ``--broker`` parser or opens a target imports this package first.
 """
 
@@ -23,7 +24,8 @@ def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = F
 
     if tls:
         raise TargetError("--tls is not available for local:rabbitmq-cluster")
-    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss)
+    return start_local_cluster_target(cluster_size, workdir=workdir, inject_loss=cluster_inject_loss,
+                                      root=arg)
 
 
 def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
@@ -41,5 +43,8 @@ def _start_user_cluster(arg: str, *, workdir: Path | None = None, tls: bool = Fa
 register(TargetKind("local:rabbitmq-cluster",
                     "--cluster-size nodes (3) of the installed rabbitmq-server, joined",
                     _start_local_cluster, cluster=True))
+register(TargetKind("local:rabbitmq-cluster@",
+                    "--cluster-size nodes (3) of the rabbitmq-server of a root filesystem (trixie | bookworm "
+                    "| /DIR), run under chroot, joined", _start_local_cluster, metavar="ROOT", cluster=True))
 register(TargetKind("cluster", "a running cluster given by --cluster-url (one URL per node) and "
                     "--cluster-cmd-kill|start|pause|resume", _start_user_cluster, cluster=True))

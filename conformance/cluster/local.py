@@ -45,7 +45,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,7 +68,7 @@ from conformance.targets import rabbitnode
 from conformance.targets.base import SECOND_VHOST, free_port
 from conformance.targets.rabbitnode import EvalError
 
-__all__ = ["RUN_ENV", "LocalCluster", "leftovers", "local_cluster", "sweep_stale"]
+__all__ = ["RUN_ENV", "LocalCluster", "leftovers", "sweep_stale"]
 
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 PARTITION_HANDLING = "pause_minority"
@@ -90,6 +90,7 @@ class _LocalNode:
     cgroup: Path | None
     proc: subprocess.Popen[bytes] | None = None
     paused: bool = False
+    inner: dict[str, str] | None = None  # the node's own environment when it runs in a root
 
     @property
     def url(self) -> URL:
@@ -114,6 +115,9 @@ class LocalCluster:
     run_id: str = field(default_factory=lambda: secrets.token_hex(3))
     partition_handling: str = PARTITION_HANDLING
     net_ticktime: int = NET_TICKTIME
+    #: run the RabbitMQ of this root filesystem under chroot (conformance.targets.roots: a suite
+    #: name or a directory); "" = the installed rabbitmq-server
+    root: str = ""
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -133,6 +137,8 @@ class LocalCluster:
         self._lock = threading.Lock()
         self.second_vhost: str | None = None
         self.restricted_problem: str | None = None
+        self._root: Any = None  # conformance.targets.roots.Root
+        self._mount_token: Path | None = None
 
     # -- public view -------------------------------------------------------------------------
 
@@ -176,21 +182,42 @@ class LocalCluster:
 
     def start_cluster(self) -> None:
         """Start all nodes in parallel, join them to node 0, add users and vhosts, check clustering."""
-        server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else shutil.which("rabbitmq-server")
-        if not server or not Path(server).exists():
-            raise ClusterError(
-                "rabbitmq-server is not installed; install it with: apt-get install -y rabbitmq-server"
-            )
+        if self.root:
+            from conformance.targets import roots
+            from conformance.targets.base import TargetError
+
+            try:
+                self._root = roots.resolve(self.root)
+            except TargetError as exc:
+                raise ClusterError(str(exc)) from exc
+        else:
+            server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else shutil.which("rabbitmq-server")
+            if not server or not Path(server).exists():
+                raise ClusterError(
+                    "rabbitmq-server is not installed; install it with: apt-get install -y rabbitmq-server"
+                )
         atexit.register(self.close)
         t0 = time.monotonic()
-        self.base = Path(tempfile.mkdtemp(prefix=f"amqpc-cluster-{self.run_id}-", dir=self.workdir))
+        sweep_stale()
+        workdir = self.workdir
+        if self._root is not None:
+            from conformance.targets import roots
+
+            self._mount_token = roots.acquire(self._root)
+            workdir = self._root.outside("/tmp")  # the nodes' folders are where they see them
+        self.base = Path(tempfile.mkdtemp(prefix=f"amqpc-cluster-{self.run_id}-", dir=workdir))
         self.home = self.base / "home"
         self.home.mkdir()
         cookie = self.home / ".erlang.cookie"
         cookie.write_text(secrets.token_hex(16).upper())
         cookie.chmod(0o400)
-        self._plugins = rabbitnode.boot_plugins_dir(self.base / "plugins")
-        sweep_stale()
+        if self._root is not None:
+            from conformance.targets import roots
+
+            self._plugins = rabbitnode.boot_plugins_dir(
+                self.base / "plugins", (), lib=self._root.outside(roots.LIB), rebase=self._root.path)
+        else:
+            self._plugins = rabbitnode.boot_plugins_dir(self.base / "plugins")
         self._setup_cgroups()
         self._start_epmd()
         for i in range(self.size):
@@ -257,11 +284,23 @@ class LocalCluster:
         )
         if self._plugins is not None:
             env["RABBITMQ_PLUGINS_DIR"] = str(self._plugins)
+        inner: dict[str, str] | None = None
+        if self._root is not None:
+            from conformance.targets import roots
+
+            (base / "log").mkdir()
+            (base / "mnesia").mkdir()
+            self._root.own(self.base)
+            # the node sees in-root paths and nothing of the host's environment; the host's erl_call
+            # (env) reaches it with HOME = the shared home as the host sees it
+            inner = {k: (self._root.inside(Path(v)) if v.startswith(str(self.base)) else v)
+                     for k, v in env.items() if k.startswith(("RABBITMQ_", "ERL_", "HOME")) or k == RUN_ENV}
+            inner.update({"PATH": roots.PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
         cgroup = None
         if self._cgroup_run is not None:
             cgroup = self._cgroup_run / f"n{i}"
             cgroup.mkdir(exist_ok=True)
-        return _LocalNode(i, name, port, dist, base, env, cgroup)
+        return _LocalNode(i, name, port, dist, base, env, cgroup, inner=inner)
 
     def _popen(
         self, argv: list[str], env: dict[str, str], log: Path, cgroup: Path | None
@@ -292,8 +331,14 @@ class LocalCluster:
         epmd = shutil.which("epmd") or "/usr/lib/erlang/bin/epmd"
         self.epmd_port = free_port(self.host)
         env = {**os.environ, "ERL_EPMD_PORT": str(self.epmd_port), RUN_ENV: self.run_id}
+        argv = [epmd, "-port", str(self.epmd_port), "-address", self.host]
+        if self._root is not None:  # the root's epmd: the release its nodes come with
+            from conformance.targets import roots
+
+            argv = self._root.command({"ERL_EPMD_PORT": str(self.epmd_port), RUN_ENV: self.run_id},
+                                      [roots.EPMD, "-port", str(self.epmd_port), "-address", self.host])
         self._epmd = self._popen(
-            [epmd, "-port", str(self.epmd_port), "-address", self.host],
+            argv,
             env,
             self.base / "epmd.log",
             self._cgroup_run / "epmd" if self._cgroup_run else None,
@@ -311,6 +356,12 @@ class LocalCluster:
                 time.sleep(0.05)  # epmd binds within milliseconds; no event to wait on
 
     def _spawn(self, node: _LocalNode) -> None:
+        if self._root is not None and node.inner is not None:
+            from conformance.targets import roots
+
+            argv = self._root.command(node.inner, [roots.SERVER])
+            node.proc = self._popen(argv, node.env, node.base / "stdout.log", node.cgroup)
+            return
         server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else str(shutil.which("rabbitmq-server"))
         node.proc = self._popen([server], node.env, node.base / "stdout.log", node.cgroup)
 
@@ -560,13 +611,10 @@ class LocalCluster:
             self._closed = True
         with contextlib.suppress(Exception):
             atexit.unregister(self.close)
-        if self._chain is not None:
+        chain = self._chain
+        for rule in () if chain is None else (("-D", "OUTPUT", "-j", chain), ("-F", chain), ("-X", chain)):
             with contextlib.suppress(Exception):
-                self._iptables("-D", "OUTPUT", "-j", self._chain)
-            with contextlib.suppress(Exception):
-                self._iptables("-F", self._chain)
-            with contextlib.suppress(Exception):
-                self._iptables("-X", self._chain)
+                self._iptables(*rule)
         for node in self._nodes:
             # SIGCONT first: a stopped process does not act on signals other than SIGKILL/SIGCONT
             self._signal(node, signal.SIGCONT)
@@ -587,15 +635,13 @@ class LocalCluster:
             _wait_empty(self._cgroup_run / "epmd", 5)
             _remove_cgroups(self._cgroup_run, time.monotonic() + 30)
         self._spawner.shutdown(wait=False)
+        if self._root is not None and self._mount_token is not None:
+            from conformance.targets import roots
+
+            with contextlib.suppress(Exception):
+                roots.release(self._root, self._mount_token)
         if self.base is not None:
             if os.environ.get(KEEP_ENV, "") not in ("", "0"):
                 print(f"local cluster: kept {self.base} ({KEEP_ENV} set)", file=sys.stderr)
             else:
                 shutil.rmtree(self.base, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def local_cluster(size: int = 3, **kwargs: Any) -> Iterator[LocalCluster]:
-    """``with local_cluster(3) as c:`` — started, joined, torn down on any exit."""
-    with LocalCluster(size=size, **kwargs) as cluster:
-        yield cluster

@@ -59,6 +59,11 @@ def sweep_stale(run_id: str | None = None, min_age: float = 60.0) -> list[str]:
     ``amqpc-<run>`` cgroup no process is left in (its nodes died with it: PR_SET_PDEATHSIG).
     Only run ``run_id`` when given; only cgroups ``min_age`` seconds old. Returns the run ids swept."""
     root = _cgroup2_root()
+    if os.geteuid() == 0:
+        from conformance.targets.roots import sweep_mounts
+
+        with contextlib.suppress(OSError):
+            sweep_mounts()  # a root's proc and dev a killed run left mounted
     if root is None or os.geteuid() != 0:
         return []
     swept = []
@@ -107,6 +112,11 @@ def leftovers(run_id: str) -> list[str]:
     if root is not None and (root / f"amqpc-{run_id}").exists():
         found.append(f"cgroup {root / f'amqpc-{run_id}'}")
     found += [f"data {d}" for d in Path(tempfile.gettempdir()).glob(f"amqpc-cluster-{run_id}-*")]
+    from conformance.targets.roots import roots_dir, stray_mounts
+
+    for where in roots_dir().glob("*/"):
+        found += [f"data {d}" for d in (where / "tmp").glob(f"amqpc-cluster-{run_id}-*")]
+    found += [f"mount {m} (no holder left)" for m in stray_mounts()]
     return found
 
 

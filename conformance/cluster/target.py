@@ -60,7 +60,7 @@ class LossyCluster:
 
 def start_local_cluster_target(
     size: int = 3, workdir: Path | None = None, on_log: Callable[[str], None] | None = None,
-    inject_loss: float | None = None,
+    inject_loss: float | None = None, root: str = "",
 ) -> ClusterTarget:
     """Start a local cluster (see :class:`conformance.cluster.local.LocalCluster`) as a target;
     ``close()`` tears it down. TargetError (one line) when it cannot be started. ``inject_loss``:
@@ -68,13 +68,14 @@ def start_local_cluster_target(
     (:class:`LossyCluster`; the other areas use node 0 directly)."""
     from conformance.cluster.local import MAX_MESSAGE_SIZE, LocalCluster
 
-    cluster = LocalCluster(size, workdir=workdir, on_log=on_log)
+    kind = f"local:rabbitmq-cluster@{root}" if root else "local:rabbitmq-cluster"
+    cluster = LocalCluster(size, workdir=workdir, on_log=on_log, root=root)
     try:
         cluster.__enter__()
     except ClusterError as exc:
-        raise TargetError(f"local:rabbitmq-cluster: {exc}") from exc
+        raise TargetError(f"{kind}: {exc}") from exc
     target = ClusterTarget(
-        name="local:rabbitmq-cluster",
+        name=kind,
         url=cluster.nodes[0].url,
         cleanup=[cluster.close],
         second_vhost=cluster.second_vhost,

@@ -226,9 +226,12 @@ def _open_cluster(spec: TargetSpec, stack: contextlib.ExitStack,
         user.validate()
         return user
     from conformance.cluster.local import LocalCluster
+    from conformance.targets.kinds import lookup
 
-    log(f"starting a local {c.size}-node RabbitMQ cluster (about a minute)")
-    return stack.enter_context(LocalCluster(c.size, on_log=log))
+    root = lookup(spec.kind)[1] if spec.kind.startswith("local:rabbitmq-cluster@") else ""
+    where = f" of the {root} root" if root else ""
+    log(f"starting a local {c.size}-node RabbitMQ cluster{where} (about a minute)")
+    return stack.enter_context(LocalCluster(c.size, on_log=log, root=root))
 
 
 if __name__ == "__main__":

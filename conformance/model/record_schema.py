@@ -53,6 +53,11 @@ DESCRIPTIONS: dict[str, str] = {
              "non-PASS case), invariants and case_verdict (a wire invariant broken), mutant (a mutation "
              "run), tx_row / tx_observed (tx table cases), stuck_stack (a case stopped by its ceiling)",
     "queue_type": "the queue type the case declared: classic | quorum; null when it declared no typed queue",
+    "release": "the RabbitMQ release whose semantics the rabbitmq profile applied (conformance/profiles/"
+               "rabbitmq_releases.toml), e.g. 4.0.5; null under another profile or in an older run",
+    "release_basis": "how that release was chosen: server-properties (the broker's product is RabbitMQ), "
+                     "named (--profile rabbitmq@RELEASE) or default (a broker reporting no RabbitMQ "
+                     "version); null without a release",
 }
 
 

@@ -43,6 +43,10 @@ class ResultRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     # The queue type the case declared (classic | quorum; None: no typed queue, or an older run).
     queue_type: str | None = None
+    # The RabbitMQ release whose semantics the rabbitmq profile applied (None under another profile),
+    # and how it was chosen: server-properties | named (--profile rabbitmq@RELEASE) | default.
+    release: str | None = None
+    release_basis: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)

@@ -22,8 +22,9 @@ class CaseContext:
     """Per-case helper: the case, its profile's expected value, observations, unique names."""
 
     def __init__(self, case: Case | None, profile: str, timeout: float, worker: str, *,
-                 queue_type: str | None = None) -> None:
+                 queue_type: str | None = None, release: str | None = None) -> None:
         self.case = case
+        self.release = release  # the RabbitMQ release the rabbitmq profile applies (None: another profile)
         self.queue_type = queue_type  # the queue type this case declares (None: no typed queue)
         self.profile = profile
         self.timeout = timeout
@@ -34,12 +35,39 @@ class CaseContext:
         self.client = case.client if case else "raw"
         self._uid = uuid.uuid4().hex[:8]
 
+    def _release_row(self) -> Any:
+        """The release-keyed expectation of this case (conformance/profiles/rabbitmq_releases.toml)
+        on the applied release, or None (the case's own value holds)."""
+        if self.case is None or self.profile != "rabbitmq" or not self.release:
+            return None
+        from conformance.profiles.releases import expectation
+
+        return expectation(self.case.id, self.queue_type, self.release)
+
     @property
     def expected(self) -> Any:
-        """The expected value for this run's profile (the case's per-profile data)."""
+        """The expected value for this run's profile (the case's per-profile data), on the applied
+        RabbitMQ release where that release changed it (profile data keyed by release)."""
         if self.case is None:
             raise RuntimeError("not a conformance case")
+        row = self._release_row()
+        if row is not None and row.unsupported is None:
+            return row.value
         return self.case.expected_for(self.profile, self.queue_type)
+
+    @property
+    def expected_source(self) -> str:
+        """Where the expected value comes from: the release row's source, else the case's."""
+        row = self._release_row()
+        if row is not None:
+            return f"RabbitMQ {self.release}, {row.source}"
+        return self.case.source_for(self.profile, self.queue_type) if self.case else ""
+
+    @property
+    def unsupported_on_release(self) -> str | None:
+        """Why this case cannot run on the applied release (a removed feature), or None."""
+        row = self._release_row()
+        return row.unsupported if row is not None else None
 
     def name(self, suffix: str = "q") -> str:
         """A unique, client-chosen entity name for this case execution."""
@@ -67,7 +95,7 @@ class CaseContext:
         expected = self.expected
         self.observed[what] = observed
         if observed != expected:
-            source = cite_text(self.case.source_for(self.profile, self.queue_type)) if self.case else ""
+            source = cite_text(self.expected_source) if self.case else ""
             on = f", {self.queue_type} queue" if self.queue_type not in (None, "classic") else ""
             raise Mismatch(f"{what} (profile {self.profile}{on}: {source})", expected=expected,
                            observed=observed, strictness=Strictness.BINDING)

@@ -59,6 +59,7 @@ from conformance.plugin.session import (
     SessionState,
     close_all,
     is_worker,
+    release_note,
     restore_sigterm,
     results_writable,
     sigterm_as_interrupt,
@@ -618,7 +619,7 @@ class ConformancePlugin:
         if server is not None:
             tr.write_line(
                 f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
-                f"({server.platform}); profile {state.profile}"
+                f"({server.platform}); profile {state.profile}{release_note(state.release)}"
             )
         for line in area_table(state.rows, color=bool(getattr(tr, "hasmarkup", False))):
             tr.write_line(line)

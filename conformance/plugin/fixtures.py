@@ -69,6 +69,7 @@ def ctx(request: pytest.FixtureRequest, conformance_state: SessionState) -> Case
         conformance_state.case_timeout,
         conformance_state.worker,
         queue_type=item_queue_type(request.node, conformance_state.settings.queue_types),
+        release=(conformance_state.release or (None, ""))[0],
     )
     request.node.stash[CTX] = context
     return context
@@ -154,11 +155,25 @@ def restartable(request: pytest.FixtureRequest, conformance_state: SessionState)
     return _private_broker(state, kind, "restart cases", restricted=False)
 
 
+def _removed_on_release(request: pytest.FixtureRequest, state: SessionState) -> str | None:
+    """Why the case cannot run on the applied RabbitMQ release (a feature the release removed,
+    profile data keyed by release), or None."""
+    c = case_of(request.node)
+    release = state.release
+    if c is None or release is None:
+        return None
+    from conformance.profiles.releases import expectation
+
+    row = expectation(c.id, item_queue_type(request.node, state.settings.queue_types), release[0])
+    return row.unsupported if row is not None else None
+
+
 CLUSTER_NODES = 3  # the cluster cases kill one node and need a majority left: three nodes
 
 
 @pytest.fixture
-def cluster(conformance_state: SessionState, cleanup: Cleanup) -> Iterator[Any]:
+def cluster(request: pytest.FixtureRequest, conformance_state: SessionState,
+            cleanup: Cleanup) -> Iterator[Any]:
     """The target's cluster controller (``conformance.cluster.base.ClusterController``) for the
     cluster cases; UNSUPPORTED with one reason on a single-node target. After the case every node
     is brought back (resumed, started) and seen running, so the next case starts whole. Depends on
@@ -179,6 +194,10 @@ def cluster(conformance_state: SessionState, cleanup: Cleanup) -> Iterator[Any]:
         raise Unsupported(f"the cluster cases need {CLUSTER_NODES} nodes; the target has {size} "
                           "(--cluster-size, or one --cluster-url per node)",
                           expected=f"{CLUSTER_NODES} nodes", observed=f"{size}")
+    removed = _removed_on_release(request, state)
+    if removed is not None:
+        raise Unsupported(removed, expected="the feature the case tests",
+                          observed=f"RabbitMQ {(state.release or ('?', ''))[0]}")
     yield handle
     _restore_nodes(handle, state.case_timeout)
 

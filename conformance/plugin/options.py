@@ -11,6 +11,7 @@ import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.gate.triage import Triage, TriageProblem, load_triage
 from conformance.model.verdicts import Verdict, parse_fail_on
 from conformance.profiles import DEFAULT_PROFILE, PROFILE_DESCRIPTIONS
+from conformance.profiles.releases import check_profile
 from conformance.protocol.wire import URL
 from conformance.targets.kinds import kinds, spellings, tls_capable
 from conformance.targets.spec import (
@@ -51,10 +52,7 @@ _SHARE = "takes a share between 0 and 1 (e.g. 0.02)"
 _share = _number(float, _SHARE, lambda v: 0 < v < 1, _SHARE)
 
 
-def _profile(text: str) -> str:
-    if text not in PROFILE_DESCRIPTIONS:
-        raise ValueError(f"names an unknown profile {text!r} (known: {', '.join(PROFILE_DESCRIPTIONS)})")
-    return text
+_profile = check_profile  # rabbitmq | spec | rabbitmq@RELEASE
 
 
 def _fail_on(text: str) -> frozenset[Verdict]:
@@ -200,7 +198,8 @@ OPTIONS: tuple[Option, ...] = (
         "profile",
         "AMQP_CONFORMANCE_PROFILE",
         DEFAULT_PROFILE,
-        f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE})",
+        f"expectation profile: {' | '.join(PROFILE_DESCRIPTIONS)} (default {DEFAULT_PROFILE}); rabbitmq "
+        "follows the release the broker reports, rabbitmq@RELEASE (e.g. rabbitmq@3.10) names one",
         alias=False,
         parse=_profile,
         metavar="NAME",

@@ -79,6 +79,8 @@ def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decis
             worker=state.worker,
             extra=fields,
             queue_type=queue_type,
+            release=(state.release or (None, None))[0],
+            release_basis=(state.release or (None, None))[1],
         )
     )
 

@@ -63,6 +63,16 @@ class SessionState:
         return self.settings.profile
 
     @property
+    def release(self) -> tuple[str, str] | None:
+        """(release, basis) the rabbitmq profile applies (:mod:`conformance.profiles.releases`):
+        named, else the server's, else the default; None under another profile or before the probe."""
+        if self.settings.profile != "rabbitmq" or self.server is None:
+            return None
+        from conformance.profiles.releases import applied_release
+
+        return applied_release(self.server.product, self.server.version, self.settings.release)
+
+    @property
     def case_timeout(self) -> float:
         return self.settings.case_timeout
 
@@ -85,6 +95,11 @@ class SessionState:
     @property
     def results_file(self) -> Path:
         return self.results_dir / f"{self.run_id}.jsonl"
+
+
+def release_note(release: tuple[str, str] | None) -> str:
+    """`` as RabbitMQ 4.0.5 (server-properties)`` for the target line; empty without a release."""
+    return "" if release is None else f" as RabbitMQ {release[0]} ({release[1]})"
 
 
 def is_worker(config: pytest.Config) -> bool:

@@ -84,6 +84,7 @@ class Settings:
     consumer_timeout: int | None = None  # --amqp-consumer-timeout (url targets), ms
     alarm_cmd: str | None = None  # --amqp-alarm-cmd (url targets)
     queue_types: tuple[str, ...] = ("classic",)  # --amqp-queue-type, in the order given
+    release: str | None = None  # the RabbitMQ release --profile rabbitmq@RELEASE names
 
     @property
     def restart_cmd(self) -> str | None:
@@ -138,12 +139,13 @@ def read_settings(config: pytest.Config) -> Settings:
     fail_on = _checked(config, "fail-on")
     case_timeout = _checked(config, "case-timeout")
     factor = _checked(config, "case-ceiling")
-    profile = _checked(config, "profile") or DEFAULT_PROFILE
+    profile, _, named_release = (_checked(config, "profile") or DEFAULT_PROFILE).partition("@")
     results = Path(option(config, "results") or "reports/results")
     if not results.is_absolute():
         results = Path(config.invocation_params.dir) / results
     return Settings(
         profile=profile,
+        release=named_release or None,
         case_timeout=case_timeout,
         case_ceiling=factor * case_timeout,
         fail_on=fail_on if fail_on is not None else frozenset(),

@@ -323,6 +323,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("rules", "Rule coverage", rules_context),
     Section("flaky", "Flaky", needs_runs=True),
     Section("regressions", "Regressions", needs_runs=True),
+    Section("upgrade", "Upgrade", needs_runs=True),
     Section("power", "Suite power", power_context),
     Section("malformed", "Malformed lines", in_nav=False),
 )

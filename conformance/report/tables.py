@@ -36,6 +36,7 @@ from conformance.report import (
     rule_coverage,
     tx_inference,
     tx_table,
+    upgrade,
 )
 from conformance.report.gather import Collect as Collect
 
@@ -291,6 +292,15 @@ def flaky_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     }
 
 
+def upgrade_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
+    return {
+        "upgrade": Collect(df.orderBy("candidate", F.col("status").desc(), "case_id"), MAX_ROWS),
+        "upgrade_status": Collect(
+            df.groupBy("status").count(), 10, lambda rs: {r["status"]: r["count"] for r in rs}
+        ),
+    }
+
+
 def regressions_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     return {
         "regressions": Collect(df.orderBy("kind", "candidate", "case_id"), MAX_ROWS),
@@ -375,6 +385,8 @@ TABLES: tuple[Table, ...] = (
           source="second_run"),
     Table("regressions", "regressions", lambda f: history.release_regressions(f["latest"]),
           regressions_view, "regressions", source="second_version"),
+    Table("upgrade", "upgrade changes", lambda f: upgrade.upgrade_changes(f["latest"]), upgrade_view,
+          "upgrade", source="second_version"),
     Table("mutation_cases", "mutation cases",
           lambda f: power.mutation_cases(f.partials.mutation_rows, f.mutants),
           mutation_cases_view, "power", source="mutation"),

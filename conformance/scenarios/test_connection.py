@@ -23,7 +23,7 @@ from pamqp import commands as spec
 from pamqp import frame as pframe
 
 from conformance.model.cases import Case, Level, case, param
-from conformance.protocol import PROTOCOL_HEADER, URL, Handshake, describe, publish_unsplit
+from conformance.protocol import URL, Handshake, describe, publish_unsplit
 from conformance.verify import (
     CaseTimeout,
     Mismatch,
@@ -53,27 +53,58 @@ def wire(broker_url: URL, ctx: Any, request: Any) -> Handshake:
 # -- protocol header -----------------------------------------------------------------------------
 
 
+#: the header answers the spec allows: AMQP 0-9-1's own, or a valid header of a lower version the
+#: server supports ("e.g. 1.0", the server-support rule's own example; AMQP 1.0 §2.2: protocol id
+#: 0 or 3, version 1.0.0), as RabbitMQ 4.0 sends it
+VALID_HEADERS = ("AMQP 0-0-9-1", "AMQP 0-1-0-0", "AMQP 3-1-0-0")
+
+
+def header_text(received: bytes) -> str:
+    """``AMQP 0-0-9-1`` for a protocol header, else the bytes as read."""
+    if len(received) == 8 and received[:4] == b"AMQP":
+        return "AMQP " + "-".join(str(b) for b in received[4:8])
+    return repr(received[:16])
+
+
 @case("connection.bad-protocol-name", rules=["connection.start/protocol-name"], level=Level.MUST,
       description="A protocol header with an invalid protocol name (XMQP 0-9-1)",
-      expectation="the broker sends a valid protocol header (AMQP 0-9-1) and closes the socket")
+      expectation="the broker sends a valid protocol header and closes the socket (rabbitmq: AMQP 0-9-1's; "
+                  "from RabbitMQ 4.0 the AMQP 1.0 SASL header, profile data keyed by release)",
+      expected={"spec": VALID_HEADERS},
+      expected_sources={"spec": "connection.start/protocol-name: a valid protocol header, AMQP 0-9-1's or "
+                                "(AMQP 1.0 §2.2) a 1.0 one"},
+      default="AMQP 0-0-9-1")
 def test_bad_protocol_name(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     received = w.header_answer(b"XMQP\x00\x00\x09\x01", "the broker's protocol header and socket close")
     ctx.observe("received", received[:16])
-    ctx.check(received, PROTOCOL_HEADER, "bytes received before the socket closed")
+    _check_header(ctx, received, "bytes received before the socket closed")
 
 
 @case("connection.higher-version-header", rules=["connection.start/server-support"], level=Level.MUST,
       description="A protocol header asking for version 2.0 (AMQP 0-2-0-0)",
       expectation=(
-          "the broker answers with its own protocol header (≤ the requested version) and closes the socket"
-      ))
+          "the broker answers with its own protocol header (≤ the requested version) and closes the socket "
+          "(rabbitmq: AMQP 0-9-1's; from RabbitMQ 4.0 the AMQP 1.0 SASL header)"
+      ),
+      expected={"spec": VALID_HEADERS},
+      expected_sources={"spec": "connection.start/server-support: a version <= the requested one, e.g. 1.0"},
+      default="AMQP 0-0-9-1")
 def test_higher_version(broker_url, ctx, request):
     w = wire(broker_url, ctx, request)
     received = w.header_answer(b"AMQP\x00\x02\x00\x00", "the broker's protocol header and socket close")
     ctx.observe("received", received[:16])
-    ok = len(received) == 8 and received[:5] == b"AMQP\x00" and tuple(received[5:8]) <= (2, 0, 0)
-    ctx.check(ok, True, f"a protocol header with version <= 2-0-0 (received {received[:16]!r})")
+    _check_header(ctx, received, "the protocol header received before the socket closed")
+
+
+def _check_header(ctx: Any, received: bytes, what: str) -> None:
+    """The header received against the expected one (a tuple: any of them)."""
+    got = header_text(received)
+    expected = ctx.expected
+    allowed = tuple(expected) if isinstance(expected, (tuple, list)) else (expected,)
+    if got not in allowed:
+        ctx.check_profile(got, what)  # raises, naming the profile's source
+    ctx.observe(what, got)
 
 
 # -- connection.start ----------------------------------------------------------------------------

@@ -117,8 +117,10 @@ def test_delivery_count(declared_queue, ctx) -> None:
     "delivery-limit-dead-letters", fact="delivery_limit",
     description="A quorum queue with x-delivery-limit=1 and a dead-letter exchange; its message is got and "
                 "nacked with requeue twice",
-    expectation="it is delivered twice (x-delivery-count 0 then 1); the second nack(requeue) dead-letters it "
-                "(x-death reason 'delivery_limit') and the source queue is empty",
+    expectation="it is delivered twice (x-delivery-count 0 then 1 — from RabbitMQ 3.12 absent then 1, "
+                "profile data keyed by release); the second nack(requeue) dead-letters it (x-death reason "
+                "'delivery_limit') and the source queue is empty",
+    default=[0, 1],
 )
 def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     ch = amqp.channel()
@@ -128,7 +130,7 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     counts = []
     for i in range(2):
         ev = get_one(ch, src, f"delivery {i + 1} of the message")
-        counts.append(_headers(ev).get("x-delivery-count", 0))
+        counts.append(_headers(ev).get("x-delivery-count", "absent"))
         ch.nack(int(ev.method.delivery_tag), requeue=True)
     ctx.observe("x-delivery-count of the deliveries", counts)
     ch.consume(dlq, no_ack=True)
@@ -136,6 +138,47 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     ctx.check(dead.body, b"poison", "dead-lettered body")
     ctx.check(x_death_reason(dead), "delivery_limit", "x-death[0].reason")
     ctx.check(ch.message_count(src), 0, "messages left in the source queue")
+    ctx.check_profile(counts, "x-delivery-count of the two deliveries")
+
+
+#: how many deliveries the default-limit case allows before it says "no default limit"
+DEFAULT_LIMIT_PROBE = 25
+
+
+@quorum_case(
+    "default-delivery-limit", sources=["rabbitmq-quorum-queues#poison-message-handling"],
+    description=f"A quorum queue with a dead-letter exchange and no x-delivery-limit; its one message is got "
+                f"and rejected with requeue, up to {DEFAULT_LIMIT_PROBE} times",
+    expectation="rabbitmq before 4.0: never dead-lettered (no default limit); from 4.0: dead-lettered after "
+                "21 deliveries with x-death reason delivery_limit (the default limit 20; profile data keyed "
+                "by release)",
+    default=f"not dead-lettered within {DEFAULT_LIMIT_PROBE} deliveries",
+    expected_sources={"rabbitmq": "RabbitMQ 3.10.8: 40 deliveries, never dropped (measured); 4.0: "
+                                  "rabbitmq_releases.toml quorum-default-delivery-limit"},
+)
+def test_default_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
+    ch = amqp.channel()
+    dlx, dlq = dead_letter_target(ch, ctx, cleanup)
+    _, src = declared_queue("src", ch=ch, arguments={"x-dead-letter-exchange": dlx})
+    publish_confirmed(ch, "", src, [b"poison"])
+    deliveries = 0
+    while deliveries < DEFAULT_LIMIT_PROBE:
+        ev = ch.get(src)
+        if ev is None:
+            break
+        deliveries += 1
+        ch.reject(int(ev.method.delivery_tag), requeue=True)
+        ch.barrier()
+    if deliveries < DEFAULT_LIMIT_PROBE:
+        dead = ch.get(dlq, no_ack=True)
+        if dead is None:  # the return and the dead-lettering are asynchronous: wait for it once
+            ch.consume(dlq, no_ack=True)
+            dead = ch.next_delivery(timeout=min(ctx.timeout, 5.0),
+                                    what="the message in the dead-letter queue")
+        got = f"dead-lettered after {deliveries} deliveries, x-death reason {x_death_reason(dead)}"
+    else:
+        got = f"not dead-lettered within {DEFAULT_LIMIT_PROBE} deliveries"
+    ctx.check_profile(got, "what became of the message")
 
 
 @quorum_case(

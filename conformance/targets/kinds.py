@@ -1,8 +1,9 @@
 """The target kinds, declared once: every parser, help text and validation of ``--broker`` reads
 this registry (``run``, the pytest plugin, ``mutate``, ``fuzz``, ``bench broker``, ``bench crash``).
 
-A kind is an exact name (``reference``, ``local:rabbitmq``) or a prefix ending in ``:`` whose rest is
-an argument (``container:IMAGE``). Adding a kind is one :func:`register` call in this module (a row
+A kind is an exact name (``reference``, ``local:rabbitmq``) or a prefix ending in ``:`` or ``@`` whose
+rest is an argument (``container:IMAGE``, ``local:rabbitmq@ROOT``). Adding a kind is one
+:func:`register` call in this module (a row
 in :func:`_builtin`); its start function may live anywhere.
 """
 
@@ -39,7 +40,7 @@ class TargetKind:
 
     @property
     def prefix(self) -> bool:
-        return self.name.endswith(":")
+        return self.name.endswith((":", "@"))
 
     @property
     def spelling(self) -> str:
@@ -141,7 +142,8 @@ def _start_rabbitmq(arg: str, *, workdir: Path | None = None, tls: bool = False,
                     restricted: bool = True, consumer_timeout: int | None = None, **_: object) -> Target:
     from conformance.targets.local import start_rabbitmq
 
-    return start_rabbitmq(workdir, tls=tls, restricted=restricted, consumer_timeout=consumer_timeout)
+    return start_rabbitmq(workdir, tls=tls, restricted=restricted, consumer_timeout=consumer_timeout,
+                          root=arg)
 
 
 def _start_garagemq(arg: str, *, workdir: Path | None = None, tls: bool = False,
@@ -164,6 +166,10 @@ def _builtin() -> None:
     register(TargetKind("url", "a running broker given by --broker-url", None))
     register(TargetKind("local:rabbitmq", "rabbitmq-server installed on this machine", _start_rabbitmq,
                         restart=True, alarm=True, tls=True))
+    # the RabbitMQ of another root filesystem under chroot (conformance.targets.roots): a suite
+    # scripts/rabbitmq-root built (trixie: 4.0.5, bookworm: 3.10.8) or an absolute directory
+    register(TargetKind("local:rabbitmq@", "the rabbitmq-server of a root filesystem (trixie | bookworm | "
+                        "/DIR), run under chroot", _start_rabbitmq, metavar="ROOT", restart=True, alarm=True))
     # garagemq has no memory alarm a client can set off (the connection.blocked cases: UNSUPPORTED)
     register(TargetKind("local:garagemq", "garagemq installed on this machine", _start_garagemq,
                         restart=True))

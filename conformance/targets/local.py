@@ -7,10 +7,12 @@ is stopped by whoever started it.
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -83,10 +85,14 @@ def rabbitmq_tls_config(host: str, port: int, files: TLSFiles) -> str:
 
 
 def start_rabbitmq(workdir: Path | None = None, *, host: str = "127.0.0.1", tls: bool = False,
-                   restricted: bool = True, consumer_timeout: int | None = None) -> Target:
+                   restricted: bool = True, consumer_timeout: int | None = None, root: str = "") -> Target:
     """RabbitMQ on free ports; with ``tls`` also a TLS listener (certificates made for this node)
     and the EXTERNAL mechanism, and the returned :class:`TLSTarget`'s URL is the amqps:// one.
-    Its folder (``amqpc-rmq-*``) is removed once it is stopped."""
+    Its folder (``amqpc-rmq-*``) is removed once it is stopped. ``root``: run the RabbitMQ of that
+    root filesystem instead (:mod:`conformance.targets.roots`: a suite name or a directory)."""
+    if root:
+        return _start_in_root(workdir, host=host, tls=tls, restricted=restricted, root=root,
+                              consumer_timeout=consumer_timeout)
     server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else _find(
         "rabbitmq-server", None, "install it with: apt-get install -y rabbitmq-server")
     return in_own_folder("amqpc-rmq-", workdir, lambda base: _start_rabbitmq(
@@ -176,6 +182,97 @@ def _start_rabbitmq(base: Path, server: str, *, host: str, tls: bool, restricted
             )
     except BaseException:
         # interrupted (the case's ceiling, ^C) before the caller owns the target: no orphan node
+        ctl.kill()
+        raise
+    return target
+
+
+def _start_in_root(workdir: Path | None, *, host: str, tls: bool, restricted: bool, root: str,
+                   consumer_timeout: int | None = None) -> Target:
+    """``local:rabbitmq@ROOT``: the node in its own folder under ``ROOT/tmp``, run under chroot as
+    the root's rabbitmq user (:mod:`conformance.targets.roots`); the root's proc and dev mounts
+    are held while the target lives and released (the last holder unmounts) when it is closed."""
+    from conformance.targets import roots
+
+    if tls:
+        raise TargetError(f"--tls is not available for local:rabbitmq@{root}")
+    where = roots.resolve(root)
+    tmp = where.outside("/tmp")
+    token = roots.acquire(where)
+    try:
+        target = in_own_folder("amqpc-rmq-", tmp, lambda base: _start_rabbitmq_root(
+            base, where, host=host, restricted=restricted, consumer_timeout=consumer_timeout))
+    except BaseException:
+        roots.release(where, token)
+        raise
+    # cleanup runs last first: stop the node, release the mounts, then remove the folder
+    target.cleanup.insert(1, lambda: roots.release(where, token))
+    return target
+
+
+def _start_rabbitmq_root(base: Path, root: Any, *, host: str, restricted: bool,
+                         consumer_timeout: int | None = None) -> Target:
+    from conformance.targets import roots
+
+    port, dist, epmd_port = free_port(host), free_port(host), free_port(host)
+    node = f"amqpc{port}@localhost"
+    inner = root.inside(base)
+    (base / "home").mkdir()
+    cookie = base / "home" / ".erlang.cookie"
+    cookie.write_text(secrets.token_hex(16).upper())
+    cookie.chmod(0o400)
+    (base / "enabled_plugins").write_text("[].\n")
+    plugins_dir = rabbitnode.boot_plugins_dir(base / "plugins", (), lib=root.outside(roots.LIB),
+                                              rebase=root.path)
+    text = (f"listeners.tcp.1 = {host}:{port}\nloopback_users.guest = true\n"
+            f"max_message_size = {RABBITMQ_MAX_MESSAGE_SIZE}\n")
+    if consumer_timeout is not None:  # as for the machine's node (start_rabbitmq's comment)
+        text += f"consumer_timeout = {consumer_timeout}\n"
+        (base / "advanced.config").write_text("[{rabbit, [{channel_tick_interval, 100}]}].\n")
+    (base / "rabbitmq.conf").write_text(text)
+    (base / "log").mkdir()
+    (base / "mnesia").mkdir()
+    root.own(base)
+    env = {  # what the node sees: in-root paths only
+        "HOME": f"{inner}/home", "PATH": roots.PATH, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "RABBITMQ_NODENAME": node, "RABBITMQ_NODE_IP_ADDRESS": host,
+        "RABBITMQ_NODE_PORT": str(port), "RABBITMQ_DIST_PORT": str(dist),
+        "RABBITMQ_MNESIA_BASE": f"{inner}/mnesia", "RABBITMQ_LOG_BASE": f"{inner}/log",
+        "RABBITMQ_LOGS": f"{inner}/log/rabbit.log",
+        "RABBITMQ_ENABLED_PLUGINS_FILE": f"{inner}/enabled_plugins",
+        "RABBITMQ_CONFIG_FILE": f"{inner}/rabbitmq", "RABBITMQ_PID_FILE": f"{inner}/rabbit.pid",
+        **({"RABBITMQ_ADVANCED_CONFIG_FILE": f"{inner}/advanced.config"} if consumer_timeout is not None
+           else {}),
+        "ERL_EPMD_ADDRESS": host, "ERL_EPMD_PORT": str(epmd_port),
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-start_epmd false", "ERL_FLAGS": "-start_epmd false",
+    }
+    if plugins_dir is not None:
+        env["RABBITMQ_PLUGINS_DIR"] = f"{inner}/plugins"
+    # what the host's erl_call needs to reach the node: its cookie (seen from the host) and epmd
+    call_env = {**os.environ, "HOME": str(base / "home"), "ERL_EPMD_PORT": str(epmd_port)}
+    url = amqp_url(host, port)
+    argv = root.command(env, ["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", roots.EPMD, roots.SERVER])
+    ctl = ProcessController(argv, env=dict(os.environ), host=host, port=port, log_path=base / "stdout.log",
+                            ready=lambda deadline: _rabbitmq_ready(url, node, call_env, deadline),
+                            what=f"rabbitmq-server {root.version()} in {root.path}", stop_timeout=60,
+                            start_timeout=120)
+    ctl.start()
+    try:
+        target = spawned_target(f"local:rabbitmq@{root.label}", url, ctl, tls=None, plain_url=url)
+        target.second_vhost = _rabbitmq_add_vhost(call_env, node)
+        problem = (
+            _rabbitmq_add_restricted_user(call_env, node) if restricted
+            else "not made for this private broker"
+        )
+        if problem is None:
+            target.restricted_url = RESTRICTED.url(url)
+        else:
+            target.restricted_unsupported = problem
+        target.limits = {"max_message_size": RABBITMQ_MAX_MESSAGE_SIZE}
+        target.alarm = lambda on: _rabbitmq_memory_alarm(call_env, node, on)
+        ctl_argv = root.command(env, [roots.RABBITMQCTL, "-n", node, "set_vm_memory_high_watermark"])
+        target.alarm_cmd = (shlex.join(ctl_argv) + " $(test {state} = on && echo 'absolute 1' || echo 0.4)")
+    except BaseException:
         ctl.kill()
         raise
     return target

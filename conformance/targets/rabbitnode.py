@@ -139,6 +139,7 @@ class QueueHome:
     mirrors: tuple[str, ...]
 
 
+# RabbitMQ 4.0 removed classic mirroring, and amqqueue:get_slave_pids/1 with it: no mirrors there.
 _QUEUE_HOME = """
 case rabbit_amqqueue:lookup(rabbit_misc:r({vhost}, queue, {queue})) of
   {{error, not_found}} -> null;
@@ -148,8 +149,10 @@ case rabbit_amqqueue:lookup(rabbit_misc:r({vhost}, queue, {queue})) of
                   _ -> maps:from_list(rabbit_amqqueue:info(Q, [leader, members])) end,
     P = amqqueue:get_pid(Q),
     M = if is_pid(P) -> node(P); is_tuple(P) -> element(2, P); true -> '' end,
+    Sl = case erlang:function_exported(amqqueue, get_slave_pids, 1) of
+           true -> apply(amqqueue, get_slave_pids, [Q]); false -> [] end,
     #{{type => T, leader => maps:get(leader, I, ''), members => maps:get(members, I, []),
-      master => M, mirrors => [node(S) || S <- amqqueue:get_slave_pids(Q), is_pid(S)]}}
+      master => M, mirrors => [node(S) || S <- Sl, is_pid(S)]}}
 end"""
 #: queue type modules as rabbitmqctl list_queues names them
 _TYPES = {"rabbit_classic_queue": "classic", "rabbit_quorum_queue": "quorum", "rabbit_stream_queue": "stream"}
@@ -183,14 +186,17 @@ RABBITMQ_LIB = Path("/usr/lib/rabbitmq/lib")
 BOOT_APPS = ("rabbit", "rabbitmq_prelaunch")
 
 
-def boot_plugins_dir(folder: Path, enabled: Sequence[str] = (), lib: Path = RABBITMQ_LIB) -> Path | None:
+def boot_plugins_dir(folder: Path, enabled: Sequence[str] = (), lib: Path = RABBITMQ_LIB,
+                     rebase: Path | None = None) -> Path | None:
     """``folder`` made a plugins directory (``RABBITMQ_PLUGINS_DIR``) holding links to only the
     applications the node boots — rabbit, its prelaunch, the plugins in ``enabled`` and what their
     ``.app`` files need — instead of the release's ~70. The node runs the same code: a plugin that
     is not enabled is never started, but at boot RabbitMQ reads the config schema of every plugin
     in the directory and the modules of every application there, ~1 s of CPU per boot here (2.8-3.3
     s instead of 3.8-5.1 s for a node restart). None (the node then uses the release's directory)
-    when the release is not found or not unpacked (``.ez`` archives)."""
+    when the release is not found or not unpacked (``.ez`` archives). ``rebase``: the root
+    filesystem ``lib`` lies in (a node run under chroot there): the links point where that node
+    sees the applications, the path below ``rebase``."""
     releases = sorted(lib.glob("rabbitmq_server-*/plugins"))
     if not releases:
         return None
@@ -206,7 +212,8 @@ def boot_plugins_dir(folder: Path, enabled: Sequence[str] = (), lib: Path = RABB
         return None
     folder.mkdir(parents=True, exist_ok=True)
     for name in sorted(need):
-        (folder / apps[name].name).symlink_to(apps[name])
+        link = apps[name] if rebase is None else Path("/") / apps[name].relative_to(rebase)
+        (folder / apps[name].name).symlink_to(link)
     return folder
 
 

@@ -121,7 +121,7 @@ def private_broker(
 #: The delivery acknowledgement timeout of the private broker the consumer_timeout cases get on a
 #: spawned target (ms): short, so the case waits little; that broker serves nothing else.
 PRIVATE_CONSUMER_TIMEOUT = 1000
-CONSUMER_TIMEOUT_KINDS = ("reference", "local:rabbitmq")
+CONSUMER_TIMEOUT_KINDS = ("reference", "local:rabbitmq", "local:rabbitmq@")  # registry kinds
 
 
 @pytest.fixture
@@ -134,6 +134,7 @@ def consumer_timeout_broker(conformance_state: Any) -> tuple[Any, int]:
     from conformance.model.verdicts import CaseTimeout
     from conformance.targets import spawn_private
     from conformance.targets.base import TargetError
+    from conformance.targets.kinds import kind_of
 
     state = conformance_state
     kind = state.target_name or ""
@@ -144,13 +145,14 @@ def consumer_timeout_broker(conformance_state: Any) -> tuple[Any, int]:
                               "acknowledgement timeout: "
                               "give --amqp-consumer-timeout MS with --broker-url")
         return state.url, int(value)
-    if kind not in CONSUMER_TIMEOUT_KINDS:
+    registered = kind_of(kind)
+    if registered is None or registered.name not in CONSUMER_TIMEOUT_KINDS:
         raise Unsupported(f"the suite cannot set the consumer timeout of a {kind} broker (spawned reference "
                           "and local:rabbitmq targets, or --amqp-consumer-timeout with --broker-url)")
     key = f"{kind}+consumer-timeout"
     if key not in state.private:
         try:
-            state.private[key] = spawn_private(kind, tls=state.settings.tls, restricted=False,
+            state.private[key] = spawn_private(kind, tls=state.settings.target.tls, restricted=False,
                                                consumer_timeout=PRIVATE_CONSUMER_TIMEOUT)
         except TargetError as exc:
             raise CaseTimeout(f"a private {kind} broker with a consumer timeout", state.case_timeout,

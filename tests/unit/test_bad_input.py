@@ -78,7 +78,8 @@ def test_a_bad_env_twin_is_named(capsys: pytest.CaptureFixture[str], monkeypatch
     monkeypatch.setenv("AMQP_CONFORMANCE_PROFILE", "bogus")
     assert cli.main(["run", "--no-report"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "amqp-conformance: AMQP_CONFORMANCE_PROFILE names an unknown profile 'bogus' (known: rabbitmq, spec)"
+        "amqp-conformance: AMQP_CONFORMANCE_PROFILE names an unknown profile 'bogus' "
+        "(known: rabbitmq, spec, rabbitmq@RELEASE)"
     ]
 
 
