@@ -2,7 +2,8 @@
 
 A mutant's id is ``category.slug``; the category is the kind of promise (confirms, returns,
 deliveries, counts, tags, errors, tx, qos, cancel, timing, connection, client-methods,
-routing, access) and is what the mutation score is given per. ``areas`` are the scenario modules whose
+routing, access, extensions: a RabbitMQ extension accepted and ignored) and is what the
+mutation score is given per. ``areas`` are the scenario modules whose
 cases can observe the mutant: the runner runs only those, so the catalogue stays affordable.
 An ``equivalent`` mutant carries the reason no client can tell it from a correct broker; it is
 run too (a kill would mean a case asserts something the documents do not promise).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pamqp import commands as spec
 
@@ -29,6 +31,7 @@ from conformance.protocol.proxy import (
     RejectRequeueDropped,
     RollbackCommits,
     SwapDeliveries,
+    replace,
 )
 
 CONFIRMS_DOC = "RabbitMQ guide: publisher confirms (000_cd470977c809f5f5.txt)"
@@ -36,6 +39,10 @@ ACKS_DOC = "consumer acknowledgements chapter (003_50388870ec53b6aa.txt): delive
 SEMANTICS_DOC = "RabbitMQ broker semantics (001_27f7ea2622bbc99f.txt): tx table, ordering"
 ACCESS_DOC = "RabbitMQ access control guide (rabbitmq-access-control): how permissions work"
 AUTH_NOTIFY_DOC = "RabbitMQ authentication failure notifications (rabbitmq-auth-notification)"
+TTL_DOC = "RabbitMQ Time-To-Live and Expiration (rabbitmq-ttl)"
+DLX_DOC = "RabbitMQ Dead Letter Exchanges (rabbitmq-dlx)"
+SENDER_DOC = "RabbitMQ Sender-selected Distribution (rabbitmq-sender-selected)"
+CONSUMERS_DOC = "RabbitMQ Consumers guide (rabbitmq-consumers)"
 D, G, R = spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return
 
 
@@ -335,6 +342,46 @@ CATALOGUE: tuple[Mutant, ...] = (
       "RabbitMQ Queue Length Limit: Queue Overflow Behaviour", ("limits", "confirms"),
       lambda: f.Rewrite("overflow-off", spec.Queue.Declare, lambda m: _without_args(m, "x-overflow"),
                         to_client=False)),
+    # -- extensions: accepted and ignored -----------------------------------------------------
+    M("extensions.expiration-ignored", "published messages lose their expiration property (no per-message "
+      "TTL)", TTL_DOC + ": per-message TTL in publishers", ("ttl", "dead_letter"),
+      lambda: f.EditPublished("expiration-off", lambda p: replace(p, expiration=None))),
+    M("extensions.message-ttl-ignored", "queue.declare loses x-message-ttl", TTL_DOC + ": per-queue message "
+      "TTL", ("ttl", "dead_letter"), lambda: _strip(spec.Queue.Declare, "x-message-ttl")),
+    M("extensions.queue-expires-ignored", "queue.declare loses x-expires (unused queues stay)",
+      TTL_DOC + ": queue TTL", ("ttl",), lambda: _strip(spec.Queue.Declare, "x-expires")),
+    M("extensions.alternate-exchange-ignored", "exchange.declare loses alternate-exchange",
+      "RabbitMQ Alternate Exchanges (rabbitmq-ae)", ("alternate_exchange",),
+      lambda: _strip(spec.Exchange.Declare, "alternate-exchange")),
+    M("extensions.cc-ignored", "published messages lose their CC header (no extra routing keys, nothing "
+      "kept)", SENDER_DOC, ("sender_selected", "dead_letter"), lambda: _without_header("cc-off", "CC")),
+    M("extensions.bcc-ignored", "published messages lose their BCC header (no extra routing keys)",
+      SENDER_DOC, ("sender_selected",), lambda: _without_header("bcc-off", "BCC")),
+    M("extensions.bcc-kept", "BCC routes but is not removed before delivery", SENDER_DOC + ": the BCC key "
+      "and value will be removed from the message prior to delivery", ("sender_selected",),
+      lambda: f.Smuggle("bcc-kept", _hide_bcc, _show_bcc)),
+    M("extensions.dead-letter-exchange-ignored", "queue.declare loses x-dead-letter-exchange and "
+      "x-dead-letter-routing-key (nothing is dead-lettered)", DLX_DOC, ("dead_letter", "reject", "nack"),
+      lambda: _strip(spec.Queue.Declare, "x-dead-letter-exchange", "x-dead-letter-routing-key")),
+    M("extensions.dead-letter-routing-key-ignored", "queue.declare loses x-dead-letter-routing-key (dead "
+      "letters keep their own keys)", DLX_DOC + ": routing dead-lettered messages", ("dead_letter",),
+      lambda: _strip(spec.Queue.Declare, "x-dead-letter-routing-key")),
+    M("extensions.single-active-consumer-ignored", "queue.declare loses x-single-active-consumer (every "
+      "consumer gets deliveries)", CONSUMERS_DOC + ": single active consumer", ("single_active_consumer",),
+      lambda: _strip(spec.Queue.Declare, "x-single-active-consumer")),
+    M("extensions.delivery-limit-ignored", "queue.declare loses x-delivery-limit (poison messages requeued "
+      "forever)", "RabbitMQ Quorum Queues: poison message handling (rabbitmq-quorum-queues)",
+      ("dead_letter", "queue_types"), lambda: _strip(spec.Queue.Declare, "x-delivery-limit")),
+    M("extensions.max-length-bytes-ignored", "queue.declare loses x-max-length-bytes (x-max-length kept)",
+      "RabbitMQ Queue Length Limit (x-max-length-bytes)", ("max_length", "limits"),
+      lambda: _strip(spec.Queue.Declare, "x-max-length-bytes")),
+    M("extensions.user-id-unchecked", "a publish's user_id naming another user is accepted and delivered "
+      "as published", "RabbitMQ Validated User-ID (rabbitmq-validated-user-id)", ("user_id",),
+      lambda: f.Smuggle("user-id-unchecked", _hide_user_id, _show_user_id)),
+    M("extensions.consumer-timeout-ignored", "a delivery left unacknowledged past the consumer timeout "
+      "never closes its channel", CONSUMERS_DOC + ": delivery acknowledgement timeout",
+      ("consumer_timeout",),
+      lambda: f.Drop("timeout-close-lost", spec.Channel.Close, when=_timeout_close)),
     # -- client methods carried out wrongly ----------------------------------------------------
     M("client-methods.ack-multiple-ignored", "basic.ack(multiple=true) settles only the tag it names",
       "field:basic.ack.multiple", ("acks", "replies"),
@@ -412,11 +459,63 @@ class _ClientAckLost(f.Tracking):
         return [] if isinstance(frm, spec.Basic.Ack) else [(channel, frm)]
 
 
-def _without_args(m: spec.Queue.Declare, *names: str) -> dict[str, object]:
+def _without_args(m: spec.Queue.Declare | spec.Exchange.Declare, *names: str) -> dict[str, object]:
     args = dict(m.arguments or {})
     if not any(n in args for n in names):
         return {}
     return {"arguments": {k: v for k, v in args.items() if k not in names}}
+
+
+def _strip(method: type, *names: str) -> Fault:
+    """``method`` (queue.declare or exchange.declare) reaches the broker without the arguments ``names``."""
+    return f.Rewrite("strip-" + "+".join(names), method, lambda m: _without_args(m, *names), to_client=False)
+
+
+def _headers_without(props: Any, *names: str) -> Any:
+    headers = {k: v for k, v in dict(props.headers or {}).items() if k not in names}
+    return replace(props, headers=headers or None)
+
+
+def _without_header(name: str, header: str) -> Fault:
+    return f.EditPublished(name, lambda p: _headers_without(p, header) if header in (p.headers or {}) else p)
+
+
+BCC_SHADOW, USER_SHADOW = "x-amqpc-mutant-bcc", "x-amqpc-mutant-user-id"
+
+
+def _hide_bcc(props: Any, st: dict[str, Any]) -> Any:
+    headers = dict(props.headers or {})
+    if "BCC" not in headers:
+        return props
+    return replace(props, headers={**headers, BCC_SHADOW: headers["BCC"]})  # BCC itself still routes
+
+
+def _show_bcc(props: Any) -> Any:
+    headers = dict(props.headers or {})
+    if BCC_SHADOW not in headers:
+        return props
+    headers["BCC"] = headers.pop(BCC_SHADOW)
+    return replace(props, headers=headers)
+
+
+def _hide_user_id(props: Any, st: dict[str, Any]) -> Any:
+    user = st.get("login_user")
+    if not props.user_id or user is None or props.user_id == user:
+        return props
+    return replace(props, user_id=user, headers={**dict(props.headers or {}), USER_SHADOW: props.user_id})
+
+
+def _show_user_id(props: Any) -> Any:
+    headers = dict(props.headers or {})
+    if USER_SHADOW not in headers:
+        return props
+    forged = headers.pop(USER_SHADOW)
+    return replace(props, user_id=forged, headers=headers or None)
+
+
+def _timeout_close(st: dict[str, Any], channel: int, frm: Any) -> bool:
+    """The consumer timeout's channel.close: 406 naming no method (no client method failed)."""
+    return bool((frm.reply_code, frm.class_id, frm.method_id) == (406, 0, 0))
 
 
 def _with_blocked_cap(m: spec.Connection.StartOk) -> dict[str, object]:

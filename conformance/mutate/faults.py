@@ -355,3 +355,47 @@ class FirstAckCoversAll(Tracking):
                 if top > frm.delivery_tag:
                     return [(channel, replace(frm, delivery_tag=top, multiple=True))]
         return [(channel, frm)]
+
+
+class EditPublished(Tracking):
+    """Messages the client publishes reach the broker with the properties ``props(old)`` gives
+    (the content header that follows basic.publish; the body is untouched)."""
+
+    def __init__(self, name: str, props: Callable[[Any], Any]) -> None:
+        self.name, self.props_fn = name, props
+
+    def broker_frame(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, ContentHeader):
+            return [(channel, replace(frm, properties=self.props_fn(frm.properties)))]
+        return [(channel, frm)]
+
+
+class Smuggle(Messages):
+    """A property or header the broker acts on travels past it unseen: on the way in ``hide``
+    moves it into a header of its own (the broker carries unknown headers as they are), on the
+    way out ``show`` puts it back in place, in deliveries and gets. What the client sees is a
+    broker that ignored the property (kept it, routed or accepted as if it were absent)."""
+
+    kinds = (spec.Basic.Deliver, spec.Basic.GetOk)
+
+    def __init__(self, name: str, hide: Callable[[Any, dict[str, Any]], Any],
+                 show: Callable[[Any], Any]) -> None:
+        self.name, self.hide, self.show = name, hide, show
+
+    def broker_frame(self, st: dict[str, Any], channel: int, frm: Any) -> list[Frame]:
+        if isinstance(frm, spec.Connection.StartOk):
+            st["login_user"] = plain_user(frm)
+        if isinstance(frm, ContentHeader):
+            return [(channel, replace(frm, properties=self.hide(frm.properties, st)))]
+        return [(channel, frm)]
+
+    def message(self, st: dict[str, Any], channel: int, unit: list[Frame]) -> list[Frame]:
+        hdr = next(f for _c, f in unit if isinstance(f, ContentHeader))
+        return with_content(unit, properties=self.show(hdr.properties))
+
+
+def plain_user(start_ok: Any) -> str | None:
+    """The user a connection.start-ok logs in as (PLAIN's response is NUL user NUL password)."""
+    raw = start_ok.response
+    parts = (raw if isinstance(raw, bytes) else str(raw).encode()).split(b"\0")
+    return parts[1].decode() if start_ok.mechanism == "PLAIN" and len(parts) == 3 else None

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import conformance.cluster  # noqa: F401  (registers the cluster --broker kinds)
 from conformance.argparsing import command_parser, workers
@@ -103,6 +103,9 @@ class Session:
     extra_pytest: list[str] = field(default_factory=list)
     # the target's restricted user (the access cases), reached through the proxy like the admin
     restricted: tuple[str, str, str] | None = None  # (user, password, vhost)
+    # (upstream, ms): a broker of the target's kind with a short consumer timeout, for the
+    # consumer_timeout area alone (the target's own keeps its default: other cases hold deliveries)
+    timeout_upstream: tuple[Upstream, int] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -205,7 +208,14 @@ def main(argv: Sequence[str]) -> int:
             restricted=_restricted(target.restricted_url),
         )
         session.results.mkdir(parents=True, exist_ok=True)
-        return _run_all(session, mutants, args.jobs, target.name, started)
+        timeout_target = _timeout_target(mutants, target.name, spec.tls)
+        if timeout_target is None:
+            return _run_all(session, mutants, args.jobs, target.name, started)
+        try:
+            session.timeout_upstream = (_upstream(timeout_target[0].url), timeout_target[1])
+            return _run_all(session, mutants, args.jobs, target.name, started)
+        finally:
+            timeout_target[0].close()
     finally:
         for proc in list(_ACTIVE):
             _kill_group(proc)
@@ -308,10 +318,46 @@ class RunOutcome:
     tainted: bool = False  # the fault itself failed: no verdict of the run may count as a kill
 
 
+TIMEOUT_AREA = "consumer_timeout"
+
+
+def _timeout_target(mutants: list[Mutant], kind: str, tls: bool) -> tuple[Any, int] | None:
+    """(target, ms): a broker of ``kind`` with a short consumer timeout when a mutant's areas take
+    in the consumer_timeout cases and the suite can start one (as the plugin does for them);
+    None otherwise (those cases are then UNSUPPORTED through the proxy)."""
+    from conformance.targets import TargetError, spawn_private
+    from conformance.verify.fixtures import CONSUMER_TIMEOUT_KINDS, PRIVATE_CONSUMER_TIMEOUT
+
+    if kind not in CONSUMER_TIMEOUT_KINDS or not any(TIMEOUT_AREA in m.areas for m in mutants):
+        return None
+    try:
+        made = spawn_private(kind, tls=tls, restricted=False, consumer_timeout=PRIVATE_CONSUMER_TIMEOUT)
+    except TargetError as exc:
+        _err(f"no {kind} broker with a consumer timeout ({str(exc).splitlines()[0]}): "
+             f"the {TIMEOUT_AREA} cases run without one")
+        return None
+    return made, PRIVATE_CONSUMER_TIMEOUT
+
+
 def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
               cases: str | None = None) -> RunOutcome:
-    """Run ``areas`` (only ``cases``, comma separated globs, if given) through a proxy with ``fault``."""
-    up = session.upstream
+    """Run ``areas`` (only ``cases``, comma separated globs, if given) through a proxy with ``fault``;
+    the consumer_timeout area through its own proxy to the broker with a short timeout, if any."""
+    if session.timeout_upstream is None or TIMEOUT_AREA not in areas:
+        return _run_through(session, session.upstream, areas, fault, mutant_id, cases)
+    up, ms = session.timeout_upstream
+    rest = [a for a in areas if a != TIMEOUT_AREA]
+    runs = [_run_through(session, up, [TIMEOUT_AREA], fault, mutant_id, cases,
+                         ["--amqp-consumer-timeout", str(ms)])]
+    if rest:
+        runs.append(_run_through(session, session.upstream, rest, fault, mutant_id, cases))
+    problems = [r.problem for r in runs if r.problem]
+    return RunOutcome({k: v for r in runs for k, v in r.verdicts.items()}, "; ".join(problems),
+                      sum(r.seconds for r in runs), any(r.tainted for r in runs))
+
+
+def _run_through(session: Session, up: Upstream, areas: list[str], fault: Fault, mutant_id: str,
+                 cases: str | None = None, extra: Sequence[str] = ()) -> RunOutcome:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="amqpc-mut-run-") as tmp, \
             FaultProxy(up.host, up.port, fault, upstream_tls=up.tls) as proxy:
@@ -345,6 +391,7 @@ def run_areas(session: Session, areas: list[str], fault: Fault, mutant_id: str,
             "--fail-on",
             "none",
             *session.extra_pytest,
+            *extra,
         ]
         if session.restricted is not None:
             cmd += ["--amqp-restricted-url", str(proxy.url(*session.restricted))]

@@ -19,11 +19,11 @@ HOW = "rabbitmq-ae#how-it-works"
 DEFINE = "rabbitmq-ae#define-using-arguments"
 
 
-def _topology(ch, ctx, cleanup, ae_type: str) -> tuple[str, str, str, str]:
+def _topology(ch, ctx, iso, ae_type: str) -> tuple[str, str, str, str]:
     """A direct exchange ``x`` (AE ``ae``, of ``ae_type``) with queue ``routed`` bound by key k1;
     queue ``unrouted`` bound to the AE (by key k1 too: a direct AE then routes nothing else)."""
-    x, ae = cleanup.exchange(ctx.name("x")), cleanup.exchange(ctx.name("ae"))
-    routed, unrouted = cleanup.queue(ctx.name("routed")), cleanup.queue(ctx.name("unrouted"))
+    x, ae = iso.exchange(ctx.name("x")), iso.exchange(ctx.name("ae"))
+    routed, unrouted = iso.queue(ctx.name("routed")), iso.queue(ctx.name("unrouted"))
     ch.declare_exchange(ae, ae_type)
     ext.declare_exchange_ext(ch, x, "direct", {"alternate-exchange": ae}, "the alternate-exchange argument")
     for q, ex in ((routed, x), (unrouted, ae)):
@@ -39,15 +39,15 @@ def _got(ch, q: str) -> list[tuple[str, str, str, dict]]:
     return out
 
 
-@case("alternate_exchange.unroutable-lands-in-ae", sources=[HOW, DEFINE], level=Level.EXTENSION,
+@case("alternate_exchange.unroutable-lands-in-ae", wedges=True, sources=[HOW, DEFINE], level=Level.EXTENSION,
       requires=["publisher_confirms"],
       description="A direct exchange with a fanout alternate exchange; on a confirm channel, mandatory "
       "publishes with key k1 (bound) and k2 (bound nowhere), a header h=1 on each",
       expectation="both acked, no basic.return; k1's message in the bound queue, k2's in the AE's queue, "
       "unchanged (exchange x, routing key k2, header h=1)")
-def test_unroutable_to_ae(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x, _ae, routed, unrouted = _topology(ch, ctx, cleanup, "fanout")
+def test_unroutable_to_ae(isolated, ctx):
+    ch = isolated.channel()
+    x, _ae, routed, unrouted = _topology(ch, ctx, isolated, "fanout")
     ch.confirm_select()
     for body, key in ((b"m1", "k1"), (b"m2", "k2")):
         ch.publish(x, key, body, mandatory=True, properties=ext.props(headers={"h": 1}))
@@ -59,14 +59,14 @@ def test_unroutable_to_ae(amqp, ctx, cleanup):
               "messages per queue (body, exchange, routing key, headers)")
 
 
-@case("alternate_exchange.returned-when-ae-cannot-route", sources=[HOW], level=Level.EXTENSION,
+@case("alternate_exchange.returned-when-ae-cannot-route", wedges=True, sources=[HOW], level=Level.EXTENSION,
       description="A direct exchange whose alternate exchange is a direct exchange with one binding (k1); "
       "a mandatory publish with key k2, which neither routes",
       expectation="basic.return 312 NO_ROUTE naming the published-to exchange and k2, with the body; "
       "neither queue holds it")
-def test_returned_when_ae_cannot_route(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    x, _ae, routed, unrouted = _topology(ch, ctx, cleanup, "direct")
+def test_returned_when_ae_cannot_route(isolated, ctx):
+    ch = isolated.channel()
+    x, _ae, routed, unrouted = _topology(ch, ctx, isolated, "direct")
     ch.publish(x, "k2", b"m2", mandatory=True)
     ret = ch.wait(spec.Basic.Return, "basic.return of the message neither exchange routed")
     ctx.check((int(ret.method.reply_code), ret.method.reply_text, ret.method.exchange, ret.method.routing_key,

@@ -31,12 +31,12 @@ PREMISE = "declares its own source and dead-letter queues (classic)"
 DLX_ARG = "the x-dead-letter-exchange argument"
 
 
-def _source(ch, ctx, cleanup, args: dict[str, Any], *, dlx_type: str = "fanout",
+def _source(ch, ctx, iso, args: dict[str, Any], *, dlx_type: str = "fanout",
             dlq_key: str = "") -> tuple[str, str, str, str]:
     """Exchange ``x`` (direct) → queue ``src`` (key k, ``args`` + x-dead-letter-exchange ``dlx``
     of ``dlx_type``) and ``dlq`` bound to ``dlx`` by ``dlq_key``; returns (x, src, dlx, dlq)."""
-    x, dlx = cleanup.exchange(ctx.name("x")), cleanup.exchange(ctx.name("dlx"))
-    src, dlq = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("dlq"))
+    x, dlx = iso.exchange(ctx.name("x")), iso.exchange(ctx.name("dlx"))
+    src, dlq = iso.queue(ctx.name("src")), iso.queue(ctx.name("dlq"))
     ch.declare_exchange(x, "direct")
     ch.declare_exchange(dlx, dlx_type)
     ch.declare_queue(dlq)
@@ -71,17 +71,17 @@ def _dead(ch, dlq: str, ctx, within: float | None = None) -> Any:
                            "the message in the dead-letter queue")
 
 
-@case("dead_letter.rejected-x-death", sources=[OVERVIEW, EFFECTS], level=Level.EXTENSION,
+@case("dead_letter.rejected-x-death", wedges=True, sources=[OVERVIEW, EFFECTS], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description="A message published to exchange x with key k and header CC=[k-cc] lands in a queue with a "
       "fanout dead-letter exchange; it is got and rejected with requeue=false",
       expectation="it arrives in the dead-letter queue (exchange dlx, key k, CC kept) with one x-death "
       "entry {count 1, reason rejected, queue src, time, exchange x, routing-keys [k, k-cc]} and "
       "x-first-death-reason/-queue/-exchange rejected/src/x")
-def test_rejected(amqp, ctx, cleanup):
+def test_rejected(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    x, src, dlx, dlq = _source(ch, ctx, cleanup, {})
+    ch = isolated.channel()
+    x, src, dlx, dlq = _source(ch, ctx, isolated, {})
     ext.send_confirmed(ch, x, [("k", b"m", ext.props(headers={"CC": ["k-cc"]}))])
     ev = ch.get(src)
     ctx.check(ev is not None, True, "the message got from the source queue")
@@ -94,17 +94,17 @@ def test_rejected(amqp, ctx, cleanup):
     ctx.check(ch.message_count(src), 0, "messages left in the source queue")
 
 
-@case("dead_letter.expired-x-death", sources=[OVERVIEW, EFFECTS, TTL_DL], level=Level.EXTENSION,
+@case("dead_letter.expired-x-death", wedges=True, sources=[OVERVIEW, EFFECTS, TTL_DL], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description="A message with expiration '200' published to exchange x (key k) lands in a queue with a "
       "fanout dead-letter exchange and no consumer",
       expectation="after 200 ms it arrives in the dead-letter queue without an expiration property, with one "
       "x-death entry {count 1, reason expired, queue src, time, exchange x, routing-keys [k], "
       "original-expiration '200'} and x-first-death-* expired/src/x")
-def test_expired(amqp, ctx, cleanup):
+def test_expired(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    x, src, dlx, dlq = _source(ch, ctx, cleanup, {})
+    ch = isolated.channel()
+    x, src, dlx, dlq = _source(ch, ctx, isolated, {})
     ext.send_confirmed(ch, x, [("k", b"m", ext.props(expiration="200"))])
     dead = _dead(ch, dlq, ctx, ext.settle_for(200, ctx.timeout))
     _check_dead(ctx, dead, since, exchange=dlx, routing_key="k",
@@ -113,17 +113,17 @@ def test_expired(amqp, ctx, cleanup):
                          "x-first-death-exchange": x})
 
 
-@case("dead_letter.maxlen-x-death", sources=[OVERVIEW, EFFECTS, MAXLEN], level=Level.EXTENSION,
+@case("dead_letter.maxlen-x-death", wedges=True, sources=[OVERVIEW, EFFECTS, MAXLEN], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description="Two messages (m, then m2) published to exchange x (key k) into a queue with "
                   "x-max-length 1 "
       "and a fanout dead-letter exchange",
       expectation="m (the head) is dead-lettered with one x-death entry {count 1, reason maxlen, queue src, "
       "time, exchange x, routing-keys [k]} and x-first-death-* maxlen/src/x; the queue holds m2")
-def test_maxlen(amqp, ctx, cleanup):
+def test_maxlen(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    x, src, dlx, dlq = _source(ch, ctx, cleanup, {"x-max-length": 1})
+    ch = isolated.channel()
+    x, src, dlx, dlq = _source(ch, ctx, isolated, {"x-max-length": 1})
     ext.send_confirmed(ch, x, [("k", b"m", None), ("k", b"m2", None)])
     dead = _dead(ch, dlq, ctx)
     _check_dead(ctx, dead, since, exchange=dlx, routing_key="k",
@@ -134,19 +134,19 @@ def test_maxlen(amqp, ctx, cleanup):
     ctx.check(None if kept is None else kept.body, b"m2", "the message the queue kept")
 
 
-@case("dead_letter.routing-key-replaces-keys", sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
+@case("dead_letter.routing-key-replaces-keys", wedges=True, sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description="A queue with a direct dead-letter exchange and x-dead-letter-routing-key dl; behind the "
       "exchange queue dlq (key dl) and queue orig (keys k, k-cc); a message published with key k and "
       "CC=[k-cc] is rejected with requeue=false",
       expectation="dlq gets it with routing key dl and no CC header (x-death routing-keys still [k, k-cc]); "
       "orig gets nothing")
-def test_routing_key(amqp, ctx, cleanup):
+def test_routing_key(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    x, src, dlx, dlq = _source(ch, ctx, cleanup, {"x-dead-letter-routing-key": "dl"}, dlx_type="direct",
+    ch = isolated.channel()
+    x, src, dlx, dlq = _source(ch, ctx, isolated, {"x-dead-letter-routing-key": "dl"}, dlx_type="direct",
                                dlq_key="dl")
-    orig = cleanup.queue(ctx.name("orig"))
+    orig = isolated.queue(ctx.name("orig"))
     ch.declare_queue(orig)
     for key in ("k", "k-cc"):
         ch.bind(orig, dlx, key)
@@ -162,17 +162,17 @@ def test_routing_key(amqp, ctx, cleanup):
     ctx.check(ch.message_count(orig), 0, "messages in the queue bound by the original keys")
 
 
-@case("dead_letter.rejection-cycle-counts", sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
+@case("dead_letter.rejection-cycle-counts", wedges=True, sources=[ROUTING, EFFECTS], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description="A queue whose dead-letter exchange is the default exchange with dead-letter routing key "
       "its own name; its message is got and rejected (requeue=false) twice",
       expectation="after each rejection the message is back in the queue (a cycle with a rejection is kept); "
       "the second time its x-death has one entry {count 2, reason rejected, queue q, exchange '', "
       "routing-keys [q]} and x-first-death-* rejected/q/''")
-def test_rejection_cycle(amqp, ctx, cleanup):
+def test_rejection_cycle(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
     ext.declare_queue_ext(ch, q, {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": q}, DLX_ARG)
     ext.send_confirmed(ch, "", [(q, b"m", None)])
     counts = []
@@ -198,17 +198,17 @@ def test_rejection_cycle(amqp, ctx, cleanup):
 
 
 @case("dead_letter.expiry-cycle-dropped", sources=[ROUTING], level=Level.EXTENSION, queue_types=CLASSIC,
-      premise=PREMISE,
+      wedges=True, premise=PREMISE,
       description="Queue src (x-message-ttl 200) dead-letters to a fanout exchange bound to src "
                   "itself and to "
       "an observer queue; one message published to src",
       expectation="the observer gets exactly one copy (x-death expired, count 1); the copy routed "
                   "back to src "
       "is dropped (a cycle without a rejection), so no second copy follows and src stays empty")
-def test_expiry_cycle(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    fx = cleanup.exchange(ctx.name("fx"))
-    src, obs = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("obs"))
+def test_expiry_cycle(isolated, ctx):
+    ch = isolated.channel()
+    fx = isolated.exchange(ctx.name("fx"))
+    src, obs = isolated.queue(ctx.name("src")), isolated.queue(ctx.name("obs"))
     ch.declare_exchange(fx, "fanout")
     ch.declare_queue(obs)
     ext.declare_queue_ext(ch, src, {"x-message-ttl": 200, "x-dead-letter-exchange": fx}, DLX_ARG)
@@ -226,6 +226,7 @@ def test_expiry_cycle(amqp, ctx, cleanup):
 
 
 @case("dead_letter.delivery-limit-x-death", sources=[OVERVIEW, EFFECTS, POISON], level=Level.EXTENSION,
+      wedges=True,
       premise="declares its own quorum queue (x-queue-type quorum, durable): delivery limits are a quorum "
       "queue's", queue_types=CLASSIC,
       description="A quorum queue with x-delivery-limit 1 and a fanout dead-letter exchange; its message "
@@ -233,11 +234,11 @@ def test_expiry_cycle(amqp, ctx, cleanup):
       expectation="the second get carries x-delivery-count 1; the second nack dead-letters it with "
                   "one x-death "
       "entry {count 1, reason delivery_limit, queue src, time, exchange x, routing-keys [k]}")
-def test_delivery_limit(amqp, ctx, cleanup):
+def test_delivery_limit(isolated, ctx):
     since = time.time()
-    ch = amqp.channel()
-    x, dlx = cleanup.exchange(ctx.name("x")), cleanup.exchange(ctx.name("dlx"))
-    src, dlq = cleanup.queue(ctx.name("src")), cleanup.queue(ctx.name("dlq"))
+    ch = isolated.channel()
+    x, dlx = isolated.exchange(ctx.name("x")), isolated.exchange(ctx.name("dlx"))
+    src, dlq = isolated.queue(ctx.name("src")), isolated.queue(ctx.name("dlq"))
     ch.declare_exchange(x, "direct")
     ch.declare_exchange(dlx, "fanout")
     ch.declare_queue(dlq)
@@ -253,7 +254,7 @@ def test_delivery_limit(amqp, ctx, cleanup):
         if ev is None:
             ctx.check("basic.get-empty", "the message", f"get {i + 1} of the message")
             return
-        counts.append(ext.headers(ev).get("x-delivery-count"))
+        counts.append(ext.headers(ev).get("x-delivery-count", "no x-delivery-count header"))
         ch.nack(int(ev.method.delivery_tag), requeue=True)
     ctx.check(counts[1], 1, "x-delivery-count of the second get")
     dead = _dead(ch, dlq, ctx)

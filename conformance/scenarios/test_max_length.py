@@ -15,13 +15,13 @@ DEFAULT = "rabbitmq-maxlength#default-behaviour"
 
 
 @case("max_length.bytes-drop-head", sources=[DEFAULT], level=Level.EXTENSION, queue_types=("classic",),
-      premise="drop-head by bytes on the classic queue the case declares",
+      wedges=True, premise="drop-head by bytes on the classic queue the case declares",
       description="x-max-length-bytes 10 (default overflow); publishes of 6, 3 and 4 body octets, confirmed",
       expectation="all acked; the 6-octet message is dropped from the head (6 + 3 + 4 > 10); the queue holds "
       "the 3- and 4-octet messages in order")
-def test_bytes_drop_head(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+def test_bytes_drop_head(isolated, ctx):
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
     ext.declare_queue_ext(ch, q, {"x-max-length-bytes": 10}, "x-max-length-bytes")
     ext.send_confirmed(ch, "", [(q, b"aaaaaa", None), (q, b"bbb", None), (q, b"cccc", None)])
     got = []

@@ -35,29 +35,29 @@ def _bodies_left(ch, q: str) -> list[tuple[str, str | None]]:
     return got
 
 
-@case("ttl.message-expiration-expires", sources=[PER_MESSAGE, PER_QUEUE], level=Level.EXTENSION,
+@case("ttl.message-expiration-expires", wedges=True, sources=[PER_MESSAGE, PER_QUEUE], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description=f"Two messages published to a plain queue: m1 with expiration '{TTL}', then m2 without one",
       expectation=f"after {TTL} ms (plus the settle window) basic.get finds m2 only (no expiration "
       "property); m1 is never got")
-def test_message_expiration(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+def test_message_expiration(isolated, ctx):
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
     ext.declare_queue_ext(ch, q, {}, "a plain queue")
     ext.send_confirmed(ch, "", [(q, b"m1", ext.props(expiration=str(TTL))), (q, b"m2", None)])
     ctx.observe("count when expired", ext.count_drops_to(ch, q, 1, ext.settle_for(TTL, ctx.timeout)))
     ctx.check(_bodies_left(ch, q), [("m2", None)], "messages got after the TTL (body, expiration)")
 
 
-@case("ttl.lower-of-queue-and-message-wins", sources=[PER_MESSAGE], level=Level.EXTENSION,
+@case("ttl.lower-of-queue-and-message-wins", wedges=True, sources=[PER_MESSAGE], level=Level.EXTENSION,
       queue_types=CLASSIC, premise=PREMISE,
       description=f"Queue A: x-message-ttl 60000, a message with expiration '{TTL}'; queue B: x-message-ttl "
       f"{TTL}, a message with expiration '60000'; a third message without expiration in each",
       expectation=f"after {TTL} ms (plus the settle window) both TTL'd messages are gone (the lower TTL "
       "applied in each queue) and only the plain message is got from each")
-def test_lower_ttl_wins(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    qa, qb = cleanup.queue(ctx.name("qa")), cleanup.queue(ctx.name("qb"))
+def test_lower_ttl_wins(isolated, ctx):
+    ch = isolated.channel()
+    qa, qb = isolated.queue(ctx.name("qa")), isolated.queue(ctx.name("qb"))
     ext.declare_queue_ext(ch, qa, {"x-message-ttl": 60000}, "x-message-ttl")
     ext.declare_queue_ext(ch, qb, {"x-message-ttl": TTL}, "x-message-ttl")
     ext.send_confirmed(ch, "", [(qa, b"a-short", ext.props(expiration=str(TTL))),
@@ -72,14 +72,14 @@ def test_lower_ttl_wins(amqp, ctx, cleanup):
 
 
 @case("ttl.queue-message-ttl-expires", sources=[PER_QUEUE], level=Level.EXTENSION, queue_types=CLASSIC,
-      premise=PREMISE,
+      wedges=True, premise=PREMISE,
       description=f"A queue declared with x-message-ttl {TTL}; m1 published (confirmed), then after the TTL "
       "m2 published",
       expectation="m1 is gone after the TTL (plus the settle window): basic.get finds m2 only, with no "
       "expiration property added")
-def test_queue_message_ttl(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+def test_queue_message_ttl(isolated, ctx):
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
     ext.declare_queue_ext(ch, q, {"x-message-ttl": TTL}, "x-message-ttl")
     ext.send_confirmed(ch, "", [(q, b"m1", None)])
     ctx.observe("count when expired", ext.count_drops_to(ch, q, 0, ext.settle_for(TTL, ctx.timeout)))
@@ -88,14 +88,14 @@ def test_queue_message_ttl(amqp, ctx, cleanup):
 
 
 @case("ttl.queue-message-ttl-zero", sources=[TTL_ZERO], level=Level.EXTENSION, queue_types=CLASSIC,
-      premise=PREMISE,
+      wedges=True, premise=PREMISE,
       description="A queue declared with x-message-ttl 0: m1 published with no consumer; then a consumer "
       "starts and m2 is published",
       expectation="m1 is expired on arrival (basic.get-empty; the count is 0); m2 is delivered to the "
       "consumer at once")
-def test_queue_message_ttl_zero(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q = cleanup.queue(ctx.name("q"))
+def test_queue_message_ttl_zero(isolated, ctx):
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
     ext.declare_queue_ext(ch, q, {"x-message-ttl": 0}, "x-message-ttl 0")
     ext.send_confirmed(ch, "", [(q, b"m1", None)])
     first = ch.get(q, no_ack=True)
@@ -108,14 +108,14 @@ def test_queue_message_ttl_zero(amqp, ctx, cleanup):
 
 
 @case("ttl.queue-expires-deletes-unused", sources=[QUEUE_TTL], level=Level.EXTENSION, queue_types=CLASSIC,
-      premise="x-expires on a transient classic queue (the guide: expiry makes sense there)",
+      wedges=True, premise="x-expires on a transient classic queue (the guide: expiry makes sense there)",
       description=f"A queue declared with x-expires {TTL}, never used after its declaration; a second queue "
       "without x-expires beside it",
       expectation=f"after {TTL} ms (plus the settle window) a passive queue.declare of the first is "
       "channel.close 404 NOT_FOUND; the second still exists")
-def test_queue_expires(amqp, ctx, cleanup):
-    ch = amqp.channel()
-    q, keep = cleanup.queue(ctx.name("q")), cleanup.queue(ctx.name("keep"))
+def test_queue_expires(isolated, ctx):
+    ch = isolated.channel()
+    q, keep = isolated.queue(ctx.name("q")), isolated.queue(ctx.name("keep"))
     ext.declare_queue_ext(ch, q, {"x-expires": TTL}, "x-expires")
     ext.declare_queue_ext(ch, keep, {}, "a plain queue")
     # No poll: a passive declare may count as use (RabbitMQ re-arms the expiry timer on it).

@@ -14,17 +14,26 @@ from pamqp import commands as spec
 from conformance.model.cases import Level, case
 from conformance.verify import expect_channel_close
 from conformance.verify import extensions as ext
+from conformance.verify.queue_types import declare_fields
 
 VALIDATED = "rabbitmq-validated-user-id#validation"
 RMQ = "DESIGN.md#facts-measured-on-rabbitmq-3-10-8"
 
 
-@case("user_id.forged-refused", sources=[VALIDATED, RMQ], level=Level.EXTENSION,
+def _queue(isolated, ctx, queue_type: str):
+    """A channel and a queue of the selected type on the case's broker."""
+    ch = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
+    ch.declare_queue(q, **declare_fields(queue_type, {}))
+    return ch, q
+
+
+@case("user_id.forged-refused", wedges=True, sources=[VALIDATED, RMQ], level=Level.EXTENSION,
       description="A publish whose user_id property names another user than the connection's",
       expectation="channel.close 406 PRECONDITION_FAILED naming basic.publish, text \"PRECONDITION_FAILED - "
       "user_id property set to '<forged>' but authenticated user was '<user>'\"; the message is not enqueued")
-def test_forged_refused(declared_queue, ctx):
-    ch, q = declared_queue()
+def test_forged_refused(isolated, ctx, queue_type):
+    ch, q = _queue(isolated, ctx, queue_type)
     forged = f"not-{ext.login_user(ch)}"
     ch.publish("", q, b"forged", properties=ext.props(user_id=forged))
     ev = expect_channel_close(ch, 406, what="publish with a forged user_id", method=spec.Basic.Publish)
@@ -34,11 +43,11 @@ def test_forged_refused(declared_queue, ctx):
     ctx.check(probe.message_count(q), 0, "messages in the queue")
 
 
-@case("user_id.matching-delivered", sources=[VALIDATED], level=Level.EXTENSION,
+@case("user_id.matching-delivered", wedges=True, sources=[VALIDATED], level=Level.EXTENSION,
       description="A publish whose user_id property is the connection's own user",
       expectation="it is enqueued and got with user_id intact")
-def test_matching_delivered(declared_queue, ctx):
-    ch, q = declared_queue()
+def test_matching_delivered(isolated, ctx, queue_type):
+    ch, q = _queue(isolated, ctx, queue_type)
     user = ext.login_user(ch)
     ext.send_confirmed(ch, "", [(q, b"mine", ext.props(user_id=user))])
     ev = ch.get(q, no_ack=True)

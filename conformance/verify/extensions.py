@@ -1,6 +1,8 @@
-"""Steps the RabbitMQ extension cases share: declaring with an extension's argument (a broker that
+"""Steps the RabbitMQ extension cases share: where they run (:class:`Isolated`: a broker private to
+the worker where the suite can spawn one), declaring with an extension's argument (a broker that
 refuses it outright is UNSUPPORTED with its answer; one that accepts and ignores it is judged by
-what happens next), waiting for a delivery with a deadline, and reading headers and x-death.
+what happens next; one that drops the connection FAILs), waiting for a delivery with a deadline,
+and reading headers and x-death.
 
 The scenario modules ``test_ttl``, ``test_dead_letter``, ``test_alternate_exchange``,
 ``test_sender_selected``, ``test_single_active_consumer``, ``test_user_id`` and
@@ -15,12 +17,16 @@ from typing import Any
 
 from pamqp import commands as spec
 
-from conformance.model.verdicts import CaseTimeout, Mismatch
-from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
+from conformance.model.verdicts import CaseOutcome, CaseTimeout, HarnessError, Mismatch
+from conformance.protocol.raw import Event, RawChannel, RawConnection, UnexpectedClose
+from conformance.protocol.rawevents import SocketClosed
+from conformance.protocol.wire import URL
 from conformance.verify.expect import record
+from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 from conformance.verify.unsupported import Unsupported
 
 __all__ = [
+    "Isolated",
     "count_drops_to",
     "death_fields",
     "declare_exchange_ext",
@@ -37,10 +43,76 @@ __all__ = [
 ]
 
 
+class Isolated:
+    """Where an extension case runs (the ``isolated`` fixture): the broker private to this worker
+    where the suite can spawn one (``private_broker``), else the target itself.
+
+    An extension's argument or header can take a broker down, not only be refused or ignored:
+    garagemq's process ends on a field table value of a type its reader lacks (``u``, which the
+    raw client's codec uses for 32768..65535) — every case after it then had no broker. On a
+    private broker that costs the one case: after it the case's connections are closed and, when
+    none of them was dropped by the broker and a fresh connection still declares a queue, its
+    queues and exchanges are deleted there and the broker counts as healthy; otherwise it is
+    killed and started again before the next case. On a target the suite cannot isolate, the
+    entities go to the case's ``cleanup`` and the case runs after all others (``wedges``).
+    """
+
+    def __init__(self, url: URL, timeout: float, cleanup: Any) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.cleanup = cleanup
+        self.opened: list[RawConnection] = []
+
+    def connection(self) -> RawConnection:
+        conn = RawConnection.open(self.url, timeout=self.timeout)
+        self.opened.append(conn)
+        return conn
+
+    def channel(self) -> RawChannel:
+        """A new connection's channel on the case's broker."""
+        return self.connection().channel()
+
+    def queue(self, name: str) -> str:
+        """``name``, deleted after the case."""
+        return str(self.cleanup.queue(name))
+
+    def exchange(self, name: str) -> str:
+        return str(self.cleanup.exchange(name))
+
+    def close(self) -> list[str]:
+        """Close the case's connections; what the broker dropped without a connection.close."""
+        dropped = []
+        for conn in reversed(self.opened):
+            ended = conn.socket_closed
+            # no connection.close from the broker and none begun by the case: the broker dropped it
+            if conn.closed_by_broker is None and ended is not None and not conn._closing:
+                dropped.append(ended.describe())
+            conn.close(timeout=1.0)
+        self.opened.clear()
+        return dropped
+
+    def tidy(self, case_id: str) -> bool:
+        """After a case on a private broker: True when the broker is fit for the next case (its
+        entities deleted); False sends it to a restart."""
+        if self.close():
+            return False
+        try:
+            with fresh_channel(self.url, min(5.0, self.timeout)) as ch:
+                ch.declare_queue(probe_queue_name("isolated"), exclusive=True, auto_delete=True)
+        except (NoConnection, CaseTimeout, HarnessError, OSError):
+            return False
+        except CaseOutcome:
+            pass  # a refusal is an answer: the broker is alive
+        self.cleanup.run(case_id)
+        return True
+
+
 def _offered(ch: RawChannel, method: Any, feature: str) -> Any:
     try:
         return ch.rpc(method)
     except UnexpectedClose as exc:
+        if isinstance(exc.event, SocketClosed):
+            raise  # a dropped connection is no answer, so no refusal: a FAIL (expected the -ok)
         # A broker that answers the argument with a channel or connection error does not offer
         # the extension: UNSUPPORTED with its answer (one that accepts and ignores it is a FAIL
         # the case's observation finds).

@@ -20,12 +20,13 @@ from conformance.model.cases import case_of
 from conformance.protocol.raw import RawChannel
 from conformance.protocol.wire import URL
 from conformance.verify.expect import ACTIVE_CONTEXT
+from conformance.verify.extensions import Isolated
 from conformance.verify.queue_types import declare_fields
 from conformance.verify.unsupported import Unsupported
 
 __all__ = [
     "DeclareExchange", "DeclareQueue", "active_case_context", "consumer_timeout_broker", "declared_exchange",
-    "declared_queue", "private_broker",
+    "declared_queue", "isolated", "private_broker",
 ]
 
 
@@ -116,6 +117,23 @@ def private_broker(
         # ignores a clean stop (garagemq, wedged, never exits on SIGTERM: each reset waited out its
         # 20 s stop timeout before the kill it came to anyway).
         target.controller.restart(kill=True)
+
+
+@pytest.fixture
+def isolated(request: pytest.FixtureRequest, private_broker: tuple[URL, dict[str, bool] | None],
+             cleanup: Any, case_timeout: float) -> Iterator[Isolated]:
+    """Where an extension case runs (:class:`conformance.verify.extensions.Isolated`): the worker's
+    private broker, kept for the next case only when it is still fit after this one; else the
+    target, the entities going to ``cleanup``."""
+    url, health = private_broker
+    if health is None:
+        iso = Isolated(url, case_timeout, cleanup)
+        yield iso
+        iso.close()  # before ``cleanup`` deletes the queues the case's consumers are on
+        return
+    iso = Isolated(url, case_timeout, type(cleanup)(url, case_timeout, cleanup.notes))
+    yield iso
+    health["healthy"] = iso.tidy(request.node.nodeid)
 
 
 #: The delivery acknowledgement timeout of the private broker the consumer_timeout cases get on a

@@ -233,3 +233,49 @@ def test_frames_pamqp_would_refuse_are_still_encoded() -> None:
     ok.queue = "a name pamqp refuses!"  # as a broker may send; the client judges it, not the proxy
     _n, ch, back = pframe.unmarshal(_encode(3, ok))
     assert (ch, back.queue, back.message_count) == (3, "a name pamqp refuses!", 1)
+
+
+def _fault_of(mutant_id: str) -> Fault:
+    (m,) = select([mutant_id])
+    return m.make()
+
+
+def _publish(fault: Fault, st: dict[str, Any], props: spec.Basic.Properties) -> spec.Basic.Properties:
+    out = [fr for frm in (spec.Basic.Publish(exchange="x", routing_key="k"), ContentHeader(0, 1, props),
+                          ContentBody(b"m")) for _c, fr in fault.to_broker(st, 1, frm)]
+    return next(fr for fr in out if isinstance(fr, ContentHeader)).properties
+
+
+def test_extension_mutants_strip_the_argument_and_keep_the_rest() -> None:
+    fault = _fault_of("extensions.dead-letter-exchange-ignored")
+    declare = spec.Queue.Declare(queue="q", arguments={"x-dead-letter-exchange": "d",
+                                                       "x-dead-letter-routing-key": "k", "x-max-length": 1})
+    ((_c, out),) = fault.to_broker({}, 1, declare)
+    assert out.arguments == {"x-max-length": 1}
+    props = _publish(_fault_of("extensions.expiration-ignored"), {},
+                     spec.Basic.Properties(expiration="5", app_id="a"))
+    assert (props.expiration, props.app_id) == (None, "a")
+    props = _publish(_fault_of("extensions.cc-ignored"), {},
+                     spec.Basic.Properties(headers={"CC": ["c"], "h": 1}))
+    assert props.headers == {"h": 1}
+
+
+def test_smuggled_bcc_and_user_id_come_back_as_published() -> None:
+    fault, st = _fault_of("extensions.bcc-kept"), {}
+    sent = _publish(fault, st, spec.Basic.Properties(headers={"BCC": ["b"]}))
+    assert sent.headers["BCC"] == ["b"]  # still routes
+    out = _feed(fault, st, [_deliver(1), ContentHeader(0, 1, sent), ContentBody(b"m")])
+    assert out[1].properties.headers == {"BCC": ["b"]}  # the broker removed BCC: the copy is shown
+    fault, st = _fault_of("extensions.user-id-unchecked"), {}
+    fault.to_broker(st, 0, spec.Connection.StartOk(mechanism="PLAIN", response="\0guest\0guest"))
+    sent = _publish(fault, st, spec.Basic.Properties(user_id="mallory"))
+    assert sent.user_id == "guest"
+    out = _feed(fault, st, [_deliver(1), ContentHeader(0, 1, sent), ContentBody(b"m")])
+    assert (out[1].properties.user_id, out[1].properties.headers) == ("mallory", None)
+
+
+def test_consumer_timeout_mutant_drops_only_the_timeouts_close() -> None:
+    fault = _fault_of("extensions.consumer-timeout-ignored")
+    timeout = spec.Channel.Close(reply_code=406, reply_text="t", class_id=0, method_id=0)
+    refusal = spec.Channel.Close(reply_code=406, reply_text="x", class_id=50, method_id=10)
+    assert _feed(fault, {}, [timeout]) == [] and _feed(fault, {}, [refusal]) == [refusal]

@@ -79,6 +79,24 @@ def test_ttl_zero_delivered_if_consumer_ready(link: Link) -> None:
     assert [o.body for o in link.take_objs() if isinstance(o, Content)] == [b"kept"]
 
 
+class TickingClock(FakeClock):
+    """A clock that moves on at every reading, as a real one does (a microsecond a reading)."""
+
+    def __call__(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+
+def test_ttl_zero_delivered_to_a_waiting_consumer_on_a_moving_clock() -> None:
+    # The enqueue's clock reading decides: a second reading taken for the dispatch is always later,
+    # so a TTL-0 message would expire before the waiting consumer saw it (RabbitMQ 3.10.8 delivers it).
+    link = Link(make_broker(TickingClock()))
+    link.declare("z0", arguments={"x-message-ttl": 0})
+    link.rpc(spec.Basic.Consume(queue="z0", consumer_tag="c"), spec.Basic.ConsumeOk)
+    link.publish(b"kept", routing_key="z0")
+    assert [o.body for o in link.take_objs() if isinstance(o, Content)] == [b"kept"]
+
+
 def test_requeued_message_keeps_expiry(link: Link, clock: FakeClock) -> None:
     link.declare("rk", arguments={"x-message-ttl": 100})
     link.publish(b"m", routing_key="rk")
