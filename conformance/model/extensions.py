@@ -30,6 +30,8 @@ EXTENSIONS: tuple[Extension, ...] = (
     Extension("Consumer priorities", ("rabbitmq-consumer-priority",)),
     Extension("Direct reply-to", ("rabbitmq-direct-reply-to",)),
     Extension("Exchange-to-exchange bindings", ("amqp0-9-1.stripped.extended.xml#exchange.bind",)),
+    Extension("Auto-delete and internal exchanges", ("amqp0-9-1.stripped.extended.xml#exchange.declare",)),
+    Extension("Exclusive consumers", ("rabbitmq-consumers#exclusivity",)),
     Extension("Alternate exchanges", ("rabbitmq-ae",)),
     Extension("Sender-selected distribution (CC, BCC)", ("rabbitmq-sender-selected",)),
     Extension("Per-queue message TTL", ("rabbitmq-ttl#per-queue-message-ttl", "rabbitmq-ttl#ttl-zero")),

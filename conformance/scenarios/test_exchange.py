@@ -22,6 +22,7 @@ from conformance.verify import (
     check,
     check_outcome,
     declare_rules,
+    expect_channel_close,
     expect_passive_missing,
     outcome,
     pika_session,
@@ -313,6 +314,54 @@ def test_e2e_binding(declared_exchange, ctx, cleanup):
     got = outcome(ch, spec.Exchange.Bind(destination=dst, source=src, routing_key="k"), spec.Exchange.BindOk)
     ctx.check(got[0], "exchange.bind-ok", "exchange.bind")
     ctx.check(routed_body(ch, src, "k", b"e2e", q), b"e2e", "message routed source → destination → queue")
+
+
+# -- RabbitMQ's exchange.declare flags: internal and auto-delete -----------------------------------
+
+RABBIT_DECLARE = "amqp0-9-1.stripped.extended.xml#exchange.declare"
+
+
+@case("exchange.internal-refuses-publish", level=Level.EXTENSION, sources=[RABBIT_DECLARE],
+      description="A direct exchange declared internal, a queue bound to it with key k; a message is "
+      "published to it directly; where the broker offers exchange-to-exchange bindings, a message also "
+      "reaches it through one",
+      expectation="the direct publish closes the channel with 403 ACCESS_REFUSED naming basic.publish (an "
+      "internal exchange \"may not be used directly by publishers, but only when bound to other "
+      "exchanges\"); published to a plain exchange bound to it, the message is in the queue")
+def test_internal_exchange(amqp, ctx, cleanup, server):
+    ch = amqp.channel()
+    internal, front = cleanup.exchange(ctx.name("internal")), cleanup.exchange(ctx.name("front"))
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(internal, "direct", internal=True)
+    ch.declare_queue(q)
+    ch.bind(q, internal, "k")
+    ch.publish(internal, "k", b"direct")
+    expect_channel_close(ch, 403, what="basic.publish to an internal exchange", method=spec.Basic.Publish)
+    if not server.capabilities.get("exchange_exchange_bindings"):
+        ctx.observe("through a binding", "not tried: the broker does not offer exchange-to-exchange bindings")
+        return
+    ch = amqp.channel()
+    ch.declare_exchange(front, "direct")
+    ch.rpc(spec.Exchange.Bind(destination=internal, source=front, routing_key="k"))
+    ctx.check(routed_body(ch, front, "k", b"via-e2e", q), b"via-e2e",
+              "a message reaching the internal exchange through a binding")
+
+
+@case("exchange.auto-delete-on-last-unbind", level=Level.EXTENSION, sources=[RABBIT_DECLARE],
+      description="A fanout exchange declared auto-delete, a queue bound to it; the binding is removed",
+      expectation="the exchange is gone once its last binding is (\"deleted when all queues have finished "
+      "using it\"): a passive exchange.declare closes the channel with 404 NOT_FOUND; with the binding in "
+      "place it was there")
+def test_auto_delete_exchange(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    x, q = cleanup.exchange(ctx.name("x")), cleanup.queue(ctx.name("q"))
+    ch.declare_exchange(x, "fanout", auto_delete=True)
+    ch.declare_queue(q)
+    ch.bind(q, x, "")
+    ch.declare_exchange(x, "fanout", passive=True)  # bound: still there
+    ch.rpc(spec.Queue.Unbind(queue=q, exchange=x, routing_key=""))
+    expect_passive_missing(ch, spec.Exchange.Declare(exchange=x, exchange_type="fanout", passive=True),
+                           "the auto-delete exchange after its last unbind")
 
 
 # -- client libraries ----------------------------------------------------------------------------

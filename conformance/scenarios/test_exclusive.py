@@ -162,7 +162,8 @@ def test_server_named_unique(amqp, ctx, cleanup) -> None:
 # exclusive access. Only who asks for it differs.
 def _consumer_conflict_case(id: str, description: str, expectation: str) -> Case:
     return Case(
-        id=id, rules=("basic.consume.exclusive/01",), level=Level.MUST, description=description,
+        id=id, rules=("basic.consume.exclusive/01",), sources=("rabbitmq-consumers#exclusivity",),
+        level=Level.MUST, description=description,
         expectation=expectation, default="channel.close 403 ACCESS_REFUSED",
         expected={"rabbitmq@quorum": "basic.consume-ok"},
         expected_sources={
