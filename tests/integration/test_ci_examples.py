@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from conformance.scenarios import all_cases
 from conformance.targets import Target
 from conformance.targets.reference import start_reference
 
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 GITHUB = ROOT / "examples" / "github-actions" / "broker-release.yml"
 GITLAB = ROOT / "examples" / "gitlab" / "broker-release.gitlab-ci.yml"
-SUITE_ARGS = "-n 0 --area exchange --no-report"  # -n 0: the 27 cases in the run's own process
+EXCHANGE_CASES = sum(1 for c in all_cases() if c.area == "exchange")
+SUITE_ARGS = "-n 0 --area exchange --no-report"  # -n 0: the area's cases in the run's own process
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +91,9 @@ def test_github_recipe_records_then_gates(broker: Target, shim: Path, tmp_path: 
         for name in ("Run the suite", final):
             proc = run_script(steps[name]["run"], job, env, shim)
             assert proc.returncode == 0, f"{name}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
-    assert baseline.exists() and len(baseline.read_text(encoding="utf-8").splitlines()) == 27
+    assert baseline.exists() and len(baseline.read_text(encoding="utf-8").splitlines()) == EXCHANGE_CASES
     gate = json.loads((second / "reports" / "gate.json").read_text(encoding="utf-8"))
-    assert gate["verdict"] == "PASS" and gate["candidate"]["n_cases"] == 27
+    assert gate["verdict"] == "PASS" and gate["candidate"]["n_cases"] == EXCHANGE_CASES
     assert (
         list((second / "reports" / "junit").glob("*.xml"))
         and (second / "reports" / "allure-results").is_dir()
