@@ -350,6 +350,15 @@ CATALOGUE: tuple[Mutant, ...] = (
       "TTL", ("ttl", "dead_letter"), lambda: _strip(spec.Queue.Declare, "x-message-ttl")),
     M("extensions.queue-expires-ignored", "queue.declare loses x-expires (unused queues stay)",
       TTL_DOC + ": queue TTL", ("ttl",), lambda: _strip(spec.Queue.Declare, "x-expires")),
+    M("extensions.internal-exchange-ignored", "exchange.declare loses internal (publishers may use the "
+      "exchange directly)", "AMQP 0-9-1 with RabbitMQ's extensions (XML), exchange.declare internal",
+      ("exchange",), lambda: f.Rewrite("internal-off", spec.Exchange.Declare,
+                                       lambda m: {"internal": False} if m.internal else {}, to_client=False)),
+    M("extensions.auto-delete-exchange-ignored", "exchange.declare loses auto-delete (the exchange outlives "
+      "its bindings)", "AMQP 0-9-1 with RabbitMQ's extensions (XML), exchange.declare auto-delete",
+      ("exchange",), lambda: f.Rewrite("auto-delete-off", spec.Exchange.Declare,
+                                       lambda m: {"auto_delete": False} if m.auto_delete else {},
+                                       to_client=False)),
     M("extensions.alternate-exchange-ignored", "exchange.declare loses alternate-exchange",
       "RabbitMQ Alternate Exchanges (rabbitmq-ae)", ("alternate_exchange",),
       lambda: _strip(spec.Exchange.Declare, "alternate-exchange")),
