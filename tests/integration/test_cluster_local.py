@@ -80,7 +80,7 @@ def test_rabbitmqctl_eval_answers_where_erl_call_is_missing(
         cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     from conformance.targets import erleval
 
-    conn = pika.BlockingConnection(pika.URLParameters(cluster.nodes[0].url))
+    conn = pika.BlockingConnection(pika_parameters(cluster.nodes[0].url, 10.0))
     try:
         conn.channel().queue_declare("qq-eval", durable=True, arguments={"x-queue-type": "quorum"})
     finally:
@@ -94,7 +94,7 @@ def test_rabbitmqctl_eval_answers_where_erl_call_is_missing(
 
 
 def test_quorum_leader_and_kill_restart(cluster: LocalCluster) -> None:
-    conn = pika.BlockingConnection(pika.URLParameters(cluster.nodes[0].url))
+    conn = pika.BlockingConnection(pika_parameters(cluster.nodes[0].url, 10.0))
     try:
         conn.channel().queue_declare("qq-it", durable=True, arguments={"x-queue-type": "quorum"})
     finally:
@@ -116,7 +116,7 @@ def test_quorum_leader_and_kill_restart(cluster: LocalCluster) -> None:
 def test_mirrored_master_is_reported(cluster: LocalCluster) -> None:
     cluster.set_policy("ha-it", "^cq-it$", '{"ha-mode":"all","ha-sync-mode":"automatic"}')
     try:
-        conn = pika.BlockingConnection(pika.URLParameters(cluster.nodes[1].url))
+        conn = pika.BlockingConnection(pika_parameters(cluster.nodes[1].url, 10.0))
         try:
             conn.channel().queue_declare("cq-it", durable=True)
         finally:
