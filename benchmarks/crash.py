@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from conformance.argparsing import command_parser
+from conformance.protocol.uri import pika_parameters
+from conformance.protocol.wire import URL
 from conformance.targets.kinds import controllable, parse_kind, spellings
 
 if TYPE_CHECKING:
@@ -35,12 +37,12 @@ class Cycle:
     restart_seconds: float
 
 
-def _publisher(url: str, queue: str, prefix: str, confirmed: list[str], stop: threading.Event) -> None:
+def _publisher(url: URL, queue: str, prefix: str, confirmed: list[str], stop: threading.Event) -> None:
     import pika
     import pika.exceptions
 
     try:
-        conn = pika.BlockingConnection(pika.URLParameters(url))
+        conn = pika.BlockingConnection(pika_parameters(url, 30.0))
         ch = conn.channel()
         ch.confirm_delivery()
         n = 0
@@ -53,10 +55,10 @@ def _publisher(url: str, queue: str, prefix: str, confirmed: list[str], stop: th
         return  # the kill: whatever was not confirmed may or may not have been stored
 
 
-def _drain(url: str, queue: str) -> list[str]:
+def _drain(url: URL, queue: str) -> list[str]:
     import pika
 
-    conn = pika.BlockingConnection(pika.URLParameters(url))
+    conn = pika.BlockingConnection(pika_parameters(url, 30.0))
     try:
         ch = conn.channel()
         ch.basic_qos(prefetch_count=1000)
@@ -72,11 +74,11 @@ def _drain(url: str, queue: str) -> list[str]:
         conn.close()
 
 
-def run_cycle(url: str, ctl: Controller, cycle: int, publishers: int, rng: random.Random) -> Cycle:
+def run_cycle(url: URL, ctl: Controller, cycle: int, publishers: int, rng: random.Random) -> Cycle:
     import pika
 
     queue = f"crash-soak-{cycle}-{rng.getrandbits(32):08x}"
-    conn = pika.BlockingConnection(pika.URLParameters(url))
+    conn = pika.BlockingConnection(pika_parameters(url, 30.0))
     conn.channel().queue_declare(queue, durable=True)
     conn.close()
     # RabbitMQ keeps definitions in Mnesia: a clean restart puts the new queue on disk so
@@ -116,10 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     from conformance.targets import open_target
     from conformance.targets.base import TargetError
+    from conformance.targets.spec import target_spec
 
     try:
-        target = open_target(args.broker, None)
-    except TargetError as exc:
+        target = open_target(target_spec(broker=args.broker))
+    except (TargetError, ValueError) as exc:
         print(f"amqp-conformance bench crash: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if target.controller is None:

@@ -205,7 +205,7 @@ class Figures:
 
 async def flood(port: int, pid: int, *, total: int, publishers: int, body: int, window: int, prefetch: int,
                 timeout: float, safety: int) -> Figures:
-    url = URL.parse(f"amqp://guest:guest@127.0.0.1:{port}/")
+    url = URL(host="127.0.0.1", port=port)
     fig = Figures(rss_start=rss(pid))
     started = time.monotonic()
     setup = await BenchConnection.open(url, 10.0)
