@@ -51,6 +51,10 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(delivery[_ -]tag[=: ]\s*)\d+", re.I), r"\1N"),
     (re.compile(r"((?:localhost|\d+\.\d+\.\d+\.\d+|\]|[a-z0-9-]+\.[a-z]+)):\d{2,5}\b"), r"\1:PORT"),
     (re.compile(r"\b0x[0-9a-f]+\b", re.I), "0x…"),
+    # How a socket's end was seen is a race between the broker's close and the client's next send:
+    # "socket closed (closed by the broker)" one run, "([Errno 104] Connection reset by peer)" the next.
+    (re.compile(r"socket closed \((?:closed by the broker|\[Errno \d+\] [^)]*|EOF|broken pipe)\)", re.I),
+     "socket closed"),
     (re.compile(r"\s+"), " "),
 )
 # connection.close 540 NOT_IMPLEMENTED 'text' (class 60, method 110): the code, name and method kept.
