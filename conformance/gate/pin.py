@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from conformance.gate.signature import form_text
+from conformance.gate.signature import ANY, form_text, parse_form
 from conformance.gate.triage import InvariantFacts, Triage, TriageProblem, parse_triage
 
 _HEADER = re.compile(r"^\s*\[\[\s*triage\s*\]\]\s*(#.*)?$")
@@ -119,7 +119,12 @@ def pin_forms(text: str, triage: Triage, rows: Iterable[FormRow]) -> PinResult:
         fresh = seen.get(entry.index, {})
         res.kept += sum(1 for c in forms if c not in fresh)
         res.pinned += len(fresh)
-        forms.update({c: tuple(f) for c, f in fresh.items()})
+        for c, shown in fresh.items():
+            # A verdict pinned by hand to any signature ("FAIL *": a broker whose failure varies from
+            # run to run) stays so: the candidate's forms of that verdict are not pinned over it.
+            wild = sorted({v for v, s in entry.forms.get(c, ()) if s == ANY})
+            forms[c] = (*(form_text(v, ANY) for v in wild),
+                        *(f for f in shown if parse_form(f)[0] not in wild))
         if forms:
             res.entries += 1
             body = [*body, *_forms_block(forms)]

@@ -338,3 +338,16 @@ def test_github_outputs_show_the_old_and_new_form(tmp_path: Path, monkeypatch: p
     summary = github.step_summary(res, strict=False)
     assert "### AMQP conformance gate: FAIL" in summary and "1 changed" in summary
     assert f"| changed | `{CASE}` | FAIL | FAIL | was FAIL value 530" in summary
+
+
+def test_update_triage_keeps_a_verdict_pinned_to_any_signature(tmp_path: Path) -> None:
+    """A form pinned by hand to the verdict only ("FAIL *") survives --update-triage."""
+    base = shutil.copy(BASELINE, tmp_path / "garagemq.jsonl")
+    triage = tmp_path / "garagemq.triage.toml"
+    text = (BASELINES / "garagemq.triage.toml").read_text(encoding="utf-8")
+    case = "access.unknown-user-closes-403"
+    lines = [('"' + case + '" = "FAIL *"') if line.startswith(f'"{case}" = ') else line
+             for line in text.splitlines()]
+    triage.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert gate_cli.main(["--baseline", str(base), "--candidate", str(base), "--update-triage"]) == 0
+    assert f'"{case}" = "FAIL *"' in triage.read_text(encoding="utf-8")
