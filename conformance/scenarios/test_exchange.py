@@ -327,7 +327,8 @@ RABBIT_DECLARE = "amqp0-9-1.stripped.extended.xml#exchange.declare"
       "reaches it through one",
       expectation="the direct publish closes the channel with 403 ACCESS_REFUSED naming basic.publish (an "
       "internal exchange \"may not be used directly by publishers, but only when bound to other "
-      "exchanges\"); published to a plain exchange bound to it, the message is in the queue")
+      "exchanges\") and the queue stays empty; published to a plain exchange bound to it, the message is in "
+      "the queue")
 def test_internal_exchange(amqp, ctx, cleanup, server):
     ch = amqp.channel()
     internal, front = cleanup.exchange(ctx.name("internal")), cleanup.exchange(ctx.name("front"))
@@ -337,10 +338,11 @@ def test_internal_exchange(amqp, ctx, cleanup, server):
     ch.bind(q, internal, "k")
     ch.publish(internal, "k", b"direct")
     expect_channel_close(ch, 403, what="basic.publish to an internal exchange", method=spec.Basic.Publish)
+    ch = amqp.channel()
+    ctx.check(ch.message_count(q), 0, "messages in the queue after the refused publish")
     if not server.capabilities.get("exchange_exchange_bindings"):
         ctx.observe("through a binding", "not tried: the broker does not offer exchange-to-exchange bindings")
         return
-    ch = amqp.channel()
     ch.declare_exchange(front, "direct")
     ch.rpc(spec.Exchange.Bind(destination=internal, source=front, routing_key="k"))
     ctx.check(routed_body(ch, front, "k", b"via-e2e", q), b"via-e2e",
