@@ -10,6 +10,7 @@ holding the cookie, ``ERL_EPMD_PORT``) and raises :class:`~conformance.targets.e
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,24 +54,66 @@ def lagging_quorum_queues(node: str, env: Env, timeout: float = 30.0) -> list[st
     return [str(n) for n in evaluate(node, env, _LAGGING, timeout=timeout) or []]
 
 
+#: rabbitmqctl's join_cluster: ``rabbit_db_cluster:join/2`` where it exists (3.13, 4.x: it also
+#: stops the feature-flag controller and Ra systems and copies the cluster's feature-flag states),
+#: ``rabbit_mnesia:join_cluster/2`` before (3.10-3.12)
+_JOIN = ("case code:ensure_loaded(rabbit_db_cluster) of "
+         "{{module, _}} -> rabbit_db_cluster:join({first}, disc); "
+         "_ -> rabbit_mnesia:join_cluster({first}, disc) end")
+#: where the node keeps the outcome of the join it runs for the suite: pending, ok or the error's text
+_JOIN_KEY = "amqpc_join_outcome"
+_JOIN_SPAWN = (
+    "persistent_term:put({key}, pending), "
+    "_ = spawn(fun() -> group_leader(whereis(user), self()), "
+    "O__ = try case rabbit:is_running() of true -> ok = rabbit:stop(); false -> ok end, "
+    "case {join} of ok -> ok; {{ok, already_member}} -> ok end, ok = rabbit:start(), ok "
+    "catch JC__:JE__ -> iolist_to_binary(io_lib:format(\"~p: ~P\", [JC__, JE__, 12])) end, "
+    "persistent_term:put({key}, O__) end), ok")
+
+
 def join_cluster(node: str, env: Env, first: str, timeout: float = 120.0) -> None:
-    """``rabbitmqctl stop_app; join_cluster FIRST; start_app`` in one call (``rabbit:stop/0``,
-    ``rabbit_mnesia:join_cluster/2`` as a disc node, ``rabbit:start/0``)."""
-    evaluate(node, env,
-             f"ok = rabbit:stop(), "
-             f"case rabbit_mnesia:join_cluster({_atom(first)}, disc) of "
-             f"ok -> ok; {{ok, already_member}} -> ok end, "
-             f"ok = rabbit:start()", timeout=timeout, running=False)
+    """``rabbitmqctl stop_app; join_cluster FIRST; start_app`` (``rabbit:stop/0``, the join
+    rabbitmqctl of the node's release calls, as a disc node, ``rabbit:start/0``), run by a process
+    of the node's own, whose outcome is then asked for every 0.2 s within ``timeout``.
+
+    Not one long call: a join resets the node's database and restarts parts of it, and erl_call
+    lost the answer of that call now and then on RabbitMQ 4.0.5 ("evaluating input failed",
+    exit 1: the join went on, the suite did not know how it ended). A question about the outcome
+    that gets no answer is asked again; only the deadline ends the wait."""
+    deadline = time.monotonic() + timeout
+    evaluate(node, env, _JOIN_SPAWN.format(key=_JOIN_KEY, join=_JOIN.format(first=_atom(first))),
+             timeout=timeout, running=False)
+    last = "pending"
+    while True:
+        try:
+            last = evaluate(node, env, f"persistent_term:get({_JOIN_KEY}, pending)",
+                            timeout=max(1.0, deadline - time.monotonic()), running=False)
+        except EvalError as exc:
+            last = str(exc)
+        else:
+            if last == "ok":
+                return
+            if last != "pending":
+                raise EvalError(f"{node}: join_cluster {first}: {' '.join(str(last).split())[:300]}")
+        if time.monotonic() + 0.2 >= deadline:
+            raise EvalError(f"{node}: join_cluster {first} not done within {timeout:.0f} s (last: {last})")
+        time.sleep(0.2)
 
 
 def await_running(node: str, env: Env, timeout: float = 60.0) -> None:
-    """Wait until the rabbit application runs on ``node`` (polled in the node every 50 ms, within
-    ``timeout``). A node accepts AMQP connections before its boot has finished; the calls that need
-    the application (add_vhost, add_user, …) fail until then with ``rabbit_app_not_running``."""
+    """Wait until ``node`` has finished booting: ``rabbit:is_booted/0`` (the boot state reached
+    ``ready``) and the boot process's marker (the process registered as ``rabbit_boot`` while
+    ``rabbit:start_it/1`` runs) gone; polled in the node every 50 ms, within ``timeout``.
+
+    A node accepts AMQP connections before its boot has finished, and the calls that need the
+    application (add_vhost, add_user, …) fail until then with ``rabbit_app_not_running``. Neither
+    ``rabbit:is_running()`` nor ``is_booted()`` is enough before a ``stop_app`` (a join): the boot
+    process still waits for the state it has already seen pass, reads "stopping" and ends the VM
+    (RabbitMQ 4.0.5: "Runtime terminating during boot ({N, normal})", in 1 of ~4 cluster starts)."""
     polls = max(1, int(timeout * 0.9 / 0.05))
     evaluate(node, env,
              "(fun W__(0) -> erlang:error(rabbit_app_not_running); "
-             "W__(N__) -> case rabbit:is_running() of true -> ok; "
+             "W__(N__) -> case rabbit:is_booted() andalso whereis(rabbit_boot) =:= undefined of true -> ok; "
              f"false -> timer:sleep(50), W__(N__ - 1) end end)({polls})", timeout=timeout, running=False)
 
 
