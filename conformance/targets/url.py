@@ -3,7 +3,9 @@ restarts that broker and returns when it is back)."""
 
 from __future__ import annotations
 
-import shlex
+import contextlib
+import os
+import signal
 import subprocess
 import time
 
@@ -29,14 +31,28 @@ class CommandController:
         self.timeout = timeout
 
     def _run(self) -> None:
+        """Run the command with ``/bin/sh -c`` (so ``systemctl restart x && sleep 1``, pipes and
+        variables work as the option's help says) in a process group of its own, killed whole when
+        it outlives the timeout; then wait for the broker to answer AMQP again."""
         try:
-            done = subprocess.run(
-                shlex.split(self.command), capture_output=True, text=True, timeout=self.timeout
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
+            proc = subprocess.Popen(["/bin/sh", "-c", self.command], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
+        except OSError as exc:
             raise TargetError(f"--restart-cmd failed: {exc}") from exc
-        if done.returncode != 0:
-            raise TargetError(f"--restart-cmd exited {done.returncode}: {done.stderr.strip()[:200]}")
+        try:
+            _out, err = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise TargetError(f"--restart-cmd did not end within {self.timeout:.0f} s (killed)") from None
+        except BaseException:  # ^C: the command's whole group goes too
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        if proc.returncode != 0:
+            raise TargetError(f"--restart-cmd exited {proc.returncode}: {err.strip()[:200]}")
         amqp_ready(self.url, time.monotonic() + self.timeout, f"broker at {redact(self.url)}")
 
     def stop(self) -> None:
