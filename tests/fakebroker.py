@@ -160,6 +160,8 @@ class FakeBroker:
 
     def _on_queue_declare(self, client: socket.socket, channel: int, frm: spec.Queue.Declare) -> bool:
         name = frm.queue
+        if name.startswith("unwedge"):  # what a case's teardown does that starts again what it stopped
+            self.wedged.clear()
         if name.startswith("wedge"):
             self.wedged.set()
         if name.startswith("silent") or self.wedged.is_set():

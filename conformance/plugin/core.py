@@ -77,6 +77,9 @@ INVARIANTS_KEY = "invariants"  # broken wire invariants of a case, comma separat
 CASE_VERDICT_KEY = "case_verdict"  # the case's own verdict beside broken invariants (report property)
 CLEANUP_NOTES_KEY = "amqp_conformance_cleanup"  # an xdist worker's clean-up notes (workeroutput)
 DEADLINE = pytest.StashKey[float]()
+#: a case that ended TIMEOUT: the liveness check runs once its teardown has run, because the teardown
+#: may start again what the case stopped (a cluster case kills node 0 and restarts it there)
+LIVENESS_DUE = pytest.StashKey[str]()
 WAIT_TICK_S = 0.2
 THREAD_JOIN_S = 2.0
 # The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
@@ -408,9 +411,10 @@ class ConformancePlugin:
         if c is None or (call.when == "setup" and rep.passed):
             return
         if call.when == "teardown":
-            # Clean-up stuck past its ceiling: the broker may have stopped answering.
-            if call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded):
-                self._after_timeout(self._run_id(item, c))
+            # After a TIMEOUT, or a clean-up stuck past its ceiling: the broker may have stopped answering.
+            stuck = call.excinfo is not None and isinstance(call.excinfo.value, CeilingExceeded)
+            if stuck or LIVENESS_DUE in item.stash:
+                self._after_timeout(item.stash.get(LIVENESS_DUE, None) or self._run_id(item, c))
             return
         ctx = item.stash.get(CTX, None)
         decision, extra = self._decide(c, call, ctx)
@@ -419,7 +423,7 @@ class ConformancePlugin:
         write_record(self.state, c, ctx, decision, rep.duration if call.when == "call" else 0.0, item.nodeid,
                      extra, queue_type=self._queue_type(item))
         if decision.verdict is Verdict.TIMEOUT:
-            self._after_timeout(run_id)
+            item.stash[LIVENESS_DUE] = run_id
 
     @staticmethod
     def _decide(c: Case, call: pytest.CallInfo[None], ctx: Any) -> tuple[Decision, dict[str, Any]]:

@@ -320,6 +320,46 @@ def test_after_too(amqp, ctx):
 '''
 
 
+RESTORED_IN_TEARDOWN = '''
+import pytest
+from conformance.model.cases import case
+from conformance.protocol import RawConnection
+
+DOC = ["003_50388870ec53b6aa.txt#acks"]
+
+@pytest.fixture
+def restart_in_teardown(broker_url):
+    yield
+    conn = RawConnection.open(broker_url, timeout=5)
+    try:
+        conn.channel().declare_queue("unwedge-q")
+    finally:
+        conn.close(timeout=1)
+
+@case("demo.a-stops-the-broker", description="d", expectation="declare-ok", sources=DOC)
+def test_stops(amqp, ctx, restart_in_teardown):
+    amqp.channel().declare_queue("wedge-q")
+
+@case("demo.b-after", description="d", expectation="declare-ok", sources=DOC)
+def test_after(amqp, ctx):
+    ctx.check(amqp.channel().declare_queue(ctx.name()).message_count, 0, "message_count")
+'''
+
+
+def test_the_liveness_check_runs_after_the_teardown_of_the_case_that_timed_out(
+        pytester: pytest.Pytester) -> None:
+    """A case that stops (part of) the target and starts it again in its teardown (a cluster case
+    killing node 0) and times out: the broker is asked whether it answers once that teardown ran,
+    so the next case runs instead of being NOT_RUN for a node the harness itself had not restarted."""
+    pytester.makepyfile(test_restored=RESTORED_IN_TEARDOWN)
+    with FakeBroker() as fb:
+        res = pytester.runpytest_subprocess("--broker-url", fb.url, "--case-timeout", "1", "--results", "out",
+                                            "--fail-on", "none", "-p", "no:randomly", timeout=60)
+    verdicts = {k: v["verdict"] for k, v in _records(pytester.path / "out").items()}
+    assert verdicts == {"demo.a-stops-the-broker": "TIMEOUT", "demo.b-after": "PASS"}, res.stdout.str()
+    assert res.ret == 0, res.stdout.str()
+
+
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]])
 def test_a_wedged_broker_stops_the_run_without_cascading(
     pytester: pytest.Pytester, workers: list[str]
