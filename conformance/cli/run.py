@@ -235,7 +235,8 @@ def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run
     pyargs += table_values_as_pytest_args(args, skip=("results",))
     pyargs += ["--amqp-results", str(results_dir)]
     pyargs += ["--junitxml", str(reports / "junit" / f"{run_id}.xml"),
-               "--alluredir", str(reports / "allure-results"), "--clean-alluredir"]  # this run's results only
+               # a folder per run: two runs at once in one project must not clean each other's results
+               "--alluredir", str(reports / "allure-results" / run_id)]
     if args.workers not in ("0", ""):
         pyargs += ["-n", args.workers]
     if args.keyword:

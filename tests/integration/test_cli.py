@@ -117,7 +117,8 @@ def test_junit_named_after_the_broker_and_allure_titled_by_case_id(tmp_path: Pat
     assert '<property name="broker.product" value="amqp-conformance reference broker" />' in text
     lines = next((tmp_path / "r").glob("*.jsonl")).read_text().splitlines()
     ids = {json.loads(line)["case_id"] for line in lines}
-    allure_dir = tmp_path / "reports" / "allure-results"
+    (allure_dir,) = (tmp_path / "reports" / "allure-results").iterdir()  # the run's own folder
+    assert allure_dir.name == xml.stem  # named after the run id, as the JUnit file is
     results = [json.loads(p.read_text()) for p in allure_dir.glob("*-result.json")]
     assert {r["name"] for r in results} == ids
     assert len({r["historyId"] for r in results}) == len(results) == len(ids)
