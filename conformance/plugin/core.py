@@ -77,9 +77,7 @@ INVARIANTS_KEY = "invariants"  # broken wire invariants of a case, comma separat
 CASE_VERDICT_KEY = "case_verdict"  # the case's own verdict beside broken invariants (report property)
 CLEANUP_NOTES_KEY = "amqp_conformance_cleanup"  # an xdist worker's clean-up notes (workeroutput)
 DEADLINE = pytest.StashKey[float]()
-#: a case that ended TIMEOUT: the liveness check runs once its teardown has run, because the teardown
-#: may start again what the case stopped (a cluster case kills node 0 and restarts it there)
-LIVENESS_DUE = pytest.StashKey[str]()
+LIVENESS_DUE = pytest.StashKey[str]()  # a TIMEOUT: checked after the teardown (it may restart node 0)
 WAIT_TICK_S = 0.2
 THREAD_JOIN_S = 2.0
 # The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
