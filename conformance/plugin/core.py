@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 import gc
 import os
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -40,6 +39,7 @@ from conformance.plugin.liveness import (
     broker_answers,
     check_timeout,
     marker_path,
+    post_mortem,
     read_marker,
     write_marker,
 )
@@ -64,6 +64,7 @@ from conformance.plugin.session import (
     results_writable,
     sigterm_as_interrupt,
     start_target,
+    threads_left_behind,
     wants_target,
     worker_input,
 )
@@ -79,7 +80,6 @@ CLEANUP_NOTES_KEY = "amqp_conformance_cleanup"  # an xdist worker's clean-up not
 DEADLINE = pytest.StashKey[float]()
 LIVENESS_DUE = pytest.StashKey[str]()  # a TIMEOUT: checked after the teardown (it may restart node 0)
 WAIT_TICK_S = 0.2
-THREAD_JOIN_S = 2.0
 # The verdicts reported as failures to pytest (JUnit, allure, -x), whatever --fail-on says.
 FAILURES: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
 
@@ -343,23 +343,7 @@ class ConformancePlugin:
             self._interrupted_while_starting(config)
         close_all(self.state)
         restore_sigterm(self.previous_sigterm)
-        self._threads_left_behind()
-
-    def _threads_left_behind(self) -> None:
-        """Name the non-daemon threads cases left running (a client library's, after a timed-out
-        call): Python waits for them at exit. Each gets a bounded join first."""
-        deadline = time.monotonic() + THREAD_JOIN_S
-        left = [
-            t
-            for t in threading.enumerate()
-            if t.ident not in self.threads_before and not t.daemon and t is not threading.current_thread()
-        ]
-        for t in left:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
-        alive = [t.name for t in left if t.is_alive()]
-        if alive:
-            print(f"amqp-conformance: warning: {len(alive)} non-daemon thread(s) left running by cases "
-                  f"({', '.join(alive[:5])}); 'amqp-conformance run' ends without them", file=sys.stderr)
+        threads_left_behind(self.threads_before)
 
     # -- the hard ceiling: setup and body share one deadline, teardown has its own -----------
 
@@ -565,6 +549,8 @@ class ConformancePlugin:
             return
         if self.unresponsive() is not None:
             session.exitstatus = EXIT_UNRESPONSIVE
+            save = state.target.post_mortem if state.target is not None else None
+            state.hang_note = post_mortem(save, state.results_dir, state.run_id)
         elif session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and state.rows:
             # --fail-on decides the exit code (pytest's "failed" follows the verdict, for JUnit).
             bad = self.other_failures or any(v in state.fail_on and not self._known(c, v)
@@ -640,6 +626,8 @@ class ConformancePlugin:
             not_run = sum(1 for r in state.rows if r[2] is Verdict.NOT_RUN)
             tr.write_line(f"the broker stopped answering after case {found.after_case} ({found.cause}); "
                           f"{not_run} case(s) not run; exit code {EXIT_UNRESPONSIVE}", red=True, bold=True)
+            if state.hang_note:
+                tr.write_line(state.hang_note)
         for line in self._expected_failure_lines():
             tr.write_line(line)
         bad = [r for r in state.rows if r[2] in state.fail_on and not self._known(r[0], r[2])]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -85,3 +86,15 @@ def read_marker(path: Path) -> Unresponsive | None:
     return Unresponsive(
         str(data.get("after_case", "?")), str(data.get("cause", "?")), str(data.get("worker", "?"))
     )
+
+
+def post_mortem(save: Callable[[Path], str | None] | None, results_dir: Path, run_id: str) -> str | None:
+    """A broker this run started and that stopped answering: keep what it can say about its own
+    state (``Target.post_mortem``) beside the results, as ``<run id>.broker-state.txt``; the
+    one line naming it, or None. Never raises: the run is ending and its verdicts come first."""
+    if save is None:
+        return None
+    try:
+        return save(results_dir / f"{run_id}.broker-state.txt")
+    except Exception as exc:  # noqa: BLE001 - a failed post-mortem must not lose the run's results
+        return f"the broker's state could not be saved: {exc}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class SessionState:
     url: URL | None = None
     server: ServerInfo | None = None
     target: Target | None = None  # only in the process that started it
+    hang_note: str | None = None  # where the post-mortem of a broker that stopped answering went
     private: dict[str, Target] = field(default_factory=dict)  # restartable brokers of this worker
     writer: ResultsWriter | None = None
     rows: list[tuple[str, str, Verdict]] = field(default_factory=list)  # (case id, area, verdict)
@@ -292,3 +294,20 @@ def close_all(state: SessionState) -> None:
 STATE = pytest.StashKey[SessionState]()
 # The CaseContext of a running case, on its item (the verdict hook reads its observations).
 CTX = pytest.StashKey[Any]()
+
+
+THREAD_JOIN_S = 2.0
+
+
+def threads_left_behind(before: set[int | None]) -> None:
+    """Name the non-daemon threads cases left running (a client library's, after a timed-out
+    call): Python waits for them at exit. Each gets a bounded join first."""
+    deadline = time.monotonic() + THREAD_JOIN_S
+    left = [t for t in threading.enumerate()
+            if t.ident not in before and not t.daemon and t is not threading.current_thread()]
+    for t in left:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in left if t.is_alive()]
+    if alive:
+        print(f"amqp-conformance: warning: {len(alive)} non-daemon thread(s) left running by cases "
+              f"({', '.join(alive[:5])}); 'amqp-conformance run' ends without them", file=sys.stderr)

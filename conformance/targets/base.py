@@ -92,6 +92,9 @@ class Target:
     alarm: Callable[[bool], None] | None = None
     # The same as a shell command ({state} = on | off), for another process (mutate's pytest runs).
     alarm_cmd: str | None = None
+    # When the broker stopped answering mid-run: writes what the broker can tell of its own state
+    # into the file given and returns one line naming it (None if it had nothing to say).
+    post_mortem: Callable[[Path], str | None] | None = None
 
     def settle_topology(self) -> None:
         """Clean restart, so declarations made so far are on disk before a crash test.
@@ -352,6 +355,35 @@ class ProcessController(StopStartRestart):
         except OSError:
             return "(no log)"
         return " | ".join(text[-lines:]) or "(empty log)"
+
+    def dump_state(self, sig: int, dest: Path, timeout: float = 5.0) -> bool:
+        """Have a hung broker print its own state, and keep it: ``sig`` goes to the broker process
+        alone (a Go program prints every goroutine's stack on SIGQUIT, then exits), its exit is
+        awaited up to ``timeout``, and what its log gained meanwhile is copied into ``dest``.
+        False when the process was not running or printed nothing."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            start = self.log_path.stat().st_size
+        except OSError:
+            start = 0
+        try:
+            os.kill(self.proc.pid, sig)
+            os.kill(self.proc.pid, signal.SIGCONT)  # a paused (SIGSTOPped) broker handles it too
+            self.proc.wait(timeout=timeout)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(start)
+                printed = log.read()
+        except OSError:
+            return False
+        if not printed.strip():
+            return False
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(printed)
+        return True
 
     def _signal(self, sig: int) -> None:
         if self.proc is None or self.proc.poll() is not None:

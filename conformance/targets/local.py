@@ -10,6 +10,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 
 from conformance.protocol.wire import URL
-from conformance.targets import rabbitnode
+from conformance.targets import gostacks, rabbitnode
 from conformance.targets.base import (
     RESTRICTED,
     SECOND_VHOST,
@@ -366,6 +367,16 @@ def _start_garagemq(base: Path, binary: str, host: str) -> Target:
     # anyway; nothing reads a spawned broker's state after the run. (Restart cases still stop
     # it cleanly: they use the controller, not this.)
     return Target(name="local:garagemq", url=url, controller=ctl, cleanup=[ctl.kill],
-                  restricted_unsupported=GARAGEMQ_NO_PERMISSIONS)
+                  restricted_unsupported=GARAGEMQ_NO_PERMISSIONS,
+                  post_mortem=lambda dest: _go_stacks(ctl, dest))
+
+
+def _go_stacks(ctl: ProcessController, dest: Path) -> str | None:
+    """garagemq is a Go program: on SIGQUIT its runtime prints every goroutine's stack (which lock
+    each waits for, and since when) and exits; that is the evidence of where it hung."""
+    if not ctl.dump_state(signal.SIGQUIT, dest):
+        return None
+    seen = gostacks.summary(dest.read_text(errors="replace"), "github.com/valinurovam/garagemq/")
+    return f"garagemq's goroutine stacks at the hang (SIGQUIT): {seen}; all of them in {dest}"
 
 

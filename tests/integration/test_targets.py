@@ -69,3 +69,23 @@ def test_garagemq_target_restart_keeps_persistent_messages() -> None:
     "/usr/lib/rabbitmq/bin/rabbitmq-server"), reason="rabbitmq-server is not installed")
 def test_rabbitmq_target_survives_kill_9() -> None:
     _roundtrip_after_restart("local:rabbitmq", kill=True)
+
+
+@pytest.mark.skipif(
+    shutil.which("garagemq") is None, reason="garagemq is not installed (apt-get install garagemq)"
+)
+def test_garagemq_post_mortem_keeps_its_goroutine_stacks(tmp_path) -> None:
+    # What a run saves when garagemq stopped answering: the Go runtime's own account of every
+    # goroutine (SIGQUIT), here of an idle garagemq with one connection open.
+    target = spawn_private("local:garagemq")
+    try:
+        conn = RawConnection.open(target.url, timeout=10)
+        assert target.post_mortem is not None
+        line = target.post_mortem(tmp_path / "state.txt")
+        assert line is not None and str(tmp_path / "state.txt") in line
+        dump = (tmp_path / "state.txt").read_text(errors="replace")
+        assert "goroutine " in dump and "garagemq/server" in dump, dump[:500]
+        assert not target.controller.running  # type: ignore[union-attr]
+        conn.close()
+    finally:
+        target.close()

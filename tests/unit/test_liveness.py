@@ -28,3 +28,20 @@ def test_the_check_is_bounded_to_a_few_seconds() -> None:
     assert check_timeout(0.5) == 2.0
     assert check_timeout(3.0) == 3.0
     assert check_timeout(60.0) == 5.0
+
+
+def test_post_mortem_saves_beside_the_results_and_never_raises(tmp_path) -> None:
+    from conformance.plugin.liveness import post_mortem
+
+    assert post_mortem(None, tmp_path, "r1") is None  # a URL target: nothing to ask
+
+    def save(dest):
+        dest.write_text("goroutine 1 [semacquire, 3 minutes]:\n")
+        return f"stacks: {dest}"
+
+    assert post_mortem(save, tmp_path, "r1") == f"stacks: {tmp_path / 'r1.broker-state.txt'}"
+
+    def broken(dest):
+        raise OSError("disk full")
+
+    assert post_mortem(broken, tmp_path, "r2") == "the broker's state could not be saved: disk full"
