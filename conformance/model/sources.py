@@ -166,6 +166,11 @@ DOCUMENTS: tuple[Document, ...] = (
                 "How Permissions Work: a user without permissions in a vhost cannot connect to it"
             ),
             "default-exchange": Section("How Permissions Work: the default exchange is named amq.default"),
+            "mechanisms": Section(
+                "Authentication Mechanisms: PLAIN and AMQPLAIN are enabled by default (auth_mechanisms); "
+                "RabbitMQ 4.0 adds ANONYMOUS, enabled by default, logging in as anonymous_login_user",
+                "mechanisms",
+            ),
         },
         "per-vhost configure / write / read regular expressions and which AMQP operation needs which",
     ),

@@ -129,6 +129,26 @@ def test_locale(broker_url, ctx, request):
     ctx.check("en_US" in locales, True, f"en_US in locales {locales}")
 
 
+#: the spec's expectation of connection.start's mechanisms: any non-empty list (assert notnull)
+ANY_MECHANISMS = "a non-empty list"
+
+
+@case("connection.mechanisms-offered", sources=["rabbitmq-access-control#mechanisms"], level=Level.EXTENSION,
+      description="connection.start's mechanisms: the SASL mechanisms the broker offers, as a sorted list",
+      expectation="spec: a non-empty space-delimited list (assert notnull); rabbitmq: its default "
+                  "auth_mechanisms, AMQPLAIN and PLAIN, and from RabbitMQ 4.0 ANONYMOUS as well (profile "
+                  "data keyed by release)",
+      expected={"spec": ANY_MECHANISMS}, default="AMQPLAIN PLAIN",
+      expected_sources={"spec": "connection.start mechanisms: <assert check=\"notnull\"/>"})
+def test_mechanisms_offered(broker_url, ctx, request):
+    start = wire(broker_url, ctx, request).start()
+    offered = " ".join(sorted(str(start.mechanisms or "").split()))
+    ctx.check(bool(offered), True, f"mechanisms not empty ({start.mechanisms!r})")
+    if ctx.expected != ANY_MECHANISMS:
+        ctx.check_profile(offered, "the mechanisms offered, sorted")
+    ctx.observe("the mechanisms offered, sorted", offered)
+
+
 @case("connection.invalid-mechanism", rules=["connection.start-ok/validity"], level=Level.MUST,
       description="connection.start-ok naming a mechanism the server did not offer",
       expectation="the broker closes the socket without sending anything (no connection.close)")

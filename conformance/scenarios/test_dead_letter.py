@@ -208,6 +208,50 @@ def test_rejection_cycle(isolated, ctx):
                          "x-first-death-exchange": ""})
 
 
+#: the republished case's default (RabbitMQ 3.10.8, measured; rabbitmq_releases.toml republished-x-death
+#: names the 4.0 value): the x-death of the second dead-lettering as (reason, queue, count) entries
+REPUBLISH_COUNTED = "x-death [(rejected, src, 2)]"
+
+
+def _deaths(ev, src: str) -> str:
+    """A delivery's x-death as (reason, queue, count) entries, the source queue named ``src``."""
+    entries = [(d.get("reason"), "src" if d.get("queue") == src else d.get("queue"), d.get("count"))
+               for d in ext.x_death(ev)]
+    return "x-death [" + ", ".join(f"({r}, {q}, {c})" for r, q, c in entries) + "]"
+
+
+@case("dead_letter.republished-x-death", wedges=True, sources=[EFFECTS], level=Level.EXTENSION,
+      default=REPUBLISH_COUNTED, queue_types=CLASSIC, premise=PREMISE,
+      description="A message is rejected (requeue=false) into the dead-letter queue; a client gets it "
+      "there and publishes it again, x-death and all its headers as got, to the same exchange and key; "
+      "got from the source queue and rejected again",
+      expectation="the first dead-lettering gives x-death [(rejected, src, 1)]; the second: rabbitmq before "
+      "4.0 interprets the republished x-death and counts its entry on ([(rejected, src, 2)]); from 4.0 a "
+      "(re-)published x-death is not interpreted (profile data keyed by release); x-first-death-* stay "
+      "rejected / src / x",
+      expected_sources={"rabbitmq": "RabbitMQ 3.10.8 (measured: rabbit_dead_letter updates the x-death "
+                                    "the message carries); 4.0: rabbitmq_releases.toml republished-x-death"})
+def test_republished_x_death(isolated, ctx):
+    ch = isolated.channel()
+    x, src, _dlx, dlq = _source(ch, ctx, isolated, {})
+    ext.send_confirmed(ch, x, [("k", b"m", None)])
+    ch.consume(dlq, no_ack=True)
+    seen = []
+    for turn in ("first", "second"):
+        ev = ch.get(src)
+        ctx.check(ev is not None, True, f"the message got from the source queue ({turn} time)")
+        ch.reject(int(ev.method.delivery_tag), requeue=False)
+        dead = ext.must_arrive(ch, ctx.timeout, f"the {turn} dead-lettered copy", "the message in dlq")
+        seen.append(_deaths(dead, src))
+        if turn == "first":
+            ctx.check(seen[0], "x-death [(rejected, src, 1)]", "x-death of the first dead-lettering")
+            ext.send_confirmed(ch, x, [("k", b"m", dead.properties)])  # republished as got
+    firsts = {k: v for k, v in ext.headers(dead).items() if k.startswith("x-first-death-")}
+    ctx.check(firsts, {"x-first-death-reason": "rejected", "x-first-death-queue": src,
+                       "x-first-death-exchange": x}, "x-first-death-* of the second copy")
+    ctx.check_profile(seen[1], "x-death of the second dead-lettering")
+
+
 @case("dead_letter.expiry-cycle-dropped", sources=[ROUTING], level=Level.EXTENSION, queue_types=CLASSIC,
       wedges=True, premise=PREMISE,
       description="Queue src (x-message-ttl 200) dead-letters to a fanout exchange bound to src "
