@@ -73,10 +73,13 @@ class Row:
     old_observed: str
     new_observed: str
     changes: tuple[Change, ...] = ()
+    # The new run, judged by its own release's expectations (documented changes included), fails a
+    # case the old run did not: whatever change lists the case, it does not explain that failure.
+    new_failure: bool = False
 
     @property
     def documented(self) -> bool:
-        return bool(self.changes)
+        return bool(self.changes) and not self.new_failure
 
     @property
     def what(self) -> str:
@@ -144,6 +147,18 @@ def _observed(rec: dict[str, Any], version: str) -> str:
     return normalise(text)
 
 
+#: verdicts that say the broker differs from what its profile expects
+FAILING = frozenset({"FAIL", "NON_STRICT", "TIMEOUT", "ERROR"})
+
+
+def new_failure(old_verdict: str, new_verdict: str, new_basis: str | None) -> bool:
+    """Does the new run fail a case the old one did not, judged by the new broker's own release
+    (``release_basis`` server-properties, or none recorded)? Its expectations already follow every
+    documented change, so such a failure is undocumented whatever change lists the case."""
+    own = (new_basis or "server-properties") == "server-properties"
+    return own and old_verdict not in FAILING and new_verdict in FAILING
+
+
 def _base_case(case_id: str) -> tuple[str, str | None]:
     """``queue_types.x[quorum]`` → (``queue_types.x``, ``quorum``)."""
     m = re.fullmatch(r"(.*)\[(\w+)\]", case_id)
@@ -167,7 +182,7 @@ def compare(old: Side, new: Side, *, everything: bool = False) -> Comparison:
         qtype = qtype or b.get("queue_type") or None
         found = changes_between(base, qtype, old.release, new.release)
         rows.append(Row(row.case_id, row.old_verdict, row.new_verdict, row.old_observed, row.new_observed,
-                        tuple(found)))
+                        tuple(found), new_failure(row.old_verdict, row.new_verdict, b.get("release_basis"))))
     return Comparison(old, new, tuple(rows), tuple(sorted(set(old.records) - set(new.records))),
                       tuple(sorted(set(new.records) - set(old.records))), tuple(problems))
 
@@ -200,6 +215,9 @@ def render(cmp: Comparison, *, width: int = 70) -> list[str]:
             at = _first_difference(r.old_observed, r.new_observed)
             out.append(f"    old: {_clip(r.old_observed, width, at)}")
             out.append(f"    new: {_clip(r.new_observed, width, at)}")
+        if r.new_failure and r.changes:
+            out.append(f"    a new {r.new_verdict} under {cmp.new.label}'s own expectations: the change(s) "
+                       "below list the case but do not explain it")
         for c in r.changes:
             out.append(f"    source: RabbitMQ {c.since} {c.summary} — {c.source}")
     if cmp.only_old:

@@ -86,3 +86,22 @@ def test_the_upgrade_comparison_marks_documented_and_undocumented_changes(tmp_pa
     assert by_case["exchange.unknown-type-503"].status == "documented"
     assert "3.13.3" in by_case["exchange.unknown-type-503"].sources
     assert by_case["access.get-without-read"].status == "UNDOCUMENTED"
+
+
+def test_a_new_failure_is_undocumented_even_where_a_change_lists_the_case(tmp_path: Path) -> None:
+    # 4.0.5 judged by its own release: the x-last-death change lists the case and its expectation
+    # already follows it, so the FAIL (a kept CC header) is something no source explains.
+    old = _run(tmp_path, "old", "3.10.8", {"dead_letter.routing-key-replaces-keys": ("PASS", "no CC")})
+    kept = ("FAIL", "'CC': ['k-cc']")
+    new = _run(tmp_path, "new", "4.0.5", {"dead_letter.routing-key-replaces-keys": kept})
+    (row,) = compare_paths(old, new).rows
+    assert row.changes and row.new_failure and row.status == "UNDOCUMENTED"
+    # Judged by a release named on purpose, documented changes are failures by design: still documented.
+    named = tmp_path / "named.jsonl"
+    named.write_text(json.dumps({"case_id": "exchange.unknown-type-503", "verdict": "FAIL",
+                                 "observed": "channel.close 406", "broker_product": "RabbitMQ",
+                                 "broker_version": "4.0.5", "release": "3.10",
+                                 "release_basis": "named"}) + "\n")
+    old2 = _run(tmp_path, "old2", "3.10.8", {"exchange.unknown-type-503": ("PASS", "connection.close 503")})
+    (row2,) = compare_paths(old2, str(named)).rows
+    assert row2.status == "documented" and not row2.new_failure
