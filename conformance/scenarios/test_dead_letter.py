@@ -233,15 +233,17 @@ def _deaths(ev, src: str) -> str:
                                     "the message carries); 4.0: rabbitmq_releases.toml republished-x-death"})
 def test_republished_x_death(isolated, ctx):
     ch = isolated.channel()
-    x, src, _dlx, dlq = _source(ch, ctx, isolated, {})
+    x, src, dlx, dlq = _source(ch, ctx, isolated, {})
     ext.send_confirmed(ch, x, [("k", b"m", None)])
     ch.consume(dlq, no_ack=True)
     seen = []
     for turn in ("first", "second"):
         ev = ch.get(src)
-        ctx.check(ev is not None, True, f"the message got from the source queue ({turn} time)")
+        ctx.check(None if ev is None else ev.body, b"m", f"the message got from src ({turn} time)")
         ch.reject(int(ev.method.delivery_tag), requeue=False)
         dead = ext.must_arrive(ch, ctx.timeout, f"the {turn} dead-lettered copy", "the message in dlq")
+        ctx.check((dead.method.exchange, dead.method.routing_key, dead.body), (dlx, "k", b"m"),
+                  f"(exchange, routing key, body) of the {turn} dead-lettered copy")
         seen.append(_deaths(dead, src))
         if turn == "first":
             ctx.check(seen[0], "x-death [(rejected, src, 1)]", "x-death of the first dead-lettering")
@@ -249,6 +251,7 @@ def test_republished_x_death(isolated, ctx):
     firsts = {k: v for k, v in ext.headers(dead).items() if k.startswith("x-first-death-")}
     ctx.check(firsts, {"x-first-death-reason": "rejected", "x-first-death-queue": src,
                        "x-first-death-exchange": x}, "x-first-death-* of the second copy")
+    ctx.check(ch.message_count(src), 0, "messages left in the source queue")
     ctx.check_profile(seen[1], "x-death of the second dead-lettering")
 
 
