@@ -33,6 +33,7 @@ from conformance.verify.expect import (
     expect_passive_missing,
     expect_second_open,
     open_again,
+    quiet_window,
     reply_or_probe,
     summarize,
 )
@@ -67,7 +68,6 @@ from conformance.verify.steps import (
     passive_answer,
     pipelined,
     publish_confirmed,
-    quiet_window,
     routed_body,
     tx_select,
 )

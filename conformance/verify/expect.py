@@ -32,6 +32,17 @@ from conformance.protocol.raw import (
 )
 from conformance.verify.confirms import settle_all
 
+
+def quiet_window(timeout: float) -> float:
+    """How long to listen for something that must not come: short, scaled from the case timeout.
+
+    One tenth of the case timeout (1 s at the default 10 s), at least 0.2 s and at most 1 s. The
+    longer of the two windows the suite once had (tx used a twentieth): a silence assertion that
+    ends too soon passes on a broker that is merely slow, and on a loaded machine 0.5 s is close
+    to a scheduling hiccup; the upper bound keeps a run with a long --case-timeout quick."""
+    return max(0.2, min(1.0, timeout / 10))
+
+
 # How long to keep listening for a late close after the probe has been answered.
 LATE_CLOSE_GRACE = 1.0
 # How long to wait for the broker's own answer (a close, a reply) before a probe goes out, at most

@@ -21,7 +21,8 @@ from conformance.model.verdicts import CaseOutcome, CaseTimeout, HarnessError, M
 from conformance.protocol.raw import Event, RawChannel, RawConnection, UnexpectedClose
 from conformance.protocol.rawevents import SocketClosed
 from conformance.protocol.wire import URL
-from conformance.verify.expect import record
+from conformance.verify.confirms import settle_all
+from conformance.verify.expect import quiet_window, record
 from conformance.verify.fresh_channel import NoConnection, fresh_channel, probe_queue_name
 from conformance.verify.unsupported import Unsupported
 
@@ -206,8 +207,6 @@ def send_confirmed(ch: RawChannel, exchange: str,
     """Publish (routing key, body, properties) triples on a confirm-mode channel of ``ch``'s
     connection and wait until each is confirmed, so all are enqueued before the case goes on; a
     nack is a Mismatch (the broker refused a message the case needs)."""
-    from conformance.verify.confirms import settle_all
-
     pub = ch.conn.channel()
     pub.confirm_select()
     for rk, body, properties in messages:
@@ -220,9 +219,7 @@ def send_confirmed(ch: RawChannel, exchange: str,
 
 def settle_for(ttl_ms: int, timeout: float) -> float:
     """How long a case waits for something due ``ttl_ms`` from now: the TTL plus the settle window
-    (:func:`~conformance.verify.steps.quiet_window`), never longer."""
-    from conformance.verify.steps import quiet_window
-
+    (:func:`~conformance.verify.expect.quiet_window`), never longer."""
     return ttl_ms / 1000 + quiet_window(timeout)
 
 

@@ -19,16 +19,6 @@ from conformance.verify.outcomes import short
 from conformance.verify.unsupported import Unsupported
 
 
-def quiet_window(timeout: float) -> float:
-    """How long to listen for something that must not come: short, scaled from the case timeout.
-
-    One tenth of the case timeout (1 s at the default 10 s), at least 0.2 s and at most 1 s. The
-    longer of the two windows the suite once had (tx used a twentieth): a silence assertion that
-    ends too soon passes on a broker that is merely slow, and on a loaded machine 0.5 s is close
-    to a scheduling hiccup; the upper bound keeps a run with a long --case-timeout quick."""
-    return max(0.2, min(1.0, timeout / 10))
-
-
 def publish_confirmed(ch: RawChannel, exchange: str, routing_key: str, bodies: Sequence[bytes]) -> None:
     """Publish ``bodies`` on a separate confirm-mode channel of ``ch``'s connection and wait until
     every publish is confirmed, so the messages are known to be enqueued (in this order) before the

@@ -18,7 +18,8 @@ import pytest
 from conformance.model.verdicts import Mismatch
 from conformance.protocol.raw import Event, RawChannel, UnexpectedClose
 from conformance.protocol.wire import URL
-from conformance.verify.steps import get_tags, publish_confirmed, quiet_window, tx_select
+from conformance.verify.expect import quiet_window
+from conformance.verify.steps import get_tags, publish_confirmed, tx_select
 
 
 @dataclass
