@@ -81,16 +81,23 @@ OTHER_CONNECTION_OPS: list[tuple[str, str, OpFn]] = [
         rules=("queue.declare/exclusive", "queue.declare.exclusive/types"), sources=(EXCL,), level=Level.MUST,
         description=f"{label} of another connection's exclusive queue",
         expectation=f"the {label} closes the channel with 405 RESOURCE_LOCKED",
+        # A broker that lets the other connection consume holds a consumer on the exclusive queue
+        # when the owner's connection closes: garagemq can deadlock deleting it (its stacks, CI
+        # 2026-11-29: Queue.Delete holds cmrLock, Consumer.Cancel -> Queue.RemoveConsumer takes
+        # it again), and then answers nothing. On a private broker that costs this case only.
+        wedges=slug == "consume",
     ), fn)
     for slug, label, fn in OTHER_CONNECTION_OPS
 ])
-def test_other_connection_locked(op: OpFn, amqp, ctx, cleanup) -> None:
-    owner = amqp.channel()
-    q = _owned_queue(owner, ctx, cleanup, b"owned")
-    ex = cleanup.exchange(ctx.name("x"))
+def test_other_connection_locked(op: OpFn, isolated, ctx) -> None:
+    owner = isolated.channel()
+    q = isolated.queue(ctx.name("q"))
+    owner.declare_queue(q, exclusive=True)
+    owner.publish("", q, b"owned")
+    ex = isolated.exchange(ctx.name("x"))
     owner.declare_exchange(ex, "direct", auto_delete=False)
     owner.bind(q, ex, "k")
-    other = amqp.channel()
+    other = isolated.channel()  # a connection of its own
     ctx.check(answer(ctx, other, op(q, ex)), LOCKED, "answer to another connection")
 
 
