@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ from conformance.cluster.procs import (
     leftovers,
     sweep_stale,
 )
+from conformance.cluster.steady import restart_failed, settle_stream_coordinator, wait_caught_up
 from conformance.protocol.wire import URL
 from conformance.targets import rabbitnode
 from conformance.targets.base import SECOND_VHOST, free_port
@@ -238,6 +240,7 @@ class LocalCluster:
             raise ClusterError(f"nodes did not cluster: node 0 sees {running}")
         self._setup_users()
         self._setup_partitions()
+        settle_stream_coordinator(self._nodes, self.run_id, self._log)
         self._log(f"cluster {self.run_id}: joined in {time.monotonic() - t0:.0f} s total")
 
     def _make_node(self, i: int) -> _LocalNode:
@@ -384,18 +387,23 @@ class LocalCluster:
         """Wait until some answering node sees every node running (after a kill, a partition);
         ClusterError naming what it last saw when the deadline passes. Then, within the same
         deadline, until every quorum queue's restarted members have heard from their leader
-        (:meth:`_wait_caught_up`)."""
+        (:func:`~conformance.cluster.steady.wait_caught_up`). A node whose process ended on its own
+        meanwhile (its boot failed) is started again (:func:`~conformance.cluster.steady.restart_failed`)."""
         deadline = time.monotonic() + timeout
         last: object = "no node answered"
+        restarts: dict[int, int] = {}
         while True:
+            restart_failed(self._nodes, restarts, self._spawn, self._log)
             for index in self._answering():
                 try:
                     nodes = self.running_nodes(index)
                 except ClusterError as exc:
                     last = exc
                     continue
-                if len(nodes) == len(self._nodes):
-                    self._wait_caught_up(index, deadline)
+                # and each answers AMQP: a view can still list a node just killed and started again
+                if len(nodes) == len(self._nodes) and all(self.answers(n.index) for n in self._nodes):
+                    wait_caught_up(partial(self._call, index, rabbitnode.lagging_quorum_queues), deadline,
+                                   lambda line: self._log(f"cluster {self.run_id}: {line}"))
                     return
                 last = f"node {self._nodes[index].name} sees {nodes} running"
                 break
@@ -404,24 +412,6 @@ class LocalCluster:
             # membership changes send no event a controller outside the cluster can wait on; a
             # look costs one erl_call (milliseconds), so look often
             time.sleep(0.2)
-
-    def _wait_caught_up(self, index: int, deadline: float) -> None:
-        """Until no quorum queue has a member its leader has not reached since the member's node
-        restarted (:func:`conformance.targets.rabbitnode.lagging_quorum_queues`): the leader
-        reaches it on its next tick, up to 5 s later, and a queue.delete waits for that. Never
-        an error: a node that cannot say, or a deadline passed, ends the wait (logged)."""
-        while True:
-            try:
-                lagging = self._call(index, rabbitnode.lagging_quorum_queues)
-            except ClusterError as exc:
-                self._log(f"cluster {self.run_id}: cannot tell whether replicas caught up: {exc}")
-                return
-            if not lagging:
-                return
-            if time.monotonic() > deadline:
-                self._log(f"cluster {self.run_id}: replicas still catching up: {', '.join(lagging[:3])}")
-                return
-            time.sleep(0.2)  # the leader's tick sends nothing a controller can wait on; a look: one erl_call
 
     def _setup_users(self) -> None:
         """The second vhost and the restricted user the other areas need (as the single-node local

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,6 +75,40 @@ def test_nodes_are_one_cluster(cluster: LocalCluster) -> None:
     plugins_dir = "list_to_binary(rabbit_plugins:plugins_dir())"
     got = cluster._call(0, lambda name, env: evaluate(name, env, plugins_dir))
     assert cluster.base is not None and got == str(cluster.base / "plugins"), got
+
+
+def test_stream_coordinator_settled_when_the_cluster_forms(cluster: LocalCluster) -> None:
+    """conformance/cluster/steady.py: the coordinator runs on every node once the cluster has
+    formed, and a node killed at once keeps its member: restarted, it runs it again (a node killed
+    within Ra's 500 ms auto-save of the registration never does)."""
+    member = "is_pid(erlang:whereis(rabbit_stream_coordinator))"
+    for i in range(3):
+        assert cluster._call(i, lambda name, env: evaluate(name, env, member)) is True
+    cluster.kill(1)
+    cluster.start(1)
+    cluster.wait_running(60)
+    deadline = time.monotonic() + 30
+    while not cluster._call(1, lambda name, env: evaluate(name, env, member)):
+        assert time.monotonic() < deadline, "node 1's stream coordinator member did not come back"
+        time.sleep(0.2)  # the restart of a Ra member sends nothing a controller can wait on
+
+
+def test_wait_running_starts_again_a_node_that_ended_on_its_own(cluster: LocalCluster) -> None:
+    """conformance/cluster/steady.py restart_failed: a node whose process ends without the suite
+    stopping it (a failed boot; here a kill behind the controller's back) is started again while
+    wait_running waits, as systemd's Restart=on-failure would start it."""
+    node = cluster._nodes[2]
+    assert node.proc is not None
+    os.killpg(node.proc.pid, signal.SIGKILL)
+    node.proc.wait(timeout=30)
+    lines: list[str] = []
+    cluster.on_log = lines.append
+    try:
+        cluster.wait_running(120)
+    finally:
+        cluster.on_log = None
+    assert cluster.alive(2) and cluster.answers(2)
+    assert any(f"{node.name} ended on its own" in line for line in lines), lines
 
 
 def test_rabbitmqctl_eval_answers_where_erl_call_is_missing(
