@@ -6,8 +6,8 @@ The stream coordinator.
 RabbitMQ starts its stream coordinator (a Raft cluster with a member on every node) on the first
 stream declaration, and Ra registers each member's name in a dets table that is written to disk
 by its auto-save, up to 500 ms later, not synchronously. A node killed with kill -9 inside that
-window restarts without the registration ("ra system 'coordination' running pre init for 0
-registered servers"; ``ra:restart_server`` then answers ``name_not_registered``), and
+window restarts without the registration (its names.dets "not properly closed, repairing ...";
+``ra:restart_server`` then answers ``name_not_registered``), and
 ``rabbit_stream_coordinator:recover/0`` takes that for a first boot: the node's member never comes
 back. The coordinator is left with two of its three members, and losing the node of its leader
 afterwards leaves no majority to elect another: no stream gets a new writer, every publish to a
