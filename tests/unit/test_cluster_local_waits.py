@@ -18,6 +18,7 @@ def cluster(tmp_path) -> Iterator[LocalCluster]:
     c = LocalCluster(3)
     c._nodes = [_LocalNode(i, f"n{i}@localhost", 1, 2, tmp_path, {}, None) for i in range(3)]
     c._answering = lambda: [0, 1, 2]  # type: ignore[method-assign]
+    c.answers = lambda index: True  # type: ignore[method-assign]
     yield c
     c._nodes = []
     c.close()
@@ -47,6 +48,20 @@ def test_wait_running_waits_for_members_and_for_replicas_to_catch_up(cluster: Lo
     cluster.wait_running(timeout=10)
     assert made == ["running_nodes", "running_nodes", "lagging_quorum_queues", "lagging_quorum_queues",
                     "lagging_quorum_queues"]
+
+
+def test_a_node_listed_running_but_not_answering_amqp_is_waited_for(cluster: LocalCluster) -> None:
+    """A node just killed and started again can still be listed running by the others before it
+    answers AMQP: the wait goes on until it answers."""
+    names = [n.name for n in cluster._nodes]
+    answers = iter([False, False, True])
+    cluster.answers = lambda index: index != 2 or next(answers)  # type: ignore[method-assign]
+    made = fake_calls(cluster, {
+        rabbitnode.running_nodes: [names, names, names],
+        rabbitnode.lagging_quorum_queues: [[]],
+    })
+    cluster.wait_running(timeout=10)
+    assert made == ["running_nodes", "running_nodes", "running_nodes", "lagging_quorum_queues"]
 
 
 def test_a_node_that_cannot_say_ends_the_catch_up_wait(cluster: LocalCluster) -> None:
