@@ -114,8 +114,9 @@ def restart_failed(nodes: Sequence[_Proc], restarts: dict[int, int], spawn: Call
     rabbitmq-server.service, 3.10.8 and 4.0.5 alike), and a node can fail its boot: on 4.0.5, two
     nodes killed with kill -9 and started together beside a paused third, one of them ended with
     "BOOT FAILED" (Mnesia: "FATAL Schema update error", then rabbit_mnesia:check_cluster_consistency
-    killed waiting on negotiate_protocol with the paused node; CI and local runs of
-    cluster.majority-down-no-confirm.*, 2026-11-29). Without a supervisor the suite waited for a node
+    killed waiting on negotiate_protocol with the paused node; the kept logs of a local run of
+    cluster.majority-down-no-confirm.*, 2026-11-29, whose TIMEOUT had the stack CI's TIMEOUTs of
+    2026-11-28 had). Without a supervisor the suite waited for a node
     that was no longer there. The unit's RestartSec=10 guards against a crash loop; here the count
     does, so the node starts again at once."""
     for node in nodes:
