@@ -401,11 +401,12 @@ class LocalCluster:
                     last = exc
                     continue
                 # and each answers AMQP: a view can still list a node just killed and started again
-                if len(nodes) == len(self._nodes) and all(self.answers(n.index) for n in self._nodes):
+                silent = [n.name for n in self._nodes if not self.answers(n.index)]
+                if len(nodes) == len(self._nodes) and not silent:
                     wait_caught_up(partial(self._call, index, rabbitnode.lagging_quorum_queues), deadline,
                                    lambda line: self._log(f"cluster {self.run_id}: {line}"))
                     return
-                last = f"node {self._nodes[index].name} sees {nodes} running"
+                last = f"node {self._nodes[index].name} sees {nodes} running; not answering AMQP: {silent}"
                 break
             if time.monotonic() > deadline:
                 raise ClusterError(f"the cluster did not get all {len(self._nodes)} nodes running: {last}")

@@ -44,12 +44,13 @@ MAX_RESTARTS = 3
 #: on one node: "none" while its coordinator member is not running, "saved" once its name
 #: registration is synced to disk, else the error (text)
 SAVE_MEMBER = (
+    # variable names of their own: erleval's wrapper binds R__, C__ and E__ around the expression
     "case erlang:whereis(rabbit_stream_coordinator) of "
     "undefined -> <<\"none\">>; "
     "_ -> case catch ra_system:fetch(coordination) of "
-    "#{names := #{directory_rev := T__}} -> case dets:sync(T__) of ok -> <<\"saved\">>; "
-    "E__ -> iolist_to_binary(io_lib:format(\"~0p\", [E__])) end; "
-    "X__ -> iolist_to_binary(io_lib:format(\"~0p\", [X__])) end end"
+    "#{names := #{directory_rev := SyncTab}} -> case dets:sync(SyncTab) of ok -> <<\"saved\">>; "
+    "SyncErr -> iolist_to_binary(io_lib:format(\"~0p\", [SyncErr])) end; "
+    "SyncOther -> iolist_to_binary(io_lib:format(\"~0p\", [SyncOther])) end end"
 )
 
 
@@ -101,6 +102,7 @@ class _Proc(Protocol):
     index: int
     name: str
     base: Any
+    proc: Any  # the node's process; None before it was ever started
 
     def alive(self) -> bool: ...
 
@@ -120,7 +122,7 @@ def restart_failed(nodes: Sequence[_Proc], restarts: dict[int, int], spawn: Call
     that was no longer there. The unit's RestartSec=10 guards against a crash loop; here the count
     does, so the node starts again at once."""
     for node in nodes:
-        if node.alive() or getattr(node, "proc", None) is None:
+        if node.alive() or node.proc is None:
             continue
         done = restarts.get(node.index, 0)
         if done >= MAX_RESTARTS:

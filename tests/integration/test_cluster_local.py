@@ -81,9 +81,13 @@ def test_stream_coordinator_settled_when_the_cluster_forms(cluster: LocalCluster
     """conformance/cluster/steady.py: the coordinator runs on every node once the cluster has
     formed, and a node killed at once keeps its member: restarted, it runs it again (a node killed
     within Ra's 500 ms auto-save of the registration never does)."""
+    from conformance.cluster.steady import SAVE_MEMBER
+
     member = "is_pid(erlang:whereis(rabbit_stream_coordinator))"
     for i in range(3):
         assert cluster._call(i, lambda name, env: evaluate(name, env, member)) is True
+        # the registration table syncs on this release's Ra (the path the settle step relies on)
+        assert cluster._call(i, lambda name, env: evaluate(name, env, SAVE_MEMBER)) == "saved"
     cluster.kill(1)
     cluster.start(1)
     cluster.wait_running(60)
@@ -102,11 +106,11 @@ def test_wait_running_starts_again_a_node_that_ended_on_its_own(cluster: LocalCl
     os.killpg(node.proc.pid, signal.SIGKILL)
     node.proc.wait(timeout=30)
     lines: list[str] = []
-    cluster.on_log = lines.append
+    before, cluster.on_log = cluster.on_log, lines.append
     try:
         cluster.wait_running(120)
     finally:
-        cluster.on_log = None
+        cluster.on_log = before
     assert cluster.alive(2) and cluster.answers(2)
     assert any(f"{node.name} ended on its own" in line for line in lines), lines
 
