@@ -44,7 +44,7 @@ MAX_RESTARTS = 3
 #: on one node: "none" while its coordinator member is not running, "saved" once its name
 #: registration is synced to disk, else the error (text)
 SAVE_MEMBER = (
-    # variable names of their own: erleval's wrapper binds R__, C__ and E__ around the expression
+    # variable names of its own (erleval refuses one of its WRAPPER_VARS: they bind around it)
     "case erlang:whereis(rabbit_stream_coordinator) of "
     "undefined -> <<\"none\">>; "
     "_ -> case catch ra_system:fetch(coordination) of "

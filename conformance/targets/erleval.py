@@ -18,6 +18,7 @@ The caller's environment carries ``HOME`` (where the node's ``.erlang.cookie`` i
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -31,12 +32,17 @@ RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 #: the line the result follows (anything the expression prints before it is not the result)
 MARK = "amqpc-erleval:"
 
+#: the variables the wrapper binds around the expression: an expression that binds one of them too
+#: fails to compile ('unsafe_var'), which a caller polling for a state would take for "not yet"
+#: (steady.py's registration sync did, 2026-11-29) -- so :func:`evaluate` refuses it outright
+WRAPPER_VARS = ("AmqpcEvalValue__", "AmqpcEvalClass__", "AmqpcEvalReason__")
 _WRAP = (
-    "try begin {check}begin {expr} end end of R__ -> "
-    "io:put_chars([<<\"\\n{mark}\">>, rabbit_json:encode(#{{ok => R__}}), <<\"\\n\">>]) "
-    "catch C__:E__ -> io:put_chars([<<\"\\n{mark}\">>, rabbit_json:encode(#{{error => "
-    "iolist_to_binary(io_lib:format(\"~p: ~P\", [C__, E__, 12]))}}), <<\"\\n\">>]) end."
-)
+    "try begin {{check}}begin {{expr}} end end of {0} -> "
+    "io:put_chars([<<\"\\n{{mark}}\">>, rabbit_json:encode(#{{{{ok => {0}}}}}), <<\"\\n\">>]) "
+    "catch {1}:{2} -> io:put_chars([<<\"\\n{{mark}}\">>, rabbit_json:encode(#{{{{error => "
+    "iolist_to_binary(io_lib:format(\"~p: ~P\", [{1}, {2}, 12]))}}}}), <<\"\\n\">>]) end."
+).format(*WRAPPER_VARS)
+_CLASH = re.compile(r"\b(" + "|".join(WRAPPER_VARS) + r")\b")
 #: the expression runs only where the rabbit application runs (as rabbitmqctl's commands that
 #: need it: list_queues, set_policy, cluster_status, ...)
 _RUNNING = "case rabbit:is_running() of false -> erlang:error(rabbit_app_not_running); true -> ok end, "
@@ -77,6 +83,9 @@ def evaluate(node: str, env: Mapping[str, str], expr: str, *, timeout: float = 3
     lists, binaries, atoms, numbers) on ``node``, decoded from JSON. ``running``: fail unless the
     rabbit application runs there. EvalError (one line) when the node cannot be reached, the call
     outlives ``timeout`` or the expression raises."""
+    clash = _CLASH.search(expr)
+    if clash:  # a fault of the caller's code, not of the node: never polled as "not yet"
+        raise ValueError(f"the expression binds {clash.group(1)}, a variable erleval's wrapper binds")
     wrapped = _WRAP.format(check=_RUNNING if running else "", expr=expr, mark=MARK)
     erl_call = erl_call_path()
     if erl_call:

@@ -4,6 +4,7 @@ A fake erl_call stands in for the node."""
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
@@ -96,3 +97,22 @@ def test_lagging_quorum_queues_are_names(fake_erl_call) -> None:
     seen = fake_erl_call(f'{MARK}{{"ok": ["q1", "q2"]}}\n')
     assert rabbitnode.lagging_quorum_queues("a@h", {}) == ["q1", "q2"]
     assert "rabbit_quorum_queue:status" in (seen.parent / "seen.stdin").read_text()
+
+
+@pytest.mark.parametrize("name", erleval.WRAPPER_VARS)
+def test_an_expression_binding_a_wrapper_variable_is_refused_before_any_call(fake_erl_call, name) -> None:
+    # Binding one of them too fails to compile on the node ('unsafe_var'): an error a caller polling
+    # for a state takes for "not yet" (steady.py's registration sync did, all 30 s of its bound).
+    seen = fake_erl_call(f"{MARK}" + '{"ok": 1}\n')
+    with pytest.raises(ValueError, match=name):
+        evaluate("rabbit@h", {}, f"case foo() of {name} -> {name} end")
+    assert not Path(f"{seen}.argv").exists()  # nothing was sent to the node
+
+
+def test_the_wrapper_binds_exactly_its_declared_variables() -> None:
+    wrapped = erleval._WRAP.format(check="", expr="1", mark=MARK)
+    assert set(re.findall(r"\b[A-Z]\w*__\b", wrapped)) == set(erleval.WRAPPER_VARS)
+    # the helpers' own expressions pass (the stream coordinator's save, the cluster join)
+    from conformance.cluster.steady import SAVE_MEMBER
+    assert not erleval._CLASH.search(SAVE_MEMBER)
+    assert not erleval._CLASH.search(rabbitnode._JOIN_SPAWN)
