@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import sys
@@ -37,22 +38,42 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     store: bool = False,
     reuse: bool = False,
+    local_cluster: int = 0,
 ) -> dict[str, Any]:
     """Return the figures: startup, generation, per-stage and total report seconds, rows/s.
 
     With ``store``, the generated files are first ingested into a results store (timed as
     ``ingest_s``) and the report reads the store instead of the files. With ``reuse``, results
     generated earlier in ``work`` with the same rows and seed are used as they are (generate_s 0).
+    ``local_cluster``: a Spark standalone cluster of that many 2-core workers is started on
+    127.0.0.1 (:mod:`conformance.report.standalone`) and used as the master (stopped at the end).
+    Spark's own numbers (jobs, stages, tasks, shuffle bytes) come with each phase (``spark``).
     """
-    from benchmarks import synth  # pyspark: imported once the [report] extra is known to be there
-    from conformance.report.pipeline import run_report
-    from conformance.report.session import spark_session
-
     say = progress or (lambda _: None)
     own_work = work is None
     base = Path(tempfile.mkdtemp(prefix="amqp-conformance-bench-")) if work is None else work
-    data, out = base / "results", base / "report"
     t0 = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        if local_cluster:
+            from conformance.report.standalone import StandaloneCluster
+
+            cluster = stack.enter_context(StandaloneCluster(workers=local_cluster))
+            master = cluster.master_url
+            say(f"bench: local standalone cluster {master}: {local_cluster} worker(s) of 2 cores "
+                f"(up in {time.perf_counter() - t0:.1f}s)")
+            t0 = time.perf_counter()
+        return _run(rows, master, base, own_work, seed, say, store, reuse, t0)
+
+
+def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, say: Callable[[str], None],
+         store: bool, reuse: bool, t0: float) -> dict[str, Any]:
+    from benchmarks import synth  # pyspark: imported once the [report] extra is known to be there
+    from conformance.report import sparkstats
+    from conformance.report.pipeline import run_report
+    from conformance.report.session import spark_session
+
+    data, out = base / "results", base / "report"
+    spark_stats: dict[str, dict[str, int]] = {}
     try:
         with spark_session(master) as spark:
             startup = time.perf_counter() - t0
@@ -64,8 +85,10 @@ def run_bench(
                 say(f"bench: reusing the results generated in {data}")
             else:
                 cores = spark.sparkContext.defaultParallelism
+                before = sparkstats.snapshot(spark)
                 synth.write_jsonl(synth.generate(spark, rows, seed=seed), data, files=max(1, cores))
                 marker.write_text(json.dumps(made))
+                spark_stats["generate"] = sparkstats.snapshot(spark).since(before).as_dict()
             generate_s = time.perf_counter() - t1
             files = sorted(data.glob("*.jsonl"))
             size_mb = sum(f.stat().st_size for f in files) / 1e6
@@ -78,13 +101,16 @@ def run_bench(
                 t_ing = time.perf_counter()
                 source = base / "store"
                 shutil.rmtree(source, ignore_errors=True)  # a fresh store: the ingest is timed whole
+                before = sparkstats.snapshot(spark)
                 ingest(spark, [str(data)], source, progress=say)
                 ingest_s = time.perf_counter() - t_ing
+                spark_stats["ingest"] = sparkstats.snapshot(spark).since(before).as_dict()
                 say(f"bench: ingested into {source} in {ingest_s:.1f}s")
             say(f"bench: building the report from {source}")
             t2 = time.perf_counter()
-            summary = run_report(spark, [str(source)], out, name=f"bench-{rows}", progress=say)
+            summary = run_report(spark, [str(source)], out, name=f"bench-{rows}", progress=say, stats=True)
             report_s = time.perf_counter() - t2
+            spark_stats.update(summary.get("spark_stats", {}))
     finally:
         if own_work:
             shutil.rmtree(base, ignore_errors=True)
@@ -102,6 +128,7 @@ def run_bench(
         "report_s": report_s,
         "rows_per_s": n / report_s if report_s > 0 else 0.0,
         "total_s": time.perf_counter() - t0,
+        "spark": spark_stats,
         "summary": summary,
     }
 
@@ -125,6 +152,9 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7, help="generator seed")
     p.add_argument("--store", action="store_true",
                    help="ingest the generated results into a results store and report from the store")
+    p.add_argument("--local-cluster", type=int, default=0, metavar="WORKERS",
+                   help="start a Spark standalone cluster of WORKERS 2-core workers on 127.0.0.1 "
+                   "(the wheel's spark-class) and run on it; stopped at the end")
     p.add_argument("--reuse", action="store_true",
                    help="with --work: reuse the results generated there before (same --rows and --seed)")
     return p
@@ -140,11 +170,12 @@ def main(argv: list[str]) -> int:
         _err(problem)
         return EXIT_BAD_INPUT
     from conformance.report.session import EnvironmentProblem
+    from conformance.report.standalone import ClusterProblem
 
     try:
         figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
-                            store=args.store, reuse=args.reuse)
-    except EnvironmentProblem as exc:
+                            store=args.store, reuse=args.reuse, local_cluster=args.local_cluster)
+    except (EnvironmentProblem, ClusterProblem) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
     print(
@@ -159,4 +190,9 @@ def main(argv: list[str]) -> int:
         print(f"  {stage:<20} {secs:7.1f} s")
     print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")
     print(f"  overall              {figures['total_s']:7.1f} s")
+    print("Spark's own numbers, per phase:")
+    for phase, c in figures["spark"].items():
+        print(f"  {phase:<20} {c['jobs']:5} jobs {c['stages']:5} stages {c['tasks']:7} tasks  shuffle "
+              f"{c['shuffle_write'] / 1e6:9.1f} MB written {c['shuffle_read'] / 1e6:9.1f} MB read  input "
+              f"{c['input_bytes'] / 1e6:9.1f} MB  task time {c['task_ms'] / 1000:8.1f} s")
     return EXIT_OK

@@ -10,6 +10,8 @@ Modes (``FakeBroker(mode=...)``):
   the socket is reset and the connection.close is lost, else the close arrives normally.
 - ``refuse-login``: answers start-ok with connection.close 403.
 - ``refuse-vhost``: answers connection.open with connection.close 530.
+- ``min-frame-8192``: resets the socket on a tune-ok whose frame_max is below 8192 (not 0), as
+  RabbitMQ 4.1+ does ("negotiated frame_max = 4096 is lower than the minimum allowed value (8192)").
 - ``wrong-header``: answers the protocol header with ``AMQP\\x00\\x00\\x09\\x00`` and closes.
 - ``silent``: accepts TCP and never says anything.
 - ``http``: answers with an HTTP error line and closes.
@@ -113,6 +115,12 @@ class FakeBroker:
             return self._on_connection_method(client, frm)
         if isinstance(frm, spec.Queue.Declare):
             return self._on_queue_declare(client, channel, frm)
+        if isinstance(frm, spec.Connection.TuneOk):
+            if self.mode == "min-frame-8192" and 0 < frm.frame_max < 8192:
+                # no connection.close: the socket is reset (the client's pipelined open is unread)
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return False
+            return True
         if isinstance(frm, spec.Connection.CloseOk):
             return False  # the client answered our connection.close: the socket ends, as a broker's does
         if isinstance(frm, spec.Channel.Open):

@@ -150,14 +150,17 @@ class _ConfirmPump:
 
 
 async def confirm_publish(conns: list[BenchConnection], queues: list[str], settings: LoadSettings,
-                          *, persistent: bool) -> Measured:
+                          *, persistent: bool, exchange: str = "", keys: list[str] | None = None) -> Measured:
+    """Streaming confirmed publish, connection i to queue i through the default exchange, or with
+    ``exchange`` and ``keys`` to that exchange with routing key i."""
     for conn in conns:
         await conn.rpc(spec.Confirm.Select(), spec.Confirm.SelectOk, settings.rpc_timeout)
     start = now()
     end = start + settings.seconds
     pumps = [
-        _ConfirmPump(c, encode_publish(c.CHANNEL, q, settings.body, persistent=persistent), settings, end)
-        for c, q in zip(conns, queues, strict=True)
+        _ConfirmPump(c, encode_publish(c.CHANNEL, keys[i] if keys else q, settings.body,
+                                       persistent=persistent, exchange=exchange), settings, end)
+        for i, (c, q) in enumerate(zip(conns, queues, strict=True))
     ]
     for p in pumps:
         p.pump()
@@ -171,6 +174,27 @@ async def confirm_publish(conns: list[BenchConnection], queues: list[str], setti
     return Measured(
         sum(p.confirmed for p in pumps), max(last - start, 1e-9), lat, sum(p.nacked for p in pumps)
     )
+
+
+#: the topic-routing scenario: bindings on one topic exchange, each message matching one of them
+TOPIC_BINDINGS = 1000
+
+
+def topic_binding(i: int) -> str:
+    """Binding i of the topic scenario: r<i>.*.x, and every tenth a leading-# pattern that never
+    matches (#.z<i>), so matching each binding in turn costs a broker what a trie saves."""
+    return f"#.z{i}" if i % 10 == 9 else f"r{i}.*.x"
+
+
+def topic_exchange(queues: list[str]) -> str:
+    return f"{queues[0]}-topic"
+
+
+async def topic_publish(conns: list[BenchConnection], queues: list[str], settings: LoadSettings) -> Measured:
+    """Confirmed publish through the topic exchange the runner bound: connection i's key r<i>.a.x
+    matches binding r<i>.*.x only (its queue), among TOPIC_BINDINGS."""
+    return await confirm_publish(conns, queues, settings, persistent=False, exchange=topic_exchange(queues),
+                                 keys=[f"r{i * 10}.a.x" for i in range(len(queues))])
 
 
 # -- consume -------------------------------------------------------------------------------

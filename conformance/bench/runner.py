@@ -31,6 +31,8 @@ from conformance.targets.spec import TargetSpec
 SCENARIOS: dict[str, str] = {
     "publish-transient": "confirmed publish, transient, non-durable queue (streaming confirms)",
     "publish-persistent": "confirmed publish, persistent, durable queue (streaming confirms)",
+    "publish-topic-1000": f"confirmed publish through a topic exchange with {load.TOPIC_BINDINGS:,} "
+                          "bindings, each message matching one (r<i>.*.x; every tenth binding #.z<i>)",
     "consume-noack": "consume with no-ack",
     "consume-ack": "consume with manual ack (multiple=true), prefetch",
     "tx-transient": "publish through tx, one tx.commit per message, transient",
@@ -41,6 +43,7 @@ Load = Callable[[list[BenchConnection], list[str], load.LoadSettings], Awaitable
 _LOADS: dict[str, Load] = {
     "publish-transient": partial(load.confirm_publish, persistent=False),
     "publish-persistent": partial(load.confirm_publish, persistent=True),
+    "publish-topic-1000": load.topic_publish,
     "consume-noack": partial(load.consume, manual=False),
     "consume-ack": partial(load.consume, manual=True),
     "tx-transient": partial(load.tx_publish, persistent=False),
@@ -126,6 +129,8 @@ async def _bench_target(url: URL, label: str, names: Sequence[str], settings: lo
             await control.rpc(
                 spec.Queue.Declare(queue=q, durable=True), spec.Queue.DeclareOk, settings.rpc_timeout
             )
+        if "publish-topic-1000" in names:
+            await _bind_topic(control, transient, settings)
         for name in names:
             queues = durable if name.endswith("persistent") else transient
             if name.startswith("consume"):
@@ -143,6 +148,19 @@ async def _bench_target(url: URL, label: str, names: Sequence[str], settings: lo
     return TargetResult(
         label, redact(url), control.server.product, control.server.version, tuple(results)
     )
+
+
+async def _bind_topic(control: BenchConnection, queues: list[str], settings: load.LoadSettings) -> None:
+    """The topic scenario's exchange and its TOPIC_BINDINGS bindings (binding i to queue i mod n;
+    connection i publishes r<10 i>.a.x, matching binding 10 i, bound to queue 10 i mod n)."""
+    x = load.topic_exchange(queues)
+    await control.rpc(spec.Exchange.Declare(exchange=x, exchange_type="topic", auto_delete=True),
+                      spec.Exchange.DeclareOk, settings.rpc_timeout)
+    n = len(queues)
+    for i in range(load.TOPIC_BINDINGS):
+        await control.rpc(spec.Queue.Bind(queue=queues[(i // 10) % n] if i % 10 == 0 else queues[i % n],
+                                          exchange=x, routing_key=load.topic_binding(i)),
+                          spec.Queue.BindOk, settings.rpc_timeout)
 
 
 async def _fill(url: URL, queues: list[str], settings: load.LoadSettings, say: Callable[[str], None],

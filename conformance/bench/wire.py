@@ -50,11 +50,12 @@ class BrokerClosed(BenchError):
     """The broker sent channel.close or connection.close (or the socket ended)."""
 
 
-def encode_publish(channel: int, routing_key: str, body: bytes, *, persistent: bool) -> bytes:
+def encode_publish(channel: int, routing_key: str, body: bytes, *, persistent: bool,
+                   exchange: str = "") -> bytes:
     """basic.publish + content header + body, encoded once, to be written many times."""
     props = spec.Basic.Properties(delivery_mode=2 if persistent else 1)
     return b"".join((
-        pframe.marshal(spec.Basic.Publish(exchange="", routing_key=routing_key), channel),
+        pframe.marshal(spec.Basic.Publish(exchange=exchange, routing_key=routing_key), channel),
         pframe.marshal(pheader.ContentHeader(0, len(body), props), channel),
         pframe.marshal(pbody.ContentBody(body), channel),
     ))

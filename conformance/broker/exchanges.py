@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import amqp_type_name, precondition
+from .topictrie import TopicTrie
 
 EXCHANGE_TYPES = frozenset({"direct", "fanout", "topic", "headers"})
 
@@ -45,29 +46,26 @@ class Binding:
 
 
 def topic_match(pattern: str, key: str) -> bool:
-    """AMQP topic matching: '*' is exactly one word, '#' zero or more words."""
-    pw = pattern.split(".")
-    kw = key.split(".")
-    # dp over (pattern index, key index); small inputs, so a set of reachable states.
-    states = {(0, 0)}
-    seen: set[tuple[int, int]] = set()
-    while states:
-        i, j = states.pop()
-        if (i, j) in seen:
-            continue
-        seen.add((i, j))
-        if i == len(pw):
-            if j == len(kw):
-                return True
-            continue
-        word = pw[i]
-        if word == "#":
-            states.add((i + 1, j))
-            if j < len(kw):
-                states.add((i, j + 1))
-        elif j < len(kw) and (word == "*" or word == kw[j]):
-            states.add((i + 1, j + 1))
-    return False
+    """AMQP topic matching of one binding key (the exchange itself routes through its trie)."""
+    trie = TopicTrie()
+    trie.add(pattern, 0)
+    return bool(trie.match(key))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Two field values equal as RabbitMQ's headers exchange compares them (Erlang's ==): numbers by
+    value (1 == 1.0), strings and byte arrays by their bytes, a boolean only equal to a boolean."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (str, bytes, bytearray)) and isinstance(b, (str, bytes, bytearray)):
+        return _octets(a) == _octets(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _octets(v: str | bytes | bytearray) -> bytes:
+    return v.encode() if isinstance(v, str) else bytes(v)
 
 
 def headers_match(binding_args: dict[str, Any], headers: dict[str, Any] | None) -> bool:
@@ -77,9 +75,8 @@ def headers_match(binding_args: dict[str, Any], headers: dict[str, Any] | None) 
     pairs = [
         (k, v) for k, v in binding_args.items() if k != "x-match" and (with_x or not k.startswith("x-"))
     ]
-    if mode in ("any", "any-with-x"):
-        return any(k in headers and (v is None or headers[k] == v) for k, v in pairs)
-    return all(k in headers and (v is None or headers[k] == v) for k, v in pairs)
+    hits = (k in headers and (v is None or same_value(v, headers[k])) for k, v in pairs)
+    return any(hits) if mode in ("any", "any-with-x") else all(hits)
 
 
 @dataclass(eq=False)
@@ -93,6 +90,16 @@ class Exchange:
     arguments: dict[str, Any] = field(default_factory=dict)
     bindings: dict[tuple[Any, ...], Binding] = field(default_factory=dict)
     deleted: bool = False
+    trie: TopicTrie = field(default_factory=TopicTrie, repr=False)
+
+    def add_binding(self, b: Binding) -> None:
+        self.bindings[b.key] = b
+        if self.type == "topic":
+            self.trie.add(b.routing_key, b.key)
+
+    def remove_binding(self, b: Binding) -> None:
+        if self.bindings.pop(b.key, None) is not None and self.type == "topic":
+            self.trie.remove(b.routing_key, b.key)
 
     def matches(self, routing_keys: tuple[str, ...], headers: dict[str, Any] | None) -> Iterator[Binding]:
         if self.type == "fanout":
@@ -102,9 +109,11 @@ class Exchange:
                 if b.routing_key in routing_keys:
                     yield b
         elif self.type == "topic":
-            for b in self.bindings.values():
-                if any(topic_match(b.routing_key, rk) for rk in routing_keys):
-                    yield b
+            found: set[Any] = set()
+            for rk in routing_keys:
+                found |= self.trie.match(rk)
+            for key in found:
+                yield self.bindings[key]
         else:  # headers
             for b in self.bindings.values():
                 if headers_match(b.arguments, headers):

@@ -126,7 +126,7 @@ class VHost:
         b = Binding(x.name, kind, dest, routing_key, dict(arguments))
         if b.key in x.bindings:
             return
-        x.bindings[b.key] = b
+        x.add_binding(b)
         if x.durable and self._dest_durable(kind, dest):
             self.broker.log(BindingAdded(self.name, x.name, kind, dest, routing_key, dict(arguments)))
 
@@ -145,7 +145,7 @@ class VHost:
         return True
 
     def _remove_binding(self, x: Exchange, b: Binding, *, log: bool) -> None:
-        x.bindings.pop(b.key, None)
+        x.remove_binding(b)
         if log and x.durable and self._dest_durable(b.dest_kind, b.dest):
             self.broker.log(
                 BindingRemoved(self.name, x.name, b.dest_kind, b.dest, b.routing_key, b.arguments)

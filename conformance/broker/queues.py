@@ -146,6 +146,10 @@ class Queue:
         # RabbitMQ quorum queues (x-queue-type=quorum): x-delivery-count on deliveries, returns
         # by reject/nack/recover go to the back, x-delivery-limit dead-letters (DIFFERENCES.md).
         self.quorum = args.get("x-queue-type") == "quorum"
+        if self.quorum and self.overflow == "reject-publish-dlx":
+            # RabbitMQ 3.10.8's rabbit_quorum_queue:overflow/3 logs "Invalid overflow strategy" and
+            # keeps its default, drop-head (the quorum queue guide: reject-publish-dlx unsupported).
+            self.overflow = "drop-head"
         self.delivery_limit: int | None = args.get("x-delivery-limit") if self.quorum else None
         # RabbitMQ's priority queues (its priority guide): higher priority first, publication order
         # within one; no priority property counts as 0, one above the maximum as the maximum.

@@ -68,6 +68,8 @@ COMMANDS: tuple[Command, ...] = (
                 Command("flood", "the reference broker's memory watermark under a publisher flood",
                         "benchmarks.flood:main", checkout_only=True),
             )),
+    Command("routing", "the routing oracle: generated bindings and messages compared with the routing model",
+            "conformance.cli.routing:main"),
     Command("fuzz", "frame-aware fuzzing of a broker (or the reference core)", "conformance.fuzz.cli:main"),
     Command("faults", "Jepsen-style workload on a cluster: confirms and acks while a nemesis kills, "
             "pauses and partitions nodes", "conformance.faults.command:main"),

@@ -54,7 +54,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-n", "--workers", default=None, type=workers,
                    help="parallel workers (pytest-xdist): a number, 'auto' or 0 (in-process); default "
-                        f"{default_workers()} here: twice the cores, at least 2, at most 4 (0 with "
+                        f"{default_workers()} here: three times the cores, at least 2, at most 8 (0 with "
                         "--restart-cmd / --alarm-cmd)")
     add_table_options(p)
     p.add_argument(
@@ -121,16 +121,18 @@ def _pytest_table_args(pytest_args: Sequence[str]) -> list[tuple[str, str, str]]
 
 
 def default_workers(cores: int | None = None) -> int:
-    """``run``'s default ``-n``: twice the cores, at least 2, at most 4.
+    """``run``'s default ``-n``: three times the cores, at least 2, at most 8.
 
-    Most of a case's time is waiting (for a confirm, a delivery, a quiet window proving that
-    nothing more arrives), not computing, so workers beyond the cores still shorten the run: on
-    2 cores -n 4 was measured faster than -n 2. Beyond 4 the workers' start-up (each imports the
-    suite and connects) and the broker's one core eat the gain.
+    Most of the suite's time is in cases that wait (a window proving that nothing more arrives, a
+    TTL, a restart: docs/waits.md), not compute, so workers beyond the cores shorten the run as
+    long as some of them compute while the others wait (the schedule spreads the waits among the
+    computing cases: conformance/plugin/schedule.py). Measured on 2 cores (2026-12-02, 540 cases,
+    suite seconds, two runs each): -n 4 12.9 / 12.6, -n 5 11.8 / 12.4, -n 6 10.6 / 10.9, -n 8
+    11.3 / 11.5; each worker's start costs ~0.9 s of CPU (it imports and collects the suite).
     """
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(4, max(2, 2 * cores))
+    return min(8, max(2, 3 * cores))
 
 
 def _resolve_workers(args: argparse.Namespace) -> None:
@@ -227,6 +229,15 @@ def _pytest_args(args: argparse.Namespace, results_dir: Path, reports: Path, run
     # Only the plugins a run uses are loaded (PYTEST_DISABLE_PLUGIN_AUTOLOAD, see RUN_PLUGINS).
     pyargs = [*(a for name in RUN_PLUGINS for a in ("-p", name)),
               "-p", "no:cacheprovider", "-o", "console_output_style=count", "-rN",
+              # no assertion rewriting: a case's verdict is a Mismatch, never an assert's
+              # introspection, and rewriting the scenario modules cost every worker ~15% of its
+              # start's CPU (0.87 -> 0.75 s to collect the suite, without a bytecode cache)
+              "--assert=plain",
+              # no conftest.py: the suite has none, and pytest otherwise loads those of the folder
+              # run is started in and of its test* subfolders (_try_load_conftest, when the
+              # arguments are --pyargs, not paths): in this checkout tests/conftest.py, whose
+              # hooks re-sorted the collection and cost every worker ~0.1 s of CPU
+              "--noconftest",
               # A pytest config where run is started (this project's checkout: -n 4, -m 'not cluster' for
               # its own tests) must not change which cases run or how: run decides -n and the selection.
               "-o", "addopts="]

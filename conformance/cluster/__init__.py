@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conformance.protocol.wire import URL
 from conformance.targets.base import Target, TargetError
-from conformance.targets.kinds import TargetKind, register
+from conformance.targets.kinds import TargetKind, register, root_spellings
 
 
 def _start_local_cluster(arg: str, *, workdir: Path | None = None, tls: bool = False,
@@ -44,7 +44,8 @@ register(TargetKind("local:rabbitmq-cluster",
                     "--cluster-size nodes (3) of the installed rabbitmq-server, joined",
                     _start_local_cluster, cluster=True))
 register(TargetKind("local:rabbitmq-cluster@",
-                    "--cluster-size nodes (3) of the rabbitmq-server of a root filesystem (trixie | bookworm "
-                    "| /DIR), run under chroot, joined", _start_local_cluster, metavar="ROOT", cluster=True))
+                    "--cluster-size nodes (3) of the rabbitmq-server of a root filesystem "
+                    f"({root_spellings()}), run under chroot, joined", _start_local_cluster, metavar="ROOT",
+                    cluster=True))
 register(TargetKind("cluster", "a running cluster given by --cluster-url (one URL per node) and "
                     "--cluster-cmd-kill|start|pause|resume", _start_user_cluster, cluster=True))

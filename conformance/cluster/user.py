@@ -92,11 +92,14 @@ class UserCluster:
             conn.close()
 
     def _check_shared_metadata(self) -> None:
-        """A queue declared through node 0 must be visible (passive declare) through every node."""
+        """A queue declared through node 0 must be visible (passive declare) through every node.
+        Durable: RabbitMQ 4.3 refuses a transient non-exclusive queue by default (its deprecated
+        feature ``transient_nonexcl_queues``, denied by default since 4.3.0, release notes), and an
+        exclusive one is locked to its connection."""
         probe = f"amqpc-cluster-check-{secrets.token_hex(4)}"
         conn = self._connect(0)
         try:
-            conn.channel().queue_declare(probe, durable=False, auto_delete=False)
+            conn.channel().queue_declare(probe, durable=True, auto_delete=False)
             for i in range(1, len(self.urls)):
                 other = self._connect(i)
                 try:

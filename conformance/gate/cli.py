@@ -179,11 +179,13 @@ def _print_result(args: argparse.Namespace, res: GateResult, out: TextIO) -> Non
                 )
             except OSError as exc:
                 raise GateInputError(f"cannot write --json {args.json}: {exc.strerror or exc}") from exc
-        for line in (*res.refusals, *(f"note: {n}" for n in res.notes)):
+        for line in res.refusals:
             print(line, file=out)
         shown = [f for f in res.findings if f.kind != "known" or f.change]
         if shown:
             format_table(shown, out)
+        for note in res.notes:  # right above the verdict line (another release: said, not hidden)
+            print(f"note: {note}", file=out)
         print(summary_line(res, args.strict), file=out)
 
 

@@ -334,7 +334,7 @@ class GateResult:
     candidate: Side
     findings: tuple[Finding, ...]
     refusals: tuple[str, ...]  # side-level reasons to fail (product, profile)
-    notes: tuple[str, ...]  # side-level differences allowed by an option
+    notes: tuple[str, ...]  # side-level differences allowed by an option, or another broker release
     known_unchanged: int
     triage_file: str
     elapsed_s: float = 0.0
@@ -406,6 +406,11 @@ def compare(base: Side, cand: Side, triage: Triage = EMPTY, options: Options = O
         if b != c:
             text = f"{what} differs: baseline {', '.join(b)}, candidate {', '.join(c)}"
             (notes if allowed else refusals).append(text if allowed else f"{text} (state {flag} if intended)")
+    b_rel, c_rel = base.values("broker_version"), cand.values("broker_version")
+    if b_rel != c_rel:  # a newer Debian sid, another patch release: never a silent comparison
+        notes.append(f"broker release differs: the baseline was recorded on {', '.join(b_rel) or '?'}, the "
+                     f"candidate is {', '.join(c_rel) or '?'}; its verdicts are compared with another "
+                     "release's (record a baseline of its own: gate --update-baseline)")
     findings: list[Finding] = []
     categories: dict[str, str] = {}
     known_unchanged = unpinned = 0

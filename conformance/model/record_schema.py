@@ -58,6 +58,10 @@ DESCRIPTIONS: dict[str, str] = {
     "release_basis": "how that release was chosen: server-properties (the broker's product is RabbitMQ), "
                      "named (--profile rabbitmq@RELEASE) or default (a broker reporting no RabbitMQ "
                      "version); null without a release",
+    "release_verified": "set only when the applied release is newer than every release the release rows "
+                        "were checked on: the newest of those (e.g. 4.3.6); such a run is judged by the "
+                        "newest rows, so its non-PASS verdicts may be documented changes not yet encoded; "
+                        "null otherwise",
 }
 
 

@@ -47,6 +47,9 @@ class ResultRecord:
     # and how it was chosen: server-properties | named (--profile rabbitmq@RELEASE) | default.
     release: str | None = None
     release_basis: str | None = None
+    # The newest release the release rows were checked on, set only when ``release`` is newer (its
+    # non-PASS verdicts may be documented changes not yet encoded); None otherwise.
+    release_verified: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
@@ -166,14 +169,18 @@ def read_records(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
 def final_lines(results_file: Path, shown: int = 8) -> list[str]:
     """The run's last lines: the verdict counts, and the cases that did not pass and were not
     merely unsupported (the ones to read first), worst first."""
+    from conformance.model.likeness import likeness
+
     counts: dict[str, int] = {}
     bad: list[tuple[int, str, str]] = []
     order = ["FAIL", "TIMEOUT", "ERROR", "NOT_RUN", "NON_STRICT"]
+    records: list[dict[str, Any]] = []
     for line in results_file.read_text(encoding="utf-8").splitlines():
         try:
             rec = json.loads(line)
         except ValueError:
             continue
+        records.append(rec)
         verdict, case_id = str(rec.get("verdict")), str(rec.get("case_id"))
         counts[verdict] = counts.get(verdict, 0) + 1
         if verdict in order:
@@ -187,4 +194,6 @@ def final_lines(results_file: Path, shown: int = 8) -> list[str]:
                      + (f" (+{len(bad) - shown} more)" if len(bad) > shown else ""))
     else:
         lines.append("nothing failed (no FAIL, TIMEOUT, ERROR, NOT_RUN or NON_STRICT)")
+    # (a release newer than every verified one is said once, on the target line of the verdicts)
+    lines += [found.line() for found in likeness(records)]
     return lines

@@ -18,25 +18,14 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 
+from conformance.model.documents import Document, Section
+from conformance.model.routing_sources import ROUTING_DOCUMENTS
 
-@dataclass(frozen=True)
-class Section:
-    title: str  # the heading as the document gives it
-    fragment: str | None = None  # the public page's own anchor, when it has one
-    locate: str = ""  # a phrase of the kept text that proves the section is there (tests)
-
-
-@dataclass(frozen=True)
-class Document:
-    key: str  # the name cases cite it by
-    title: str
-    publisher: str
-    url: str | None
-    sections: Mapping[str, Section] = field(default_factory=dict)
-    about: str = ""  # what the suite takes from it
+__all__ = ["DOCUMENTS", "REGISTRY", "Citation", "Document", "Section", "cite", "cite_all", "cite_text",
+           "resolve"]
 
 
 DOCUMENTS: tuple[Document, ...] = (
@@ -539,6 +528,12 @@ DOCUMENTS: tuple[Document, ...] = (
         },
         "the user-id property is checked against the connection's user",
     ),
+    Document("rabbitmq-deprecated-features", "Deprecated Features", "RabbitMQ docs",
+             "https://www.rabbitmq.com/docs/deprecated-features",
+             {"configuring": Section("Configuring deprecated features behavior: \"turn a denied by default "
+                                     "deprecated feature back on\": deprecated_features.permit.<feature> = "
+                                     "true", "configuring-deprecated-features-behavior")},
+             "which deprecated features a release denies by default, and the setting that permits each"),
     Document(
         "rabbitmq-consumers",
         "Consumers",
@@ -573,6 +568,7 @@ DOCUMENTS: tuple[Document, ...] = (
         },
         "behaviour measured on RabbitMQ where no document states it",
     ),
+    *ROUTING_DOCUMENTS,
 )
 REGISTRY: dict[str, Document] = {d.key: d for d in DOCUMENTS}
 

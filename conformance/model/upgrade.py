@@ -12,10 +12,13 @@ from __future__ import annotations
 import glob
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from conformance.model.results import is_mutation_record, is_workload_record, read_records
+from conformance.model.verdicts import action_rank
+from conformance.profiles import load_table
 from conformance.profiles.releases import Change, applied_release, changes_between
 
 #: what varies from run to run and says nothing of the broker, replaced before comparing
@@ -25,7 +28,7 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\d+ confirm frames \(\d+ multiple=true\)"), "<n> confirm frames"),
     (re.compile(r"basic\.(n?ack) tag=\d+ multiple=(?:True|False)"), r"basic.\1 <confirm>"),
     (re.compile(r"(basic\.n?ack <confirm>)(?:; basic\.n?ack <confirm>)+"), r"\1"),
-    (re.compile(r"amq\.rabbitmq\.reply-to\.[\w+/=.]+"), "amq.rabbitmq.reply-to.<id>"),
+    (re.compile(r"amq\.rabbitmq\.reply-to\.[\w+/=.-]+"), "amq.rabbitmq.reply-to.<id>"),
     # how many of a flood a queue over its limit accepted before refusing is a race, not a rule
     (re.compile(r"\d+ seqs acked, \d+ nacked"), "<n> seqs acked, <n> nacked"),
     (re.compile(r"'acked/nacked seqs': '\d+/\d+'"), "'acked/nacked seqs': '<n>/<n>'"),
@@ -76,10 +79,17 @@ class Row:
     # The new run, judged by its own release's expectations (documented changes included), fails a
     # case the old run did not: whatever change lists the case, it does not explain that failure.
     new_failure: bool = False
+    # Why what changed is not a change between releases: it varies between runs of one release
+    # (measured: conformance/profiles/unstable.toml, or runs of one release among the inputs).
+    unstable: str = ""
 
     @property
     def documented(self) -> bool:
         return bool(self.changes) and not self.new_failure
+
+    @property
+    def stable(self) -> bool:
+        return not self.unstable
 
     @property
     def what(self) -> str:
@@ -92,6 +102,8 @@ class Row:
 
     @property
     def status(self) -> str:
+        if not self.stable:
+            return "not stable"
         return "documented" if self.documented else "UNDOCUMENTED"
 
     @property
@@ -110,10 +122,14 @@ class Comparison:
 
     @property
     def undocumented(self) -> tuple[Row, ...]:
-        return tuple(r for r in self.rows if not r.documented)
+        return tuple(r for r in self.rows if r.stable and not r.documented)
+
+    @property
+    def not_stable(self) -> tuple[Row, ...]:
+        return tuple(r for r in self.rows if not r.stable)
 
 
-def _files(spec: str) -> list[Path]:
+def result_files(spec: str) -> list[Path]:
     path = Path(spec)
     if path.is_dir():
         return sorted(p for p in path.glob("*.jsonl") if not p.name.endswith(".part.jsonl"))
@@ -126,7 +142,7 @@ def _files(spec: str) -> list[Path]:
 
 def load_side(spec: str) -> Side:
     """A results file, folder or glob as one side (ValueError, one line, when it holds no case)."""
-    files = _files(spec)
+    files = result_files(spec)
     records: dict[str, dict[str, Any]] = {}
     for rec in read_records(files):
         if is_workload_record(rec) or is_mutation_record(rec) or "case_id" not in rec:
@@ -140,7 +156,7 @@ def load_side(spec: str) -> Side:
     return Side(f"{product} {version}", product, version, release, records)
 
 
-def _observed(rec: dict[str, Any], version: str) -> str:
+def observed_text(rec: dict[str, Any], version: str) -> str:
     text = " ".join(str(rec.get("observed") or "").split())
     if version and version != "?":
         text = text.replace(f"'{version}'", "'<version>'")  # the release itself changes by definition
@@ -165,30 +181,65 @@ def _base_case(case_id: str) -> tuple[str, str | None]:
     return (m.group(1), m.group(2)) if m else (case_id, None)
 
 
-def compare(old: Side, new: Side, *, everything: bool = False) -> Comparison:
+#: (case id, aspect) → why it varies between runs of one release; aspect is verdict | observed
+Unstable = dict[tuple[str, str], str]
+
+
+@cache
+def measured_unstable() -> Unstable:
+    """What the committed measurements found varying between runs of one release
+    (``conformance/profiles/unstable.toml``): per case id (with its [queue type]) and aspect."""
+    out: Unstable = {}
+    for row in load_table("unstable").get("cases", []):
+        for aspect in row.get("varies", ["observed"]):
+            out[(str(row["case"]), str(aspect))] = f"{row['why']} (measured: {row['measured']})"
+    return out
+
+
+def _unstable_reason(row: Row, unstable: Unstable) -> str:
+    """Why ``row``'s change is not a change between releases: every aspect that changed varies
+    between runs of one release ("" when some changed aspect is stable)."""
+    whys = [unstable.get((row.case_id, aspect)) for aspect in row.what.split("+") if aspect]
+    return "; ".join(w for w in whys if w) if whys and all(whys) else ""
+
+
+def compare(old: Side, new: Side, *, everything: bool = False,
+            unstable: Unstable | None = None) -> Comparison:
     """Case by case: the cases whose verdict or normalised observed value differs (``everything``:
-    every common case)."""
+    every common case). A change in an aspect that varies between runs of one release (``unstable``;
+    default: the committed measurements) is marked not stable, never UNDOCUMENTED."""
+    unstable = measured_unstable() if unstable is None else unstable
     problems = []
     if old.product != new.product:
         problems.append(f"two products: {old.product} and {new.product} (an upgrade compares one product)")
     rows = []
     for case_id in sorted(set(old.records) & set(new.records)):
         a, b = old.records[case_id], new.records[case_id]
-        row = Row(case_id, str(a.get("verdict")), str(b.get("verdict")), _observed(a, old.version),
-                  _observed(b, new.version))
+        row = Row(case_id, str(a.get("verdict")), str(b.get("verdict")), observed_text(a, old.version),
+                  observed_text(b, new.version))
         if not everything and not row.what:
             continue
         base, qtype = _base_case(case_id)
         qtype = qtype or b.get("queue_type") or None
         found = changes_between(base, qtype, old.release, new.release)
         rows.append(Row(row.case_id, row.old_verdict, row.new_verdict, row.old_observed, row.new_observed,
-                        tuple(found), new_failure(row.old_verdict, row.new_verdict, b.get("release_basis"))))
+                        tuple(found), new_failure(row.old_verdict, row.new_verdict, b.get("release_basis")),
+                        _unstable_reason(row, unstable)))
     return Comparison(old, new, tuple(rows), tuple(sorted(set(old.records) - set(new.records))),
                       tuple(sorted(set(new.records) - set(old.records))), tuple(problems))
 
 
 def compare_paths(old: str, new: str, *, everything: bool = False) -> Comparison:
     return compare(load_side(old), load_side(new), everything=everything)
+
+
+def by_action(rows: tuple[Row, ...]) -> tuple[Row, ...]:
+    """Worst first: by the new verdict's place in ACTION_ORDER (FAIL, TIMEOUT, ERROR, NOT_RUN,
+    NON_STRICT, then the rest), UNDOCUMENTED before documented, then by case; what is not stable (no
+    change between releases) after every change."""
+    status = {"UNDOCUMENTED": 0, "documented": 1, "not stable": 2}
+    return tuple(sorted(rows, key=lambda r: (not r.stable, action_rank(r.new_verdict), status[r.status],
+                                             r.case_id)))
 
 
 def _clip(text: str, width: int, start: int = 0) -> str:
@@ -205,10 +256,12 @@ def _first_difference(a: str, b: str) -> int:
 
 def render(cmp: Comparison, *, width: int = 70) -> list[str]:
     """The comparison as terminal lines."""
+    unsteady = f", {len(cmp.not_stable)} not stable" if cmp.not_stable else ""
     out = [f"upgrade {cmp.old.label} -> {cmp.new.label} (RabbitMQ semantics {cmp.old.release} -> "
-           f"{cmp.new.release}): {len(cmp.rows)} case(s) changed, {len(cmp.undocumented)} UNDOCUMENTED"]
+           f"{cmp.new.release}): {len(cmp.rows)} case(s) changed, {len(cmp.undocumented)} UNDOCUMENTED"
+           f"{unsteady}"]
     out += [f"warning: {p}" for p in cmp.problems]
-    for r in cmp.rows:
+    for r in by_action(cmp.rows):
         verdict = r.old_verdict if r.old_verdict == r.new_verdict else f"{r.old_verdict} -> {r.new_verdict}"
         out.append(f"{r.status:12} {r.case_id}  [{r.what}] {verdict}")
         if r.old_observed != r.new_observed:
@@ -220,6 +273,8 @@ def render(cmp: Comparison, *, width: int = 70) -> list[str]:
                        "below list the case but do not explain it")
         for c in r.changes:
             out.append(f"    source: RabbitMQ {c.since} {c.summary} — {c.source}")
+        if r.unstable:
+            out.append(f"    not a change between releases: {_clip(r.unstable, 2 * width)}")
     if cmp.only_old:
         out.append(f"only in the old run: {len(cmp.only_old)} case(s): {', '.join(cmp.only_old[:10])}")
     if cmp.only_new:
@@ -231,5 +286,5 @@ def rows_as_dicts(cmp: Comparison) -> list[dict[str, Any]]:
     """The rows as plain dicts (the report's table)."""
     return [{"case_id": r.case_id, "status": r.status, "what": r.what, "old_verdict": r.old_verdict,
              "new_verdict": r.new_verdict, "old_observed": r.old_observed, "new_observed": r.new_observed,
-             "sources": r.sources} for r in cmp.rows]
+             "sources": r.sources, "unstable": r.unstable} for r in by_action(cmp.rows)]
 

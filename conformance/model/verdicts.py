@@ -51,6 +51,21 @@ class Verdict(enum.StrEnum):
 
 
 ALL_VERDICTS: tuple[Verdict, ...] = tuple(Verdict)
+#: the verdicts by how much a reader must act on them, most first: a broken MUST, a silence, a run
+#: that could not judge (ERROR, NOT_RUN), then a missed SHOULD, then what needs nothing. The report's
+#: matrix and the release history list their rows in this order (worst first).
+ACTION_ORDER: tuple[Verdict, ...] = (
+    Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR, Verdict.NOT_RUN, Verdict.NON_STRICT,
+    Verdict.UNSUPPORTED, Verdict.INFORMATIONAL, Verdict.PASS,
+)
+
+
+def action_rank(verdict: str | None) -> int:
+    """The place of ``verdict`` in :data:`ACTION_ORDER` (0: act first); an unknown one or None last."""
+    try:
+        return ACTION_ORDER.index(Verdict(verdict)) if verdict else len(ACTION_ORDER)
+    except ValueError:
+        return len(ACTION_ORDER)
 DEFAULT_FAIL_ON: frozenset[Verdict] = frozenset({Verdict.FAIL, Verdict.TIMEOUT, Verdict.ERROR})
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from pamqp import commands as spec
 
 from conformance.mutate import faults as f
+from conformance.mutate import routing_faults as rf
 from conformance.protocol.proxy import (
     DoubleConfirm,
     ExclusiveIgnored,
@@ -43,6 +44,8 @@ TTL_DOC = "RabbitMQ Time-To-Live and Expiration (rabbitmq-ttl)"
 DLX_DOC = "RabbitMQ Dead Letter Exchanges (rabbitmq-dlx)"
 SENDER_DOC = "RabbitMQ Sender-selected Distribution (rabbitmq-sender-selected)"
 CONSUMERS_DOC = "RabbitMQ Consumers guide (rabbitmq-consumers)"
+TOPIC_DOC = "AMQP 0-9-1 (PDF) 3.1.3.3 the topic exchange type: * is exactly one word, # zero or more"
+HEADERS_DOC = "AMQP 0-9-1 (PDF) 3.1.3.4 the headers exchange type: x-match all (AND) / any (OR)"
 D, G, R = spec.Basic.Deliver, spec.Basic.GetOk, spec.Basic.Return
 
 
@@ -420,6 +423,16 @@ CATALOGUE: tuple[Mutant, ...] = (
       ("returns",), lambda: f.Rewrite("mandatory-off", spec.Basic.Publish,
                                       lambda m: {"mandatory": False} if m.mandatory else {}, to_client=False),
       should=True),
+    M("routing.topic-hash-as-star", "a topic binding's # matches exactly one word (as *)", TOPIC_DOC,
+      ("routing",), lambda: rf.BindRewrite("hash-as-star", "topic", words={"#": "*"})),
+    M("routing.topic-star-as-hash", "a topic binding's * matches zero or more words (as #)", TOPIC_DOC,
+      ("routing",), lambda: rf.BindRewrite("star-as-hash", "topic", words={"*": "#"})),
+    M("routing.headers-all-as-any", "a headers binding with x-match all (or none) matches as any",
+      HEADERS_DOC, ("routing",), lambda: rf.BindRewrite("all-as-any", "headers", x_match={"all": "any"})),
+    M("routing.headers-any-as-all", "a headers binding with x-match any matches as all", HEADERS_DOC,
+      ("routing",), lambda: rf.BindRewrite("any-as-all", "headers", x_match={"any": "all"})),
+    M("routing.direct-wildcards", "a direct exchange matches * and # in binding keys as wildcards",
+      "queue.bind/direct-exchange-key-matching", ("routing",), rf.DirectAsTopic),
 )
 # fmt: on
 

@@ -377,6 +377,9 @@ def _run_through(session: Session, up: Upstream, areas: list[str], fault: Fault,
             # each mutant's run goes, as for `run`
             "-o",
             "addopts=",
+            # no conftest.py, as for `run` (conformance.cli.run: pytest would load the starting
+            # folder's and its test* subfolders', here this checkout's tests/conftest.py)
+            "--noconftest",
             "-v",
             "--no-header",
             "-rN",

@@ -25,6 +25,7 @@ import pytest
 
 from conformance.model.cases import MARKER
 from conformance.model.verdicts import Decision, decide
+from conformance.plugin import schedule
 from conformance.plugin.context import CaseContext, Cleanup, Connections
 from conformance.plugin.core import VERDICT_KEY, ConformancePlugin
 from conformance.plugin.fixtures import RESTRICTED_MARK
@@ -54,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{RESTRICTED_MARK}: the case needs the restricted user (--restricted-url)"
     )
+    schedule.one_at_a_time(config)
     state = new_state(config, read_settings(config))
     config.stash[STATE] = state
     config.pluginmanager.register(ConformancePlugin(config, state), PLUGIN_NAME)

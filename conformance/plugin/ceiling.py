@@ -40,16 +40,21 @@ def available() -> bool:
 
 
 @contextmanager
-def ceiling(seconds: float, phase: str) -> Iterator[None]:
-    """Run the block under a hard ceiling of ``seconds``; past it, the block is interrupted."""
+def ceiling(seconds: float, phase: str, stated: float | None = None) -> Iterator[None]:
+    """Run the block under a hard ceiling of ``seconds``; past it, the block is interrupted.
+
+    ``stated`` is the ceiling the verdict names when ``seconds`` is what an earlier phase left of
+    it (the body after setup): the user set the case's ceiling, not its remainder."""
     if seconds <= 0 or not available():
         yield
         return
 
+    named = seconds if stated is None else stated
+
     def on_alarm(_signum: int, frame: FrameType | None) -> None:
         frames = traceback.extract_stack(frame, limit=STACK_FRAMES) if frame is not None else None
         if not frames:
-            raise CeilingExceeded(seconds, phase, "?", ())
+            raise CeilingExceeded(named, phase, "?", ())
         where = _describe(frames[-1])
         # Stuck inside a library: also name the innermost frame of our own code that called it.
         ours = [
@@ -57,7 +62,7 @@ def ceiling(seconds: float, phase: str) -> Iterator[None]:
         ]
         if ours and ours[-1] is not frames[-1]:
             where += f" (called from {_describe(ours[-1])})"
-        raise CeilingExceeded(seconds, phase, where, tuple(frames.format()))
+        raise CeilingExceeded(named, phase, where, tuple(frames.format()))
 
     previous: Any = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds, REPEAT_S)

@@ -18,6 +18,14 @@ from conformance.protocol.raw import RawChannel, RawConnection, method_name
 from conformance.protocol.wire import URL
 
 
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON holds it (tuples become lists, bytes and others their repr), so a value
+    read back from a record compares equal to one the profile data gives."""
+    import json
+
+    return json.loads(json.dumps(value, default=repr))
+
+
 class CaseContext:
     """Per-case helper: the case, its profile's expected value, observations, unique names."""
 
@@ -90,15 +98,32 @@ class CaseContext:
         if observed != expected:
             raise Mismatch(what, expected=expected, observed=observed)
 
-    def check_profile(self, observed: Any, what: str) -> None:
-        """Compare with this profile's expected value; a difference is a FAIL (profile data)."""
+    def check_profile(self, observed: Any, what: str, *, evidence: str = "") -> None:
+        """Compare with this profile's expected value; a difference is a FAIL (profile data).
+        ``evidence``: what the broker did, in words, for the message (a close, a reset)."""
         expected = self.expected
         self.observed[what] = observed
+        self.keep_release_value(observed)
         if observed != expected:
             source = cite_text(self.expected_source) if self.case else ""
             on = f", {self.queue_type} queue" if self.queue_type not in (None, "classic") else ""
-            raise Mismatch(f"{what} (profile {self.profile}{on}: {source})", expected=expected,
+            seen = f"; the broker: {evidence}" if evidence else ""
+            raise Mismatch(f"{what} (profile {self.profile}{on}: {source}){seen}", expected=expected,
                            observed=observed, strictness=Strictness.BINDING)
+
+    def keep_release_value(self, observed: Any) -> None:
+        """For a release-keyed case under profile rabbitmq, keep the value it compared and its own
+        expected value (record extra ``release_keyed``): which release a broker behaves like is
+        judged from them (conformance/model/likeness.py). :meth:`check_profile` calls it; a case
+        comparing its release-keyed value another way calls it itself."""
+        from conformance.profiles.releases import release_keyed
+
+        if self.case is None or self.profile != "rabbitmq":
+            return
+        if not release_keyed(self.case.id, self.queue_type):
+            return
+        self.extra["release_keyed"] = {"observed": _jsonable(observed),
+                                       "own": _jsonable(self.case.expected_for("rabbitmq", self.queue_type))}
 
     def informational(self, observed: Any, note: str = "") -> None:
         """Record behaviour where nothing is required: the verdict becomes INFORMATIONAL."""

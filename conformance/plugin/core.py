@@ -20,7 +20,7 @@ from conformance.model.cases import Case, case_of
 from conformance.model.results import recorded_case_ids
 from conformance.model.sources import cite_all
 from conformance.model.verdicts import CeilingExceeded, Decision, Verdict, decide
-from conformance.plugin import qtypes
+from conformance.plugin import qtypes, schedule
 from conformance.plugin.ceiling import ceiling
 from conformance.plugin.context import delete_wait
 from conformance.plugin.fixtures import RESTRICTED_MARK, allure_title, mark_allure_description
@@ -68,6 +68,7 @@ from conformance.plugin.session import (
     wants_target,
     worker_input,
 )
+from conformance.profiles.releases import beyond_verified, beyond_verified_note
 from conformance.protocol import invariants, trace
 from conformance.protocol.raw import redact
 from conformance.verify.unsupported import case_ending
@@ -117,6 +118,11 @@ def label(config: pytest.Config, item: pytest.Item, c: Case, known: set[str], ru
             config.addinivalue_line("markers", f"{name}: conformance cases ({name})")
             known.add(name)
         item.add_marker(name)
+
+
+def beyond_lines(release: tuple[str, str] | None) -> list[str]:
+    """The one line a run on a release newer than every verified one says (none otherwise)."""
+    return [beyond_verified_note(release[0])] if release is not None and beyond_verified(release[0]) else []
 
 
 class ConformancePlugin:
@@ -192,6 +198,10 @@ class ConformancePlugin:
         than classic (``conformance.verify.queue_types``)."""
         return qtypes.run_id_of(item, c, self.state.settings.queue_types)
 
+    def _run_id_of(self, item: pytest.Item) -> str | None:
+        c = case_of(item)
+        return None if c is None else self._run_id(item, c)
+
     @staticmethod
     def _properties(case_id: str, area: str, decision: Decision) -> list[tuple[str, object]]:
         return [(VERDICT_KEY, decision.verdict.value), ("case_id", case_id), ("area", area),
@@ -221,7 +231,9 @@ class ConformancePlugin:
         settings = self.state.settings
         if settings.case_globs or settings.rule_globs:
             self._select(config, items, settings.case_globs, settings.rule_globs)
-        self._restricted_once(config, items)
+        self._restricted_once(config, items)  # in collection order: the same case stands for them
+        schedule.waits_spread(items, self._run_id_of)
+        self._wedging_cases_last(items)  # stable: the order above among each
 
     def _restricted_once(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Without a restricted user, the cases that need one are UNSUPPORTED once, not one by one:
@@ -348,7 +360,7 @@ class ConformancePlugin:
     # -- the hard ceiling: setup and body share one deadline, teardown has its own -----------
 
     def _bounded(self, item: pytest.Item, phase: str) -> Any:
-        limit = self.state.settings.case_ceiling
+        limit = stated = self.state.settings.case_ceiling
         if case_of(item) is None or limit <= 0:
             return ceiling(0, phase)
         if phase == "setup":
@@ -356,7 +368,7 @@ class ConformancePlugin:
         elif phase == "call":
             # The body gets what setup left, but never less than a second to start.
             limit = max(1.0, item.stash.get(DEADLINE, time.monotonic() + limit) - time.monotonic())
-        return ceiling(limit, phase)
+        return ceiling(limit, phase, stated)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Iterator[None]:
@@ -608,6 +620,7 @@ class ConformancePlugin:
             tr.write_line(
                 f"target {state.target_name} at {redact(state.url)}: {server.product} {server.version} "
                 f"({server.platform}); profile {state.profile}{release_note(state.release)}"
+                + "".join(f"\n{line}" for line in beyond_lines(state.release))
             )
         for line in area_table(state.rows, color=bool(getattr(tr, "hasmarkup", False))):
             tr.write_line(line)

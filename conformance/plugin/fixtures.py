@@ -304,6 +304,13 @@ def _conformance_case(request: pytest.FixtureRequest) -> None:
         if not state.server.supports(cap):
             raise Unsupported(f"the broker does not advertise capability {cap!r}",
                               expected=f"capability {cap}", observed="not in server-properties")
+    # a feature the applied release removed or had not yet (release rows `unsupported`,
+    # `unsupported_before`); the cluster cases say it after their own checks (the cluster fixture)
+    if "cluster" not in request.fixturenames:
+        removed = request.node.stash[CTX].unsupported_on_release
+        if removed is not None:
+            raise Unsupported(removed, expected="the feature the case tests",
+                              observed=f"RabbitMQ {(state.release or ('?', ''))[0]}")
 
 
 # The AMQP 0-9-1 specification as published (the XML every rule id points into).

@@ -15,6 +15,7 @@ from conformance.model.results import ResultRecord, ResultsWriter, merge_parts, 
 from conformance.model.verdicts import Decision, Verdict
 from conformance.plugin.context import CaseContext, delete_wait
 from conformance.plugin.session import SessionState
+from conformance.profiles.releases import beyond_verified
 from conformance.protocol.raw import redact
 from conformance.targets.probe import ServerInfo
 from conformance.verify.queue_types import run_case_id
@@ -81,6 +82,7 @@ def write_record(state: SessionState, c: Case, ctx: CaseContext | None, d: Decis
             queue_type=queue_type,
             release=(state.release or (None, None))[0],
             release_basis=(state.release or (None, None))[1],
+            release_verified=beyond_verified((state.release or (None, None))[0]),
         )
     )
 

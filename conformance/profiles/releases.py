@@ -57,6 +57,7 @@ class CaseRow:
     before: Any
     after: Any
     unsupported: str | None
+    unsupported_before: str | None  # before `since` the case is UNSUPPORTED (the feature came later)
     observed_only: bool
     has_before: bool
     has_after: bool
@@ -110,6 +111,7 @@ def changes() -> tuple[Change, ...]:
     for c in table.get("changes", []):
         rows = tuple(CaseRow(case=r["case"], queue_type=r.get("queue_type"), before=r.get("before"),
                              after=r.get("after"), unsupported=r.get("unsupported"),
+                             unsupported_before=r.get("unsupported_before"),
                              observed_only=bool(r.get("observed_only", False)), has_before="before" in r,
                              has_after="after" in r) for r in c.get("cases", []))
         out.append(Change(key=c["key"], summary=c["summary"], since=c["since"], documented=c["documented"],
@@ -122,6 +124,35 @@ def default_release() -> tuple[str, str]:
     """(release, why) for a broker that reports no RabbitMQ version."""
     d = load_table("rabbitmq_releases")["default"]
     return str(d["release"]), " ".join(str(d["why"]).split())
+
+
+@cache
+def verified_releases() -> tuple[str, ...]:
+    """The releases the rows were checked on by real runs, oldest first ([default].verified)."""
+    found = [str(r) for r in load_table("rabbitmq_releases")["default"].get("verified", [])]
+    return tuple(sorted(found, key=lambda r: parse_release(r) or (0,)))
+
+
+def newest_verified() -> str | None:
+    """The newest release the rows were checked on (None: the data names none)."""
+    found = verified_releases()
+    return found[-1] if found else None
+
+
+def beyond_verified(release: str | None) -> str | None:
+    """The newest verified release when ``release`` is newer than it (the expectations were never
+    checked on ``release``: it is judged by the newest rows), else None."""
+    newest = newest_verified()
+    at, top = parse_release(release), parse_release(newest)
+    return newest if at is not None and top is not None and at > top else None
+
+
+def beyond_verified_note(release: str) -> str:
+    """The sentence a run, its record and its report say once for a release beyond the verified."""
+    newest = newest_verified()
+    return (f"RabbitMQ {release} is newer than any release the expectations were checked on (newest: "
+            f"{newest}); it is judged by the newest release rows, so its non-PASS verdicts may be "
+            f"documented changes of {release} not yet encoded")
 
 
 def applied_release(product: str | None, version: str | None, named: str | None = None) -> tuple[str, str]:
@@ -141,6 +172,7 @@ def expectation(case_id: str, queue_type: str | None, release: str | None) -> Ap
     if at is None:
         return None
     found: Applied | None = None
+    before_found = False  # a release before several changes is judged by the nearest one's `before`
     for change in changes():  # by `since`: a later change overrides an earlier one
         for row in change.cases:
             if row.observed_only or not row.matches(case_id, queue_type):
@@ -150,9 +182,30 @@ def expectation(case_id: str, queue_type: str | None, release: str | None) -> Ap
                     found = Applied(None, row.unsupported, change, True)
                 elif row.has_after:
                     found = Applied(row.after, None, change, True)
+            elif before_found:
+                continue
+            elif row.unsupported_before is not None:
+                found, before_found = Applied(None, row.unsupported_before, change, False), True
             elif row.has_before:
-                found = Applied(row.before, None, change, False)
+                found, before_found = Applied(row.before, None, change, False), True
     return found
+
+
+def expected_on(case_id: str, queue_type: str | None, release: str, own: Any) -> tuple[bool, Any]:
+    """(runs, value): what ``release`` expects of a release-keyed case, ``own`` where no row applies;
+    runs False where the case is UNSUPPORTED on that release (a removed feature)."""
+    row = expectation(case_id, queue_type, release)
+    if row is None:
+        return True, own
+    if row.unsupported is not None:
+        return False, None
+    return True, row.value
+
+
+def release_keyed(case_id: str, queue_type: str | None) -> bool:
+    """Does some change row give ``case_id`` (on ``queue_type``) an expected value by release?"""
+    return any(not r.observed_only and r.unsupported is None and r.matches(case_id, queue_type)
+               for c in changes() for r in c.cases)
 
 
 def changes_between(case_id: str, queue_type: str | None, old: str | None, new: str | None) -> list[Change]:

@@ -11,7 +11,7 @@ for the suite's own peers).
 
 from conformance.protocol.errors import AnswerTimeout, ClientFault, Mismatch, ProtocolOutcome, Strictness
 from conformance.protocol.frames import content_body, content_header, publish_unsplit
-from conformance.protocol.handshake import Handshake, HandshakeError
+from conformance.protocol.handshake import Handshake, HandshakeError, HandshakeRefused
 from conformance.protocol.raw import (
     Event,
     RawChannel,
@@ -26,7 +26,7 @@ from conformance.protocol.wire import PROTOCOL_HEADER, URL, describe, method_nam
 
 __all__ = [
     "PROTOCOL_HEADER", "URL", "AnswerTimeout", "ClientFault", "Event", "Handshake", "HandshakeError",
-    "Mismatch", "ProtocolOutcome", "RawChannel", "RawConnection", "SocketClosed", "Strictness",
-    "UnexpectedClose", "bodies", "content_body", "content_header",
+    "HandshakeRefused", "Mismatch", "ProtocolOutcome", "RawChannel", "RawConnection", "SocketClosed",
+    "Strictness", "UnexpectedClose", "bodies", "content_body", "content_header",
     "default_client_properties", "describe", "method_name", "publish_unsplit", "reply_name", "tags",
 ]

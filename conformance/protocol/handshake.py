@@ -36,6 +36,24 @@ class HandshakeError(ClientFault):
         self.detail = detail
 
 
+class HandshakeRefused(Mismatch):
+    """The broker refused the connection in answer to what the client sent or negotiated: a
+    connection.close during the handshake, or the socket ended right after a start-ok or tune-ok
+    carrying values the caller chose (a frame_max, channel_max, heartbeat, client properties,
+    credentials, vhost). The broker's doing, not the harness's: a :class:`Mismatch`, so the case
+    that negotiated it is judged (FAIL/NON_STRICT by its expectation) with the close or the reset
+    as evidence. ``stage`` as :class:`HandshakeError`'s (login | tune | vhost); ``sent`` names
+    what the client negotiated."""
+
+    def __init__(self, stage: str, detail: str, *, expected: str, sent: str = "") -> None:
+        after = f" (sent: {sent})" if sent else ""
+        super().__init__(f"the broker refused the connection at {stage}: {detail}{after}",
+                         expected=expected, observed=f"{detail}{after}")
+        self.stage = stage
+        self.detail = detail
+        self.sent = sent
+
+
 class TLSError(ClientFault):
     """The TLS layer failed before any AMQP: an untrusted or mismatched certificate
     (``kind="verify"``), a peer that does not speak TLS (``kind="handshake"``), or files the URL

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,14 @@ def replace(frm: Any, **changes: Any) -> Any:
     if hasattr(out, "_raw"):
         del out._raw  # the raw bytes are the unchanged frame's
     return out
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Among the frames a fault returns: the proxy sends what came before, then waits ``seconds``
+    (the broker made slower, its frame order kept)."""
+
+    seconds: float
 
 
 class Fault:
@@ -296,8 +305,11 @@ class FaultProxy:
         # The TLS handshake runs in the accept thread: bounded (5 s), as the plain connect.
         return connect(self.upstream_tls.with_(host=self.upstream_host, port=self.upstream_port), timeout=5)
 
-    def _rewrite(self, chunks: list[bytes], to_broker: bool, st: dict[str, Any]) -> tuple[bytes, bytes]:
-        """The fault applied to whole frames: (bytes onward, bytes back to the client)."""
+    def _rewrite(self, chunks: list[bytes], to_broker: bool, st: dict[str, Any],
+                 dst: socket.socket | None = None) -> tuple[bytes, bytes]:
+        """The fault applied to whole frames: (bytes onward, bytes back to the client). A fault
+        may return a :class:`Pause` among its frames (a slow broker): what comes before it is
+        sent to ``dst`` first, then the pump sleeps; the frames after it wait behind it."""
         rewrite = self.fault.to_broker if to_broker else self.fault.to_client
         out = bytearray()
         back = bytearray()
@@ -310,12 +322,19 @@ class FaultProxy:
             _keep_bytes(frm, channel, chunk)
             try:
                 frames = rewrite(st, channel, frm)
-                encoded = b"".join(_encode(ch, f) for ch, f in frames)
+                encoded = [f if isinstance(f, Pause) else _encode(f[0], f[1]) for f in frames]
                 injected = b"".join(_encode(ch, f) for ch, f in st.pop(TO_CLIENT, []))
             except Exception as exc:  # noqa: BLE001 - a fault's bug taints the run, never a verdict
                 self.errors.append(f"{self.fault.name}: {type(exc).__name__}: {exc}")
-                encoded, injected = chunk, b""
-            out += encoded
+                encoded, injected = [chunk], b""
+            for item in encoded:
+                if isinstance(item, Pause):
+                    if dst is not None and out:
+                        dst.sendall(out)
+                        out.clear()
+                    time.sleep(item.seconds)
+                else:
+                    out += item
             (back if to_broker else out).extend(injected)
         return bytes(out), bytes(back)
 
@@ -340,7 +359,7 @@ class FaultProxy:
                 # Sending under the connection's lock keeps the frames a fault injects towards
                 # the client in order with the broker's own frames.
                 with lock:
-                    out, back = self._rewrite(chunks, to_broker, st)
+                    out, back = self._rewrite(chunks, to_broker, st, dst)
                     if out:
                         dst.sendall(out)
                     if back:

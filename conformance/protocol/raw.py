@@ -36,7 +36,13 @@ from pamqp.exceptions import UnmarshalingException
 from conformance import __version__
 from conformance.protocol import invariants, trace
 from conformance.protocol.errors import AnswerTimeout, Mismatch
-from conformance.protocol.handshake import Handshake, HandshakeError, choose_mechanism, connect
+from conformance.protocol.handshake import (
+    Handshake,
+    HandshakeError,
+    HandshakeRefused,
+    choose_mechanism,
+    connect,
+)
 from conformance.protocol.rawchannel import Channel, bodies, tags
 from conformance.protocol.rawevents import Event, SocketClosed, UnexpectedClose
 from conformance.protocol.wire import (
@@ -63,6 +69,7 @@ __all__ = [
     "URL",
     "Event",
     "HandshakeError",
+    "HandshakeRefused",
     "RawChannel",
     "RawConnection",
     "SocketClosed",
@@ -78,6 +85,16 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """What a :meth:`RawConnection.open` caller chose beyond the run's own handshake, as text
+    ("" = nothing): the start-ok's (login), the tune-ok's (tune) and the open's (vhost)."""
+
+    login: str = ""
+    tune: str = ""
+    vhost: str = ""
 
 
 def _text(value: Any) -> str:
@@ -158,22 +175,39 @@ class RawConnection:
         conn = cls(sock, u, timeout=timeout)
         if not handshake:
             return conn
+        # What the caller chose beyond the run's own handshake (the one the probe opened): a
+        # refusal of it is the broker's answer to the case (HandshakeRefused), not our fault.
+        chosen = _Chosen(
+            login=", ".join(n for n, v in (("client-properties", client_properties), ("user", user),
+                                            ("password", password)) if v is not None),
+            tune=", ".join(f"{n}={v}" for n, v in (("frame_max", frame_max), ("channel_max", channel_max),
+                                                   ("heartbeat", heartbeat)) if v is not None),
+            vhost=f"vhost={vhost!r}" if vhost is not None else "",
+        )
         conn._handshake(
             (u.heartbeat or 0) if heartbeat is None else heartbeat,
             (u.frame_max or 131072) if frame_max is None else frame_max,
             (u.channel_max or 2047) if channel_max is None else channel_max,
             client_properties,
             deadline=time.monotonic() + connect_within,
+            chosen=chosen,
         )
         return conn
 
     def _handshake(
         self, heartbeat: int, frame_max: int, channel_max: int, client_properties: dict[str, Any] | None,
-        *, deadline: float,
+        *, deadline: float, chosen: _Chosen | None = None,
     ) -> None:
         """Every step of :class:`~conformance.protocol.handshake.Handshake` in a row, within one
         deadline; then the reader thread takes over the socket (and, when a heartbeat was
-        negotiated, a sender keeps the connection alive)."""
+        negotiated, a sender keeps the connection alive).
+
+        Blame follows cause: a connection.close in answer to start-ok or to tune-ok and open is the
+        broker refusing what was sent (:class:`HandshakeRefused`, a Mismatch); so is the socket
+        ending right after a start-ok or tune-ok carrying values the caller chose (``chosen``). The
+        socket ending on the run's own handshake (what the probe opened) stays a HandshakeError: it
+        names no cause of the case's."""
+        chosen = chosen or _Chosen()
         hs = Handshake(self.sock, self.url, self.timeout, label=self.label or None)
         start = hs.start(deadline=deadline)
         self.server_properties = dict(start.server_properties or {})
@@ -182,9 +216,12 @@ class RawConnection:
         hs.start_ok(mechanism=mechanism, client_properties=props)
         tune = hs.next_frame("connection.tune", deadline=deadline)
         if isinstance(tune, spec.Connection.Close):
-            raise HandshakeError(
-                "login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r}"
-            )
+            raise HandshakeRefused(
+                "login", f"connection.close {reply_name(tune.reply_code)} {tune.reply_text!r} in answer to "
+                f"start-ok ({mechanism})", expected="connection.tune", sent=chosen.login)
+        if tune is None and chosen.login:
+            raise HandshakeRefused("login", f"socket {hs.ended} after start-ok, no connection.tune",
+                                   expected="connection.tune", sent=chosen.login)
         if not isinstance(tune, spec.Connection.Tune):
             raise HandshakeError("login", hs.unexpected("connection.tune", tune))
         self.tune = tune
@@ -198,8 +235,18 @@ class RawConnection:
         self.heartbeat = hb
         hs.tune_ok_open(tune, frame_max=self.frame_max, channel_max=self.channel_max, heartbeat=hb)
         ok = hs.next_frame("connection.open-ok", deadline=deadline)
+        tuned = (f"tune-ok frame_max={self.frame_max} channel_max={self.channel_max} heartbeat={hb} "
+                 f"to the broker's tune frame_max={tune.frame_max} channel_max={tune.channel_max} "
+                 f"heartbeat={tune.heartbeat}; open vhost={self.url.vhost!r}")
+        sent = "; ".join(p for p in (chosen.tune, chosen.vhost, tuned) if p)
         if isinstance(ok, spec.Connection.Close):
-            raise HandshakeError("vhost", f"connection.close {reply_name(ok.reply_code)} {ok.reply_text!r}")
+            raise HandshakeRefused(
+                "vhost", f"connection.close {reply_name(ok.reply_code)} {ok.reply_text!r} in answer to "
+                f"tune-ok and open", expected="connection.open-ok", sent=sent)
+        if ok is None and (chosen.tune or chosen.vhost):
+            raise HandshakeRefused(
+                "tune", f"socket {hs.ended} after tune-ok and open, no connection.open-ok",
+                expected="connection.open-ok", sent=sent)
         if not isinstance(ok, spec.Connection.OpenOk):
             raise HandshakeError("vhost", hs.unexpected("connection.open-ok", ok))
         self._pending_handshake_bytes = hs.buf  # frames that came right after open-ok

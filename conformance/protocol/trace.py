@@ -48,11 +48,15 @@ def frame_text(frm: Any) -> str:
 
 
 class FrameTrace:
-    """The bounded, thread-safe frame record of one case."""
+    """The bounded, thread-safe frame record of one case. A frame is kept as it is and put into
+    words only when the trace is read (:meth:`entries`): only a non-PASS case's trace is ever read,
+    and a case keeps just its last :data:`MAX_FRAMES`, so most frames are never described (the
+    description of every frame was ~10 % of a worker's CPU in a run)."""
 
     def __init__(self, started: float | None = None, limit: int = MAX_FRAMES) -> None:
         self.started = time.monotonic() if started is None else started
-        self._entries: deque[dict[str, Any]] = deque(maxlen=limit)
+        # (seconds since the start, connection, direction, channel, the frame or its text)
+        self._entries: deque[tuple[float, str, str, int, Any]] = deque(maxlen=limit)
         self._lock = threading.Lock()
         self._connections = 0
         self.total = 0  # entries ever added (more than kept when the case was chatty)
@@ -64,25 +68,38 @@ class FrameTrace:
             return f"{kind}#{self._connections}"
 
     def add(self, conn: str, direction: str, channel: int, text: str) -> None:
-        entry = {"t": f"{time.monotonic() - self.started:.4f}", "dir": direction, "ch": channel,
-                 "frame": text, "conn": conn}
+        self._keep(conn, direction, channel, _Text(text))
+
+    def add_frame(self, conn: str, direction: str, channel: int, frm: Any) -> None:
+        """A decoded frame (pamqp's objects are not changed once sent or received)."""
+        self._keep(conn, direction, channel, frm)
+
+    def _keep(self, conn: str, direction: str, channel: int, what: Any) -> None:
+        entry = (time.monotonic() - self.started, conn, direction, channel, what)
         with self._lock:
             self._entries.append(entry)
             self.total += 1
 
-    def add_frame(self, conn: str, direction: str, channel: int, frm: Any) -> None:
-        self.add(conn, direction, channel, frame_text(frm))
-
     def entries(self) -> list[dict[str, Any]]:
         with self._lock:
-            return list(self._entries)
+            kept = list(self._entries)
+        return [{"t": f"{t:.4f}", "dir": direction, "ch": channel,
+                 "frame": str(what) if isinstance(what, _Text) else frame_text(what), "conn": conn}
+                for t, conn, direction, channel, what in kept]
 
     def text(self) -> str:
         """The trace as lines (for JUnit's system-out and allure's attachment)."""
-        lines = [f"+{e['t']}s {e['conn']} ch{e['ch']} {e['dir']} {e['frame']}" for e in self.entries()]
+        entries = self.entries()
+        lines = [f"+{e['t']}s {e['conn']} ch{e['ch']} {e['dir']} {e['frame']}" for e in entries]
         dropped = self.total - len(lines)
         head = [f"({dropped} earlier frames not kept)"] if dropped > 0 else []
         return "\n".join(head + lines)
+
+
+class _Text(str):
+    """An entry given as text already (bytes sent as they are, a protocol header, the socket's end)."""
+
+    __slots__ = ()
 
 
 # The running case's FrameTrace: the plugin calls begin() and end() around every case.

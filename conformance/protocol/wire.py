@@ -73,6 +73,7 @@ def reply_name(code: int | None) -> str:
     return f"{code} {REPLY_NAMES.get(code or 0, '?')}"
 
 
+@functools.cache  # a few dozen names, asked for on every frame a case describes
 def method_name_from_text(name: str) -> str:
     """``Basic.GetOk`` → ``basic.get-ok``."""
     cls, _, meth = name.partition(".")

@@ -35,7 +35,7 @@ from conformance.report.schema import MUTATION_COLUMNS, RESULT_SCHEMA, RESULTS_C
 MAX_BYTES = 64 * 1024 * 1024  # of input, beyond which Spark's parallel parse is the better tool
 
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-]\d{2}:\d{2})$")
-_LINES = re.compile(r"\r\n|\r|\n")  # how Hadoop's line reader splits text
+LINE_BREAKS = re.compile(r"\r\n|\r|\n")  # how Hadoop's line reader splits text
 # Jackson writes these control characters as short escapes, like Python; any other one it writes
 # as \u00XX with upper-case hex (Python: lower-case), so such a string is left to Spark.
 _SHORT_ESCAPES = frozenset("\b\t\n\f\r")
@@ -216,7 +216,7 @@ def plan_by_file(
     for p in paths:
         rows: list[dict[str, Any]] = []
         try:
-            lines = _LINES.split(_read_text(p))
+            lines = LINE_BREAKS.split(_read_text(p))
             for n, text in enumerate(lines, 1):
                 if text.strip(" ") == "":  # Spark's trim() removes spaces only
                     continue

@@ -21,7 +21,7 @@ from conformance.report import aggregates, parsing, tx_table
 from conformance.report.inputs import RESULT_SUFFIXES as RESULT_SUFFIXES
 from conformance.report.inputs import InputProblem as InputProblem
 from conformance.report.inputs import resolve_inputs as resolve_inputs
-from conformance.report.schema import MUTANTS_SCHEMA, RULES_SCHEMA, TX_SEED_SCHEMA
+from conformance.report.schema import LINES_SCHEMA, MUTANTS_SCHEMA, RULES_SCHEMA, TX_SEED_SCHEMA
 
 MALFORMED_EXAMPLES = 50
 
@@ -34,6 +34,29 @@ def read_lines(spark: SparkSession, files: list[str]) -> DataFrame:
         F.input_file_block_start().alias("block_start"),
         F.monotonically_increasing_id().alias("row_id"),
     )
+
+
+def driver_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+    """The raw lines of local ``files`` read by the driver, as :func:`read_lines` gives them
+    (a file's URI, one split per file, row ids in file order): a small input's executors on a
+    cluster need not see the driver's files."""
+    import gzip
+
+    from conformance.report.arrow_ingest import LINE_BREAKS
+
+    rows: list[tuple[Any, ...]] = []
+    for f in files:
+        path = Path(f.removeprefix("file://")).absolute()
+        raw = path.read_bytes()
+        if path.name.endswith(".gz"):
+            raw = gzip.decompress(raw)
+        lines = LINE_BREAKS.split(raw.decode("utf-8", errors="replace"))
+        if lines and lines[-1] == "":  # the text after the last line break is no line
+            lines.pop()
+        uri = path.as_uri()
+        first = len(rows)
+        rows.extend((text, uri, 0, first + i) for i, text in enumerate(lines))
+    return local_frame(spark, rows, LINES_SCHEMA)
 
 
 @dataclass
@@ -58,9 +81,10 @@ class Loaded:
         self.parsed.unpersist()
 
 
-def load_results(spark: SparkSession, files: list[str]) -> Loaded:
-    """Read and parse ``files``; raise InputProblem when a file holds no result record at all."""
-    lines = read_lines(spark, files)
+def load_results(spark: SparkSession, files: list[str], *, in_driver: bool = False) -> Loaded:
+    """Read and parse ``files``; raise InputProblem when a file holds no result record at all.
+    ``in_driver``: the driver reads the lines (:func:`driver_lines`: small local inputs)."""
+    lines = driver_lines(spark, files) if in_driver else read_lines(spark, files)
     parsed = parsing.parse_lines(lines).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         per_file = [r.asDict() for r in parsing.file_stats(parsed).collect()]  # one row per file

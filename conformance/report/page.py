@@ -22,7 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from conformance.model import sources
-from conformance.report import page_cluster, page_power, tables, tx_table
+from conformance.report import page_cluster, page_power, routing_table, tables, tx_table
 from conformance.report.html import COLORS, SHORT, css, e, hbar_chart, pct, score_bar
 from conformance.report.schema import LEVELS, VERDICTS
 
@@ -213,7 +213,46 @@ class Section:
 
 
 def summary_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
-    return {"best": {p["broker"]: p for p in view["profile"] if p["best"]}}
+    return {"best": {p["broker"]: p for p in view["profile"] if p["best"]},
+            "release_notes": release_notes(summary, view)}
+
+
+#: the most input rows the summary reads again in Python for the likeness lines (a run's report
+#: holds hundreds; the scale benchmark's million synthetic rows hold no release-keyed value)
+LIKENESS_MAX_ROWS = 200_000
+
+
+def release_notes(summary: Mapping[str, Any], view: Mapping[str, Any]) -> list[str]:
+    """Said once each: a RabbitMQ broker newer than every release the expectations were checked on,
+    and, for a broker reporting no RabbitMQ version, which release it behaves like
+    (:mod:`conformance.model.likeness`, from the input files' release-keyed values)."""
+    from pathlib import Path
+
+    from conformance.model.likeness import RELEASE_KEYED, likeness
+    from conformance.profiles.releases import RABBITMQ_PRODUCT, beyond_verified, beyond_verified_note
+
+    notes = []
+    for b in view["brokers"]:
+        product, _, version = str(b["broker"]).rpartition("@")
+        if product == RABBITMQ_PRODUCT and beyond_verified(version):
+            notes.append(beyond_verified_note(version))
+    inputs = summary.get("inputs") or {}
+    if (inputs.get("n_rows") or 0) > LIKENESS_MAX_ROWS:
+        return notes
+    records = []
+    for f in inputs.get("files") or []:
+        path = Path(str(f["file"]).removeprefix("file://").removeprefix("file:"))
+        if not path.is_file():
+            continue
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                if RELEASE_KEYED in line:
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError:
+                        continue  # a malformed line: the report's malformed section names it
+    shown = {str(b["broker"]) for b in view["brokers"]}
+    return notes + [found.line() for found in likeness(records) if found.broker in shown]
 
 
 def plot_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,7 +277,7 @@ def trend_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[s
 
 
 def matrix_context(summary: Mapping[str, Any], view: Mapping[str, Any]) -> dict[str, Any]:
-    """Rows in the view's order (cases with a non-PASS verdict first, as the caption says)."""
+    """Rows in the view's order (worst first, as the caption says: ACTION_ORDER)."""
     brokers: list[str] = list(view["matrix_brokers"])
     cells: dict[tuple[str, str], Mapping[str, Any]] = {}
     meta: dict[str, tuple[str, str]] = {}
@@ -319,6 +358,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("queue-types", "Queue types"),
     Section("cluster", "Cluster", page_cluster.cluster_context),
     Section("tx", "tx table", tx_context),
+    Section("routing", "Routing table", routing_table.routing_context),
     Section("profile", "Profiles", profile_context),
     Section("rules", "Rule coverage", rules_context),
     Section("flaky", "Flaky", needs_runs=True),
@@ -361,7 +401,10 @@ def prepare() -> None:
 
 def render_report(summary: Mapping[str, Any], view: Mapping[str, Any]) -> str:
     one = single_run(view)
-    shown = [s for s in map(BY_KEY.__getitem__, tables.sections()) if not (one and s.needs_runs)]
+    keys = tables.sections()
+    if "routing" not in keys:  # read from the matrix: no table of its own, placed after the tx table
+        keys.insert(keys.index("tx") + 1 if "tx" in keys else len(keys), "routing")
+    shown = [s for s in map(BY_KEY.__getitem__, keys) if not (one and s.needs_runs)]
     bodies = [Markup(render_section(s.key, summary, view)) for s in shown]
     nav = [(s.key, s.title) for s, body in zip(shown, bodies, strict=True) if body.strip() and s.in_nav]
     return render("report.html.j2", summary=summary, brokers=broker_title(view) or "no broker", nav=nav,

@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from conformance.report import arrow_ingest, edges, page, store
+from conformance.report import arrow_ingest, edges, page, sparkstats, store
 from conformance.report.gather import gather, write_parquet
 from conformance.report.inputs import SMALL_INPUT_BYTES
 from conformance.report.schema import VERDICTS
@@ -36,8 +36,12 @@ class Timer:
     progress: Progress
     timings: dict[str, float] = field(default_factory=dict)
     t0: float = field(default_factory=time.perf_counter)
+    # Spark's own numbers per stage (jobs, stages, tasks, shuffle bytes), once ``spark`` is set.
+    spark: SparkSession | None = None
+    spark_stats: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def stage(self, name: str, fn: Callable[[], int | None], what: str = "rows") -> int | None:
+        before = sparkstats.snapshot(self.spark) if self.spark is not None else None
         start = time.perf_counter()
         self.progress(f"report: {name} …")
         n = fn()
@@ -45,6 +49,10 @@ class Timer:
         self.timings[name] = round(secs, 3)
         count = f"{n:,} {what}, " if n is not None else ""
         self.progress(f"report: {name}: {count}{secs:.1f}s")
+        if before is not None and self.spark is not None:
+            spent = sparkstats.snapshot(self.spark).since(before)
+            self.spark_stats[name] = spent.as_dict()
+            self.progress(f"report: {name}: {spent.line()}")
         return n
 
 
@@ -71,17 +79,18 @@ def run_report(
     progress: Progress | None = None,
     small: bool | None = None,
     release: Callable[[], None] | None = None,
+    stats: bool = False,
 ) -> dict[str, Any]:
     """Build the whole report with ``spark``; return the summary (also written as summary.json).
 
-    A small local input (one run: :func:`small_local`) is a handful of Spark jobs: its records
+    A small input (one run: :func:`small_input`, whatever the master) is a handful of Spark jobs: its records
     parsed in the driver (or by Spark when a line needs Spark's judgement) and handed over as an
     Arrow table, then every table of :data:`~conformance.report.tables.TABLES` and every bounded
     view of the page computed in ONE action (:func:`conformance.report.gather.gather`), and the
     small tables' Parquet files written from the driver. Anything else: parsed once and cached,
     every table derived from the cached frames and written by the executors (side by side), then
     the page's views and every table's row count gathered in one action. ``small``: which of
-    the two (None: :func:`small_local` decides; the tests compare them).
+    the two (None: :func:`small_input` decides; the tests compare them).
 
     ``spark`` may be a session still starting (:class:`EarlySession`): a small input's records
     are parsed in Python while its JVM starts, and the report waits for it only then.
@@ -97,9 +106,7 @@ def run_report(
     name = name or out_dir.name
     early = spark if isinstance(spark, EarlySession) else None
     if small is None:
-        # The master is known before the session is up, except under spark-submit.
-        master = early.master if early is not None else None
-        small = small_local(master or _session(spark).sparkContext.master or "", files, stores)
+        small = small_input(files, stores)
     holder: dict[str, Any] = {}
 
     def parse() -> int | None:
@@ -118,7 +125,8 @@ def run_report(
         if per_file is not None and any(per_file):
             holder["loaded"] = edges.load_rows(session, files, per_file)
         else:
-            holder["loaded"] = store.load_inputs(session, files, stores)
+            # A small input's lines read by the driver even when Spark parses them.
+            holder["loaded"] = store.load_inputs(session, files, stores, in_driver=small)
         return int(holder["loaded"].n_valid)
 
     timer.stage("parse", parse)
@@ -127,6 +135,7 @@ def run_report(
     else:
         wait()
     session: SparkSession = holder["spark"]
+    timer.spark = session if stats else None
     # Tuned before the first job: reading and parsing are small-input jobs too.
     restore = tune(session, SMALL_INPUT_CONF) if small else {}
     try:
@@ -151,6 +160,8 @@ def run_report(
         name, files + [str(s) for s in stores], loaded, tables, view, len(rules), len({r.id for r in rules})
     )
     summary["timings_s"] = dict(timer.timings)
+    summary.update({"spark_stats": dict(timer.spark_stats)} if stats else {})
+    timer.spark = None  # the page is Python (and the session may be stopping)
 
     def render() -> int:
         text = page.render_report(summary, view)
@@ -268,10 +279,12 @@ def _session(spark: SparkSession | EarlySession) -> SparkSession:
     return spark.get() if isinstance(spark, EarlySession) else spark
 
 
-def small_local(master: str, files: list[str], stores: list[Path]) -> bool:
-    """True for local files of at most SMALL_INPUT_BYTES read by a local session (``master``)
-    (one run's results, a few of them): fixed costs dominate, and every table fits in the driver."""
-    if stores or not files or not (master or "").startswith("local"):
+def small_input(files: list[str], stores: list[Path]) -> bool:
+    """True for local files of at most SMALL_INPUT_BYTES (one run's results, a few of them):
+    fixed costs dominate, and every table fits in the driver, whatever the master. The driver
+    reads the files and writes the tables into ``--out``, a folder of its own: on a cluster the
+    executors then need neither the inputs nor the output folder, only the rows each task gets."""
+    if stores or not files:
         return False
     try:
         size = sum(Path(f).stat().st_size for f in files)

@@ -53,6 +53,11 @@ FORMAT = 1
 PARTITION = "ingest"
 AGGREGATES = "aggregates"
 AGGREGATE_FILES = 2
+# In an ingest's result files, a column null for every record: where the ingest's one pass kept
+# a malformed line's text and position (those lines go to malformed/). Readers read the
+# results with the explicit schema, which does not name it.
+ASIDE = "malformed_line"
+PARSING = ".parsing-"  # DIR/.parsing-<id>/: an ingest's one pass, before it is sorted into the store
 
 
 class StoreProblem(edges.InputProblem):
@@ -119,8 +124,16 @@ def _uri(path: Path) -> str:
     return path.resolve().as_uri()
 
 
+def _folder(path: Path) -> str:
+    """A partition folder (``ingest=<id>``) for Spark: a plain absolute path, as a URI would
+    escape its ``=`` and Hadoop would take the escape as part of the name."""
+    return str(path.resolve())
+
+
 def _remove_uncommitted(store: Path, committed: set[str]) -> None:
     """Partitions of ingests that never reached the manifest (a crash between write and commit)."""
+    for parse in store.glob(f"{PARSING}*"):
+        shutil.rmtree(parse, ignore_errors=True)
     tables = [store / "results", store / "malformed", *[_aggregate_dir(store, n) for n in aggregates.NAMES]]
     for folder in tables:
         if not folder.is_dir():
@@ -142,21 +155,36 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
 
     lines = edges.read_lines(spark, files)
-    parsed = parsing.parse_lines(lines).cache()
-    malformed = None
+    parsed = parsing.parse_lines(lines)
+    ingest_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
+    part = store / "results" / f"{PARTITION}={ingest_id}"
+    # ONE pass over the text: each line parsed once (the explicit schema, never inferred) and
+    # written at once, split by whether it is a record: the records become the ingest's partition
+    # (invisible until the commit), the malformed lines (rare; their text and position kept in
+    # one column, null for a record) are numbered and kept aside from the few rows written. The
+    # runs it brought are read back from the Parquet (one column); runs the store already has
+    # are dropped from it then (a file ingested twice).
+    parse = store / f"{PARSING}{ingest_id}"  # removed by the next ingest if this one dies
+    bad = F.col("reason").isNotNull()
+    aside = F.when(bad, F.struct("file", "block_start", "row_id", "reason", "value")).alias(ASIDE)
+    say(f"ingest: parsing and writing the records of {len(files)} file(s)")
+    parsed.select(*RESULTS_COLUMNS, aside, (~bad).alias("ok")).write.partitionBy("ok").parquet(_folder(parse))
+    part.parent.mkdir(parents=True, exist_ok=True)
+    if (parse / "ok=true").is_dir():
+        os.replace(parse / "ok=true", part)
+    else:
+        part.mkdir(parents=True)
+    per_run = ({r["run_id"]: int(r["n"]) for r in spark.read.parquet(_folder(part)).groupBy("run_id")
+                .agg(F.count(F.lit(1)).alias("n")).collect()} if any(part.glob("*.parquet")) else {})
+    new_runs = {run: n for run, n in per_run.items() if run not in known_runs}
+    skipped = sorted(run for run in per_run if run in known_runs)
+    if skipped:
+        part = _without_runs(spark, store, part, skipped, ingest_id)
+    n_malformed, malformed = 0, None
     try:
-        # One pass for both: records per run id, and whether any line is malformed.
-        counts = (
-            parsed.groupBy("run_id", F.col("reason").isNull().alias("ok"))
-            .agg(F.count(F.lit(1)).alias("n"))
-            .collect()
-        )
-        per_run = {r["run_id"]: int(r["n"]) for r in counts if r["ok"]}
-        new_runs = {run: n for run, n in per_run.items() if run not in known_runs}
-        skipped = sorted(run for run in per_run if run in known_runs)
-        n_malformed = 0
-        if any(not r["ok"] for r in counts):
-            malformed = parsing.with_line_numbers(parsing.malformed_lines(parsed), parsing.split_stats(lines))
+        if (parse / "ok=false").is_dir():
+            found = spark.read.parquet(_folder(parse / "ok=false")).select(f"{ASIDE}.*")
+            malformed = parsing.with_line_numbers(found, parsing.split_stats(lines))
             committed = [ing["id"] for ing in manifest["ingests"] if ing["malformed"]]
             if committed:
                 # A file ingested again (or grown) keeps each malformed line once.
@@ -166,30 +194,46 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
             malformed = malformed.select("file", "line", "reason", "value").cache()
             n_malformed = malformed.count()
         if not new_runs and not n_malformed:
+            shutil.rmtree(part, ignore_errors=True)
             say(f"ingest: nothing new ({len(skipped)} run(s) already in the store)")
             return IngestSummary(None, len(files), 0, (), tuple(skipped), 0, time.perf_counter() - t0)
-        ingest_id = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
         if new_runs:
-            rows = parsing.valid_results(parsed)
-            if skipped:
-                runs_df = spark.createDataFrame([(r,) for r in new_runs], "run_id string")
-                rows = rows.join(F.broadcast(runs_df), "run_id", "left_semi")
-            rows = rows.select(*RESULTS_COLUMNS).withColumn(PARTITION, F.lit(ingest_id))
-            say(f"ingest: writing {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
-            rows.write.mode("append").partitionBy(PARTITION).parquet(_uri(store / "results"))
+            say(f"ingest: wrote {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
             write_aggregates(spark, store, ingest_id, say)
+        else:
+            shutil.rmtree(part, ignore_errors=True)
         if malformed is not None and n_malformed:
             malformed.withColumn(PARTITION, F.lit(ingest_id)).coalesce(1).write.mode("append") \
                 .partitionBy(PARTITION).parquet(_uri(store / "malformed"))
     finally:
         if malformed is not None:
             malformed.unpersist()
-        parsed.unpersist()
+        shutil.rmtree(parse, ignore_errors=True)
     _commit(store, manifest, ingest_id, files, new_runs, n_malformed, with_aggregates=True)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.1f}s")
     return IngestSummary(ingest_id, len(files), sum(new_runs.values()), tuple(sorted(new_runs)),
                          tuple(skipped), n_malformed, secs)
+
+
+def _unmark(folder: Path) -> None:
+    """Spark's ``_SUCCESS`` marker out of a partition folder (a dataset keeps it at its root)."""
+    for marker in ("_SUCCESS", "._SUCCESS.crc"):
+        (folder / marker).unlink(missing_ok=True)
+
+
+def _without_runs(spark: SparkSession, store: Path, part: Path, runs: list[str], ingest_id: str) -> Path:
+    """The partition ``part`` written again without ``runs`` (already in the store): rare, a file
+    ingested twice. The same ingest id; the old folder removed."""
+    staged = part.with_name(f"{part.name}.staged")
+    os.replace(part, staged)
+    run_ids = T.StructType([T.StructField("run_id", T.StringType())])
+    known = edges.local_frame(spark, [(r,) for r in runs], run_ids)
+    (spark.read.parquet(_folder(staged)).join(F.broadcast(known), "run_id", "left_anti")
+     .select(*RESULTS_COLUMNS).write.mode("overwrite").parquet(_folder(part)))
+    _unmark(part)
+    shutil.rmtree(staged, ignore_errors=True)
+    return part
 
 
 def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
@@ -304,7 +348,7 @@ def load_partials(spark: SparkSession, store: Path, manifest: dict[str, Any]) ->
 
 
 def _empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
-    return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
+    return edges.local_frame(spark, [], schema)  # not an empty Python RDD: executors run no Python
 
 
 def _read_aggregate(spark: SparkSession, folder: Path, schema: T.StructType, ingests: list[str]) -> DataFrame:
@@ -355,10 +399,11 @@ def union_loaded(parts: list[edges.Loaded]) -> edges.Loaded:
     )
 
 
-def load_inputs(spark: SparkSession, files: list[str], stores: list[Path]) -> edges.Loaded:
+def load_inputs(spark: SparkSession, files: list[str], stores: list[Path], *,
+                in_driver: bool = False) -> edges.Loaded:
     parts = [load_store(spark, s) for s in stores]
     if files:
-        parts.append(edges.load_results(spark, files))
+        parts.append(edges.load_results(spark, files, in_driver=in_driver))
     if not parts:
         raise edges.InputProblem("no results inputs given (pass files, folders, globs or --store DIR)")
     return union_loaded(parts)

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.model.spec import Rule, load_rules
+from conformance.model.verdicts import ACTION_ORDER
 from conformance.report import (
     aggregates,
     cluster,
@@ -33,6 +34,7 @@ from conformance.report import (
     edges,
     history,
     power,
+    routing_table,
     rule_coverage,
     tx_inference,
     tx_table,
@@ -85,16 +87,17 @@ class Frames:
         # plan needs no shuffle at all where it would otherwise need dozens (each a stage).
         self.small = small
         self.persist = not small
+        self._built: dict[str, DataFrame] = {}
+        self._memo: dict[str, object] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
         self.all_results = self.local(loaded.results)
         # What the tables read of the rows: the input's aggregates (a store keeps them), else
         # those of the rows (aggregates.Partials: the same stages either way). Mutation runs are
         # another kind of run: the partials of compliance, flaky cases and regressions leave them
         # out; only the suite-power tables read them.
-        self.partials = loaded.partials or aggregates.partials_of(self.all_results)
-        self._built: dict[str, DataFrame] = {}
-        self._memo: dict[str, object] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_lock = threading.Lock()
+        self.partials: aggregates.Partials | aggregates.LazyPartials = (
+            loaded.partials or aggregates.LazyPartials(self.all_results, self._once))
 
     def _once(self, key: str, make: Callable[[], _T]) -> _T:
         """``make()``, called once for ``key`` whatever the threads (no cycle between keys)."""
@@ -227,16 +230,31 @@ def trend_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     return {"scores_run": Collect(df.orderBy(F.col("ts").desc()), MAX_TREND_RUNS)}
 
 
+def _action(verdict: Column) -> Column:
+    """A verdict's place in ACTION_ORDER (0: act first), unknown ones last."""
+    rank = F.create_map(*[F.lit(x) for i, v in enumerate(ACTION_ORDER) for x in (v.value, i)])
+    return F.coalesce(rank[verdict], F.lit(len(ACTION_ORDER)))
+
+
+def _status_rank() -> Column:
+    return (F.when(F.col("status") == "UNDOCUMENTED", 0).when(F.col("status") == "documented", 1)
+            .otherwise(2))
+
+
 def matrix_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     matrix = f.among_recent(df, MAX_MATRIX_BROKERS)
-    # Cases with a non-PASS verdict somewhere come first, so a bounded matrix shows the news.
+    # Worst first: a case ranks by the verdict of its cells a reader must act on most (FAIL,
+    # TIMEOUT, ERROR, NOT_RUN, then NON_STRICT, then the rest: ACTION_ORDER), then by how many cells
+    # are not PASS, so a bounded matrix shows what needs acting on before what needs nothing.
     case_rank = (
         matrix.groupBy("case_id")
-        .agg(F.count(F.when(F.col("verdict") != "PASS", 1)).alias("bad"))
-        .orderBy(F.col("bad").desc(), "case_id")
+        .agg(F.min(_action(F.col("verdict"))).alias("worst"),
+             F.count(F.when(F.col("verdict") != "PASS", 1)).alias("bad"))
+        .orderBy("worst", F.col("bad").desc(), "case_id")
         .limit(MAX_MATRIX_CASES)
     )
-    shown = matrix.join(case_rank, "case_id").orderBy(F.col("bad").desc(), "case_id", "broker").select(
+    order = ("worst", F.col("bad").desc(), "case_id", "broker")
+    shown = matrix.join(case_rank, "case_id").orderBy(*order).select(
         "case_id", "area", "level", "broker", "verdict", "expected", "observed", "message", "rules",
         "duration_s", "run_id",
         # Traces of non-PASS cells only, cut: the page stays small enough to open.
@@ -245,6 +263,7 @@ def matrix_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     return {
         "matrix": Collect(shown, MAX_MATRIX_CASES * MAX_MATRIX_BROKERS),
         "n_matrix_cases": count_of(df.select("case_id").distinct()),
+        "routing_cells": routing_table.routing_cells(matrix, MAX_MATRIX_BROKERS),  # the routing section's
     }
 
 
@@ -294,7 +313,10 @@ def flaky_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
 
 def upgrade_view(df: DataFrame, f: Frames) -> Mapping[str, Collect]:
     return {
-        "upgrade": Collect(df.orderBy("candidate", F.col("status").desc(), "case_id"), MAX_ROWS),
+        # worst first: by the new verdict (ACTION_ORDER), UNDOCUMENTED before documented; not stable
+        # (no change between releases) after every change
+        "upgrade": Collect(df.orderBy("candidate", F.col("status") == "not stable",
+                                      _action(F.col("new_verdict")), _status_rank(), "case_id"), MAX_ROWS),
         "upgrade_status": Collect(
             df.groupBy("status").count(), 10, lambda rs: {r["status"]: r["count"] for r in rs}
         ),

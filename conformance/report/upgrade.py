@@ -11,8 +11,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from conformance.model.upgrade import FAILING, NORMALISE_JAVA
+from conformance.model.upgrade import FAILING, NORMALISE_JAVA, measured_unstable
 from conformance.profiles.releases import RABBITMQ_PRODUCT, changes, default_release, parse_release
+from conformance.report import edges
 from conformance.report.history import consecutive_versions
 
 _CHANGE_SCHEMA = T.StructType(
@@ -38,6 +39,18 @@ def _release_num(version: Column, product: Column) -> Column:
     ).otherwise(F.lit(d[0] * 1_000_000 + d[1] * 1000 + d[2]))
 
 
+def _all_unstable() -> Column:
+    """Every aspect the row changed (its ``what``) varies between runs of one release, as measured."""
+    measured = measured_unstable()
+
+    def varies(aspect: str) -> Column:
+        ids = sorted(c for c, a in measured if a == aspect)
+        return F.col("case_id").isin(*ids) if ids else F.lit(False)
+
+    return (~F.col("what").contains("verdict") | varies("verdict")) & (
+        ~F.col("what").contains("observed") | varies("observed"))
+
+
 def _normalised(col: Column) -> Column:
     out = F.regexp_replace(F.coalesce(col, F.lit("")), r"\s+", " ")
     for pattern, repl in NORMALISE_JAVA:
@@ -58,7 +71,9 @@ def _change_rows(spark: object) -> DataFrame:
                     f"{c.since} {c.key}: {c.source}",
                 )
             )
-    return spark.createDataFrame(rows, _CHANGE_SCHEMA)  # type: ignore[attr-defined]
+    # As an Arrow table (edges.local_frame): a Python list would make a Python RDD, whose tasks
+    # start a Python worker on each executor (which need nothing but Spark).
+    return edges.local_frame(spark, rows, _CHANGE_SCHEMA)  # type: ignore[arg-type]
 
 
 def upgrade_changes(latest: DataFrame) -> DataFrame:
@@ -140,9 +155,11 @@ def upgrade_changes(latest: DataFrame) -> DataFrame:
         "new_verdict",
         "old_observed",
         "new_observed",
-        # as conformance.model.upgrade.new_failure: a failure the old version did not have is
-        # undocumented whatever change lists the case (the report's runs are judged by their own release)
-        F.when(
+        # as conformance.model.upgrade: a change only in what varies between runs of one release
+        # (conformance/profiles/unstable.toml) is not stable; as new_failure: a failure the old version
+        # did not have is undocumented whatever change lists the case (the report's runs are judged by
+        # their own release)
+        F.when(_all_unstable(), F.lit("not stable")).when(
             F.col("sources").isNotNull()
             & ~(~F.col("old_verdict").isin(*FAILING) & F.col("new_verdict").isin(*FAILING)),
             F.lit("documented"),

@@ -33,16 +33,21 @@ from conformance.verify import (
     CaseTimeout,
     Mismatch,
     Unsupported,
+    body_list,
     check_outcome,
     controller_did_nothing,
     dead_letter_target,
+    deliveries_until_cancelled,
+    drain,
     expect_channel_close,
     expect_connection_close,
     outcome,
     quiet_window,
     settle_all,
+    settle_and_close,
     summarize,
 )
+from conformance.verify import extensions as ext
 
 RMQ = "measured on RabbitMQ 3.10.8 with the raw client"
 TUNE_FRAME_MAX = "amqp0-9-1.xml#connection.tune (frame-max)"
@@ -328,15 +333,19 @@ def _body(ev: Event | None) -> str | None:
     return ev.body.decode() if ev is not None and ev.body is not None else None
 
 
-def _check_confirms(ch: RawChannel, ctx: Any, expected: dict[int, str]) -> None:
-    """Wait for the confirms of publishes 1..n (``expected``: seq -> ack / nack) and compare."""
-    st = settle_all(ch, len(expected), ctx.timeout, quiet=quiet_window(ctx.timeout))
+def _check_confirms(ch: RawChannel, ctx: Any, expected: dict[int, str]) -> RawChannel:
+    """Wait for the confirms of publishes 1..n (``expected``: seq -> ack / nack) and compare; every
+    confirm until ``ch``'s close-ok counts (no stray one can follow it). A new channel of the same
+    connection, for what the case does next."""
+    st = settle_and_close(ch, settle_all(ch, len(expected), ctx.timeout), timeout=ctx.timeout)
     ctx.observe("confirms", summarize(st.events))
     ctx.check(
         {s: ("ack" if s in st.acked else "nack" if s in st.nacked else "none") for s in expected},
         expected,
         "confirm per publish",
     )
+    ctx.check(st.twice() + st.anomalies, [], "publishes confirmed more than once (or stray confirms)")
+    return ch.conn.channel()
 
 
 def _overflow(
@@ -387,12 +396,112 @@ def test_overflow(amqp, ctx, cleanup, mode: str):
     ch.publish("", q, b"m1")
     ch.publish("", q, b"m2")
     confirms, kept, (dead_body, deaths) = EXPECTED_OVERFLOW[mode]
-    _check_confirms(ch, ctx, confirms)
+    ch = _check_confirms(ch, ctx, confirms)
     ctx.check(_body(ch.get(q, no_ack=True)), kept, "the message the queue kept")
     ctx.check(ch.message_count(q), 0, "messages left in the queue after taking it")
     dead = ch.get(dlq, no_ack=True)
     ctx.check(_body(dead), dead_body, "the message dead-lettered")
     ctx.check(_deaths(dead), [(r, qq.format(q=q)) for r, qq in deaths], "x-death (reason, queue) of it")
+
+
+# The rejected message seen from the routing side: a message routed to two queues, one of them
+# full. The Queue Length Limit guide (rabbitmq-maxlength#overflow): "If a message is routed to
+# multiple queues and rejected by at least one of them, the channel will inform the publisher via
+# basic.nack. The message will still be published to all other queues which can enqueue it. The
+# difference between reject-publish and reject-publish-dlx is that reject-publish-dlx also
+# dead-letters rejected messages." Entity names are compared by their role (x, full, room, dlx).
+SPREAD_DLX: dict[str, Any] = {
+    "confirms": {1: "ack", 2: "nack"},
+    "full": ["m1"],
+    "room": ["m1", "m2"],
+    "dead-lettered": [{
+        "body": "m2", "exchange": "dlx", "routing key": "k",
+        "x-death": [{"count": 1, "reason": "maxlen", "queue": "full", "time": "timestamp during the case",
+                     "exchange": "x", "routing-keys": ["k"]}],
+        "x-first-death": {"reason": "maxlen", "queue": "full", "exchange": "x"},
+    }],
+}
+# A quorum queue does not support reject-publish-dlx (the quorum queue guide's feature matrix: queue
+# length limits "yes (except x-overflow: reject-publish-dlx)"): it keeps its default overflow,
+# drop-head, so both publishes are acked and the head m1 is dead-lettered.
+SPREAD_DLX_QUORUM = {
+    **SPREAD_DLX,
+    "confirms": {1: "ack", 2: "ack"},
+    "full": ["m2"],
+    "dead-lettered": [{**SPREAD_DLX["dead-lettered"][0], "body": "m1"}],
+}
+QUORUM_DLX_SOURCE = (
+    "rabbitmq-quorum-queues#feature-matrix (queue length limits: 'yes (except x-overflow: "
+    "reject-publish-dlx)'); RabbitMQ 3.10.8's rabbit_quorum_queue:overflow/3 logs 'Invalid overflow "
+    "strategy' and keeps the default drop_head (rabbitmq-server PR #16673, open in 2026: 'Prior to this "
+    "change, QQs would fall back to drop-head when reject-publish-dlx was specified'); measured on RabbitMQ "
+    "3.10.8, 4.0.5 and 4.3.6: ack, ack, the queue holds m2, m1 dead-lettered (reason maxlen)"
+)
+
+
+@case("limits.overflow-reject-publish-dlx-other-queue-keeps-it", sources=[MAXLEN, "rabbitmq-dlx#effects"],
+      level=Level.EXTENSION, requires=NACKS,
+      description="A fanout exchange x routes to two queues: full (x-max-length 1, x-overflow "
+      "reject-publish-dlx, dead-letter exchange dlx) and room (no limit); m1 then m2 published to x with "
+      "key k, each confirmed before the next",
+      expectation="m1 acked, m2 nacked (one of its queues rejected it); room holds m1 and m2 (the message is "
+      "still published to the queue that can take it); full holds m1; m2, and only m2, is dead-lettered "
+      "from full: one x-death entry {count 1, reason maxlen, queue full, exchange x, routing-keys [k]}; "
+      "rabbitmq@quorum (reject-publish-dlx unsupported, drop-head kept): both acked, full holds m2, m1 "
+      "dead-lettered",
+      default=SPREAD_DLX, expected={"rabbitmq@quorum": SPREAD_DLX_QUORUM},
+      expected_sources={"rabbitmq@quorum": QUORUM_DLX_SOURCE})
+def test_reject_publish_dlx_other_queue(declared_queue, declared_exchange, amqp, ctx, cleanup) -> None:
+    since = time.time()
+    ch = amqp.channel()
+    dlx, dlq = dead_letter_target(ch, ctx, cleanup)
+    _, x = declared_exchange("fanout", ch=ch)
+    _, full = declared_queue("full", ch=ch, arguments={"x-max-length": 1, "x-overflow": "reject-publish-dlx",
+                                                       "x-dead-letter-exchange": dlx})
+    _, room = declared_queue("room", ch=ch)
+    for q in (full, room):
+        ch.bind(q, x, "")
+    tag = ch.consume(dlq, no_ack=True)
+    pub = ch.conn.channel()
+    pub.confirm_select()
+    confirms: dict[int, str] = {}
+    for seq, body in enumerate((b"m1", b"m2"), 1):
+        # one at a time: a queue applies its limit to what it has enqueued
+        pub.publish(x, "k", body)
+        ev = pub.wait((spec.Basic.Ack, spec.Basic.Nack), f"the confirm of publish {seq}")
+        # (multiple may be set: every earlier publish is confirmed already, so it covers this one only)
+        ctx.check(int(ev.method.delivery_tag), seq, f"delivery-tag of confirm {seq}")
+        confirms[seq] = "ack" if isinstance(ev.method, spec.Basic.Ack) else "nack"
+    # Dead-lettering may trail the confirm (a quorum queue's drop-head): wait for the first dead letter
+    # (none within the case timeout is an observed value), then any further one comes before the cancel-ok.
+    first = ext.delivery_within(ch, ctx.timeout, "the dead-lettered message")
+    dead = ([first] if first is not None else []) + deliveries_until_cancelled(ch, [tag])
+    roles = {x: "x", full: "full", room: "room", dlx: "dlx"}
+    ctx.check_profile({
+        "confirms": confirms,
+        "full": body_list(drain(ch, full)),
+        "room": body_list(drain(ch, room)),
+        "dead-lettered": [_dead_letter(ev, since, roles) for ev in dead],
+    }, "confirms, queues and dead letters")
+
+
+def _dead_letter(ev: Event, since: float, roles: dict[str, str]) -> dict[str, Any]:
+    """A dead-lettered delivery as SPREAD_DLX writes it: entity names replaced by their role. (The
+    x-last-death-* headers of RabbitMQ 3.13+ are the dead_letter area's, release data there.)"""
+    def role(v: Any) -> Any:
+        v = v.decode() if isinstance(v, bytes) else v
+        return roles.get(v, v) if isinstance(v, str) else [role(i) for i in v] if isinstance(v, list) else v
+
+    hdrs = ext.headers(ev)
+    deaths = hdrs.get("x-death")
+    entries: Any = f"not an array of tables: {deaths!r}"
+    if isinstance(deaths, list) and all(isinstance(d, dict) for d in deaths):
+        entries = [{k: role(v) for k, v in ext.death_fields(dict(d), since=since).items()} for d in deaths]
+    return {
+        "body": _body(ev), "exchange": role(ev.method.exchange), "routing key": ev.method.routing_key,
+        "x-death": entries,
+        "x-first-death": {k: role(hdrs.get(f"x-first-death-{k}")) for k in ("reason", "queue", "exchange")},
+    }
 
 
 @case("limits.max-length-bytes-reject-publish", sources=[MAXLEN], level=Level.EXTENSION,
@@ -406,7 +515,7 @@ def test_max_length_bytes(declared_queue, ctx):
     ch, q = declared_queue(confirm=True, arguments={"x-max-length-bytes": 10, "x-overflow": "reject-publish"})
     for body in (b"aaaaaa", b"bbbbb", b"cccc"):
         ch.publish("", q, body)
-    _check_confirms(ch, ctx, {1: "ack", 2: "nack", 3: "ack"})
+    ch = _check_confirms(ch, ctx, {1: "ack", 2: "nack", 3: "ack"})
     got = [_body(ch.get(q, no_ack=True)) for _ in range(2)]
     ctx.check(got, ["aaaaaa", "cccc"], "messages the queue kept, in order")
     ctx.check(ch.message_count(q), 0, "messages left")

@@ -25,7 +25,10 @@ from conformance.verify import (
     CaseTimeout,
     DeclareQueue,
     aio_pika_fill,
+    deliveries_until_cancelled,
+    drain,
     expect_no_delivery,
+    expect_no_delivery_until_cancelled,
     fill,
     pika_fill,
     quiet_window,
@@ -52,14 +55,13 @@ def _count_until_quiet(ch: RawChannel, quiet: float, limit: int) -> int:
 
 
 def _prefetch_consumer(declared_queue: DeclareQueue, *, queued: int, prefetch: int,
-                       no_ack: bool = False) -> RawChannel:
+                       no_ack: bool = False) -> tuple[RawChannel, str]:
     """A queue holding ``queued`` messages (m1, m2, …), then on its channel basic.qos(prefetch-count=
-    ``prefetch``) and a consumer of the queue (``no_ack`` as given); the channel."""
+    ``prefetch``) and a consumer of the queue (``no_ack`` as given); the channel and the consumer's tag."""
     ch, q = declared_queue()
     fill(ch, q, queued)
     ch.qos(prefetch)
-    ch.consume(q, no_ack=no_ack)
-    return ch
+    return ch, ch.consume(q, no_ack=no_ack)
 
 
 @case("qos.prefetch-count-bounds-unacked", rules=[PREFETCH], sources=[PUSH], level=Level.MUST,
@@ -68,21 +70,22 @@ def _prefetch_consumer(declared_queue: DeclareQueue, *, queued: int, prefetch: i
       ),
       expectation="exactly two messages are delivered; the third is not sent while both are unacked")
 def test_prefetch_count_bounds(declared_queue, ctx) -> None:
-    ch = _prefetch_consumer(declared_queue, queued=5, prefetch=2)
+    ch, tag = _prefetch_consumer(declared_queue, queued=5, prefetch=2)
     ch.deliveries(2)
-    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a third delivery beyond prefetch-count=2")
+    expect_no_delivery_until_cancelled(ch, tag, what="a third delivery beyond prefetch-count=2")
 
 
 @case("qos.ack-frees-one-slot", rules=[PREFETCH], sources=[PUSH], level=Level.MUST,
       description="prefetch-count=1 consumer with three messages queued acknowledges its first delivery",
       expectation="exactly one more message (the second) is delivered after the ack, then nothing")
 def test_ack_frees_one_slot(declared_queue, ctx) -> None:
-    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1)
+    ch, tag = _prefetch_consumer(declared_queue, queued=3, prefetch=1)
     first = ch.next_delivery()
+    # The consumer must stay for the ack to free its slot: no event ends this silence (docs/waits.md).
     expect_no_delivery(ch, quiet_window(ctx.timeout), what="a second delivery before the first is acked")
     ch.ack(int(first.method.delivery_tag))
     after = [ch.next_delivery(what="the delivery freed by the ack")]
-    expect_no_delivery(ch, quiet_window(ctx.timeout), what="a further delivery while the second is unacked")
+    expect_no_delivery_until_cancelled(ch, tag, what="a further delivery while the second is unacked")
     ctx.check(bodies([first, *after]), [b"m1", b"m2"], "bodies delivered")
 
 
@@ -90,7 +93,7 @@ def test_ack_frees_one_slot(declared_queue, ctx) -> None:
       description="basic.qos(prefetch-count=1) then a no-ack consumer on a queue of three messages",
       expectation="all three are delivered ('The prefetch-count is ignored if the no-ack option is set')")
 def test_no_ack_ignores_prefetch(declared_queue, ctx) -> None:
-    ch = _prefetch_consumer(declared_queue, queued=3, prefetch=1, no_ack=True)
+    ch, _tag = _prefetch_consumer(declared_queue, queued=3, prefetch=1, no_ack=True)
     ctx.check(bodies(ch.deliveries(3)), [b"m1", b"m2", b"m3"], "bodies delivered to the no-ack consumer")
 
 
@@ -130,6 +133,9 @@ def test_global_scope(declared_queue, ctx, global_: bool) -> None:
     ch.qos(1, global_=global_)
     ch.consume(qa)
     ch.consume(qb)
+    # A window, not a fence: the two queues serve their consumers independently, and a cancel
+    # after the first delivery could end the second consumer before its queue had its turn
+    # (docs/waits.md).
     ctx.check_profile(
         _count_until_quiet(ch, quiet_window(ctx.timeout), 4), "unacked deliveries on the channel"
     )
@@ -167,6 +173,80 @@ def test_prefetch_size_nonzero(declared_queue, ctx) -> None:
         ctx.observe("close", exc.event.describe())
         observed = short(exc.event)
     ctx.check_profile(observed, "outcome of prefetch-size=10")
+
+
+def _octets(ev: Any) -> str:
+    body = ev.body or b""
+    return f"{body[:2].decode(errors='replace')}, {len(body)} octets"
+
+
+# The same refusal seen from the queue's side (rabbitmq) and the window's other half (spec): two
+# messages larger than the window, queued before basic.qos.
+SIZE_RABBITMQ = {"basic.qos": "connection.close 540 NOT_IMPLEMENTED",
+                 "then": {"the queue, read on a new connection": ["m1, 100 octets, redelivered False",
+                                                                  "m2, 100 octets, redelivered False"]}}
+SIZE_SPEC = {"basic.qos": "basic.qos-ok",
+             "then": {"first delivery": "m1, 100 octets", "while m1 is unacked": "nothing",
+                      "after basic.ack of m1": "m2, 100 octets"}}
+
+
+@case(
+    "qos.prefetch-size-nonzero-queue-side", rules=["basic.qos.prefetch-size/01"], level=Level.MUST,
+    description="two 100-octet messages m1, m2 queued (confirmed); then basic.qos(prefetch-size=10 octets) "
+    "and an acknowledged consumer on the same channel",
+    expectation="per profile: spec → qos-ok; m1 is delivered whole (the window never blocks a single "
+    "message), m2 is not sent in advance while m1 is unacked (larger than the window), and is delivered "
+    "whole after m1's ack; rabbitmq → connection.close 540 NOT_IMPLEMENTED, and on a new connection the "
+    "queue still holds m1 and m2 whole, never delivered (redelivered false)",
+    expected={"rabbitmq": SIZE_RABBITMQ, "spec": SIZE_SPEC},
+    expected_sources={
+        "rabbitmq": "measured on RabbitMQ 3.10.8: basic.qos(prefetch-size != 0) is answered connection.close "
+        "540 'NOT_IMPLEMENTED - prefetch_size!=0 (10)' (qos.prefetch-size-nonzero); the queued messages "
+        "stay, undelivered",
+        "spec": "basic.qos.prefetch-size/01 (the size window limits only 'the sending in advance of more "
+        "messages while the client still has one or more unacknowledged messages') and the prefetch-size "
+        "field ('The server will send a message in advance if it is equal to or smaller in size than the "
+        "available prefetch size')",
+    },
+)
+def test_prefetch_size_queue_side(declared_queue, amqp, ctx) -> None:
+    ch, q = declared_queue()
+    fill(ch, q, 2, size=100)
+    try:
+        ch.qos(0, prefetch_size=10)
+    except UnexpectedClose as exc:
+        ctx.observe("close", exc.event.describe())
+        after = drain(amqp.channel(), q)
+        ctx.check_profile({"basic.qos": short(exc.event), "then": {"the queue, read on a new connection": [
+            f"{_octets(ev)}, redelivered {bool(ev.method.redelivered)}" for ev in after]}},
+            "basic.qos(prefetch-size=10), then the queue")
+        return
+    tag = ch.consume(q)
+    then: dict[str, str] = {}
+    try:
+        first = ch.next_delivery(what="the first 100-octet message")
+    except CaseTimeout:
+        # accepted, then withheld: a precise mismatch, not a silent broker
+        then["first delivery"] = f"none within {ctx.timeout:.0f}s"
+    else:
+        then["first delivery"] = _octets(first)
+        # The consumer must stay for the ack to be heard: no event ends this silence (docs/waits.md).
+        try:
+            then["while m1 is unacked"] = _octets(ch.next_delivery(timeout=quiet_window(ctx.timeout)))
+        except CaseTimeout:
+            then["while m1 is unacked"] = "nothing"
+        early = then["while m1 is unacked"] != "nothing"
+        ch.ack(int(first.method.delivery_tag))
+        if early:  # m2 came already: whatever else comes before the cancel-ok
+            rest = deliveries_until_cancelled(ch, [tag])
+            then["after basic.ack of m1"] = ", ".join(map(_octets, rest)) or "nothing"
+        else:
+            try:
+                then["after basic.ack of m1"] = _octets(ch.next_delivery(what="the delivery after the ack"))
+            except CaseTimeout:
+                then["after basic.ack of m1"] = f"none within {ctx.timeout:.0f}s"
+    ctx.check_profile({"basic.qos": "basic.qos-ok", "then": then},
+                      "basic.qos(prefetch-size=10), then the queue")
 
 
 # -- client libraries -----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from conformance.verify import (
     check,
     check_outcome,
     declare_rules,
+    expect_passive_missing,
     outcome,
     pika_session,
     pipelined,
@@ -156,6 +157,59 @@ def test_equivalent(declared_queue, ctx, first, second):
       expectation="both are answered with declare-ok and exist afterwards (passive declare)")
 def test_durable_and_transient(amqp, ctx, cleanup):
     declare_rules.durable_and_transient(amqp, ctx, cleanup, declare_rules.QUEUE)
+
+
+# Deprecated queue properties and arguments: accepted, or refused where a release denies them by
+# default (RabbitMQ's deprecated features: the expectation names the setting that permits each
+# again). The release rows (rabbitmq_releases.toml) say which release refuses which.
+DEPRECATED_DOC = "rabbitmq-deprecated-features#configuring"
+DEPRECATED = [
+    param(Case(
+        id="queue.deprecated-transient-non-exclusive", level=Level.EXTENSION, sources=(DEPRECATED_DOC,),
+        queue_types=CLASSIC_ONLY, premise="a non-durable queue: classic queues only",
+        description="queue.declare of a non-durable, non-exclusive classic queue (deprecated feature "
+                    "transient_nonexcl_queues)",
+        expectation="queue.declare-ok (RabbitMQ 4.3.0's release notes deny it by default, permitted again by "
+                    "deprecated_features.permit.transient_nonexcl_queues = true; 4.3.6 accepts it: "
+                    "docs/findings.md)",
+        default="queue.declare-ok"), {"durable": False}),
+    param(Case(
+        id="queue.deprecated-x-queue-master-locator", level=Level.EXTENSION, sources=(DEPRECATED_DOC,),
+        queue_types=CLASSIC_ONLY, premise="a classic queue's argument",
+        description="queue.declare of a durable classic queue with x-queue-master-locator=client-local "
+                    "(deprecated feature queue_master_locator)",
+        expectation="queue.declare-ok; from RabbitMQ 4.3 connection.close 541 INTERNAL_ERROR naming "
+                    "deprecated_features.permit.queue_master_locator = true (release row "
+                    "queue-master-locator-denied)",
+        default="queue.declare-ok"),
+        {"durable": True, "arguments": {"x-queue-master-locator": "client-local"}}),
+    param(Case(
+        id="queue.deprecated-x-queue-mode-lazy", level=Level.EXTENSION, sources=(DEPRECATED_DOC,),
+        queue_types=CLASSIC_ONLY, premise="a classic queue's argument",
+        description="queue.declare of a durable classic queue with x-queue-mode=lazy (the CQv1 lazy mode)",
+        expectation="queue.declare-ok (RabbitMQ 4.3.0's release notes say a declaration with x-queue-mode "
+                    "set to any value fails; 4.3.6 accepts it: docs/findings.md)",
+        default="queue.declare-ok"), {"durable": True, "arguments": {"x-queue-mode": "lazy"}}),
+    param(Case(
+        id="queue.x-queue-version-1", level=Level.EXTENSION, sources=(DEPRECATED_DOC,),
+        queue_types=CLASSIC_ONLY, premise="a classic queue's argument",
+        description="queue.declare of a durable classic queue with x-queue-version=1 (CQv1 storage)",
+        expectation="queue.declare-ok; from RabbitMQ 4.3 (CQv1 removed) channel.close 406 "
+                    "PRECONDITION_FAILED 'unsupported queue version' (release row cqv1-removed); no setting "
+                    "permits it",
+        default="queue.declare-ok"), {"durable": True, "arguments": {"x-queue-version": 1}}),
+]
+
+
+@pytest.mark.parametrize("fields", DEPRECATED)
+def test_deprecated_declare(amqp, ctx, cleanup, fields):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    got = outcome(ch, _declare(q, **fields), spec.Queue.DeclareOk)
+    check_outcome(ctx, got, "queue.declare")
+    if got[0] == "queue.declare-ok":  # a queue the broker accepted takes a message like any other
+        publish_confirmed(ch, "", q, [b"m"])
+        ctx.check(ch.message_count(q), 1, "messages in the queue after one confirmed publish")
 
 
 @case("queue.minimum-256", rules=["queue.declare/minimum-queues"], level=Level.SHOULD,
@@ -441,6 +495,63 @@ def test_delete_guards(amqp, ctx, cleanup, setup, flags):
         ch.barrier()
     check_outcome(ctx, outcome(ch, spec.Queue.Delete(queue=q, **flags), spec.Queue.DeleteOk),
                   f"queue.delete {flags} with a {setup}")
+
+
+@case("queue.delete-if-empty-keeps-queue-and-message", rules=["queue.delete/not-empty"], level=Level.MUST,
+      description="queue.delete with if-empty on a queue holding a message; then the queue's state, "
+      "seen from another connection",
+      expectation="the refused delete leaves the queue: a passive declare answers message-count 1, and the "
+      "message is the one published")
+def test_delete_if_empty_keeps_queue(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ch.publish("", q, b"keep-me")
+    ch.barrier()
+    ch.send(spec.Queue.Delete(queue=q, if_empty=True))
+    other = amqp.channel()  # another connection: the refusal's close is its own channel's business
+    ok = other.rpc(spec.Queue.Declare(queue=q, passive=True))
+    ev = other.get(q, no_ack=True)
+    ctx.check((int(ok.message_count), ev.body if ev else None), (1, b"keep-me"),
+              "(message-count, body) after the refused if-empty delete")
+
+
+@case("queue.delete-if-empty-deletes-an-empty-queue", rules=["queue.delete/not-empty"], level=Level.MUST,
+      description="queue.delete with if-empty on an empty queue; then a passive declare of it",
+      expectation="queue.delete-ok with message-count 0, then the passive declare is refused with 404")
+def test_delete_if_empty_on_empty(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.declare_queue(q)
+    ok = ch.rpc(spec.Queue.Delete(queue=q, if_empty=True))
+    ctx.check(int(ok.message_count), 0, "queue.delete-ok message-count")
+    expect_passive_missing(ch, spec.Queue.Declare(queue=q, passive=True), "passive declare after the delete")
+
+
+@case("queue.declare-nowait-no-reply", level=Level.MUST,
+      sources=["amqp0-9-1.xml#queue.declare (no-wait: \"the server will not respond to the method\")"],
+      description="queue.declare with no-wait, then a round trip on the same channel",
+      expectation="no queue.declare-ok arrives: the round trip's answer is the first reply")
+def test_declare_nowait_no_reply(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.send(spec.Queue.Declare(queue=q, nowait=True))
+    ch.barrier()
+    replies = [e.describe() for e in ch.history() if isinstance(e.method, spec.Queue.DeclareOk)]
+    ctx.check(replies, [], "queue.declare-ok for the no-wait declare")
+
+
+@case("queue.declare-nowait-creates-the-queue", level=Level.MUST,
+      sources=["amqp0-9-1.xml#queue.declare (no-wait: \"the server will not respond to the method\")"],
+      description="queue.declare with no-wait, a round trip, then a passive declare on another channel",
+      expectation="the queue exists: the passive declare answers declare-ok with 0 messages")
+def test_declare_nowait_creates(amqp, ctx, cleanup):
+    ch = amqp.channel()
+    q = cleanup.queue(ctx.name("q"))
+    ch.send(spec.Queue.Declare(queue=q, nowait=True))
+    ch.barrier()
+    ok = amqp.channel().rpc(spec.Queue.Declare(queue=q, passive=True))
+    ctx.check((ok.queue, int(ok.message_count)), (q, 0), "passive queue.declare-ok (queue, message-count)")
 
 
 @case("queue.consumers-16", rules=["basic.consume/01"], level=Level.SHOULD,

@@ -21,7 +21,6 @@ from conformance.verify import (
     QUORUM,
     check_outcome,
     dead_letter_target,
-    expect_connection_close,
     get_one,
     load_table,
     outcome,
@@ -116,10 +115,11 @@ def test_delivery_count(declared_queue, ctx) -> None:
 @quorum_case(
     "delivery-limit-dead-letters", fact="delivery_limit",
     description="A quorum queue with x-delivery-limit=1 and a dead-letter exchange; its message is got and "
-                "nacked with requeue twice",
+                "rejected with requeue twice",
     expectation="it is delivered twice (x-delivery-count 0 then 1 — from RabbitMQ 3.12 absent then 1, "
-                "profile data keyed by release); the second nack(requeue) dead-letters it (x-death reason "
-                "'delivery_limit') and the source queue is empty",
+                "profile data keyed by release); the second reject(requeue) dead-letters it (x-death reason "
+                "'delivery_limit') and the source queue is empty (basic.reject: a failed delivery on every "
+                "release; a basic.nack no longer counts from 4.3, queue_types.nack-requeue-not-counted)",
     default=[0, 1],
 )
 def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
@@ -131,7 +131,7 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     for i in range(2):
         ev = get_one(ch, src, f"delivery {i + 1} of the message")
         counts.append(_headers(ev).get("x-delivery-count", "absent"))
-        ch.nack(int(ev.method.delivery_tag), requeue=True)
+        ch.reject(int(ev.method.delivery_tag), requeue=True)
     ctx.observe("x-delivery-count of the deliveries", counts)
     ch.consume(dlq, no_ack=True)
     dead = ch.next_delivery(timeout=min(ctx.timeout, 5.0), what="the message in the dead-letter queue")
@@ -139,6 +139,29 @@ def test_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     ctx.check(x_death_reason(dead), "delivery_limit", "x-death[0].reason")
     ctx.check(ch.message_count(src), 0, "messages left in the source queue")
     ctx.check_profile(counts, "x-delivery-count of the two deliveries")
+
+
+@quorum_case(
+    "nack-requeue-not-counted", sources=["rabbitmq-quorum-queues#poison-message-handling"],
+    description="A message in a quorum queue is got and nacked with requeue twice, then got a third time",
+    expectation="the third delivery carries x-delivery-count 2 and no x-acquired-count (every return counts "
+                "as a failed delivery); from RabbitMQ 4.3 a basic.nack is an explicit return that does not "
+                "count: no x-delivery-count, x-acquired-count 2 (release row quorum-nack-not-counted)",
+    default={"x-delivery-count": 2, "x-acquired-count": "absent"},
+)
+def test_nack_not_counted(declared_queue, ctx) -> None:
+    ch, q = declared_queue()
+    publish_confirmed(ch, "", q, [b"nacked"])
+    for i in range(2):
+        ev = get_one(ch, q, f"delivery {i + 1} of the message")
+        ch.nack(int(ev.method.delivery_tag), requeue=True)
+    ev = get_one(ch, q, "delivery 3 of the message")
+    ctx.check((ev.body, bool(ev.method.redelivered)), (b"nacked", True),
+              "the third delivery (body, redelivered)")
+    headers = _headers(ev)
+    ctx.check_profile({k: headers.get(k, "absent") for k in ("x-delivery-count", "x-acquired-count")},
+                      "the third delivery's counting headers")
+    ch.ack(int(ev.method.delivery_tag))
 
 
 #: how many deliveries the default-limit case allows before it says "no default limit"
@@ -185,14 +208,18 @@ def test_default_delivery_limit(declared_queue, amqp, ctx, cleanup) -> None:
     "global-qos-consume-540", fact="global_qos",
     description="basic.qos(prefetch-count=2, global=true), then basic.consume from a quorum queue",
     expectation=(
-        "the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS)"
+        "the connection is closed with 540 NOT_IMPLEMENTED (a quorum queue does not support global QoS); "
+        "from RabbitMQ 4.3 global QoS is a deprecated feature denied by default, the qos applies per "
+        "consumer and the consume succeeds (release row global-qos-denied; "
+        "deprecated_features.permit.global_qos = true restores it)"
     ),
+    default="connection.close 540",
 )
 def test_global_qos(declared_queue, ctx) -> None:
     ch, q = declared_queue()
     ch.qos(prefetch_count=2, global_=True)
-    ch.send(spec.Basic.Consume(queue=q))
-    expect_connection_close(ch.conn, 540, what="basic.consume on a global-QoS channel", probe_channel=ch)
+    check_outcome(ctx, outcome(ch, spec.Basic.Consume(queue=q), spec.Basic.ConsumeOk),
+                  "basic.consume on a global-QoS channel")
 
 
 REQUEUE_BY = {

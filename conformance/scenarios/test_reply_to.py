@@ -10,6 +10,8 @@ a request without one, a second reply consumer) and their codes are measured on 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pamqp import commands as spec
 from pamqp import frame as pframe
@@ -17,6 +19,7 @@ from pamqp import header as pheader
 from pamqp.body import ContentBody
 
 from conformance.model.cases import Case, Level, case, param
+from conformance.protocol import RawChannel
 from conformance.verify import check_outcome, drain_confirms, outcome
 
 REPLY_TO = "amq.rabbitmq.reply-to"
@@ -65,6 +68,66 @@ def test_round_trip(declared_queue, amqp, ctx):
     ctx.check(got, (tag, 1, False, "", reply_to, b"reply", "c1"),
               "basic.deliver (consumer-tag, delivery-tag, redelivered, exchange, routing-key, body, "
               "correlation-id)")
+
+
+def _request_reached_server(declared_queue: Any, amqp: Any,
+                            ctx: Any) -> tuple[RawChannel, RawChannel, str]:
+    """A requester consuming amq.rabbitmq.reply-to publishes (confirmed) a request with that reply-to
+    to the server's queue, and the server takes it: (server channel, requester channel, the
+    request's reply-to name as the server sees it)."""
+    server, q = declared_queue("rpc")
+    requester = amqp.channel()
+    requester.consume(REPLY_TO, no_ack=True, consumer_tag=ctx.name("reply"))
+    requester.confirm_select()
+    drain_confirms(requester, requester.publish("", q, b"request", properties=spec.Basic.Properties(
+        reply_to=REPLY_TO)))
+    request = server.get(q, no_ack=True)
+    ctx.check(request is not None and request.properties is not None, True, "the request reached the server")
+    assert request is not None and request.properties is not None
+    return server, requester, str(request.properties.reply_to)
+
+
+@case("reply_to.mandatory-reply-requester-gone", sources=[CAVEATS], level=Level.EXTENSION,
+      description="A request with reply-to amq.rabbitmq.reply-to reaches the server's queue; the requester's "
+      "connection closes; the server (confirm mode) publishes its reply with mandatory=true to the request's "
+      "reply-to name",
+      expectation="basic.return 312 NO_ROUTE, then basic.ack: a reply-to name is not a queue, so a reply "
+      "to a requester no longer there is unroutable (Direct Reply-to caveats); from RabbitMQ 4.2 a "
+      "mandatory publish treats amq.rabbitmq.reply-to.* as a queue without checking the requester: "
+      "basic.ack only (release row reply-to-mandatory-routed)",
+      default="basic.return 312, basic.ack")
+def test_mandatory_reply_requester_gone(declared_queue, amqp, ctx):
+    server, requester, reply_to = _request_reached_server(declared_queue, amqp, ctx)
+    requester.conn.close()  # the requester is gone before its reply is published
+    server.confirm_select()
+    after = max((e.seq for e in server.history()), default=0)
+    confirms = drain_confirms(server, server.publish("", reply_to, b"reply", mandatory=True))
+    returns = [e for e in server.history() if e.seq > after and isinstance(e.method, spec.Basic.Return)]
+    got = [f"basic.return {int(e.method.reply_code)}" for e in returns] + [
+        "basic.ack" if isinstance(e.method, spec.Basic.Ack) else "basic.nack" for e in confirms]
+    ctx.observe("the reply's return and confirm", [e.describe() for e in (*returns, *confirms)])
+    ctx.check_profile(", ".join(got), "what the server's mandatory reply got")
+
+
+@case("reply_to.bind-pseudo-queue", sources=[USE], level=Level.EXTENSION,
+      description="A request with reply-to amq.rabbitmq.reply-to reaches the server's queue; the server "
+      "binds the request's reply-to name (amq.rabbitmq.reply-to.<opaque>) to amq.direct",
+      expectation="channel.close 404 NOT_FOUND: no queue of that name (measured on 3.8.9, 3.10.8, 4.0.5); "
+      "from RabbitMQ 4.3 channel.close 403 ACCESS_REFUSED 'cannot bind or unbind to a volatile (direct "
+      "reply-to) queue' (release row reply-to-binding-refused)",
+      default="channel.close 404")
+def test_bind_pseudo_queue(declared_queue, amqp, ctx):
+    server, _, name = _request_reached_server(declared_queue, amqp, ctx)
+    check_outcome(ctx, outcome(server, _Bind(queue=name, exchange="amq.direct", routing_key=ctx.name("k")),
+                               spec.Queue.BindOk), "queue.bind of the request's reply-to name")
+
+
+class _Bind(spec.Queue.Bind):
+    """queue.bind of any name: a reply-to name holds characters (``+``, ``/``, ``=``) pamqp's
+    client-side queue-name check refuses, which RabbitMQ takes."""
+
+    def validate(self) -> None:
+        return None
 
 
 def _publish_bytes(channel: int, routing_key: str, props: spec.Basic.Properties) -> bytes:

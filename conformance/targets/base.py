@@ -48,14 +48,17 @@ class RestrictedUser:
 
 # The restricted user the spawned targets create for the access cases (``--restricted-url``).
 # Resource names decide what it may do: acc-ok-* everything, acc-c-* configure only, acc-w-*
-# write only, acc-r-* read only, any other name (acc-no-*, amq.default, amq.gen-*) nothing. It
-# has no permissions in SECOND_VHOST.
+# write only, acc-r-* read only, any other name (acc-no-*, amq.default, amq.gen-*) nothing -- but
+# read on amq.direct: the harness's round-trip probe is a passive declare of amq.direct, and from
+# RabbitMQ 4.3.1 a passive declare needs some permission on its resource (any one: release notes
+# 4.3.1, #16272; 4.2.6 and 4.3.0 asked for configure, #16085), so without one every round trip
+# on the user's channels is refused. It has no permissions in SECOND_VHOST.
 RESTRICTED = RestrictedUser(
     name="amqpc-restricted",
     password="amqpc-restricted-pw",
     configure="^acc-(ok|c)-",
     write="^acc-(ok|w)-",
-    read="^acc-(ok|r)-",
+    read="^(acc-(ok|r)-|amq\\.direct$)",
 )
 
 

@@ -160,6 +160,13 @@ def _start_container(arg: str, *, workdir: Path | None = None, tls: bool = False
     return start_container(arg)
 
 
+def root_spellings() -> str:
+    """``bullseye | bookworm | trixie | forky | sid | /DIR``: the roots a ``@ROOT`` kind takes."""
+    from conformance.targets.roots import SUITES
+
+    return " | ".join([*SUITES, "/DIR"])
+
+
 def _builtin() -> None:
     register(TargetKind("reference", "the built-in reference broker", _start_reference,
                         restart=True, alarm=True, tls=True))
@@ -167,9 +174,10 @@ def _builtin() -> None:
     register(TargetKind("local:rabbitmq", "rabbitmq-server installed on this machine", _start_rabbitmq,
                         restart=True, alarm=True, tls=True))
     # the RabbitMQ of another root filesystem under chroot (conformance.targets.roots): a suite
-    # scripts/rabbitmq-root built (trixie: 4.0.5, bookworm: 3.10.8) or an absolute directory
-    register(TargetKind("local:rabbitmq@", "the rabbitmq-server of a root filesystem (trixie | bookworm | "
-                        "/DIR), run under chroot", _start_rabbitmq, metavar="ROOT", restart=True, alarm=True))
+    # scripts/rabbitmq-root built (bullseye: 3.8.9, bookworm: 3.10.8, trixie: 4.0.5, forky and sid:
+    # 4.3.x; the root's dpkg says which) or an absolute directory
+    register(TargetKind("local:rabbitmq@", f"the rabbitmq-server of a root filesystem ({root_spellings()}), "
+                        "run under chroot", _start_rabbitmq, metavar="ROOT", restart=True, alarm=True))
     # garagemq has no memory alarm a client can set off (the connection.blocked cases: UNSUPPORTED)
     register(TargetKind("local:garagemq", "garagemq installed on this machine", _start_garagemq,
                         restart=True))

@@ -9,7 +9,7 @@ from typing import Any
 
 from conformance.model.verdicts import CaseTimeout, HarnessError
 from conformance.protocol.handshake import TLSError
-from conformance.protocol.raw import URL, HandshakeError, RawConnection, redact
+from conformance.protocol.raw import URL, HandshakeError, HandshakeRefused, RawConnection, redact
 
 
 class ProbeError(Exception):
@@ -68,7 +68,9 @@ def probe(u: URL, timeout: float = 8.0) -> ServerInfo:
         conn = RawConnection.open(u, timeout=timeout)
     except TLSError as exc:
         raise ProbeError("tls", f"{shown}: {exc.message}") from exc
-    except HandshakeError as exc:
+    except (HandshakeError, HandshakeRefused) as exc:
+        # The run's own handshake refused (HandshakeRefused: a connection.close in answer to it)
+        # or broken: either way the target cannot be used, said in one line by stage.
         if exc.stage == "tls":
             raise ProbeError("tls", f"{shown}: {exc.detail}") from exc
         if exc.stage == "header":
@@ -84,6 +86,9 @@ def probe(u: URL, timeout: float = 8.0) -> ServerInfo:
         if exc.stage == "login":
             raise ProbeError("login", f"{shown}: login refused for user {u.user!r} ({exc.detail}); "
                                       "check the user and password in the URL") from exc
+        if exc.stage == "tune":
+            raise ProbeError("vhost", f"{shown}: the connection was refused after tune-ok ({exc.detail}); "
+                                      "check frame_max=, channel_max=, heartbeat= in the URL") from exc
         raise ProbeError("vhost", f"{shown}: vhost {u.vhost!r} refused ({exc.detail}); "
                                   "check the vhost in the URL (%2F is the default '/')") from exc
     except CaseTimeout as exc:

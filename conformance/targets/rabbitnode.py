@@ -1,5 +1,6 @@
 """What the suite asks of a RabbitMQ node it started: the rabbitmqctl commands it needs, as the calls
-rabbitmqctl 3.10 makes for them, evaluated through :mod:`conformance.targets.erleval` (erl_call:
+rabbitmqctl of the node's release makes for them (3.10 to 4.3: where a release moved a call, the
+expression picks the one the node has), evaluated through :mod:`conformance.targets.erleval` (erl_call:
 milliseconds, where rabbitmqctl boots an Erlang VM per command).
 
 Every function takes the node's name and the environment its rabbitmqctl would run with (``HOME``
@@ -20,8 +21,9 @@ from conformance.targets.erleval import EvalError, erl_bin, evaluate, transport
 
 __all__ = [
     "EvalError", "QueueHome", "add_restricted_user", "add_second_vhost", "add_user", "add_vhost",
-    "await_running", "boot_plugins_dir", "clear_policy", "join_cluster", "lagging_quorum_queues",
-    "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy", "transport",
+    "await_quorum_leaders", "await_running", "boot_plugins_dir", "clear_policy", "join_cluster",
+    "lagging_quorum_queues", "memory_alarm", "queue_home", "running_nodes", "set_permissions", "set_policy",
+    "transport",
 ]
 
 #: who the node's audit events name for these changes (rabbitmqctl says ``rmq-cli``)
@@ -29,10 +31,21 @@ ACTING_USER = erl_bin("amqp-conformance")
 Env = Mapping[str, str]
 
 
+#: the status rabbitmqctl cluster_status of the node's release prints:
+#: ``rabbit_db_cluster:cli_cluster_status/0`` where it exists (3.13, 4.x: Mnesia's
+#: ``rabbit_mnesia:status/0`` on a node still using Mnesia, else the Khepri members that run
+#: ``rabbit``; 4.3 has only Khepri and no ``rabbit_mnesia:status/0``), ``rabbit_mnesia:status/0``
+#: before (3.10-3.12)
+_CLUSTER_STATUS = ("case code:ensure_loaded(rabbit_db_cluster) of "
+                   "{module, _} -> rabbit_db_cluster:cli_cluster_status(); "
+                   "_ -> rabbit_mnesia:status() end")
+
+
 def running_nodes(node: str, env: Env, timeout: float = 30.0) -> list[str]:
-    """The running nodes ``node`` sees: ``running_nodes`` of ``rabbit_mnesia:status()``, what
-    ``rabbitmqctl cluster_status`` prints (it needs the rabbit application running, so does this)."""
-    got = evaluate(node, env, "proplists:get_value(running_nodes, rabbit_mnesia:status())", timeout=timeout)
+    """The running nodes ``node`` sees: ``running_nodes`` of the cluster status ``rabbitmqctl
+    cluster_status`` prints (:data:`_CLUSTER_STATUS`; it needs the rabbit application running, so
+    does this)."""
+    got = evaluate(node, env, f"proplists:get_value(running_nodes, {_CLUSTER_STATUS})", timeout=timeout)
     return [str(n) for n in got or []]
 
 
@@ -115,6 +128,40 @@ def await_running(node: str, env: Env, timeout: float = 60.0) -> None:
              "(fun W__(0) -> erlang:error(rabbit_app_not_running); "
              "W__(N__) -> case rabbit:is_booted() andalso whereis(rabbit_boot) =:= undefined of true -> ok; "
              f"false -> timer:sleep(50), W__(N__ - 1) end end)({polls})", timeout=timeout, running=False)
+
+
+#: the quorum queues (names) whose member on this node knows no leader, polled every 50 ms until
+#: there is none or ``{polls}`` polls passed (``ra:members/2`` of the queue's server id, what
+#: ``rabbitmq-queues quorum_status`` reads)
+_LEADERLESS = """
+(fun W__(N__) ->
+    L__ = [Nm__ || Q__ <- rabbit_amqqueue:list_by_type(quorum),
+                   {{resource, _, queue, Nm__}} <- [amqqueue:get_name(Q__)],
+                   case catch ra:members(amqqueue:get_pid(Q__), 500) of
+                       {{ok, _, Ld__}} when Ld__ =/= undefined -> false;
+                       _ -> true
+                   end],
+    case L__ =:= [] orelse N__ =< 0 of
+        true -> L__;
+        false -> timer:sleep(50), W__(N__ - 1)
+    end
+ end)({polls})"""
+
+
+def await_quorum_leaders(node: str, env: Env, timeout: float = 30.0) -> list[str]:
+    """Wait until every quorum queue's member on ``node`` knows its leader; the queues that still
+    know none when ``timeout`` passes (empty: all have one). Polled in the node every 50 ms.
+
+    Part of "started" after a restart: a command a RabbitMQ 3.8 quorum queue member receives
+    before it knows a leader is rejected (``{not_leader, undefined, _}``), and the channel's
+    ``rabbit_fifo_client`` resends it only when its 10 s timer fires (``TIMER_TIME``, v3.8.9
+    ``src/rabbit_fifo_client.erl``): a publish right after the restart is confirmed about 10 s
+    late, exactly as long as a case waits. Seen in fresh-clone CI runs on 3.8.9 quorum queues
+    (``confirms.persistent-durable-survives-restart``, ``durability.topology-survives-restart``:
+    the basic.ack 10.05 s after the publish; the queue's leader elected about 0.1 s after it)."""
+    polls = max(1, int(timeout * 0.8 / 0.05))
+    got = evaluate(node, env, _LEADERLESS.format(polls=polls), timeout=timeout)
+    return [str(n) for n in got or []]
 
 
 def add_second_vhost(node: str, env: Env) -> None:

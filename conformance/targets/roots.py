@@ -1,10 +1,12 @@
 """A RabbitMQ installed in another root filesystem, run under ``chroot``: the second RabbitMQ release
 of a machine (``--broker local:rabbitmq@trixie``, ``local:rabbitmq-cluster@trixie``).
 
-A root is named by a Debian suite (``trixie``: RabbitMQ 4.0.5; ``bookworm``: RabbitMQ 3.10.8), the
-root ``scripts/rabbitmq-root build SUITE`` caches in ``$AMQP_CONFORMANCE_ROOTS`` (default
-``~/.cache/amqp-conformance/roots``), or by an absolute directory holding a Debian
-``rabbitmq-server``. A node started in it runs as the root's own ``rabbitmq`` user (the uid and
+A root is named by a Debian suite that ships a rabbitmq-server (``bullseye``, ``bookworm``,
+``trixie``, ``forky``, ``sid``: :data:`SUITES`), the root ``scripts/rabbitmq-root build SUITE``
+caches in ``$AMQP_CONFORMANCE_ROOTS`` (default ``~/.cache/amqp-conformance/roots``), or by an
+absolute directory holding a Debian ``rabbitmq-server``. The release a root holds is read from the
+root itself (its dpkg database: :func:`package_version`), never from a table: testing and unstable
+move on. A node started in it runs as the root's own ``rabbitmq`` user (the uid and
 gid read from the root's ``/etc/passwd``, never resolved on the host), with a clean environment
 (``env -i``: nothing of the host's leaks in), in-root paths, and its folder under ``ROOT/tmp``.
 The host's ``erl_call`` reaches it (HOME = the node's home seen from the host, where its cookie is).
@@ -23,6 +25,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,8 +36,16 @@ from conformance.targets.base import TargetError
 
 ROOTS_ENV = "AMQP_CONFORMANCE_ROOTS"
 STAMP = ".amqp-conformance-root"
-#: the suites scripts/rabbitmq-root builds, and the RabbitMQ each holds
-SUITES = {"trixie": "RabbitMQ 4.0.5 (Debian 13)", "bookworm": "RabbitMQ 3.10.8 (Debian 12)"}
+#: the suites scripts/rabbitmq-root builds, and the RabbitMQ each shipped when written (for messages
+#: about a root not built yet only: a built root's release is read from it, :func:`package_version`)
+SUITES = {
+    "bullseye": "Debian 11, RabbitMQ 3.8.9",
+    "bookworm": "Debian 12, RabbitMQ 3.10.8",
+    "trixie": "Debian 13, RabbitMQ 4.0.5",
+    "forky": "Debian 14 (testing), RabbitMQ 4.3.x when written",
+    "sid": "Debian unstable, RabbitMQ 4.3.x when written",
+}
+DPKG_STATUS = "var/lib/dpkg/status"
 SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 RABBITMQCTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 EPMD = "/usr/lib/erlang/bin/epmd"
@@ -78,15 +89,36 @@ class Root:
                 os.lchown(name, self.uid, self.gid)
 
     def version(self) -> str:
-        """The RabbitMQ release in the root (its release directory's name), or ``?``."""
+        """The RabbitMQ release in the root (its dpkg database, else its release directory's name),
+        or ``?``."""
+        release = package_version(self.path)
+        if release:
+            return release
         found = sorted(self.outside(LIB).glob("rabbitmq_server-*"))
         return found[-1].name.removeprefix("rabbitmq_server-") if found else "?"
+
+
+def package_version(path: Path, package: str = "rabbitmq-server") -> str:
+    """The upstream release of ``package`` installed in the root at ``path``, read from the root's
+    dpkg status file (``4.3.6`` of ``4.3.6-1``, ``3.8.9`` of ``3.8.9-3+deb11u1``); ``""`` if the
+    package is not installed there or the file is unreadable."""
+    try:
+        text = (path / DPKG_STATUS).read_text(errors="replace")
+    except OSError:
+        return ""
+    for stanza in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and line[0] != " ")
+        if fields.get("Package") == package and fields.get("Status", "").endswith(" installed"):
+            version = fields.get("Version", "")
+            version = version.split(":", 1)[-1]  # an epoch
+            return version.rsplit("-", 1)[0] if "-" in version else version
+    return ""
 
 
 def resolve(text: str) -> Root:
     """The root a kind's argument names; TargetError (one line, saying how to build it) if unusable."""
     if not text:
-        raise TargetError("names no root (use a suite: trixie | bookworm, or an absolute directory)")
+        raise TargetError(f"names no root (use a suite: {' | '.join(SUITES)}, or an absolute directory)")
     if text.startswith("/"):
         path = Path(text)
     elif text in SUITES:
@@ -212,6 +244,15 @@ def release(root: Root, token: Path, wait: float = 15.0) -> None:
         deadline = time.monotonic() + wait
         while processes_in(root.path) and time.monotonic() < deadline:
             time.sleep(0.1)  # a killed VM is reaped asynchronously; nothing to wait on
+        # The last holder: every node started in this root had a holder, so what still runs there
+        # was left by a stop that did not reach it (a 3.8.9 node under chroot outlived its group's
+        # SIGTERM and SIGKILL in CI, and the run ended with a node left running): killed, then unmounted.
+        for pid in processes_in(root.path):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + wait
+        while processes_in(root.path) and time.monotonic() < deadline:
+            time.sleep(0.1)
         if not processes_in(root.path):
             _unmount(root.path)
 
@@ -232,13 +273,15 @@ def sweep_mounts(path: Path | None = None) -> list[Path]:
 
 
 def stray_mounts() -> list[Path]:
-    """Mounts under the roots of :func:`roots_dir` that no live process holds (what a test's
-    leftovers check reports)."""
+    """Mounts under the roots of :func:`roots_dir` that no live process holds and no process runs
+    in (what a test's leftovers check reports; what :func:`sweep_mounts` would unmount). A mount a
+    process still runs in is in use: when that process was left behind by a run, the run's own
+    process check names it (on a shared machine it is often somebody else's run)."""
     found = []
     for where in (p for p in roots_dir().glob("*/") if p.is_dir()):
         holders = where / HOLDERS
         pids = [int(t.name.split("-", 1)[0]) for t in holders.iterdir()
                 if t.name.split("-", 1)[0].isdigit()] if holders.is_dir() else []
-        if mounted(where) and not any(_alive(pid) for pid in pids):
+        if mounted(where) and not any(_alive(pid) for pid in pids) and not processes_in(where.resolve()):
             found += mounted(where)
     return found

@@ -3,6 +3,7 @@
 A scenario module imports its helpers from here (and the raw client from
 ``conformance.protocol``). The modules behind these names, by concern:
 
+- ``fences``: silence proven by the protocol (basic.cancel-ok, channel.close-ok) instead of a window;
 - ``expect``: expectations on the broker's answer (a close and its scope, silence, an ok, a
   reply or the probe's answer) and the known errors provoked as a step;
 - ``outcomes``: an answer classified against per-profile patterns, and the one place a protocol
@@ -36,6 +37,13 @@ from conformance.verify.expect import (
     quiet_window,
     reply_or_probe,
     summarize,
+)
+from conformance.verify.fences import (
+    close_fence,
+    deliveries_until_cancelled,
+    expect_no_delivery_until_cancelled,
+    frames_before,
+    settle_and_close,
 )
 from conformance.verify.fixtures import DeclareQueue
 from conformance.verify.libs import (
@@ -90,6 +98,7 @@ __all__ = [
     "body_list",
     "check",
     "check_outcome",
+    "close_fence",
     "closes_with",
     "committed_only",
     "competing_consumers",
@@ -98,17 +107,20 @@ __all__ = [
     "counted",
     "dead_letter_target",
     "declare_rules",
+    "deliveries_until_cancelled",
     "drain",
     "drain_confirms",
     "expect_channel_close",
     "expect_connection_close",
     "expect_no_delivery",
+    "expect_no_delivery_until_cancelled",
     "expect_ok",
     "expect_passive_missing",
     "expect_second_open",
     "expected_patterns",
     "extensions",
     "fill",
+    "frames_before",
     "get_n",
     "get_one",
     "get_tags",
@@ -132,6 +144,7 @@ __all__ = [
     "run_async",
     "settle",
     "settle_all",
+    "settle_and_close",
     "short",
     "short_seqs",
     "summarize",

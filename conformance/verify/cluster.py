@@ -45,9 +45,9 @@ HA_ALL = {"ha-mode": "all", "ha-sync-mode": "automatic"}
 
 __all__ = [
     "DESTRUCTIVE", "HA_ALL", "MIRRORED", "REPLICATED", "STREAM", "ClusterController", "Confirms", "Consuming",
-    "Drained", "Leader", "Seen", "answer", "consumer_arguments", "declare_replicated", "drain", "drain_ids",
-    "drain_stream", "in_background", "index_of", "out_of_order", "publish_numbered", "require",
-    "unflagged_repeats", "wait_for",
+    "Drained", "Leader", "Seen", "all_running", "answer", "consumer_arguments", "declare_replicated", "drain",
+    "drain_ids", "drain_stream", "drain_until", "in_background", "index_of", "mandatory_publish",
+    "out_of_order", "publish_numbered", "require", "start_again", "unflagged_repeats", "wait_for",
 ]
 
 
@@ -116,7 +116,37 @@ def declare_replicated(cluster: ClusterController, ch: RawChannel, queue: str, q
     except CaseTimeout as exc:
         raise CaseTimeout("setup: the queue replicated on every node", timeout,
                           observed=exc.observed) from exc
+    if qtype == STREAM:
+        deadline = time.monotonic() + timeout
+        for node in cluster.nodes:
+            _await_stream_reader(node.url, queue, max(1.0, deadline - time.monotonic()))
     return leader
+
+
+def _await_stream_reader(url: URL, queue: str, timeout: float) -> None:
+    """Wait until a consumer can attach to stream ``queue`` through ``url`` (basic.consume-ok,
+    then cancelled). A stream's record lists its members at once, but each node's replica starts
+    on its own; until it runs, RabbitMQ refuses a consumer there with 406 PRECONDITION_FAILED
+    "... does not have a running replica on the local node" (``rabbit_stream_queue:consume``,
+    3.9 to 4.3; RabbitMQ's own AMQP 1.0 Java client retries exactly that answer). A case's
+    consumers come after this, so the order and loss cases never judge a replica still starting.
+    A refusal that lasts to the deadline is the setup's TIMEOUT, naming the last answer."""
+    answers: list[str] = []
+
+    def attach_and_cancel(ch: RawChannel) -> None:
+        ch.qos(1)  # a stream consumer needs a prefetch (RabbitMQ's streams guide, "Consuming")
+        ch.cancel(ch.consume(queue, arguments={"x-stream-offset": "next"}))
+
+    def attached() -> bool:
+        answers.append(answer(url, attach_and_cancel, min(5.0, timeout)))
+        return answers[-1] == "ok"
+
+    try:
+        wait_for(f"a consumer attached to {queue} through {url.host}:{url.port}", attached, timeout,
+                 interval=0.2)
+    except CaseTimeout as exc:
+        raise CaseTimeout(f"setup: a consumer attached to the stream through {url.host}:{url.port}",
+                          timeout, observed=answers[-1] if answers else exc.observed) from exc
 
 
 def _declare_stream(ch: RawChannel, queue: str, cleanup: Any) -> None:
@@ -296,6 +326,59 @@ def drain_ids(url: URL, queue: str, *, timeout: float, expect: int | None = None
                 pass
     raise CaseTimeout(f"draining {queue} through {url.host}:{url.port}", timeout,
                       observed=f"{len(out.got)} messages; last error {out.errors[-1:] or 'none'}")
+
+
+def drain_until(url: URL, queue: str, want: set[int], *, timeout: float) -> Drained:
+    """:func:`drain_ids` through ``url`` again and again until every number of ``want`` came (or
+    none is wanted), within ``timeout``; at the deadline what came is returned (what is missing is
+    the case's finding, not a timeout: the queue answered, empty). For messages a queue returns
+    on an event of its own (a node back), which a get-empty before it cannot tell apart."""
+    deadline = time.monotonic() + timeout
+    out = Drained()
+    while True:
+        got = drain_ids(url, queue, timeout=max(1.0, deadline - time.monotonic()))
+        for n, deliveries in got.got.items():
+            out.got.setdefault(n, []).extend(deliveries)
+        out.seen += got.seen
+        out.errors += got.errors
+        if want <= out.numbers or time.monotonic() > deadline:
+            return out
+        time.sleep(0.5)  # the queue sends a client nothing when it returns them
+
+
+def all_running(cluster: ClusterController, timeout: float = 60.0) -> None:
+    """Where the controller can tell (a local cluster's ``wait_running``), wait until every node
+    runs again; a cluster the user runs says nothing more than that its nodes answer."""
+    wait_running = getattr(cluster, "wait_running", None)
+    if wait_running is not None:
+        wait_running(timeout=timeout)
+
+
+def start_again(cluster: ClusterController, index: int, timeout: float = 60.0) -> None:
+    """Start node ``index`` again (returns when it answers AMQP), then :func:`all_running`."""
+    cluster.start(index)
+    all_running(cluster, timeout)
+
+
+def mandatory_publish(url: URL, queue: str, number: int, timeout: float) -> dict[str, str]:
+    """Publish message ``number`` (persistent, mandatory, confirm mode) to ``queue`` through
+    ``url``: the basic.return it got (``"none"``) and its confirm (ack, nack, or what ended it)."""
+    conn = RawConnection.open(url, timeout=timeout)
+    try:
+        ch = conn.channel()
+        ch.confirm_select()
+        ch.publish("", queue, str(number).encode(), persistent=True, mandatory=True)
+        try:
+            ev = conn.wait_event(ch.id, lambda e: isinstance(e.method, (spec.Basic.Ack, spec.Basic.Nack)),
+                                 "basic.ack or basic.nack", timeout=timeout)
+            confirm = "ack" if isinstance(ev.method, spec.Basic.Ack) else "nack"
+        except Exception as exc:  # noqa: BLE001 - no confirm is the observation
+            confirm = f"{type(exc).__name__}: {exc}"[:120]
+        returns = [e.method for e in ch.history() if isinstance(e.method, spec.Basic.Return)]
+        returned = f"{returns[0].reply_code} {returns[0].reply_text}" if returns else "none"
+        return {"returned": returned, "confirm": confirm}
+    finally:
+        conn.close(timeout=1.0)
 
 
 def drain_stream(url: URL, queue: str, *, timeout: float) -> Drained:

@@ -4,8 +4,14 @@ duplicates cases of the cluster area judge.
 C1 consumes through a surviving node and acks everything; C2 consumes through the leader's node
 and never acks its first ``hold`` deliveries (so some are unacked when the fault lands); after the
 ``fault_at``-th publish the fault runs in the background (e.g. a kill of the leader's node) while
-publishing goes on; C1 consumes on until every confirmed
-message came to someone (bounded), then the rest is drained through the surviving node.
+publishing goes on; once the last publish is confirmed ``heal`` undoes the fault (the node started
+again); C1 consumes on until every confirmed message came to someone (bounded), then the rest is
+drained through the surviving node.
+
+Why heal before the rest: from RabbitMQ 4.3 a quorum queue holds the unacked deliveries of a
+consumer whose node it lost (C2's) until that node is back or ``consumer_disconnected_timeout``
+(60 s) has passed (4.3.0 release notes; conformance/profiles/rabbitmq_releases.toml); before 4.3
+it returned them at once. With the node back, every release returns them within the run.
 """
 
 from __future__ import annotations
@@ -65,8 +71,9 @@ def _summary(c: Consuming) -> str:
 
 def two_consumer_run(cluster: ClusterController, queue: str, qtype: str, roles: tuple[int, int, int], *,
                      fault: Callable[[], str], fault_at: int, messages: int, hold: int, timeout: float,
-                     by: str, pace: float = 0.005) -> FailoverRun:
-    """The run: ``roles`` = (L, P, S); ``fault()`` returns what it did, for the record."""
+                     by: str, pace: float = 0.005, heal: Callable[[], None] | None = None) -> FailoverRun:
+    """The run: ``roles`` = (L, P, S); ``fault()`` returns what it did, for the record; ``heal()``
+    undoes it once publishing is over."""
     lead, via, survivor = roles
     args = consumer_arguments(qtype)  # a stream consumer reads from the first offset
     c1 = Consuming(cluster.nodes[survivor].url, queue, f"C1 on {cluster.nodes[survivor].name}",
@@ -76,6 +83,7 @@ def two_consumer_run(cluster: ClusterController, queue: str, qtype: str, roles: 
     threads = []
     done_at: list[float] = []
     did: list[str] = []
+    healed: list[float] = []
 
     def run_fault() -> None:
         did.append(fault())
@@ -90,6 +98,9 @@ def two_consumer_run(cluster: ClusterController, queue: str, qtype: str, roles: 
                                     between=fault_mid_stream, pace=pace)
         for t in threads:
             t.join(timeout=120)
+        if heal is not None and done_at:
+            heal()
+            healed.append(time.monotonic())
         wait_for("every confirmed message consumed",
                  lambda: confirms.acked <= (c1.numbers | c2.numbers), 3 * timeout, interval=0.5)
     except CaseTimeout:
@@ -101,7 +112,8 @@ def two_consumer_run(cluster: ClusterController, queue: str, qtype: str, roles: 
     seen = tuple(sorted([*c1.seen, *c2.seen, *drained.seen], key=lambda s: s.at))
     held = tuple(s.number for s in c2.seen[:hold])
     notes: dict[str, Any] = {
-        "fault": f"after publish {fault_at} of {messages}: " + (did[0] if did else "did not return"),
+        "fault": f"after publish {fault_at} of {messages}: " + (did[0] if did else "did not return")
+                 + (f"; undone {healed[0] - done_at[0]:.1f} s later" if healed and done_at else ""),
         "publisher": confirms.summary(),
         "C1": _summary(c1),
         "C2": _summary(c2),

@@ -226,7 +226,8 @@ def settle_for(ttl_ms: int, timeout: float) -> float:
 def count_drops_to(ch: RawChannel, queue: str, target: int, within: float) -> int:
     """Poll ``queue``'s message count (passive declare) until it is ``target`` or ``within``
     seconds pass; the last count seen. (Expiry has no event a client sees: this is the bounded
-    wait for it; a passive declare does not renew a message's TTL.)"""
+    wait for it; a passive declare does not renew a message's TTL. Nor has a queue's applying a
+    publish whose channel is gone: a quorum queue counts it a moment after the channel's close-ok.)"""
     deadline = time.monotonic() + within
     count = ch.message_count(queue)
     while count != target and time.monotonic() < deadline:

@@ -302,19 +302,6 @@ def _pika_params(url: URL, timeout: float) -> Any:
         raise HarnessError(f"pika cannot connect to {redact(url)}: {exc}") from exc
 
 
-def pika_connection(url: URL, timeout: float) -> Any:
-    """A pika BlockingConnection with a bounded handshake only; cases use :func:`pika_session`."""
-    import pika
-    from pika import exceptions as pex
-
-    try:
-        return pika.BlockingConnection(_pika_params(url, timeout))
-    except (pex.AMQPConnectionError, ssl.SSLError) as exc:  # pika lets a TLS handshake error through
-        tls = tls_failure(exc)
-        detail = f"TLS with the broker failed: {exc_text(tls)}" if tls is not None else repr(exc)
-        raise HarnessError(f"pika could not connect: {detail}") from exc
-
-
 class PikaBound:
     """pika connections opened under one :class:`Bound`; each is cut at the deadline."""
 

@@ -46,6 +46,12 @@ ROWS = [
     ("timing.deliveries-swapped", "ordering", "ordering.single-path-1000", "ordering.single-path-1000"),
     ("tags.server-tags-renamed-consistently", "acks", "acks.cancel-stops-deliveries", None),
     (
+        "routing.topic-hash-as-star",
+        "routing",
+        "routing.topic-hash-zero-words",
+        "routing.topic-hash-zero-words",
+    ),
+    (
         "limits.max-length-ignored",
         "limits",
         "limits.overflow-*",

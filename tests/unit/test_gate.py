@@ -117,6 +117,25 @@ def test_transition_rule(baseline: str | None, candidate: str, kind: str | None)
     assert gate.transition(baseline, candidate) == kind
 
 
+def test_another_release_of_the_broker_is_said_plainly(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A newer Debian sid (4.3.7 where the baseline holds 4.3.6): the same verdicts pass, and the gate says
+    the candidate is another release than the one the baseline was recorded on."""
+    base_rows = [dict(r, broker_product="RabbitMQ", broker_version="4.3.6") for r in records(BASELINE)[:30]]
+    base = write(tmp_path / "rabbitmq-4.3.6.jsonl", base_rows)
+    same = write(tmp_path / "same.jsonl", [dict(r, run_id="same") for r in base_rows])
+    rc, out, _ = run_gate(capsys, "--baseline", str(base), "--candidate", str(same))
+    assert rc == 0 and "broker release differs" not in out
+    newer = write(tmp_path / "newer.jsonl",
+                  [dict(r, broker_version="4.3.7", run_id="newer") for r in base_rows])
+    rc, out, _ = run_gate(capsys, "--baseline", str(base), "--candidate", str(newer))
+    assert rc == 0, out
+    assert ("note: broker release differs: the baseline was recorded on 4.3.6, the candidate is 4.3.7; "
+            "its verdicts are compared with another release's") in out
+    lines = out.splitlines()
+    assert lines[-2].startswith("note: broker release differs") and "gate PASS" in lines[-1]
+
+
 def test_the_short_run_of_another_broker_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,6 +32,27 @@ def test_a_queue_type_row_holds_only_for_that_type() -> None:
     assert releases.expectation(case, "classic", "4.0.5") is None
 
 
+def test_a_release_before_several_changes_takes_the_nearest_before() -> None:
+    # 3.10.0 moved a returned quorum message to the back, 4.0.0 near the head again (delivery limit)
+    case = "queue_types.requeue-position-nack"
+    assert releases.expectation(case, "quorum", "3.8.9").value == ["m1", "m2", "m3", "m4"]
+    assert releases.expectation(case, "quorum", "3.10.8").value == ["m2", "m3", "m4", "m1"]
+    assert releases.expectation(case, "quorum", "4.3.6").value == ["m1", "m2", "m3", "m4"]
+    # the consumer-timeout text of 3.8.9; 4.0.5 the case's own; 4.3 classic queues: not evaluated
+    timeout = "consumer_timeout.unacked-delivery-closes-channel"
+    assert "consumer ack timed out" in releases.expectation(timeout, None, "3.8.9").value
+    assert releases.expectation(timeout, None, "4.0.5") is None
+    assert releases.expectation(timeout, None, "4.3.6").value.startswith("no channel.close")
+
+
+def test_a_feature_a_release_introduced_is_unsupported_before_it() -> None:
+    row = releases.expectation("queue_types.reject-publish-overflow-nack", "quorum", "3.8.9")
+    assert row is not None and "3.8.10" in str(row.unsupported) and row.value is None
+    assert releases.expectation("queue_types.reject-publish-overflow-nack", "quorum", "3.8.10") is None
+    assert releases.expectation("queue_types.reject-publish-overflow-nack", "classic", "3.8.9") is None
+    assert releases.expectation("consumer_priority.higher-first-until-blocked", "quorum", "3.8.9").unsupported
+
+
 def test_mirrored_cases_are_unsupported_from_4_0_with_one_reason() -> None:
     reasons = {releases.expectation(c, None, "4.0.5").unsupported
                for c in ("cluster.confirm-survives-leader-loss.mirrored", "cluster.exclusive-not-mirrored")}
@@ -73,19 +94,24 @@ def test_the_upgrade_comparison_marks_documented_and_undocumented_changes(tmp_pa
     old = _run(tmp_path, "old", "3.10.8", {
         "exchange.unknown-type-503": ("PASS", "connection.close 503"),
         "access.get-without-read": ("PASS", "access to queue 'amqpc-a-gw0-11111111-q' refused"),
+        "replies.some-text": ("PASS", "text one of queue 'amqpc-a-gw0-11111111-q'"),
         "basic.same": ("PASS", "x on 127.0.0.1:1111"),
     })
     new = _run(tmp_path, "new", "4.0.5", {
         "exchange.unknown-type-503": ("PASS", "channel.close 406"),
         "access.get-without-read": ("PASS", "read access to queue 'amqpc-a-gw1-22222222-q' refused"),
+        "replies.some-text": ("PASS", "text two of queue 'amqpc-a-gw1-22222222-q'"),
         "basic.same": ("PASS", "x on 127.0.0.1:2222"),
     })
     cmp = compare_paths(old, new)
     by_case = {r.case_id: r for r in cmp.rows}
-    assert set(by_case) == {"exchange.unknown-type-503", "access.get-without-read"}
+    assert set(by_case) == {"exchange.unknown-type-503", "access.get-without-read", "replies.some-text"}
     assert by_case["exchange.unknown-type-503"].status == "documented"
     assert "3.13.3" in by_case["exchange.unknown-type-503"].sources
-    assert by_case["access.get-without-read"].status == "UNDOCUMENTED"
+    # the ACCESS_REFUSED text that names the permission: an observed-only row (3.12.0, no note)
+    assert by_case["access.get-without-read"].status == "documented"
+    assert "3.12.0" in by_case["access.get-without-read"].sources
+    assert by_case["replies.some-text"].status == "UNDOCUMENTED"
 
 
 def test_a_new_failure_is_undocumented_even_where_a_change_lists_the_case(tmp_path: Path) -> None:

@@ -131,8 +131,8 @@ def test_bench_run_prints_every_phase(tmp_path: Path, fakes: dict[str, Any],
     assert phases["report: read+parse"] == 0.5 and all(v >= 0 for v in phases.values())
 
 
-@pytest.mark.parametrize(("cores", "n"), [(1, 2), (2, 4), (3, 4), (16, 4)])
-def test_default_workers_is_twice_the_cores_between_2_and_4(cores: int, n: int) -> None:
+@pytest.mark.parametrize(("cores", "n"), [(1, 3), (2, 6), (3, 8), (16, 8)])
+def test_default_workers_is_three_times_the_cores_between_2_and_8(cores: int, n: int) -> None:
     assert run_cmd.default_workers(cores) == n
 
 

@@ -99,6 +99,17 @@ def test_lagging_quorum_queues_are_names(fake_erl_call) -> None:
     assert "rabbit_quorum_queue:status" in (seen.parent / "seen.stdin").read_text()
 
 
+def test_running_nodes_asks_the_status_of_the_nodes_release(fake_erl_call) -> None:
+    """rabbitmqctl cluster_status's call: rabbit_db_cluster:cli_cluster_status/0 where the module
+    exists (3.13, 4.x; 4.3 has no rabbit_mnesia:status/0, Khepri being its only store), else
+    rabbit_mnesia:status/0 (3.10-3.12); chosen in the node, not by the suite."""
+    seen = fake_erl_call(f'{MARK}{{"ok": ["a@h", "b@h"]}}\n')
+    assert rabbitnode.running_nodes("a@h", {}) == ["a@h", "b@h"]
+    sent = (seen.parent / "seen.stdin").read_text()
+    assert "code:ensure_loaded(rabbit_db_cluster)" in sent
+    assert sent.index("rabbit_db_cluster:cli_cluster_status()") < sent.index("rabbit_mnesia:status()")
+
+
 @pytest.mark.parametrize("name", erleval.WRAPPER_VARS)
 def test_an_expression_binding_a_wrapper_variable_is_refused_before_any_call(fake_erl_call, name) -> None:
     # Binding one of them too fails to compile on the node ('unsafe_var'): an error a caller polling
@@ -111,8 +122,51 @@ def test_an_expression_binding_a_wrapper_variable_is_refused_before_any_call(fak
 
 def test_the_wrapper_binds_exactly_its_declared_variables() -> None:
     wrapped = erleval._WRAP.format(check="", expr="1", mark=MARK)
-    assert set(re.findall(r"\b[A-Z]\w*__\b", wrapped)) == set(erleval.WRAPPER_VARS)
+    by_value = erleval._WRAP_VALUE.format(check="", expr="1", mark=MARK)
+    found = set(re.findall(r"\b[A-Z]\w*__\b", wrapped)) | set(re.findall(r"\b[A-Z]\w*__\b", by_value))
+    assert found == set(erleval.WRAPPER_VARS)
     # the helpers' own expressions pass (the stream coordinator's save, the cluster join)
     from conformance.cluster.steady import SAVE_MEMBER
     assert not erleval._CLASH.search(SAVE_MEMBER)
     assert not erleval._CLASH.search(rabbitnode._JOIN_SPAWN)
+
+
+_OLD_RPC_OUT = ("{badrpc, {'EXIT', {function_clause, [{rpc, set_group_leader, [send_stdout_to_caller], "
+                "[{file, \"rpc.erl\"}, {line, 250}]}]}}}")
+
+
+@pytest.mark.parametrize("printed", [
+    lambda text: '{ok, "' + MARK + text.encode().hex().upper() + '"}',  # a string
+    lambda text: "{ok, [" + ", ".join(str(ord(c)) for c in MARK + text.encode().hex()) + "]}",  # a long one
+])
+def test_a_node_of_an_old_erlang_is_asked_for_the_value(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        printed) -> None:
+    # OTP 23 (RabbitMQ 3.8.9, Debian 11): its rpc has no send_stdout_to_caller, so -fetch_stdout
+    # fails with a function_clause; the answer then comes as the expression's value, hex-encoded
+    answer = '{"ok": ["a\\"b", "é"]}'
+    script, calls = tmp_path / "erl_call", tmp_path / "calls"
+    (tmp_path / "old").write_text(_OLD_RPC_OUT + "\n")
+    (tmp_path / "value").write_text(printed(answer) + "\n")
+    script.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncat > {tmp_path}/stdin\ncase "$*" in '
+                      f'*-fetch_stdout*) cat {tmp_path}/old ;; *) cat {tmp_path}/value ;; esac\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(erleval, "erl_call_path", lambda: str(script))
+    monkeypatch.setattr(erleval, "_VALUE_NODES", set())
+    assert evaluate("old@h", {}, "x()") == ['a"b', "é"]
+    assert evaluate("old@h", {}, "y()") == ['a"b', "é"]
+    argvs = calls.read_text().splitlines()
+    # asked once with -fetch_stdout, then (remembered) by value only
+    assert ["-fetch_stdout" in a for a in argvs] == [True, False, False]
+    sent = (tmp_path / "stdin").read_text()
+    assert "y()" in sent and "rabbit_json:encode" in sent
+
+
+def test_an_old_nodes_error_is_an_eval_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    error = '{"error": "error: undef"}'
+    script = tmp_path / "erl_call"
+    script.write_text(f'#!/bin/sh\ncat >/dev/null\necho \'{{ok, "{MARK}{error.encode().hex()}"}}\'\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(erleval, "erl_call_path", lambda: str(script))
+    monkeypatch.setattr(erleval, "_VALUE_NODES", {"old@h"})
+    with pytest.raises(EvalError, match="old@h: error: undef"):
+        evaluate("old@h", {}, "x()")

@@ -165,3 +165,19 @@ def test_non_persistent_message_is_logged(link: Link) -> None:
     link.publish(b"transient", routing_key="q")
     q = link.broker.vhosts["/"].queues["q"]
     assert q.ready[0].persisted
+
+
+def test_reject_publish_dlx_keeps_drop_head(link: Link) -> None:
+    # RabbitMQ 3.10.8's quorum queues do not support reject-publish-dlx: they keep drop-head
+    # (limits.overflow-reject-publish-dlx-other-queue-keeps-it[quorum])
+    link.rpc(spec.Confirm.Select(), spec.Confirm.SelectOk)
+    link.declare("dlq")
+    quorum(link, "q", **{"x-max-length": 1, "x-overflow": "reject-publish-dlx",
+                         "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"})
+    for body in (b"m1", b"m2"):
+        link.publish(body, routing_key="q")
+    settled = [type(o).__name__ for o in link.take_objs() if isinstance(o, (spec.Basic.Ack, spec.Basic.Nack))]
+    assert settled == ["Ack", "Ack"]
+    assert link.get("q").body == b"m2"
+    assert link.get("dlq").body == b"m1"
+    assert link.declare("q", durable=True, passive=True).message_count == 0

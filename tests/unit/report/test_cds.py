@@ -150,3 +150,33 @@ def test_the_dump_wait_lasts_while_the_jvm_works_and_ends_when_it_stalls(
     finally:
         stalled.kill()
         stalled.wait()
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://127.0.0.1:7077"])
+def test_the_driver_gets_the_archive_and_small_flags_whatever_the_master(cache: Path, master: str) -> None:
+    from conformance.report.session import SMALL_INPUT_JVM, _jvm_options
+
+    driver, executor = _jvm_options(java(), master, submitted=False, small_input=True, record_cds=True)
+    assert SMALL_INPUT_JVM in driver and "-XX:ArchiveClassesAtExit=" in driver
+    # a cluster's executors are JVMs of their own, started for this small input; local mode has none
+    assert (SMALL_INPUT_JVM in executor) is (not master.startswith("local"))
+    assert "ArchiveClasses" not in executor  # the archive is the driver's classpath, not a worker's
+
+
+def test_a_large_input_or_spark_submit_keeps_the_jvm_defaults(cache: Path) -> None:
+    from conformance.report.session import SMALL_INPUT_JVM, _jvm_options
+
+    cluster = "spark://h:7077"
+    driver, executor = _jvm_options(java(), cluster, submitted=False, small_input=False, record_cds=False)
+    assert SMALL_INPUT_JVM not in driver and SMALL_INPUT_JVM not in executor
+    driver, executor = _jvm_options(java(), cluster, submitted=True, small_input=True, record_cds=True)
+    assert driver == executor and driver.startswith("-Dlog4j2.configurationFile=") and " " not in driver
+
+
+def test_a_cluster_report_shuffles_into_twice_the_cores_unless_configured() -> None:
+    from conformance.report.session import cluster_shuffle_partitions
+
+    assert cluster_shuffle_partitions(False, 2) == "4"  # a 2-core worker: as local[2]
+    assert cluster_shuffle_partitions(False, 64) == "128"
+    assert cluster_shuffle_partitions(False, 0) == "2"
+    assert cluster_shuffle_partitions(True, 64) is None  # the cluster's configuration wins

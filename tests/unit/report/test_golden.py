@@ -294,3 +294,17 @@ def test_report_command_exit_codes(
     ]
     assert report_main([str(tmp_path / "nothing-*.jsonl"), "--out", str(tmp_path / "x")]) == 2
     assert "no results file matches" in capsys.readouterr().err
+
+
+def test_the_matrix_reads_worst_first(report: tuple[Path, dict[str, Any]]) -> None:
+    """Rows by the verdict a reader must act on most (FAIL, TIMEOUT, ERROR, NOT_RUN, NON_STRICT,
+    then the rest): the golden sets' FAIL first, the UNSUPPORTED and PASS-only rows after every
+    NON_STRICT one."""
+    from conformance.model.verdicts import action_rank
+
+    page = (report[0] / "index.html").read_text(encoding="utf-8")
+    matrix = page[page.index('id="matrix"'):page.index('id="tx"')]
+    rows = re.findall(r'<tr data-area=.*?</tr>', matrix, re.S)
+    worst = [min(action_rank(v) for v in re.findall(r'data-v="([A-Z_]+)"', row)) for row in rows]
+    assert len(rows) == 12 and worst == sorted(worst), worst
+    assert worst[0] == action_rank("FAIL") and "acks.double-ack-406" in rows[0]
