@@ -306,7 +306,7 @@ class LocalCluster:
         return _LocalNode(i, name, port, dist, base, env, cgroup, inner=inner)
 
     def _popen(
-        self, argv: list[str], env: dict[str, str], log: Path, cgroup: Path | None
+        self, argv: list[str], env: dict[str, str], log: Path, cgroup: Path | None, cwd: Path | None = None
     ) -> subprocess.Popen[bytes]:
         """Spawn from the controller's one long-lived thread, so PR_SET_PDEATHSIG (which follows
         the spawning *thread*) fires only when the controller's process dies."""
@@ -320,6 +320,7 @@ class LocalCluster:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     env=env,
+                    cwd=cwd,
                     start_new_session=True,
                     preexec_fn=_preexec(cgroup, os.getpid()),
                 )
@@ -359,14 +360,19 @@ class LocalCluster:
                 time.sleep(0.05)  # epmd binds within milliseconds; no event to wait on
 
     def _spawn(self, node: _LocalNode) -> None:
+        # A node's working directory is its own folder, as the packaged unit's WorkingDirectory
+        # (/var/lib/rabbitmq): a node started together with another runs part of its boot with
+        # Mnesia's dir unset (rabbit_mnesia:with_running_or_clean_mnesia), and a schema update from
+        # the other node then writes Mnesia.<node> in the working directory. Under chroot that was the
+        # root's /, unwritable: "Cannot create Mnesia dir ... eacces", BOOT FAILED (docs/findings.md).
         if self._root is not None and node.inner is not None:
             from conformance.targets import roots
 
-            argv = self._root.command(node.inner, [roots.SERVER])
+            argv = self._root.command(node.inner, [roots.SERVER], cwd=self._root.inside(node.base))
             node.proc = self._popen(argv, node.env, node.base / "stdout.log", node.cgroup)
             return
         server = RABBITMQ_SERVER if Path(RABBITMQ_SERVER).exists() else str(shutil.which("rabbitmq-server"))
-        node.proc = self._popen([server], node.env, node.base / "stdout.log", node.cgroup)
+        node.proc = self._popen([server], node.env, node.base / "stdout.log", node.cgroup, cwd=node.base)
 
     # -- node calls (conformance.targets.rabbitnode: erl_call, rabbitmqctl's calls) -----------
 

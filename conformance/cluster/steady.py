@@ -113,14 +113,14 @@ def restart_failed(nodes: Sequence[_Proc], restarts: dict[int, int], spawn: Call
     ``wait_running`` waits for), at most :data:`MAX_RESTARTS` times each (``restarts`` counts).
 
     RabbitMQ's Debian package runs a node under systemd with ``Restart=on-failure`` (its
-    rabbitmq-server.service, 3.10.8 and 4.0.5 alike), and a node can fail its boot: on 4.0.5, two
+    rabbitmq-server.service, 3.10.8 and 4.0.5 alike), and a node can fail its boot. Seen on 4.0.5: two
     nodes killed with kill -9 and started together beside a paused third, one of them ended with
-    "BOOT FAILED" (Mnesia: "FATAL Schema update error", then rabbit_mnesia:check_cluster_consistency
-    killed waiting on negotiate_protocol with the paused node; the kept logs of a local run of
-    cluster.majority-down-no-confirm.*, 2026-11-29, whose TIMEOUT had the stack CI's TIMEOUTs of
-    2026-11-28 had). Without a supervisor the suite waited for a node
-    that was no longer there. The unit's RestartSec=10 guards against a crash loop; here the count
-    does, so the node starts again at once."""
+    "BOOT FAILED" (Mnesia: "FATAL Schema update error"; the kept logs of local runs of
+    cluster.majority-down-no-confirm.*). Its cause was the harness's: the node ran in the root's
+    unwritable / (chroot's working directory), and Mnesia, briefly without its dir at boot, writes
+    there (LocalCluster._spawn, docs/findings.md); nodes now run in their own folder. Without a
+    supervisor the suite waited for a node that was no longer there. The unit's RestartSec=10 guards
+    against a crash loop; here the count does, so the node starts again at once."""
     for node in nodes:
         if node.alive() or node.proc is None:
             continue

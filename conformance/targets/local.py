@@ -252,7 +252,8 @@ def _start_rabbitmq_root(base: Path, root: Any, *, host: str, restricted: bool,
     # what the host's erl_call needs to reach the node: its cookie (seen from the host) and epmd
     call_env = {**os.environ, "HOME": str(base / "home"), "ERL_EPMD_PORT": str(epmd_port)}
     url = amqp_url(host, port)
-    argv = root.command(env, ["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", roots.EPMD, roots.SERVER])
+    argv = root.command(env, ["/bin/sh", "-c", _WITH_OWN_EPMD, "amqpc-rabbitmq", roots.EPMD, roots.SERVER],
+                        cwd=inner)
     ctl = ProcessController(argv, env=dict(os.environ), host=host, port=port, log_path=base / "stdout.log",
                             ready=lambda deadline: _rabbitmq_ready(url, node, call_env, deadline),
                             what=f"rabbitmq-server {root.version()} in {root.path}", stop_timeout=60,

@@ -77,10 +77,11 @@ class Root:
         """A host path below the root as the root's processes see it."""
         return "/" + str(outer.resolve().relative_to(self.path))
 
-    def command(self, env: Mapping[str, str], argv: Sequence[str]) -> list[str]:
-        """``argv`` run in the root as its rabbitmq user with exactly ``env`` (in-root values)."""
+    def command(self, env: Mapping[str, str], argv: Sequence[str], cwd: str | None = None) -> list[str]:
+        """``argv`` run in the root as its rabbitmq user with exactly ``env`` (in-root values), in the
+        in-root folder ``cwd`` (chroot's own is the root's /, which that user cannot write)."""
         return ["chroot", f"--userspec={self.uid}:{self.gid}", str(self.path), "/usr/bin/env", "-i",
-                *(f"{k}={v}" for k, v in env.items()), *argv]
+                *(["--chdir", cwd] if cwd else []), *(f"{k}={v}" for k, v in env.items()), *argv]
 
     def own(self, folder: Path) -> None:
         """``folder`` and everything below it owned by the root's rabbitmq user (the node writes there)."""

@@ -74,3 +74,11 @@ def test_the_script_knows_the_same_suites() -> None:
     script = (Path(__file__).parents[2] / "scripts" / "rabbitmq-root").read_text()
     case_line = next(line for line in script.splitlines() if line.strip().startswith("bullseye|"))
     assert case_line.strip().removesuffix(") ;;").split("|") == list(roots.SUITES)
+
+
+def test_a_command_in_the_root_runs_in_the_folder_given() -> None:
+    root = roots.Root(path=Path("/r"), label="trixie", uid=101, gid=102)
+    argv = root.command({"A": "1"}, ["/usr/bin/x", "y"], cwd="/tmp/node")
+    assert argv == ["chroot", "--userspec=101:102", "/r", "/usr/bin/env", "-i", "--chdir", "/tmp/node",
+                    "A=1", "/usr/bin/x", "y"]
+    assert "--chdir" not in root.command({"A": "1"}, ["/usr/bin/x"])
