@@ -72,6 +72,18 @@ def test_parse_lines_reads_tx_keys_from_extra_and_tolerates_non_string_values(sp
     expect(spark, valid, "tx_row string, tx_observed string", [("reject", "on commit")])
 
 
+def test_faults_records_are_set_apart_however_their_key_is_written(spark: SparkSession) -> None:
+    faults = json.dumps({"record": "faults.summary", "run_id": "f1"})
+    escaped = '{"rec\\u006frd": "faults.summary", "run_id": "f2"}'  # the same key, one letter escaped
+    named = json.dumps(record(message='the "record" key is not here'))  # the text, not the key
+    other = json.dumps({**record(), "record": "other"})  # a record field that is not faults.*
+    lines = lines_frame(spark, [faults, escaped, named, other, json.dumps(record())])
+    assert [r.value for r in parsing.workload_lines(lines).collect()] == [faults, escaped]
+    parsed = parsing.parse_lines(lines)
+    assert sorted((r.row_id, r.reason) for r in parsed.select("row_id", "reason").collect()) == [
+        (2, None), (3, None), (4, None)]
+
+
 def test_line_numbers_add_earlier_splits_of_the_same_file(spark: SparkSession) -> None:
     # File a: split 0 holds 3 lines (ids 0-2), split 1000 holds 2 lines in another partition
     # (ids start at 2^33); file b: one split of 2 lines after a's first split in partition 0.
