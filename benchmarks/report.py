@@ -39,12 +39,18 @@ def run_bench(
     store: bool = False,
     reuse: bool = False,
     local_cluster: int = 0,
+    synthetic_store: bool = False,
 ) -> dict[str, Any]:
     """Return the figures: startup, generation, per-stage and total report seconds, rows/s.
 
     With ``store``, the generated files are first ingested into a results store (timed as
     ``ingest_s``) and the report reads the store instead of the files. With ``reuse``, results
     generated earlier in ``work`` with the same rows and seed are used as they are (generate_s 0).
+    With ``synthetic_store``, the rows are generated straight into a results store
+    (:func:`benchmarks.synth.generate_rows`, :func:`conformance.report.store.ingest_rows`: the
+    rows an ingest of the lines would store, without the JSONL; timed as ``generate_s``) and the
+    report reads the store: a store of 100M rows without 60 GB of JSONL. The ingest of lines is
+    measured by ``store``.
     ``local_cluster``: a Spark standalone cluster of that many 2-core workers is started on
     127.0.0.1 (:mod:`conformance.report.standalone`) and used as the master (stopped at the end).
     Spark's own numbers (jobs, stages, tasks, shuffle bytes) come with each phase (``spark``).
@@ -62,11 +68,25 @@ def run_bench(
             say(f"bench: local standalone cluster {master}: {local_cluster} worker(s) of 2 cores "
                 f"(up in {time.perf_counter() - t0:.1f}s)")
             t0 = time.perf_counter()
-        return _run(rows, master, base, own_work, seed, say, store, reuse, t0)
+        return _run(rows, master, base, own_work, seed, say, store, reuse, t0, synthetic_store)
+
+
+def driver_peak_rss_mb(spark: Any) -> float | None:
+    """The driver JVM's peak resident memory (VmHWM of the JVM PySpark launched), in MB; None
+    when it is not a local process this can read (spark-submit's, or no /proc)."""
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    try:
+        status = Path(f"/proc/{proc.pid}/status").read_text() if proc is not None else ""
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
 
 
 def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, say: Callable[[str], None],
-         store: bool, reuse: bool, t0: float) -> dict[str, Any]:
+         store: bool, reuse: bool, t0: float, synthetic_store: bool = False) -> dict[str, Any]:
     from benchmarks import synth  # pyspark: imported once the [report] extra is known to be there
     from conformance.report import sparkstats
     from conformance.report.pipeline import run_report
@@ -81,7 +101,16 @@ def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, s
             say(f"bench: Spark up in {startup:.1f}s ({master_url}); generating {rows:,} rows → {data}")
             t1 = time.perf_counter()
             marker, made = base / GENERATED, {"rows": rows, "seed": seed}
-            if reuse and marker.exists() and json.loads(marker.read_text()) == made:
+            if synthetic_store:
+                from conformance.report.store import ingest_rows
+
+                source = base / "store"
+                shutil.rmtree(source, ignore_errors=True)
+                before = sparkstats.snapshot(spark)
+                ingest_rows(spark, synth.generate_rows(spark, rows, seed=seed), source,
+                            f"synthetic:rows={rows}:seed={seed}", progress=say)
+                spark_stats["generate"] = sparkstats.snapshot(spark).since(before).as_dict()
+            elif reuse and marker.exists() and json.loads(marker.read_text()) == made:
                 say(f"bench: reusing the results generated in {data}")
             else:
                 cores = spark.sparkContext.defaultParallelism
@@ -92,9 +121,12 @@ def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, s
             generate_s = time.perf_counter() - t1
             files = sorted(data.glob("*.jsonl"))
             size_mb = sum(f.stat().st_size for f in files) / 1e6
-            say(f"bench: generated {size_mb:.0f} MB in {len(files)} files in {generate_s:.1f}s")
             ingest_s = None
-            source = data
+            if synthetic_store:
+                say(f"bench: generated {rows:,} rows into the store {source} in {generate_s:.1f}s")
+            else:
+                say(f"bench: generated {size_mb:.0f} MB in {len(files)} files in {generate_s:.1f}s")
+                source = data
             if store:
                 from conformance.report.store import ingest
 
@@ -111,6 +143,8 @@ def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, s
             summary = run_report(spark, [str(source)], out, name=f"bench-{rows}", progress=say, stats=True)
             report_s = time.perf_counter() - t2
             spark_stats.update(summary.get("spark_stats", {}))
+            peak_mb = driver_peak_rss_mb(spark)
+            driver_memory = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
     finally:
         if own_work:
             shutil.rmtree(base, ignore_errors=True)
@@ -121,12 +155,16 @@ def _run(rows: int, master: str | None, base: Path, own_work: bool, seed: int, s
         "files": len(files),
         "input_mb": size_mb,
         "master": master_url,
+        "synthetic_store": synthetic_store,
+        "driver_memory": driver_memory,
+        "driver_peak_rss_mb": peak_mb,
         "startup_s": startup,
         "generate_s": generate_s,
         "ingest_s": ingest_s,
         "stages": summary["timings_s"],
         "report_s": report_s,
         "rows_per_s": n / report_s if report_s > 0 else 0.0,
+        "generate_rows_per_s": n / generate_s if synthetic_store and generate_s > 0 else None,
         "total_s": time.perf_counter() - t0,
         "spark": spark_stats,
         "summary": summary,
@@ -157,6 +195,9 @@ def bench_parser() -> argparse.ArgumentParser:
                    "(the wheel's spark-class) and run on it; stopped at the end")
     p.add_argument("--reuse", action="store_true",
                    help="with --work: reuse the results generated there before (same --rows and --seed)")
+    p.add_argument("--synthetic-store", action="store_true",
+                   help="generate the rows straight into a results store (no JSONL: the rows an ingest "
+                   "of the lines would store) and report from it; for stores too big to write as JSONL")
     return p
 
 
@@ -164,6 +205,9 @@ def main(argv: list[str]) -> int:
     args = bench_parser().parse_args(argv)
     if args.rows < 1:
         _err("--rows must be at least 1")
+        return EXIT_BAD_INPUT
+    if args.synthetic_store and (args.store or args.reuse):
+        _err("--synthetic-store makes the store from generated rows: it takes neither --store nor --reuse")
         return EXIT_BAD_INPUT
     problem = missing_extra("report", "bench report")
     if problem is not None:
@@ -174,22 +218,33 @@ def main(argv: list[str]) -> int:
 
     try:
         figures = run_bench(args.rows, master=args.master, work=args.work, seed=args.seed, progress=_progress,
-                            store=args.store, reuse=args.reuse, local_cluster=args.local_cluster)
+                            store=args.store, reuse=args.reuse, local_cluster=args.local_cluster,
+                            synthetic_store=args.synthetic_store)
     except (EnvironmentProblem, ClusterProblem) as exc:
         _err(str(exc))
         return EXIT_BAD_INPUT
-    print(
-        f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, "
-        f"{figures['files']} files) on {figures['master']}"
-    )
+    if figures["synthetic_store"]:
+        print(f"bench report: {figures['rows']:,} rows generated into a store on {figures['master']}")
+    else:
+        print(
+            f"bench report: {figures['rows']:,} rows ({figures['input_mb']:.0f} MB JSONL, "
+            f"{figures['files']} files) on {figures['master']}"
+        )
     print(f"  spark startup        {figures['startup_s']:7.1f} s")
-    print(f"  generate             {figures['generate_s']:7.1f} s")
+    if figures["synthetic_store"]:
+        print(f"  generate into store  {figures['generate_s']:7.1f} s  → "
+              f"{figures['generate_rows_per_s']:,.0f} rows/s")
+    else:
+        print(f"  generate             {figures['generate_s']:7.1f} s")
     if figures.get("ingest_s") is not None:
         print(f"  ingest into store    {figures['ingest_s']:7.1f} s")
     for stage, secs in figures["stages"].items():
         print(f"  {stage:<20} {secs:7.1f} s")
     print(f"  report total         {figures['report_s']:7.1f} s  → {figures['rows_per_s']:,.0f} rows/s")
     print(f"  overall              {figures['total_s']:7.1f} s")
+    peak = figures["driver_peak_rss_mb"]
+    print(f"  driver JVM           {figures['driver_memory']} heap, peak RSS "
+          + (f"{peak:,.0f} MB" if peak is not None else "unknown"))
     print("Spark's own numbers, per phase:")
     for phase, c in figures["spark"].items():
         print(f"  {phase:<20} {c['jobs']:5} jobs {c['stages']:5} stages {c['tasks']:7} tasks  shuffle "

@@ -21,6 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from conformance.report import tx_table
+from conformance.report.parsing import rec_with_derived
+from conformance.report.schema import RESULT_SCHEMA, RESULTS_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,51 @@ def generate(
     spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 3, cases: list[SynthCase] | None = None
 ) -> DataFrame:
     """``rows`` result lines (JSON text in column ``value``), ``malformed`` of them cut short."""
+    df, record = _records(spark, rows, seed=seed, cases=cases)
+    text = F.to_json(record)
+    cut = _cut_short(rows, malformed)
+    if cut is not None:
+        # Cut some lines short (a writer killed mid-line), spread over the data.
+        text = F.when(cut, F.substring(text, 1, 57)).otherwise(text)
+    return df.select(text.alias("value"))
+
+
+def generate_rows(
+    spark: SparkSession, rows: int, *, seed: int = 7, malformed: int = 3, cases: list[SynthCase] | None = None
+) -> DataFrame:
+    """The result rows (:data:`~conformance.report.schema.RESULTS_COLUMNS`) an ingest of
+    :func:`generate`'s lines gives (the lines cut short are no rows), made without the JSON: each
+    record typed as the parse types it (:data:`~conformance.report.schema.RESULT_SCHEMA`), its
+    derived columns by the parse's own :func:`~conformance.report.parsing.rec_with_derived`.
+    What a store of 100M rows is made from without 60 GB of JSONL."""
+    df, record = _records(spark, rows, seed=seed, cases=cases)
+    cut = _cut_short(rows, malformed)
+    if cut is not None:
+        df = df.where(~cut)
+    # The record a column first: a field read off the struct expression itself copies all of it
+    # into the plan, once per read (analysing such a plan took minutes).
+    made = df.select(record.alias("rec"))
+    fields = set(made.schema["rec"].dataType.fieldNames())  # type: ignore[attr-defined]
+    typed = made.select(F.struct(*[
+        (F.col("rec")[f.name] if f.name in fields else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in RESULT_SCHEMA.fields
+    ]).alias("r"))
+    r = F.col("r")
+    return typed.select(*rec_with_derived(r, F.try_to_timestamp(r["time"]))).select(*RESULTS_COLUMNS)
+
+
+def _cut_short(rows: int, malformed: int) -> Column | None:
+    """Which of ``rows`` lines :func:`generate` cuts short (``malformed`` of them, spread)."""
+    if malformed <= 0 or rows < malformed:
+        return None
+    step = rows // malformed
+    return F.col("id") % step == step // 2
+
+
+def _records(spark: SparkSession, rows: int, *, seed: int, cases: list[SynthCase] | None
+             ) -> tuple[DataFrame, Column]:
+    """The generator's frame (``id`` and what a record is made of) and the record (a struct
+    column over it: the fields a line holds)."""
     cases = cases or suite_cases()
     brokers = [(p, plat, v, vi, len(vs), col) for p, plat, vs, col in PRODUCTS for vi, v in enumerate(vs)]
     case_df = spark.createDataFrame(
@@ -387,13 +434,7 @@ def generate(
         .otherwise(F.create_map().cast(T.MapType(T.StringType(), T.StringType())))
         .alias("extra"),
     )
-    text = F.to_json(record)
-    if malformed > 0 and rows >= malformed:
-        # Cut some lines short (a writer killed mid-line), spread over the data.
-        step = rows // malformed
-        text = F.when(F.col("id") % step == step // 2, F.substring(text, 1, 57)).otherwise(text)
-    lines = df.select(text.alias("value"))
-    return lines
+    return df, record
 
 
 def write_jsonl(lines: DataFrame, out: Path, files: int) -> None:

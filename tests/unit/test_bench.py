@@ -162,5 +162,15 @@ def test_bench_report_still_dispatches() -> None:
     assert res.returncode == 2 and "--rows must be at least 1" in res.stderr
 
 
+@pytest.mark.parametrize("other", ["--store", "--reuse"])
+def test_bench_report_synthetic_store_refuses_a_second_source(other: str) -> None:
+    res = subprocess.run([sys.executable, "-m", "conformance.cli", "bench", "report", "--rows", "10",
+                          "--synthetic-store", other], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "amqp-conformance bench report: --synthetic-store makes the store from generated rows: it takes "
+        "neither --store nor --reuse"]
+
+
 def test_every_scenario_has_its_load() -> None:
     assert list(runner._LOADS) == list(runner.SCENARIOS)

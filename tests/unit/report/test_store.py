@@ -181,6 +181,51 @@ def test_bench_report_through_the_store(spark: SparkSession, tmp_path: Path) -> 
     assert figures["summary"]["inputs"]["n_malformed"] == sum(ing["malformed"] for ing in manifest["ingests"])
 
 
+def test_a_store_made_of_generated_rows_equals_the_ingest_of_their_lines(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    from benchmarks import synth
+    from conformance.report import aggregates
+
+    cases = synth.builtin_cases()
+    lines = synth.generate(spark, 4000, seed=3, cases=cases, malformed=2)
+    synth.write_jsonl(lines, tmp_path / "lines", files=2)
+    by_lines = store.ingest(spark, [str(tmp_path / "lines")], tmp_path / "a")
+    by_rows = store.ingest_rows(spark, synth.generate_rows(spark, 4000, seed=3, cases=cases, malformed=2),
+                                tmp_path / "b", "synthetic:4000")
+    assert by_lines.malformed_added == 2 and by_rows.malformed_added == 0
+    assert (by_rows.rows_added, by_rows.runs_added) == (by_lines.rows_added, by_lines.runs_added) == (
+        3998, by_rows.runs_added)
+    a, b = (store.read_manifest(tmp_path / s)["ingests"][0] for s in ("a", "b"))
+    assert a["runs"] == b["runs"] and b["sources"] == ["synthetic:4000"]
+    def stored(name: str) -> Any:
+        return store.read_results(spark, tmp_path / name).drop(store.PARTITION)
+
+    assertDataFrameEqual(stored("b"), stored("a"))
+    got, want = (store.load_partials(spark, tmp_path / n, store.read_manifest(tmp_path / n)) for n in "ba")
+    for name in aggregates.NAMES:
+        assertDataFrameEqual(getattr(got, name), getattr(want, name))
+        assert getattr(got, name).schema == getattr(want, name).schema
+    # Stored again: every run is known, nothing is added.
+    again = store.ingest_rows(spark, synth.generate_rows(spark, 4000, seed=3, cases=cases, malformed=2),
+                              tmp_path / "b", "synthetic:4000")
+    assert (again.ingest_id, again.rows_added, len(again.runs_skipped)) == (None, 0, len(by_rows.runs_added))
+
+
+def test_bench_report_of_a_synthetic_store(spark: SparkSession, tmp_path: Path) -> None:
+    from benchmarks.report import run_bench
+
+    figures = run_bench(3000, work=tmp_path, synthetic_store=True)
+    manifest = json.loads((tmp_path / "store" / "store.json").read_text())
+    assert [ing["sources"] for ing in manifest["ingests"]] == [["synthetic:rows=3000:seed=7"]]
+    # 3 of the 3000 generated lines are cut short: no rows; the other rows all reach the report.
+    assert figures["rows"] == sum(ing["rows"] for ing in manifest["ingests"]) == 2997
+    assert figures["files"] == 0 and figures["ingest_s"] is None and figures["generate_rows_per_s"] > 0
+    assert figures["driver_peak_rss_mb"] is None or figures["driver_peak_rss_mb"] > 100
+
+
 # -------------------------------------------------------------- ingest without a JVM (pyarrow)
 
 BASELINE = ROOT / "fixtures" / "baselines" / "garagemq.jsonl"
