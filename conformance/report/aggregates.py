@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from pyspark.sql import DataFrame
 
 from conformance.report import compliance, history, parsing, power
-from conformance.report.schema import RESULTS_COLUMNS
+from conformance.report.schema import BROKER_KEYS, RESULTS_COLUMNS
 
 # The version of the partials' definitions a store's ingest records: an ingest whose partials
 # are of another version (or that has none) gets them computed from its rows at report time.
@@ -77,6 +77,22 @@ def partials_of(all_results: DataFrame) -> Partials:
     """The partials of a set of valid result rows (mutation runs included)."""
     normal = parsing.normal_runs(all_results)
     return Partials(**{n: PARTIAL_OF[n](all_results, normal) for n in NAMES})
+
+
+def shared_groups(normal: DataFrame) -> DataFrame:
+    """The history's groups (case × broker build) with the latest partial's aggregates: one
+    shuffle of the rows for both. Its groups are finer than the latest's (broker version × case),
+    so the latest partial is the merge of these (:func:`partials_of_shared`)."""
+    return history.history_groups(normal, *compliance.latest_aggregates())
+
+
+def partials_of_shared(all_results: DataFrame, groups: DataFrame) -> Partials:
+    """:func:`partials_of`, the latest and the history partials derived from ``groups``
+    (:func:`shared_groups` of the normal runs' rows; persist it when more than one is read)."""
+    normal = parsing.normal_runs(all_results)
+    made = {n: PARTIAL_OF[n](all_results, normal) for n in NAMES if n not in ("latest", "history")}
+    latest = compliance.latest_merge(groups.select(*BROKER_KEYS, "case_id", "last", "n_executions"))
+    return Partials(latest=latest, history=history.history_of_groups(groups), **made)
 
 
 class LazyPartials:

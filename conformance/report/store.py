@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -287,10 +288,15 @@ def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
     ``aggregates/<name>/ingest=<id>``. Before the commit: an ingest that dies here stays invisible."""
     t0 = time.perf_counter()
     rows = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
-    for name, df in aggregates.partials_of(rows).items():
-        # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.
-        df.coalesce(AGGREGATE_FILES).withColumn(PARTITION, F.lit(ingest_id)).write.mode("append") \
-            .partitionBy(PARTITION).parquet(_uri(_aggregate_dir(store, name)))
+    # The latest and the history partials from one shuffle of the rows (kept while both are written).
+    groups = aggregates.shared_groups(parsing.normal_runs(rows)).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        for name, df in aggregates.partials_of_shared(rows, groups).items():
+            # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.
+            df.coalesce(AGGREGATE_FILES).withColumn(PARTITION, F.lit(ingest_id)).write.mode("append") \
+                .partitionBy(PARTITION).parquet(_uri(_aggregate_dir(store, name)))
+    finally:
+        groups.unpersist()
     say(f"ingest: aggregates written in {time.perf_counter() - t0:.1f}s")
 
 
