@@ -121,3 +121,26 @@ def test_a_store_from_before_the_aggregates_is_read(
         ing.pop("aggregates", None)
     (st / "store.json").write_text(json.dumps(manifest))
     assert _finals(_partials(spark, st)) == from_files
+
+
+def test_the_ingests_shared_pass_gives_the_partials_of_the_rows(
+        spark: SparkSession, inputs: list[Path]) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    from conformance.report import parsing
+
+    from .conftest import results_frame
+
+    golden = Path(__file__).resolve().parents[3] / "fixtures" / "results"
+    loaded = edges.load_results(spark, [*map(str, inputs), str(golden)])
+    try:
+        # A build without a platform (a null key of the history's groups, not of the latest's).
+        extra = results_frame(spark, [record(run_id="np", broker_platform=None, verdict="FAIL"),
+                                      record(run_id="np2", broker_platform=None, time=_ts(40))])
+        rows = loaded.results.unionByName(extra)
+        shared = aggregates.partials_of_shared(rows, aggregates.shared_groups(parsing.normal_runs(rows)))
+        plain = aggregates.partials_of(rows)
+        for name in aggregates.NAMES:
+            assertDataFrameEqual(getattr(shared, name), getattr(plain, name))
+    finally:
+        loaded.close()
