@@ -80,19 +80,21 @@ def partials_of(all_results: DataFrame) -> Partials:
 
 
 def shared_groups(normal: DataFrame) -> DataFrame:
-    """The history's groups (case × broker build) with the latest partial's aggregates: one
-    shuffle of the rows for both. Its groups are finer than the latest's (broker version × case),
-    so the latest partial is the merge of these (:func:`partials_of_shared`)."""
-    return history.history_groups(normal, *compliance.latest_aggregates())
+    """The history partial (case × broker build) with each group's latest execution (``last``):
+    one shuffle of the rows for both. Its groups are finer than the latest's (broker version ×
+    case), so the latest partial is the merge of these (:func:`partials_of_shared`). Bounded
+    (the lists of executions are gone): persist it when both are read."""
+    return history.history_of_groups(history.history_groups(normal, compliance.latest_last()), "last")
 
 
 def partials_of_shared(all_results: DataFrame, groups: DataFrame) -> Partials:
     """:func:`partials_of`, the latest and the history partials derived from ``groups``
-    (:func:`shared_groups` of the normal runs' rows; persist it when more than one is read)."""
+    (:func:`shared_groups` of the normal runs' rows)."""
     normal = parsing.normal_runs(all_results)
     made = {n: PARTIAL_OF[n](all_results, normal) for n in NAMES if n not in ("latest", "history")}
+    # A history group's executions are its latest's: n_executions is the same count.
     latest = compliance.latest_merge(groups.select(*BROKER_KEYS, "case_id", "last", "n_executions"))
-    return Partials(latest=latest, history=history.history_of_groups(groups), **made)
+    return Partials(latest=latest, history=groups.drop("last"), **made)
 
 
 class LazyPartials:

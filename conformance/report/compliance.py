@@ -31,13 +31,13 @@ _LATEST_PAYLOAD: tuple[str, ...] = (
 def latest_partial(results: DataFrame) -> DataFrame:
     """Per broker version and case: the latest execution (``last``, a struct ordered by time, then
     run id) and the number of executions."""
-    return results.groupBy(*BROKER_KEYS, "case_id").agg(*latest_aggregates())
+    return results.groupBy(*BROKER_KEYS, "case_id").agg(
+        latest_last(), F.count(F.lit(1)).alias("n_executions"))
 
 
-def latest_aggregates() -> list[Column]:
-    """What :func:`latest_partial` computes per group (mergeable: :func:`latest_merge`)."""
-    return [F.max(F.struct("ts", "run_id", *_LATEST_PAYLOAD)).alias("last"),
-            F.count(F.lit(1)).alias("n_executions")]
+def latest_last() -> Column:
+    """The latest execution of a group (``last``: mergeable by max, :func:`latest_merge`)."""
+    return F.max(F.struct("ts", "run_id", *_LATEST_PAYLOAD)).alias("last")
 
 
 def latest_merge(partials: DataFrame) -> DataFrame:

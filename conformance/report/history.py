@@ -49,11 +49,12 @@ def history_groups(results: DataFrame, *more: Column) -> DataFrame:
         F.collect_list(F.struct("ts", "run_id", "verdict")).alias("_l"), *more)
 
 
-def history_of_groups(groups: DataFrame) -> DataFrame:
-    """:func:`history_partial` from :func:`history_groups`."""
+def history_of_groups(groups: DataFrame, *keep: str) -> DataFrame:
+    """:func:`history_partial` from :func:`history_groups` (and the columns ``keep`` of it)."""
     ordered = F.array_sort("_l")
     return groups.select(
         *HISTORY_KEYS,
+        *keep,
         F.size("_l").cast("long").alias("n_executions"),
         F.size(F.array_distinct(F.transform("_l", lambda x: x["run_id"]))).cast("long").alias("n_runs"),
         *[F.size(F.filter("_l", _verdict_is(v))).cast("long").alias(f"n_{v.lower()}") for v in VERDICTS],

@@ -288,7 +288,8 @@ def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
     ``aggregates/<name>/ingest=<id>``. Before the commit: an ingest that dies here stays invisible."""
     t0 = time.perf_counter()
     rows = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
-    # The latest and the history partials from one shuffle of the rows (kept while both are written).
+    # The latest and the history partials from one shuffle of the rows (kept, small, while both
+    # are written).
     groups = aggregates.shared_groups(parsing.normal_runs(rows)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         for name, df in aggregates.partials_of_shared(rows, groups).items():
