@@ -44,7 +44,7 @@ def history_partial(results: DataFrame) -> DataFrame:
 def history_groups(results: DataFrame, *more: Column) -> DataFrame:
     """The one aggregation of :func:`history_partial` (``_l``: the (ts, run, verdict) of each
     execution), with ``more`` aggregates over the same groups (:mod:`conformance.report.aggregates`
-    computes the latest partial in the same pass: its groups are finer)."""
+    computes the latest partial in the same pass: these groups are finer than the latest's)."""
     return results.groupBy(*HISTORY_KEYS).agg(
         F.collect_list(F.struct("ts", "run_id", "verdict")).alias("_l"), *more)
 
