@@ -79,17 +79,19 @@ def partials_of(all_results: DataFrame) -> Partials:
     return Partials(**{n: PARTIAL_OF[n](all_results, normal) for n in NAMES})
 
 
-def shared_groups(normal: DataFrame) -> DataFrame:
-    """The history partial (case × broker build) with each group's latest execution (``last``):
+def shared_groups(all_results: DataFrame) -> DataFrame:
+    """The history partial (case × broker build) of the normal runs' rows of ``all_results``,
+    with each group's latest execution (``last``):
     one shuffle of the rows for both. Its groups are finer than the latest's (broker version ×
     case), so the latest partial is the merge of these (:func:`partials_of_shared`). Bounded
     (the lists of executions are gone): persist it when both are read."""
-    return history.history_of_groups(history.history_groups(normal, compliance.latest_last()), "last")
+    groups = history.history_groups(parsing.normal_runs(all_results), compliance.latest_last())
+    return history.history_of_groups(groups, "last")
 
 
 def partials_of_shared(all_results: DataFrame, groups: DataFrame) -> Partials:
     """:func:`partials_of`, the latest and the history partials derived from ``groups``
-    (:func:`shared_groups` of the normal runs' rows)."""
+    (:func:`shared_groups` of ``all_results``)."""
     normal = parsing.normal_runs(all_results)
     made = {n: PARTIAL_OF[n](all_results, normal) for n in NAMES if n not in ("latest", "history")}
     # A history group's executions are its latest's: n_executions is the same count.

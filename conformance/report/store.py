@@ -150,10 +150,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
     files = edges.resolve_inputs(inputs)
-    store.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(store)
-    known_runs = {run for ing in manifest["ingests"] for run in ing["runs"]}
-    _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
+    manifest, known_runs = _open(store)
 
     lines = edges.read_lines(spark, files)
     parsed = parsing.parse_lines(lines)
@@ -220,10 +217,7 @@ def ingest_rows(spark: SparkSession, rows: DataFrame, store: Path, source: str,
     makes a 100M-row store this way, from generated rows instead of 60 GB of JSONL."""
     say = progress or (lambda _m: None)
     t0 = time.perf_counter()
-    store.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(store)
-    known_runs = {run for ing in manifest["ingests"] for run in ing["runs"]}
-    _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
+    manifest, known_runs = _open(store)
     ingest_id = _new_ingest_id()
     part = store / "results" / f"{PARTITION}={ingest_id}"
     say(f"ingest: writing the rows of {source}")
@@ -242,6 +236,15 @@ def ingest_rows(spark: SparkSession, rows: DataFrame, store: Path, source: str,
     say(f"ingest: committed {ingest_id} in {secs:.1f}s")
     return IngestSummary(ingest_id, 1, sum(new_runs.values()), tuple(sorted(new_runs)), tuple(skipped), 0,
                          secs)
+
+
+def _open(store: Path) -> tuple[dict[str, Any], set[str]]:
+    """The store made ready for an ingest: its manifest, the runs it holds, and the leftovers of
+    ingests that died before their commit removed."""
+    store.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(store)
+    _remove_uncommitted(store, {ing["id"] for ing in manifest["ingests"]})
+    return manifest, {run for ing in manifest["ingests"] for run in ing["runs"]}
 
 
 def _new_ingest_id() -> str:
@@ -290,7 +293,7 @@ def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
     rows = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
     # The latest and the history partials from one shuffle of the rows (kept, small, while both
     # are written).
-    groups = aggregates.shared_groups(parsing.normal_runs(rows)).persist(StorageLevel.MEMORY_AND_DISK)
+    groups = aggregates.shared_groups(rows).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         for name, df in aggregates.partials_of_shared(rows, groups).items():
             # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.

@@ -127,8 +127,6 @@ def test_the_ingests_shared_pass_gives_the_partials_of_the_rows(
         spark: SparkSession, inputs: list[Path]) -> None:
     from pyspark.testing import assertDataFrameEqual
 
-    from conformance.report import parsing
-
     from .conftest import results_frame
 
     golden = Path(__file__).resolve().parents[3] / "fixtures" / "results"
@@ -138,7 +136,7 @@ def test_the_ingests_shared_pass_gives_the_partials_of_the_rows(
         extra = results_frame(spark, [record(run_id="np", broker_platform=None, verdict="FAIL"),
                                       record(run_id="np2", broker_platform=None, time=_ts(40))])
         rows = loaded.results.unionByName(extra)
-        shared = aggregates.partials_of_shared(rows, aggregates.shared_groups(parsing.normal_runs(rows)))
+        shared = aggregates.partials_of_shared(rows, aggregates.shared_groups(rows))
         plain = aggregates.partials_of(rows)
         for name in aggregates.NAMES:
             assertDataFrameEqual(getattr(shared, name), getattr(plain, name))
