@@ -59,6 +59,14 @@ AGGREGATE_FILES = 2
 # results with the explicit schema, which does not name it.
 ASIDE = "malformed_line"
 PARSING = ".parsing-"  # DIR/.parsing-<id>/: an ingest's one pass, before it is sorted into the store
+# The aggregates read an ingest's rows back in tasks of about this many rows. Its Parquet holds a
+# few bytes a row (dictionary-encoded), so Spark's default split (128 MB) made tasks of ~20M rows,
+# and the history partial's sort of those ran a 1 GB executor out of heap (100M rows on a
+# standalone worker: the task failed 4 times). A split is no smaller than a Parquet row group: the
+# results files are written with row groups of ROW_GROUP_BYTES.
+ROWS_PER_TASK = 2_000_000
+ROW_GROUP_BYTES = 8 << 20
+_SPLIT_BYTES = (1 << 20, 128 << 20)
 
 
 class StoreProblem(edges.InputProblem):
@@ -166,7 +174,8 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     bad = F.col("reason").isNotNull()
     aside = F.when(bad, F.struct("file", "block_start", "row_id", "reason", "value")).alias(ASIDE)
     say(f"ingest: parsing and writing the records of {len(files)} file(s)")
-    parsed.select(*RESULTS_COLUMNS, aside, (~bad).alias("ok")).write.partitionBy("ok").parquet(_folder(parse))
+    (parsed.select(*RESULTS_COLUMNS, aside, (~bad).alias("ok")).write
+     .option("parquet.block.size", ROW_GROUP_BYTES).partitionBy("ok").parquet(_folder(parse)))
     part.parent.mkdir(parents=True, exist_ok=True)
     if (parse / "ok=true").is_dir():
         os.replace(parse / "ok=true", part)
@@ -192,7 +201,7 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
             return IngestSummary(None, len(files), 0, (), tuple(skipped), 0, time.perf_counter() - t0)
         if new_runs:
             say(f"ingest: wrote {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
-            write_aggregates(spark, store, ingest_id, say)
+            write_aggregates(spark, store, ingest_id, say, rows=sum(new_runs.values()))
         else:
             shutil.rmtree(part, ignore_errors=True)
         if malformed is not None and n_malformed:
@@ -222,7 +231,7 @@ def ingest_rows(spark: SparkSession, rows: DataFrame, store: Path, source: str,
     part = store / "results" / f"{PARTITION}={ingest_id}"
     say(f"ingest: writing the rows of {source}")
     typed = [F.col(f.name).cast(f.dataType).alias(f.name) for f in RESULTS_STRUCT.fields]
-    rows.select(*typed).write.parquet(_folder(part))
+    rows.select(*typed).write.option("parquet.block.size", ROW_GROUP_BYTES).parquet(_folder(part))
     _unmark(part)
     part, new_runs, skipped = _keep_new_runs(spark, store, part, known_runs, ingest_id)
     if not new_runs:
@@ -230,7 +239,7 @@ def ingest_rows(spark: SparkSession, rows: DataFrame, store: Path, source: str,
         say(f"ingest: nothing new ({len(skipped)} run(s) already in the store)")
         return IngestSummary(None, 1, 0, (), tuple(skipped), 0, time.perf_counter() - t0)
     say(f"ingest: wrote {sum(new_runs.values()):,} rows of {len(new_runs)} new run(s)")
-    write_aggregates(spark, store, ingest_id, say)
+    write_aggregates(spark, store, ingest_id, say, rows=sum(new_runs.values()))
     _commit(store, manifest, ingest_id, [source], new_runs, 0, with_aggregates=True)
     secs = time.perf_counter() - t0
     say(f"ingest: committed {ingest_id} in {secs:.1f}s")
@@ -278,30 +287,45 @@ def _without_runs(spark: SparkSession, store: Path, part: Path, runs: list[str],
     run_ids = T.StructType([T.StructField("run_id", T.StringType())])
     known = edges.local_frame(spark, [(r,) for r in runs], run_ids)
     (spark.read.parquet(_folder(staged)).join(F.broadcast(known), "run_id", "left_anti")
-     .select(*RESULTS_COLUMNS).write.mode("overwrite").parquet(_folder(part)))
+     .select(*RESULTS_COLUMNS).write.option("parquet.block.size", ROW_GROUP_BYTES).mode("overwrite")
+     .parquet(_folder(part)))
     _unmark(part)
     shutil.rmtree(staged, ignore_errors=True)
     return part
 
 
 def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
-                     say: Callable[[str], None] = lambda _m: None) -> None:
-    """The ingest's aggregates (:class:`~conformance.report.aggregates.Partials`), from the rows it
-    just wrote (Parquet: only the columns they need are read back), each under
-    ``aggregates/<name>/ingest=<id>``. Before the commit: an ingest that dies here stays invisible."""
+                     say: Callable[[str], None] = lambda _m: None, *, rows: int) -> None:
+    """The ingest's aggregates (:class:`~conformance.report.aggregates.Partials`), from the
+    ``rows`` rows it just wrote (Parquet: only the columns they need are read back, in tasks of
+    about :data:`ROWS_PER_TASK` rows), each under ``aggregates/<name>/ingest=<id>``. Before the
+    commit: an ingest that dies here stays invisible."""
     t0 = time.perf_counter()
-    rows = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
+    split = split_bytes(store / "results" / f"{PARTITION}={ingest_id}", rows)
+    restore = {"spark.sql.files.maxPartitionBytes": spark.conf.get("spark.sql.files.maxPartitionBytes")}
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
+    results = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
     # The latest and the history partials from one shuffle of the rows (kept, small, while both
     # are written).
-    groups = aggregates.shared_groups(rows).persist(StorageLevel.MEMORY_AND_DISK)
+    groups = aggregates.shared_groups(results).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        for name, df in aggregates.partials_of_shared(rows, groups).items():
+        for name, df in aggregates.partials_of_shared(results, groups).items():
             # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.
             df.coalesce(AGGREGATE_FILES).withColumn(PARTITION, F.lit(ingest_id)).write.mode("append") \
                 .partitionBy(PARTITION).parquet(_uri(_aggregate_dir(store, name)))
     finally:
         groups.unpersist()
+        for key, value in restore.items():
+            spark.conf.set(key, str(value))
     say(f"ingest: aggregates written in {time.perf_counter() - t0:.1f}s")
+
+
+def split_bytes(part: Path, rows: int) -> int:
+    """Spark's split size (``spark.sql.files.maxPartitionBytes``) that gives a task of the
+    partition ``part`` (``rows`` rows) about :data:`ROWS_PER_TASK` rows, within 1 to 128 MB."""
+    size = sum(f.stat().st_size for f in part.glob("*.parquet"))
+    low, high = _SPLIT_BYTES
+    return max(low, min(high, size * ROWS_PER_TASK // max(rows, 1)))
 
 
 def _aggregate_dir(store: Path, name: str) -> Path:

@@ -53,6 +53,32 @@ def test_ingesting_the_same_files_again_adds_nothing(spark: SparkSession, golden
     assert (golden_store / "store.json").read_text() == before
 
 
+def test_the_aggregates_read_an_ingest_in_tasks_of_a_bounded_number_of_rows(tmp_path: Path) -> None:
+    part = tmp_path / "ingest=x"
+    part.mkdir()
+    (part / "a.parquet").write_bytes(b"\0" * 600_000)
+    (part / "b.parquet").write_bytes(b"\0" * 400_000)
+    (part / "_SUCCESS").write_bytes(b"\0" * 10_000_000)  # not data: not counted
+    # 1,000,000 bytes of 100,000 rows: 10 bytes a row, so 2M rows are 20 MB (within 1 to 128 MB).
+    assert store.split_bytes(part, 100_000) == 1_000_000 * store.ROWS_PER_TASK // 100_000 == 20_000_000
+    assert store.split_bytes(part, 10) == 128 << 20  # never above Spark's default
+    assert store.split_bytes(part, 10**12) == 1 << 20  # nor below 1 MB
+    assert store.split_bytes(tmp_path / "none", 0) == 1 << 20
+
+
+def test_an_ingest_leaves_the_sessions_split_size_as_it_found_it(
+    spark: SparkSession, golden_store: Path, tmp_path: Path
+) -> None:
+    key = "spark.sql.files.maxPartitionBytes"
+    before = spark.conf.get(key)
+    shutil.copytree(golden_store, tmp_path / "st")
+    (tmp_path / "extra.jsonl").write_text(
+        (GOLDEN / "rabbitmq-3.12.0.jsonl").read_text().replace("20240501T020000Z-r1", "20240601T020000Z-r9"))
+    done = store.ingest(spark, [str(tmp_path / "extra.jsonl")], tmp_path / "st")
+    assert done.runs_added == ("20240601T020000Z-r9",)
+    assert spark.conf.get(key) == before
+
+
 def test_store_rows_and_malformed_lines(spark: SparkSession, golden_store: Path) -> None:
     loaded = store.load_store(spark, golden_store)
     assert (loaded.n_valid, loaded.n_malformed) == (45, 1)
