@@ -301,22 +301,23 @@ def write_aggregates(spark: SparkSession, store: Path, ingest_id: str,
     about :data:`ROWS_PER_TASK` rows), each under ``aggregates/<name>/ingest=<id>``. Before the
     commit: an ingest that dies here stays invisible."""
     t0 = time.perf_counter()
-    split = split_bytes(store / "results" / f"{PARTITION}={ingest_id}", rows)
-    restore = {"spark.sql.files.maxPartitionBytes": spark.conf.get("spark.sql.files.maxPartitionBytes")}
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(split))
-    results = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
-    # The latest and the history partials from one shuffle of the rows (kept, small, while both
-    # are written).
-    groups = aggregates.shared_groups(results).persist(StorageLevel.MEMORY_AND_DISK)
+    key = "spark.sql.files.maxPartitionBytes"
+    before = str(spark.conf.get(key))
+    spark.conf.set(key, str(split_bytes(store / "results" / f"{PARTITION}={ingest_id}", rows)))
+    groups = None
     try:
+        results = read_results(spark, store).where(F.col(PARTITION) == ingest_id).select(*RESULTS_COLUMNS)
+        # The latest and the history partials from one shuffle of the rows (kept, small, while
+        # both are written).
+        groups = aggregates.shared_groups(results).persist(StorageLevel.MEMORY_AND_DISK)
         for name, df in aggregates.partials_of_shared(results, groups).items():
             # Bounded (broker versions × cases, case × build, runs): a few files, not one per task.
             df.coalesce(AGGREGATE_FILES).withColumn(PARTITION, F.lit(ingest_id)).write.mode("append") \
                 .partitionBy(PARTITION).parquet(_uri(_aggregate_dir(store, name)))
     finally:
-        groups.unpersist()
-        for key, value in restore.items():
-            spark.conf.set(key, str(value))
+        if groups is not None:
+            groups.unpersist()
+        spark.conf.set(key, before)
     say(f"ingest: aggregates written in {time.perf_counter() - t0:.1f}s")
 
 
