@@ -169,12 +169,14 @@ def ingest(spark: SparkSession, inputs: list[str], store: Path,
     # (invisible until the commit), the malformed lines (rare; their text and position kept in
     # one column, null for a record) are numbered and kept aside from the few rows written. The
     # runs it brought are read back from the Parquet (one column); runs the store already has
-    # are dropped from it then (a file ingested twice).
+    # are dropped from it then (a file ingested twice). A faults record is neither: ``ok`` null,
+    # a folder of its own, removed with the rest of the pass.
     parse = store / f"{PARSING}{ingest_id}"  # removed by the next ingest if this one dies
     bad = F.col("reason").isNotNull()
     aside = F.when(bad, F.struct("file", "block_start", "row_id", "reason", "value")).alias(ASIDE)
+    ok = F.when(~F.col("workload"), ~bad).alias("ok")
     say(f"ingest: parsing and writing the records of {len(files)} file(s)")
-    (parsed.select(*RESULTS_COLUMNS, aside, (~bad).alias("ok")).write
+    (parsed.select(*RESULTS_COLUMNS, aside, ok).write
      .option("parquet.block.size", ROW_GROUP_BYTES).partitionBy("ok").parquet(_folder(parse)))
     part.parent.mkdir(parents=True, exist_ok=True)
     if (parse / "ok=true").is_dir():

@@ -77,11 +77,17 @@ def test_faults_records_are_set_apart_however_their_key_is_written(spark: SparkS
     escaped = '{"rec\\u006frd": "faults.summary", "run_id": "f2"}'  # the same key, one letter escaped
     named = json.dumps(record(message='the "record" key is not here'))  # the text, not the key
     other = json.dumps({**record(), "record": "other"})  # a record field that is not faults.*
-    lines = lines_frame(spark, [faults, escaped, named, other, json.dumps(record())])
-    assert [r.value for r in parsing.workload_lines(lines).collect()] == [faults, escaped]
+    # A faults record whose fields the result schema cannot convert (all of them null then).
+    mistyped = json.dumps({"record": "faults.summary", "run_id": ["f3"], "duration_s": "slow"})
+    lines = lines_frame(spark, [faults, escaped, named, other, json.dumps(record()), mistyped])
+    assert [r.value for r in parsing.workload_lines(lines).collect()] == [faults, escaped, mistyped]
     parsed = parsing.parse_lines(lines)
-    assert sorted((r.row_id, r.reason) for r in parsed.select("row_id", "reason").collect()) == [
-        (2, None), (3, None), (4, None)]
+    rows = parsed.select("row_id", "reason", "workload").collect()
+    assert sorted((r.row_id, r.reason, r.workload) for r in rows) == [
+        (0, None, True), (1, None, True), (2, None, False), (3, None, False), (4, None, False),
+        (5, None, True)]
+    assert sorted(r.run_id for r in parsing.valid_results(parsed).collect()) == ["run-1"] * 3
+    assert parsing.malformed_lines(parsed).count() == 0
 
 
 def test_line_numbers_add_earlier_splits_of_the_same_file(spark: SparkSession) -> None:

@@ -88,6 +88,20 @@ def test_store_rows_and_malformed_lines(spark: SparkSession, golden_store: Path)
         (str(GOLDEN / "garagemq-0.1.0.jsonl"), 5, "not a valid JSON object")]
 
 
+def test_an_ingest_stores_neither_faults_records_nor_malformed_lines_as_rows(
+        spark: SparkSession, tmp_path: Path) -> None:
+    lines = (GOLDEN / "rabbitmq-3.12.0.jsonl").read_text(encoding="utf-8").splitlines()
+    faults = json.dumps({"record": "faults.summary", "run_id": "f1", "time": "2024-05-01T00:00:00Z"})
+    src = tmp_path / "mixed.jsonl"
+    src.write_text("\n".join([lines[0], faults, "{not json", "", *lines[1:]]) + "\n", encoding="utf-8")
+    done = store.ingest(spark, [str(src)], tmp_path / "st")
+    assert (done.rows_added, done.runs_added, done.malformed_added) == (22, RUNS[:2], 1)
+    loaded = store.load_store(spark, tmp_path / "st")
+    assert [(e["line"], e["reason"]) for e in loaded.examples] == [(3, "not a valid JSON object")]
+    assert sorted({r.run_id for r in loaded.results.select("run_id").collect()}) == list(RUNS[:2])
+    assert not list((tmp_path / "st").glob(f"{store.PARSING}*"))
+
+
 def _comparable(summary: dict[str, Any]) -> dict[str, Any]:
     keep = ("n_brokers", "n_cases", "brokers", "flaky", "regressions", "rule_coverage", "malformed")
     out = {k: summary[k] for k in keep}
