@@ -134,7 +134,10 @@ def test_the_ingests_shared_pass_gives_the_partials_of_the_rows(
     try:
         # A build without a platform (a null key of the history's groups, not of the latest's).
         extra = results_frame(spark, [record(run_id="np", broker_platform=None, verdict="FAIL"),
-                                      record(run_id="np2", broker_platform=None, time=_ts(40))])
+                                      record(run_id="np2", broker_platform=None, time=_ts(40)),
+                                      # The latest time and run twice in a group: the payload decides.
+                                      record(run_id="tie", time=_ts(50), verdict="PASS", observed="a"),
+                                      record(run_id="tie", time=_ts(50), verdict="FAIL", observed="b")])
         rows = loaded.results.unionByName(extra)
         shared = aggregates.partials_of_shared(rows, aggregates.shared_groups(rows))
         plain = aggregates.partials_of(rows)
