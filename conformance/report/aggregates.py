@@ -19,10 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from conformance.report import compliance, history, parsing, power
-from conformance.report.history import HISTORY_KEYS
 from conformance.report.schema import BROKER_KEYS, RESULTS_COLUMNS
 
 # The version of the partials' definitions a store's ingest records: an ingest whose partials
@@ -86,24 +84,9 @@ def shared_groups(all_results: DataFrame) -> DataFrame:
     with each group's latest execution (``last``):
     one shuffle of the rows for both. Its groups are finer than the latest's (broker version ×
     case), so the latest partial is the merge of these (:func:`partials_of_shared`). Bounded
-    (the lists of executions are gone): persist it when both are read.
-
-    ``last`` is :func:`~conformance.report.compliance.latest_last` of the rows that have their
-    group's greatest (time, run id), the last of its ``recent``: found by a join with the groups
-    (broadcast: bounded), so the one aggregation over every row stays the history's. Folding
-    ``last`` into that aggregation cost as much again: its buffer (a struct of strings) makes the
-    aggregation sort every row with its payload."""
-    normal = parsing.normal_runs(all_results)
-    groups = history.history_of_groups(history.history_groups(normal))
-    newest = F.element_at("recent", -1)
-    winners = groups.select(*HISTORY_KEYS, newest["ts"].alias("_ts"), newest["run_id"].alias("_run"))
-    on = [normal[k].eqNullSafe(winners[k]) for k in HISTORY_KEYS]
-    candidates = normal.join(F.broadcast(winners), [*on, normal["ts"] == winners["_ts"],
-                                                   normal["run_id"] == winners["_run"]], "left_semi")
-    last = candidates.groupBy(*HISTORY_KEYS).agg(compliance.latest_last())
-    return groups.join(last, [groups[k].eqNullSafe(last[k]) for k in HISTORY_KEYS], "left").select(
-        *[groups[k] for k in HISTORY_KEYS], last["last"], *[groups[c] for c in groups.columns
-                                                             if c not in HISTORY_KEYS])
+    (the lists of executions are gone): persist it when both are read."""
+    groups = history.history_groups(parsing.normal_runs(all_results), compliance.latest_last())
+    return history.history_of_groups(groups, "last")
 
 
 def partials_of_shared(all_results: DataFrame, groups: DataFrame) -> Partials:
