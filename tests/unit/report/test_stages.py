@@ -77,7 +77,7 @@ def test_faults_records_are_set_apart_however_their_key_is_written(spark: SparkS
     escaped = '{"rec\\u006frd": "faults.summary", "run_id": "f2"}'  # the same key, one letter escaped
     named = json.dumps(record(message='the "record" key is not here'))  # the text, not the key
     other = json.dumps({**record(), "record": "other"})  # a record field that is not faults.*
-    # A faults record whose fields the result schema cannot convert (all of them null then).
+    # A faults record whose fields are of other JSON types than the result schema's.
     mistyped = json.dumps({"record": "faults.summary", "run_id": ["f3"], "duration_s": "slow"})
     lines = lines_frame(spark, [faults, escaped, named, other, json.dumps(record()), mistyped])
     assert [r.value for r in parsing.workload_lines(lines).collect()] == [faults, escaped, mistyped]
